@@ -1,0 +1,107 @@
+// config.h: the job configuration: INI files plus --set overrides, checked
+// against one schema table that also documents every key.
+#ifndef VGPU_CONFIG_H
+#define VGPU_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_LIST_MAX 16
+#define CONFIG_STR_MAX 256
+
+struct config_int_list {
+    int count;
+    long v[CONFIG_LIST_MAX];
+};
+
+struct config_float_list {
+    int count;
+    double v[CONFIG_LIST_MAX];
+};
+
+// Plain old data: the launcher broadcasts it from rank 0 as bytes.
+struct config {
+    struct {
+        char kind[16];             // auto | cpu | cuda
+        long ranks_per_device;     // ranks sharing one device; 0 = auto
+        uint64_t memory_limit;     // bytes per rank; 0 = auto
+        double memory_fraction;    // share of free device memory per device; 0 = unset
+        struct config_int_list map; // explicit local rank -> device index
+        long cpu_threads;          // BLAS threads per rank; 0 = auto
+    } devices;
+    struct {
+        char backend[16];          // auto | ring | mpi | nccl
+        double timeout_s;          // bound on every collective wait, seconds
+        uint64_t slice_bytes;      // ring pipelining granularity, bytes
+    } comm;
+    struct {
+        struct config_int_list hidden; // hidden layer widths
+    } model;
+    struct {
+        long epochs;
+        long batch_size;           // global batch, samples
+        long max_steps;            // stop after this many steps; 0 = no limit
+        double lr;
+        char optimizer[16];        // sgd | adam | adamw
+        double momentum;
+        double weight_decay;
+        double beta1, beta2, eps;  // Adam
+        char schedule[16];         // constant | step | cosine
+        long warmup_steps;
+        long step_every;           // step schedule: decay period, steps
+        double step_gamma;         // step schedule: decay factor
+        struct config_float_list batch_weights; // per-rank share of each batch
+        int drop_last;
+        long seed;
+        long log_every;            // steps between progress lines
+        int deterministic;
+        long micro_batches;        // deterministic mode: micro-batches per global batch
+        long check_replicas_every; // steps between replica hash checks; 0 = off
+    } train;
+    struct {
+        char dataset[16];          // fashion-mnist | mnist-idx | synthetic
+        char path[CONFIG_STR_MAX]; // directory with the four IDX files
+        int standardize;
+        int fallback_synthetic;    // use synthetic data if the dataset is missing
+        long train_limit;          // use only the first N training samples; 0 = all
+        long synthetic_train;      // synthetic set sizes
+        long synthetic_test;
+        long synthetic_features;   // synthetic sample width
+    } data;
+    struct {
+        char dir[CONFIG_STR_MAX];  // "" = no checkpoints
+        long every_steps;          // 0 = only at the end
+    } checkpoint;
+    struct {
+        long steps;                // --verify: steps to replay
+        double rtol;               // --verify: relative tolerance (non-deterministic mode)
+    } verify;
+};
+
+// Fills *cfg with the defaults from the schema.
+void config_defaults(struct config *cfg);
+
+// Parses an INI file into *cfg (on top of what it holds). On error returns
+// VGPU_ECONFIG (or -errno when the file cannot be read) and writes
+// "file:line: message" into err.
+int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes);
+
+// Parses INI text (as config_load_file does) with `origin` naming it in errors.
+int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
+                       size_t err_bytes);
+
+// Applies one "section.key=value" override (from --set). Errors as above,
+// with "--set section.key" as the location.
+int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes);
+
+// Checks cross-key rules (conflicts, list lengths). Errors as above.
+int config_validate(const struct config *cfg, char *err, size_t err_bytes);
+
+// Parses a byte size such as "512", "64K", "512M", "2G", "1.5G" (binary units).
+// Returns 0 and sets *bytes, or VGPU_EINVAL.
+int config_parse_size(const char *text, uint64_t *bytes);
+
+// Writes every key with its default and documentation, INI-formatted.
+void config_print_reference(void *file);
+
+#endif

@@ -1,0 +1,20 @@
+// util.h: small helpers shared by every layer: clocks, hashing, sizes.
+#ifndef VGPU_UTIL_H
+#define VGPU_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Monotonic time in seconds.
+double util_now_s(void);
+
+// CRC32 (zlib's polynomial) of a byte range, continuing from `crc` (start at 0).
+uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
+
+// 64-bit FNV-1a-style hash of a byte range, continuing from `h` (start at 0).
+uint64_t util_hash64(uint64_t h, const void *data, size_t bytes);
+
+// Formats bytes as "96.0 MiB" into buf; returns buf.
+char *util_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes);
+
+#endif

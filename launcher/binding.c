@@ -1,0 +1,136 @@
+// binding.c: ranks -> devices and memory caps.
+#include "binding.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "status.h"
+#include "util.h"
+
+static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_bytes, fmt, ap);
+    va_end(ap);
+    return VGPU_ECONFIG;
+}
+
+static int is_cuda_(const struct device_info *d) { return !strcmp(d->kind, "cuda"); }
+
+int binding_compute(const struct binding_request *req, struct binding *out, char *err,
+                    size_t err_bytes)
+{
+    char a[32], b[32], c[32], d[32];
+    int n = req->local_size, nd = req->ndevices;
+    if (n <= 0)
+        return fail_(err, err_bytes, "no ranks to bind");
+    if (nd <= 0)
+        return fail_(err, err_bytes, "local rank 0 has no device: no devices are visible on this host");
+    if (req->memory_limit && req->memory_fraction > 0)
+        return fail_(err, err_bytes,
+                     "devices.memory_limit and devices.memory_fraction conflict: set one of them");
+    if (req->map && req->ranks_per_device)
+        return fail_(err, err_bytes,
+                     "devices.map and devices.ranks_per_device conflict: set one of them");
+
+    // 1. Which device each rank goes to.
+    if (req->map) {
+        if (req->map_count != n)
+            return fail_(err, err_bytes,
+                         "devices.map lists %d devices but this host runs %d ranks: give one entry "
+                         "per local rank",
+                         req->map_count, n);
+        for (int r = 0; r < n; r++) {
+            if (req->map[r] < 0 || req->map[r] >= nd)
+                return fail_(err, err_bytes,
+                             "devices.map sends local rank %d to device %ld, but only devices 0..%d "
+                             "are visible",
+                             r, req->map[r], nd - 1);
+            out[r].device = (int)req->map[r];
+        }
+    } else {
+        long per = req->ranks_per_device ? req->ranks_per_device : (n + nd - 1) / nd;
+        for (int r = 0; r < n; r++) {
+            long dev = r / per;
+            if (dev >= nd)
+                return fail_(err, err_bytes,
+                             "local rank %d has no device: %d ranks, %d device%s and "
+                             "devices.ranks_per_device = %ld give room for %ld ranks; raise "
+                             "ranks_per_device or run fewer ranks per host",
+                             r, n, nd, nd == 1 ? "" : "s", per, per * nd);
+            out[r].device = (int)dev;
+        }
+    }
+
+    // 2. Slots and sharing counts.
+    for (int r = 0; r < n; r++) {
+        out[r].slot = 0;
+        out[r].ranks_on_device = 0;
+        for (int q = 0; q < n; q++) {
+            if (out[q].device != out[r].device)
+                continue;
+            out[r].ranks_on_device++;
+            if (q < r)
+                out[r].slot++;
+        }
+    }
+
+    // 3. Caps, then whether each device holds its ranks.
+    for (int r = 0; r < n; r++) {
+        const struct device_info *dv = &req->devices[out[r].device];
+        uint64_t k = (uint64_t)out[r].ranks_on_device;
+        uint64_t cap;
+        if (req->memory_limit) {
+            cap = req->memory_limit;
+        } else if (req->memory_fraction > 0) {
+            cap = (uint64_t)(req->memory_fraction * (double)dv->free_bytes / (double)k);
+        } else if (is_cuda_(dv)) {
+            uint64_t overhead = k * req->overhead_bytes;
+            uint64_t usable = dv->free_bytes > overhead ? dv->free_bytes - overhead : 0;
+            cap = (uint64_t)(BINDING_CUDA_AUTO_SHARE * (double)usable / (double)k);
+        } else {
+            cap = BINDING_CPU_DEFAULT_CAP;
+            if (cap > dv->free_bytes / 2 / k) // leave the host room to live in
+                cap = dv->free_bytes / 2 / k;
+        }
+        cap = cap / ARENA_ALIGN * ARENA_ALIGN;
+        if (cap == 0)
+            return fail_(err, err_bytes,
+                         "local rank %d gets a memory cap of 0 bytes on %s%d (%s free, %llu ranks "
+                         "share it)",
+                         r, dv->kind, dv->index, util_format_bytes(dv->free_bytes, a, sizeof a),
+                         (unsigned long long)k);
+        if (req->min_bytes && cap < req->min_bytes)
+            return fail_(err, err_bytes,
+                         "local rank %d: memory cap %s is below the %s this job needs; raise "
+                         "devices.memory_limit or use a smaller model or batch",
+                         r, util_format_bytes(cap, a, sizeof a),
+                         util_format_bytes(req->min_bytes, b, sizeof b));
+        out[r].cap_bytes = cap;
+    }
+    for (int dev = 0; dev < nd; dev++) {
+        uint64_t sum = 0, ranks = 0;
+        for (int r = 0; r < n; r++)
+            if (out[r].device == dev) {
+                sum += out[r].cap_bytes;
+                ranks++;
+            }
+        if (!ranks)
+            continue;
+        const struct device_info *dv = &req->devices[dev];
+        uint64_t need = sum + ranks * req->overhead_bytes;
+        if (need > dv->free_bytes)
+            return fail_(err, err_bytes,
+                         "device %s%d (%s) cannot hold its %llu ranks: caps %s + overhead %llu x %s "
+                         "= %s, but only %s is free; lower devices.memory_limit or run fewer ranks "
+                         "per device",
+                         dv->kind, dv->index, dv->name, (unsigned long long)ranks,
+                         util_format_bytes(sum, a, sizeof a), (unsigned long long)ranks,
+                         util_format_bytes(req->overhead_bytes, b, sizeof b),
+                         util_format_bytes(need, c, sizeof c),
+                         util_format_bytes(dv->free_bytes, d, sizeof d));
+    }
+    return 0;
+}

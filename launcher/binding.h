@@ -1,0 +1,41 @@
+// binding.h: the pure policy that maps a host's ranks onto its devices and
+// gives each its memory cap. No I/O: every decision here is unit-tested.
+#ifndef VGPU_BINDING_H
+#define VGPU_BINDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+
+#define BINDING_CPU_DEFAULT_CAP (256ull << 20) // bytes per rank when nothing is set (CPU)
+#define BINDING_CUDA_AUTO_SHARE 0.9            // of free memory, when nothing is set (CUDA)
+
+struct binding_request {
+    int local_size;                     // ranks on this host
+    int ndevices;                       // visible devices on this host
+    const struct device_info *devices;  // [ndevices]
+    long ranks_per_device;              // 0 = ceil(local_size / ndevices)
+    uint64_t memory_limit;              // bytes per rank; 0 = unset
+    double memory_fraction;             // share of free memory per device; 0 = unset
+    const long *map;                    // explicit device per local rank, or NULL
+    int map_count;
+    uint64_t overhead_bytes;            // per-process device overhead (CUDA context), bytes
+    uint64_t min_bytes;                 // least a rank needs, bytes; 0 = no check
+};
+
+struct binding {
+    int device;            // index into request.devices
+    int slot;              // position among the ranks on that device
+    int ranks_on_device;   // ranks sharing that device
+    uint64_t cap_bytes;    // memory cap of this rank's virtual GPU
+};
+
+// Computes the binding of every local rank (out[local_size]). Returns 0, or
+// VGPU_ECONFIG with a message that names the rank or device and the numbers
+// (caps that do not fit, a rank with no device, a cap below min_bytes,
+// contradictory keys) and says what to change.
+int binding_compute(const struct binding_request *req, struct binding *out, char *err,
+                    size_t err_bytes);
+
+#endif

@@ -1,0 +1,41 @@
+// comm.h: collectives between the job's virtual GPUs. Backends (ring, mpi,
+// nccl) are struct comm_ops tables; the worker sees only comm_t.
+//
+// Contract: every rank of the communicator calls the same collectives in the
+// same order with the same sizes. Buffers are device buffers of the comm's
+// device. Calls block until the result is in the output buffer. Every wait is
+// bounded by the configured timeout; a peer that does not arrive ends the job
+// with a message naming it. Functions return 0 or a negative status.
+#ifndef VGPU_COMM_H
+#define VGPU_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct comm comm_t;
+
+enum comm_reduce_op { COMM_SUM, COMM_AVG };
+
+struct comm_stats {
+    uint64_t calls;        // collectives issued
+    uint64_t bytes;        // payload bytes passed to collectives
+    double seconds;        // time spent inside collectives
+};
+
+// Name of the backend in use ("ring", "mpi", "nccl").
+const char *comm_backend_name(const comm_t *c);
+int comm_rank(const comm_t *c);
+int comm_size(const comm_t *c);
+
+// recv[i] = op over ranks of send[i], float32, count >= 0. send == recv is the
+// in-place form.
+int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
+                    enum comm_reduce_op op);
+// Copies `bytes` of root's buf into every rank's buf.
+int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
+// recv = concatenation over ranks (in rank order) of each rank's `bytes` of send.
+int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes);
+int comm_barrier(comm_t *c);
+struct comm_stats comm_get_stats(const comm_t *c);
+
+#endif

@@ -1,0 +1,78 @@
+// comm_internal.h: the collective backend interface, shared inside launcher/.
+#ifndef VGPU_COMM_INTERNAL_H
+#define VGPU_COMM_INTERNAL_H
+
+#include <mpi.h>
+
+#include "comm.h"
+#include "device.h"
+
+// The job's unique id: rank 0 draws it and broadcasts it before anything
+// shared is created; every shared-memory name of the job derives from it.
+struct comm_unique_id {
+    uint64_t nonce[2];
+};
+
+// What a backend needs to connect.
+struct comm_args {
+    MPI_Comm mpi_comm;       // the ranks of the communicator (duplicated by create)
+    device_t *dev;           // this rank's device
+    struct comm_unique_id id;
+    double timeout_s;        // bound on every wait
+    uint64_t slice_bytes;    // ring pipelining granularity
+    int node_index;          // this rank's host index (ranks with equal index share memory)
+    const char *host;
+};
+
+struct comm_ops {
+    const char *name;
+    // Connects; on failure leaves nothing behind.
+    int (*create)(comm_t *c, const struct comm_args *args);
+    int (*all_reduce)(comm_t *c, const float *send, float *recv, size_t count,
+                      enum comm_reduce_op op);
+    int (*broadcast)(comm_t *c, void *buf, size_t bytes, int root);
+    int (*all_gather)(comm_t *c, const void *send, void *recv, size_t bytes);
+    int (*barrier)(comm_t *c);
+    void (*destroy)(comm_t *c);
+};
+
+struct comm {
+    const struct comm_ops *ops;
+    int rank, size;
+    device_t *dev;
+    double timeout_s;
+    struct comm_stats stats;
+    void *impl;              // backend state
+};
+
+extern const struct comm_ops comm_mpi_ops;
+extern const struct comm_ops comm_ring_ops;
+extern const struct comm_ops comm_nccl_ops; // only when built with NCCL
+
+// Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.
+const struct comm_ops *comm_find_ops(const char *name);
+
+// Creates a communicator with backend `ops`. *out is owned by the caller and
+// released with comm_destroy. Returns 0 or a negative status.
+int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args *args);
+// Disconnects and frees; comm_destroy(NULL) is a no-op.
+void comm_destroy(comm_t *c);
+
+// The pure backend policy (comm.backend = auto|ring|mpi|nccl): auto gives
+// nccl when NCCL is built and every rank has its own GPU, else ring. Sets
+// *chosen and a one-line reason in why; returns VGPU_ECONFIG (why says what
+// to change) for an explicit choice that cannot work.
+int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a_gpu, int all_cuda,
+                        int nccl_version, int multi_rank_env, const char **chosen, char *why,
+                        size_t why_bytes);
+
+// NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
+int comm_nccl_runtime_version(void);
+
+// Name of a shared-memory segment of job `id`: "/vgpu-<32 hex>-<what>-r<rank>",
+// e.g. rank 3's CPU device arena is comm_shm_name(&id, 3, "arena", ...); fits
+// in 64 bytes when `what` is at most 16 characters.
+void comm_shm_name(const struct comm_unique_id *id, int rank, const char *what, char *buf,
+                   size_t buf_bytes);
+
+#endif

@@ -1,0 +1,284 @@
+// device.c: the backend-independent half of a virtual GPU: the capped arena,
+// pointer checks, copy counters, and dispatch to the backend's ops.
+#include <stdio.h>
+#include <string.h>
+
+#include "device_internal.h"
+#include "log.h"
+#include "util.h"
+
+const struct device_ops *device_find_ops(const char *name)
+{
+    if (!strcmp(name, "cpu"))
+        return &device_cpu_ops;
+#ifdef VGPU_HAVE_CUDA
+    if (!strcmp(name, "cuda"))
+        return &device_cuda_ops;
+#endif
+    return NULL;
+}
+
+int device_discover(const char *kind, struct device_info *out, int max, int *count)
+{
+    *count = 0;
+    if (!strcmp(kind, "cpu")) {
+        if (max < 1)
+            return VGPU_EINVAL;
+        TRY(device_cpu_discover_(out));
+        *count = 1;
+        return 0;
+    }
+    if (!strcmp(kind, "cuda")) {
+#ifdef VGPU_HAVE_CUDA
+        return device_cuda_discover_(out, max, count);
+#else
+        return VGPU_EUNSUPPORTED;
+#endif
+    }
+    return VGPU_EINVAL;
+}
+
+int device_is_cuda(const device_t *dev) { return dev && !strcmp(dev->info.kind, "cuda"); }
+
+int device_open(device_t *dev, const struct device_info *info, int rank, const char *host,
+                uint64_t cap_bytes, int blas_threads, const char *shm_name)
+{
+    memset(dev, 0, sizeof *dev);
+    dev->ops = device_find_ops(info->kind);
+    if (!dev->ops) {
+        log_error("device backend '%s' is not built into this binary", info->kind);
+        return VGPU_EUNSUPPORTED;
+    }
+    dev->info = *info;
+    dev->rank = dev->virtual_id = rank;
+    snprintf(dev->host, sizeof dev->host, "%s", host ? host : "?");
+    dev->cap_bytes = cap_bytes / ARENA_ALIGN * ARENA_ALIGN;
+    dev->blas_threads = blas_threads > 0 ? blas_threads : 1;
+    snprintf(dev->shm_name, sizeof dev->shm_name, "%s", shm_name ? shm_name : "");
+    int rc = dev->ops->reserve(dev, dev->cap_bytes);
+    if (rc < 0) {
+        char cap[32];
+        log_error("cannot reserve %s of device memory for virtual GPU %d on %s%d (%s): %s",
+                  util_format_bytes(dev->cap_bytes, cap, sizeof cap), rank, info->kind, info->index,
+                  info->name, status_str(rc));
+        dev->ops = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+void device_close(device_t *dev)
+{
+    if (!dev || !dev->ops)
+        return;
+    arena_free(&dev->arena);
+    dev->ops->release(dev);
+    dev->ops = NULL;
+}
+
+int device_alloc(device_t *dev, size_t bytes, void **ptr)
+{
+    int rc = arena_alloc(&dev->arena, bytes, ptr);
+    if (rc == VGPU_EDEVMEM) {
+        char req[32], used[32], cap[32];
+        log_error("device memory cap exceeded: requested %s, in use %s of %s (virtual GPU %d on "
+                  "physical device %s%d)",
+                  util_format_bytes(bytes, req, sizeof req),
+                  util_format_bytes(dev->arena.stats.in_use_bytes, used, sizeof used),
+                  util_format_bytes(dev->cap_bytes, cap, sizeof cap), dev->virtual_id,
+                  dev->info.kind, dev->info.index);
+    }
+    return rc;
+}
+
+int device_alloc_floats(device_t *dev, size_t count, float **ptr)
+{
+    void *p;
+    if (count > SIZE_MAX / sizeof(float))
+        return VGPU_EDEVMEM;
+    TRY(device_alloc(dev, count * sizeof(float), &p));
+    int rc = device_zero(dev, p, count * sizeof(float));
+    if (rc < 0) {
+        arena_release(&dev->arena, p);
+        return rc;
+    }
+    *ptr = p;
+    return 0;
+}
+
+int device_free(device_t *dev, void *ptr)
+{
+    int rc = arena_release(&dev->arena, ptr);
+    if (rc < 0)
+        log_error("device_free: %p is not a live allocation of virtual GPU %d", ptr, dev->virtual_id);
+    return rc;
+}
+
+// ---- pointer checks: what a GPU would fault on, the simulation refuses ----
+
+static int check_range_(const device_t *dev, const void *p, size_t bytes, const char *what,
+                        const char *op)
+{
+    if (bytes == 0)
+        return 0;
+    const char *c = p;
+    if (!arena_contains(&dev->arena, c) || !arena_contains(&dev->arena, c + bytes - 1)) {
+        log_error("%s: %s %p (+%zu bytes) is not device memory of virtual GPU %d "
+                  "(a host pointer passed to the device?)",
+                  op, what, p, bytes, dev->virtual_id);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+static int check_host_(const device_t *dev, const void *p, size_t bytes, const char *op)
+{
+    if (bytes && (arena_contains(&dev->arena, p) || !p)) {
+        log_error("%s: host pointer %p is device memory or NULL", op, p);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+#define DEV_(p, bytes, what, op) TRY(check_range_(dev, (p), (bytes), (what), (op)))
+
+int device_copy_to_device(device_t *dev, void *dst, const void *host_src, size_t bytes)
+{
+    DEV_(dst, bytes, "destination", "copy_to_device");
+    TRY(check_host_(dev, host_src, bytes, "copy_to_device"));
+    dev->counters.h2d_calls++;
+    dev->counters.h2d_bytes += bytes;
+    return bytes ? dev->ops->copy_h2d(dev, dst, host_src, bytes) : 0;
+}
+
+int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t bytes)
+{
+    DEV_(src, bytes, "source", "copy_to_host");
+    TRY(check_host_(dev, host_dst, bytes, "copy_to_host"));
+    dev->counters.d2h_calls++;
+    dev->counters.d2h_bytes += bytes;
+    return bytes ? dev->ops->copy_d2h(dev, host_dst, src, bytes) : 0;
+}
+
+int device_copy(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    DEV_(dst, bytes, "destination", "copy");
+    DEV_(src, bytes, "source", "copy");
+    dev->counters.d2d_calls++;
+    dev->counters.d2d_bytes += bytes;
+    return bytes && dst != src ? dev->ops->copy_d2d(dev, dst, src, bytes) : 0;
+}
+
+int device_zero(device_t *dev, void *dst, size_t bytes)
+{
+    DEV_(dst, bytes, "buffer", "zero");
+    return bytes ? dev->ops->memset_zero(dev, dst, bytes) : 0;
+}
+
+int device_sync(device_t *dev) { return dev->ops->sync(dev); }
+
+// ---- math ----
+
+#define F_ sizeof(float)
+
+int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float *a, const float *b, float beta, float *c)
+{
+    if (m < 0 || n < 0 || k < 0)
+        return VGPU_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    DEV_(a, (size_t)m * k * F_, "A", "gemm");
+    DEV_(b, (size_t)k * n * F_, "B", "gemm");
+    DEV_(c, (size_t)m * n * F_, "C", "gemm");
+    return dev->ops->gemm(dev, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+}
+
+int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols)
+{
+    if (rows <= 0 || cols <= 0)
+        return rows < 0 || cols < 0 ? VGPU_EINVAL : 0;
+    DEV_(out, (size_t)rows * cols * F_, "out", "bias_add");
+    DEV_(bias, (size_t)cols * F_, "bias", "bias_add");
+    return dev->ops->bias_add(dev, out, bias, rows, cols);
+}
+
+int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols)
+{
+    if (rows < 0 || cols < 0)
+        return VGPU_EINVAL;
+    if (rows == 0 || cols == 0)
+        return 0;
+    DEV_(dbias, (size_t)cols * F_, "dbias", "bias_grad");
+    DEV_(dout, (size_t)rows * cols * F_, "dout", "bias_grad");
+    return dev->ops->bias_grad(dev, dbias, dout, rows, cols);
+}
+
+int device_relu_forward(device_t *dev, float *out, const float *in, size_t n)
+{
+    if (!n)
+        return 0;
+    DEV_(out, n * F_, "out", "relu_forward");
+    DEV_(in, n * F_, "in", "relu_forward");
+    return dev->ops->relu_forward(dev, out, in, n);
+}
+
+int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n)
+{
+    if (!n)
+        return 0;
+    DEV_(din, n * F_, "din", "relu_backward");
+    DEV_(dout, n * F_, "dout", "relu_backward");
+    DEV_(out, n * F_, "out", "relu_backward");
+    return dev->ops->relu_backward(dev, din, dout, out, n);
+}
+
+int device_softmax_xent(device_t *dev, float *dlogits, float *stats, const float *logits,
+                        const int32_t *labels, int rows, int classes, float grad_scale)
+{
+    if (rows < 0 || classes <= 0)
+        return VGPU_EINVAL;
+    if (rows == 0)
+        return 0;
+    size_t n = (size_t)rows * classes * F_;
+    if (dlogits)
+        DEV_(dlogits, n, "dlogits", "softmax_xent");
+    DEV_(stats, (size_t)rows * XENT_STATS * F_, "stats", "softmax_xent");
+    DEV_(logits, n, "logits", "softmax_xent");
+    DEV_(labels, (size_t)rows * sizeof(int32_t), "labels", "softmax_xent");
+    return dev->ops->softmax_xent(dev, dlogits, stats, logits, labels, rows, classes, grad_scale);
+}
+
+int device_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n)
+{
+    if (!n)
+        return 0;
+    DEV_(y, n * F_, "y", "axpby");
+    DEV_(x, n * F_, "x", "axpby");
+    return dev->ops->axpby(dev, y, a, x, b, n);
+}
+
+int device_sgd_step(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
+                    float lr, float momentum, float weight_decay)
+{
+    if (!n)
+        return 0;
+    DEV_(param, n * F_, "param", "sgd_step");
+    DEV_(grad, n * F_, "grad", "sgd_step");
+    DEV_(velocity, n * F_, "velocity", "sgd_step");
+    return dev->ops->sgd_step(dev, param, grad, velocity, n, lr, momentum, weight_decay);
+}
+
+int device_adam_step(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
+                     float lr, float beta1, float beta2, float eps, float weight_decay,
+                     float bias_corr1, float bias_corr2, int decoupled)
+{
+    if (!n)
+        return 0;
+    DEV_(param, n * F_, "param", "adam_step");
+    DEV_(grad, n * F_, "grad", "adam_step");
+    DEV_(m, n * F_, "m", "adam_step");
+    DEV_(v, n * F_, "v", "adam_step");
+    return dev->ops->adam_step(dev, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                               bias_corr1, bias_corr2, decoupled);
+}

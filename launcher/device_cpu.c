@@ -1,0 +1,331 @@
+// device_cpu.c: the CPU-simulated virtual GPU. Device memory is a shared
+// segment mapped twice: a PROT_NONE view whose addresses are handed out as
+// device pointers (host code that dereferences one faults, as on a GPU) and a
+// read-write view that the device's kernels and same-host peers use.
+#include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "device_internal.h"
+#include "kernels.h"
+#include "log.h"
+
+// OpenBLAS's thread control (declared in its cblas.h, not in every CBLAS).
+void openblas_set_num_threads(int num_threads);
+
+struct cpu_impl {
+    int fd;
+    char *device_view; // PROT_NONE: the device addresses
+    char *host_view;   // read-write alias of the same pages
+    size_t bytes;
+    int named;         // the segment still has a name in /dev/shm
+};
+
+// ---- discovery ----
+
+static void read_cpu_name_(char *buf, size_t bytes)
+{
+    snprintf(buf, bytes, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + (v[1] == ' ');
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(buf, bytes, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static uint64_t meminfo_bytes_(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            sscanf(line + n + 1, "%llu", &kib);
+            break;
+        }
+    fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+int device_cpu_discover_(struct device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->kind, sizeof out->kind, "cpu");
+    out->index = 0;
+    read_cpu_name_(out->name, sizeof out->name);
+    out->total_bytes = meminfo_bytes_("MemTotal");
+    // Arenas live in /dev/shm: what it can still hold bounds the caps, and
+    // so does the memory actually available.
+    uint64_t avail = meminfo_bytes_("MemAvailable");
+    struct statvfs vfs;
+    if (statvfs("/dev/shm", &vfs) == 0) {
+        uint64_t shm_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        out->free_bytes = shm_free < avail || !avail ? shm_free : avail;
+    } else {
+        out->free_bytes = avail;
+    }
+    char boot_id[40] = "unknown";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (fgets(boot_id, sizeof boot_id, f))
+            boot_id[strcspn(boot_id, "\n")] = '\0';
+        fclose(f);
+    }
+    snprintf(out->uuid, sizeof out->uuid, "cpu-%.36s", boot_id);
+    return 0;
+}
+
+// ---- memory ----
+
+static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
+{
+    if (cap_bytes == 0)
+        return VGPU_EINVAL;
+    struct cpu_impl *im = calloc(1, sizeof *im);
+    if (!im)
+        return VGPU_ENOMEM;
+    im->fd = -1;
+    im->bytes = cap_bytes;
+    int rc = 0;
+    if (dev->shm_name[0]) {
+        im->fd = shm_open(dev->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        im->named = im->fd >= 0;
+    } else {
+        im->fd = memfd_create("vgpu-arena", MFD_CLOEXEC);
+    }
+    if (im->fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    // Commit the pages now (tmpfs otherwise allocates lazily and a full
+    // /dev/shm would surface later as SIGBUS): the cap is really reserved.
+    int err = posix_fallocate(im->fd, 0, (off_t)cap_bytes);
+    if (err) {
+        rc = err == ENOSPC ? VGPU_EDEVMEM : -err;
+        goto fail;
+    }
+    im->device_view = mmap(NULL, cap_bytes, PROT_NONE, MAP_SHARED, im->fd, 0);
+    im->host_view = mmap(NULL, cap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, im->fd, 0);
+    if (im->device_view == MAP_FAILED || im->host_view == MAP_FAILED) {
+        rc = -errno;
+        goto fail;
+    }
+    dev->impl = im;
+    rc = arena_init(&dev->arena, im->device_view, cap_bytes);
+    if (rc < 0)
+        goto fail;
+    openblas_set_num_threads(dev->blas_threads);
+    return 0;
+fail:
+    dev->impl = im;
+    dev->ops->release(dev);
+    return rc;
+}
+
+static void cpu_release_(device_t *dev)
+{
+    struct cpu_impl *im = dev->impl;
+    if (!im)
+        return;
+    if (im->device_view && im->device_view != MAP_FAILED)
+        munmap(im->device_view, im->bytes);
+    if (im->host_view && im->host_view != MAP_FAILED)
+        munmap(im->host_view, im->bytes);
+    if (im->fd >= 0)
+        close(im->fd);
+    device_cpu_unlink(dev);
+    free(im);
+    dev->impl = NULL;
+}
+
+void *device_cpu_view(const device_t *dev, const void *ptr)
+{
+    if (!dev || dev->ops != &device_cpu_ops || !arena_contains(&dev->arena, ptr))
+        return NULL;
+    const struct cpu_impl *im = dev->impl;
+    return im->host_view + ((const char *)ptr - im->device_view);
+}
+
+const char *device_cpu_shm_name(const device_t *dev)
+{
+    const struct cpu_impl *im = dev ? dev->impl : NULL;
+    return im && im->named ? dev->shm_name : "";
+}
+
+void device_cpu_unlink(device_t *dev)
+{
+    struct cpu_impl *im = dev ? dev->impl : NULL;
+    if (im && im->named) {
+        shm_unlink(dev->shm_name);
+        im->named = 0;
+    }
+}
+
+// Host view of a device pointer the public wrappers have already checked.
+#define V_(p) ((float *)device_cpu_view(dev, (p)))
+#define CV_(p) ((const float *)device_cpu_view(dev, (p)))
+
+static int cpu_copy_h2d_(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    memcpy(device_cpu_view(dev, dst), src, bytes);
+    return 0;
+}
+
+static int cpu_copy_d2h_(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, device_cpu_view(dev, src), bytes);
+    return 0;
+}
+
+static int cpu_copy_d2d_(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    memmove(device_cpu_view(dev, dst), device_cpu_view(dev, src), bytes);
+    return 0;
+}
+
+static int cpu_memset_zero_(device_t *dev, void *dst, size_t bytes)
+{
+    memset(device_cpu_view(dev, dst), 0, bytes);
+    return 0;
+}
+
+static int cpu_sync_(device_t *dev)
+{
+    (void)dev; // kernels run synchronously on the calling thread
+    return 0;
+}
+
+// ---- math ----
+
+static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                     const float *a, const float *b, float beta, float *c)
+{
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, CV_(a), trans_a ? m : k,
+                CV_(b), trans_b ? k : n, beta, V_(c), n);
+    return 0;
+}
+
+static int cpu_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols)
+{
+    float *o = V_(out);
+    const float *bv = CV_(bias);
+    size_t n = (size_t)rows * cols;
+    for (size_t i = 0; i < n; i++)
+        kernel_bias_add(i, o, bv, cols);
+    return 0;
+}
+
+static int cpu_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
+{
+    float *db = V_(dbias);
+    const float *d = CV_(dout);
+    for (size_t c = 0; c < (size_t)cols; c++)
+        kernel_bias_grad(c, db, d, rows, cols);
+    return 0;
+}
+
+static int cpu_relu_forward_(device_t *dev, float *out, const float *in, size_t n)
+{
+    float *o = V_(out);
+    const float *x = CV_(in);
+    for (size_t i = 0; i < n; i++)
+        kernel_relu_forward(i, o, x);
+    return 0;
+}
+
+static int cpu_relu_backward_(device_t *dev, float *din, const float *dout, const float *out,
+                              size_t n)
+{
+    float *di = V_(din);
+    const float *d = CV_(dout), *o = CV_(out);
+    for (size_t i = 0; i < n; i++)
+        kernel_relu_backward(i, di, d, o);
+    return 0;
+}
+
+static int cpu_softmax_xent_(device_t *dev, float *dlogits, float *stats, const float *logits,
+                             const int32_t *labels, int rows, int classes, float grad_scale)
+{
+    float *dl = dlogits ? V_(dlogits) : NULL, *st = V_(stats);
+    const float *z = CV_(logits);
+    const int32_t *y = device_cpu_view(dev, labels);
+    for (size_t r = 0; r < (size_t)rows; r++)
+        if (kernel_softmax_xent(r, dl, st, z, y, classes, grad_scale) < 0) {
+            log_error("softmax_xent: label %d of row %zu is outside [0, %d)", y[r], r, classes);
+            return VGPU_EINVAL;
+        }
+    return 0;
+}
+
+static int cpu_axpby_(device_t *dev, float *y, float a, const float *x, float b, size_t n)
+{
+    float *yv = V_(y);
+    const float *xv = CV_(x);
+    for (size_t i = 0; i < n; i++)
+        kernel_axpby(i, yv, a, xv, b);
+    return 0;
+}
+
+static int cpu_sgd_step_(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
+                         float lr, float momentum, float weight_decay)
+{
+    float *p = V_(param), *v = V_(velocity);
+    const float *g = CV_(grad);
+    for (size_t i = 0; i < n; i++)
+        kernel_sgd_step(i, p, g, v, lr, momentum, weight_decay);
+    return 0;
+}
+
+static int cpu_adam_step_(device_t *dev, float *param, const float *grad, float *m, float *v,
+                          size_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float bias_corr1, float bias_corr2, int decoupled)
+{
+    float *p = V_(param), *mv = V_(m), *vv = V_(v);
+    const float *g = CV_(grad);
+    for (size_t i = 0; i < n; i++)
+        kernel_adam_step(i, p, g, mv, vv, lr, beta1, beta2, eps, weight_decay, bias_corr1,
+                         bias_corr2, decoupled);
+    return 0;
+}
+
+const struct device_ops device_cpu_ops = {
+    .name = "cpu",
+    .reserve = cpu_reserve_,
+    .release = cpu_release_,
+    .copy_h2d = cpu_copy_h2d_,
+    .copy_d2h = cpu_copy_d2h_,
+    .copy_d2d = cpu_copy_d2d_,
+    .memset_zero = cpu_memset_zero_,
+    .sync = cpu_sync_,
+    .gemm = cpu_gemm_,
+    .bias_add = cpu_bias_add_,
+    .bias_grad = cpu_bias_grad_,
+    .relu_forward = cpu_relu_forward_,
+    .relu_backward = cpu_relu_backward_,
+    .softmax_xent = cpu_softmax_xent_,
+    .axpby = cpu_axpby_,
+    .sgd_step = cpu_sgd_step_,
+    .adam_step = cpu_adam_step_,
+};

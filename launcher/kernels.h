@@ -1,0 +1,113 @@
+// kernels.h: the elementwise device math, written once as plain functions of
+// an index. The CPU backend calls them in a loop; the CUDA backend calls them
+// from one __global__ wrapper each, so the CPU tests test the GPU math too.
+#ifndef VGPU_KERNELS_H
+#define VGPU_KERNELS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define KERNEL_FN static inline __host__ __device__
+#else
+#define KERNEL_FN static inline
+#endif
+
+// out[i] += bias[i % cols]; i over rows * cols.
+KERNEL_FN void kernel_bias_add(size_t i, float *out, const float *bias, int cols)
+{
+    out[i] += bias[i % (size_t)cols];
+}
+
+// dbias[c] += sum over rows of dout[r, c]; c over cols. Sums rows in order,
+// so the result does not depend on how columns are spread over threads.
+KERNEL_FN void kernel_bias_grad(size_t c, float *dbias, const float *dout, int rows, int cols)
+{
+    float sum = 0.0f;
+    for (int r = 0; r < rows; r++)
+        sum += dout[(size_t)r * (size_t)cols + c];
+    dbias[c] += sum;
+}
+
+KERNEL_FN void kernel_relu_forward(size_t i, float *out, const float *in)
+{
+    out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+}
+
+KERNEL_FN void kernel_relu_backward(size_t i, float *din, const float *dout, const float *out)
+{
+    din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+// One row of softmax cross-entropy (row over rows). Stable: subtracts the
+// row max before exponentiating. stats row: {loss, correct, in top-5}.
+// Returns 0, or -1 if the label is out of range (the row is then left as is).
+KERNEL_FN int kernel_softmax_xent(size_t row, float *dlogits, float *stats, const float *logits,
+                                  const int32_t *labels, int classes, float grad_scale)
+{
+    const float *z = logits + row * (size_t)classes;
+    int32_t y = labels[row];
+    if (y < 0 || y >= classes)
+        return -1;
+    float zmax = z[0];
+    for (int j = 1; j < classes; j++)
+        zmax = z[j] > zmax ? z[j] : zmax;
+    float sum = 0.0f;
+    for (int j = 0; j < classes; j++)
+        sum += expf(z[j] - zmax);
+    float log_sum = logf(sum);
+    // Rank of the true class: how many logits beat it (ties count for the
+    // earlier index, as argmax picks the first maximum).
+    int better = 0;
+    for (int j = 0; j < classes; j++)
+        better += z[j] > z[y] || (z[j] == z[y] && j < y);
+    stats[row * 3 + 0] = log_sum - (z[y] - zmax);
+    stats[row * 3 + 1] = better == 0 ? 1.0f : 0.0f;
+    stats[row * 3 + 2] = better < 5 ? 1.0f : 0.0f;
+    if (dlogits) {
+        float *d = dlogits + row * (size_t)classes;
+        for (int j = 0; j < classes; j++) {
+            float p = expf(z[j] - zmax - log_sum);
+            d[j] = (p - (j == y ? 1.0f : 0.0f)) * grad_scale;
+        }
+    }
+    return 0;
+}
+
+// y = a * x + b * y.
+KERNEL_FN void kernel_axpby(size_t i, float *y, float a, const float *x, float b)
+{
+    y[i] = a * x[i] + b * y[i];
+}
+
+// SGD with momentum (PyTorch's form: v = mu * v + g; p -= lr * v) and L2 decay.
+KERNEL_FN void kernel_sgd_step(size_t i, float *param, const float *grad, float *velocity, float lr,
+                               float momentum, float weight_decay)
+{
+    float g = grad[i] + weight_decay * param[i];
+    float v = momentum * velocity[i] + g;
+    velocity[i] = v;
+    param[i] -= lr * v;
+}
+
+// Adam (decoupled = 0: L2 decay added to the gradient) or AdamW (decoupled
+// decay applied to the parameter). bias_corr = 1 - beta^t.
+KERNEL_FN void kernel_adam_step(size_t i, float *param, const float *grad, float *m, float *v,
+                                float lr, float beta1, float beta2, float eps, float weight_decay,
+                                float bias_corr1, float bias_corr2, int decoupled)
+{
+    float g = grad[i];
+    if (!decoupled)
+        g += weight_decay * param[i];
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float update = (mi / bias_corr1) / (sqrtf(vi / bias_corr2) + eps);
+    if (decoupled)
+        update += weight_decay * param[i];
+    param[i] -= lr * update;
+}
+
+#endif

@@ -1,0 +1,415 @@
+// runtime.c: bootstrap, config agreement, binding, device, communicator, job table.
+#include "runtime.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "binding.h"
+#include "comm_internal.h"
+#include "device_internal.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_DEVICES 64
+#define CUDA_CONTEXT_OVERHEAD (512ull << 20) // bytes a CUDA context takes outside the cap
+
+struct runtime_impl {
+    MPI_Comm local;   // ranks on this host
+};
+
+static void abort_hook_(int exit_code)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized)
+        MPI_Abort(MPI_COMM_WORLD, exit_code);
+    exit(exit_code);
+}
+
+static MPI_Comm local_(struct runtime *rt) { return ((struct runtime_impl *)rt->impl)->local; }
+
+// MPI failures the job cannot survive: print where and why, end the job.
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        int mpi_rc_ = (call);                                                  \
+        if (mpi_rc_ != MPI_SUCCESS) {                                          \
+            char mpi_msg_[MPI_MAX_ERROR_STRING];                               \
+            int mpi_len_ = 0;                                                  \
+            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                    \
+            FATAL(1, "%s failed: %s", #call, mpi_msg_);                        \
+        }                                                                      \
+    } while (0)
+
+int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
+{
+    memset(rt, 0, sizeof *rt);
+    int provided;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "vgpu: MPI_Init_thread failed\n");
+        return VGPU_ECOMM;
+    }
+    log_set_fatal_hook(abort_hook_);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->size));
+    if (gethostname(rt->host, sizeof rt->host) != 0)
+        snprintf(rt->host, sizeof rt->host, "unknown");
+    rt->host[sizeof rt->host - 1] = '\0';
+    log_set_identity(rt->rank, rt->host);
+
+    struct runtime_impl *im = calloc(1, sizeof *im);
+    if (!im)
+        return VGPU_ENOMEM;
+    rt->impl = im;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL,
+                                  &im->local));
+    MPI_CHECK(MPI_Comm_rank(im->local, &rt->local_rank));
+    MPI_CHECK(MPI_Comm_size(im->local, &rt->local_size));
+    // Host index: rank among the hosts' first ranks, shared with the host.
+    MPI_Comm leaders;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rt->local_rank == 0 ? 0 : MPI_UNDEFINED, rt->rank,
+                             &leaders));
+    if (rt->local_rank == 0) {
+        MPI_CHECK(MPI_Comm_rank(leaders, &rt->node_index));
+        MPI_CHECK(MPI_Comm_size(leaders, &rt->node_count));
+        MPI_Comm_free(&leaders);
+    }
+    int node[2] = {rt->node_index, rt->node_count};
+    MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, im->local));
+    rt->node_index = node[0];
+    rt->node_count = node[1];
+    return 0;
+}
+
+// ---- configuration: rank 0 decides, everyone gets the verdict ----
+
+int runtime_load_config(struct runtime *rt, const char *path, const char *const *overrides,
+                        int n_overrides, char *err, size_t err_bytes)
+{
+    struct {
+        int rc;
+        char msg[1024];
+    } verdict = {0, ""};
+    if (rt->rank == 0) {
+        config_defaults(&rt->cfg);
+        if (path)
+            verdict.rc = config_load_file(&rt->cfg, path, verdict.msg, sizeof verdict.msg);
+        for (int i = 0; i < n_overrides && !verdict.rc; i++)
+            verdict.rc = config_apply_override(&rt->cfg, overrides[i], verdict.msg, sizeof verdict.msg);
+        if (!verdict.rc)
+            verdict.rc = config_validate(&rt->cfg, verdict.msg, sizeof verdict.msg);
+        if (verdict.rc && path && !strstr(verdict.msg, path) && strncmp(verdict.msg, "--set", 5)) {
+            char tmp[1024];
+            snprintf(tmp, sizeof tmp, "%s: %s", path, verdict.msg);
+            memcpy(verdict.msg, tmp, sizeof tmp);
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&verdict, sizeof verdict, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (verdict.rc) {
+        snprintf(err, err_bytes, "%s", verdict.msg);
+        return verdict.rc;
+    }
+    MPI_CHECK(MPI_Bcast(&rt->cfg, sizeof rt->cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    return 0;
+}
+
+// ---- control plane ----
+
+int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
+{
+    (void)rt;
+    MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+    return 0;
+}
+
+int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
+{
+    (void)rt;
+    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    return 0;
+}
+
+int runtime_agree_min(struct runtime *rt, int v)
+{
+    (void)rt;
+    int out;
+    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return out;
+}
+
+int runtime_sum_doubles(struct runtime *rt, double *values, int count)
+{
+    (void)rt;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return 0;
+}
+
+int runtime_max_doubles(struct runtime *rt, double *values, int count)
+{
+    (void)rt;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return 0;
+}
+
+int runtime_barrier(struct runtime *rt)
+{
+    (void)rt;
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    return 0;
+}
+
+// ---- devices ----
+
+// The host's first rank discovers; the others get its list, so every rank
+// binds from the same numbers. Returns the device kind chosen.
+static int discover_(struct runtime *rt, struct device_info *devs, int *ndev, char *err,
+                     size_t err_bytes)
+{
+    struct {
+        int rc, count;
+        char msg[256];
+    } found = {0, 0, ""};
+    const char *want = rt->cfg.devices.kind;
+    if (rt->local_rank == 0) {
+        int rc = VGPU_EUNSUPPORTED, n = 0;
+        if (strcmp(want, "cpu"))
+            rc = device_discover("cuda", devs, MAX_DEVICES, &n);
+        if (!strcmp(want, "cuda") && (rc < 0 || n == 0)) {
+            found.rc = VGPU_ENODEV;
+            snprintf(found.msg, sizeof found.msg,
+                     rc == VGPU_EUNSUPPORTED
+                         ? "devices.kind = cuda, but this vgpu was built without CUDA "
+                           "(rebuild with -DVGPU_CUDA=ON) or use devices.kind = auto|cpu"
+                         : "devices.kind = cuda, but no CUDA GPU is visible on %s "
+                           "(CUDA_VISIBLE_DEVICES, driver?); use devices.kind = auto|cpu",
+                     rt->host);
+        } else if (rc == 0 && n > 0) {
+            found.count = n;
+        } else {
+            found.rc = device_discover("cpu", devs, MAX_DEVICES, &n);
+            found.count = n;
+            // Negative count marks "fell back to CPU" for the message below.
+            if (!strcmp(want, "auto"))
+                found.count = -n;
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&found, sizeof found, MPI_BYTE, 0, local_(rt)));
+    int n = found.count < 0 ? -found.count : found.count;
+    MPI_CHECK(MPI_Bcast(devs, (int)(n * sizeof *devs), MPI_BYTE, 0, local_(rt)));
+    if (found.rc) {
+        snprintf(err, err_bytes, "%s", found.msg);
+        return found.rc;
+    }
+    *ndev = n;
+    return found.count < 0 ? 1 : 0;
+}
+
+struct job_row {
+    int rank, local_rank, node_index, device_index, ranks_on_device;
+    char host[64];
+    char kind[8];
+    char name[96];
+    char uuid[48];
+    uint64_t cap_bytes;
+};
+
+// Distinct physical devices in the job: (host, uuid) pairs.
+static int count_physical_(const struct job_row *rows, int n)
+{
+    int distinct = 0;
+    for (int r = 0; r < n; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = rows[q].node_index == rows[r].node_index && !strcmp(rows[q].uuid, rows[r].uuid);
+        distinct += !seen;
+    }
+    return distinct;
+}
+
+static void print_job_table_(const struct runtime *rt, const struct job_row *rows)
+{
+    int cuda = !strcmp(rows[0].kind, "cuda");
+    int p = rt->physical_devices, n = rt->size, h = rt->node_count;
+    if (cuda)
+        printf("vgpu: %d physical GPU%s -> %d virtual GPU%s (%d rank%s, %d host%s)\n", p,
+               p == 1 ? "" : "s", n, n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
+    else
+        printf("vgpu: no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)\n", n,
+               n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
+    printf("vgpu: collectives: %s (%s)\n", comm_backend_name(rt->comm), rt->backend_reason);
+    printf("  %4s  %-16s %5s  %-44s %7s  %10s\n", "rank", "host", "local", "physical device",
+           "virtual", "cap");
+    for (int r = 0; r < n; r++) {
+        char dev[160], cap[32], virt[16];
+        snprintf(dev, sizeof dev, "%s%d %s", rows[r].kind, rows[r].device_index, rows[r].name);
+        snprintf(virt, sizeof virt, "vgpu%d", rows[r].rank);
+        printf("  %4d  %-16.16s %5d  %-44.44s %7s  %10s\n", rows[r].rank, rows[r].host,
+               rows[r].local_rank, dev, virt, util_format_bytes(rows[r].cap_bytes, cap, sizeof cap));
+    }
+    fflush(stdout);
+}
+
+// Every rank reports its status; all return the worst, so no rank goes on
+// alone (a failed rank's message is already printed by that rank).
+static int agree_(struct runtime *rt, int rc) { return runtime_agree_min(rt, rc < 0 ? rc : 0); }
+
+int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
+{
+    const struct config *cfg = &rt->cfg;
+    char err[1024] = "";
+    struct device_info devs[MAX_DEVICES];
+    int ndev = 0;
+
+    // 1. Discover (the host's first rank) and bind (every rank, same inputs).
+    int rc = discover_(rt, devs, &ndev, err, sizeof err);
+    int fell_back = rc == 1;
+    if (rc < 0) {
+        if (rt->rank == 0 || rt->local_rank == 0)
+            log_error("%s", err);
+        return agree_(rt, rc);
+    }
+    if (fell_back && rt->rank == 0 && !args->quiet)
+        printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
+
+    struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
+    if (!bind)
+        return agree_(rt, VGPU_ENOMEM);
+    int cuda = !strcmp(devs[0].kind, "cuda");
+    struct binding_request req = {
+        .local_size = rt->local_size,
+        .ndevices = ndev,
+        .devices = devs,
+        .ranks_per_device = cfg->devices.ranks_per_device,
+        .memory_limit = cfg->devices.memory_limit,
+        .memory_fraction = cfg->devices.memory_fraction,
+        .map = cfg->devices.map.count ? cfg->devices.map.v : NULL,
+        .map_count = cfg->devices.map.count,
+        .overhead_bytes = cuda ? CUDA_CONTEXT_OVERHEAD : 0,
+        .min_bytes = args->min_bytes,
+    };
+    rc = binding_compute(&req, bind, err, sizeof err);
+    if (rc < 0) {
+        if (rt->local_rank == 0)
+            log_error("%s", err);
+        free(bind);
+        return agree_(rt, rc);
+    }
+    struct binding mine = bind[rt->local_rank];
+    free(bind);
+
+    // 2. The job's unique id, then this rank's virtual GPU.
+    struct comm_unique_id id;
+    if (rt->rank == 0 && getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        FATAL(1, "getrandom failed: %s", strerror(errno));
+    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    char shm_name[64];
+    comm_shm_name(&id, rt->rank, "arena", shm_name, sizeof shm_name);
+    long threads = cfg->devices.cpu_threads;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
+    }
+    rc = device_open(&rt->dev, &devs[mine.device], rt->rank, rt->host, mine.cap_bytes, (int)threads,
+                     cuda ? NULL : shm_name);
+    if ((rc = agree_(rt, rc)) < 0) {
+        if (rt->dev.ops)
+            device_close(&rt->dev);
+        return rc;
+    }
+
+    // 3. Who shares a physical device decides the collective backend.
+    struct job_row row = {.rank = rt->rank, .local_rank = rt->local_rank,
+                          .node_index = rt->node_index, .device_index = rt->dev.info.index,
+                          .ranks_on_device = mine.ranks_on_device, .cap_bytes = rt->dev.cap_bytes};
+    snprintf(row.host, sizeof row.host, "%s", rt->host);
+    snprintf(row.kind, sizeof row.kind, "%s", rt->dev.info.kind);
+    snprintf(row.name, sizeof row.name, "%s", rt->dev.info.name);
+    snprintf(row.uuid, sizeof row.uuid, "%s", rt->dev.info.uuid);
+    struct job_row *rows = malloc((size_t)rt->size * sizeof *rows);
+    if (!rows)
+        FATAL(1, "out of memory for the job table");
+    runtime_gather_all(rt, &row, rows, sizeof row);
+    rt->physical_devices = count_physical_(rows, rt->size);
+    int all_cuda = 1;
+    for (int r = 0; r < rt->size; r++)
+        all_cuda &= !strcmp(rows[r].kind, "cuda");
+    int shared = rt->physical_devices < rt->size;
+    int nccl_version = 0;
+#ifdef VGPU_HAVE_NCCL
+    nccl_version = comm_nccl_runtime_version();
+    int nccl_built = 1;
+#else
+    int nccl_built = 0;
+#endif
+    const char *multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    const char *chosen = NULL;
+    rc = comm_choose_backend(cfg->comm.backend, nccl_built, shared, all_cuda, nccl_version,
+                             multi && !strcmp(multi, "1"), &chosen, rt->backend_reason,
+                             sizeof rt->backend_reason);
+    if (rc < 0) {
+        if (rt->rank == 0)
+            log_error("comm.backend = %s: %s", cfg->comm.backend, rt->backend_reason);
+        free(rows);
+        device_close(&rt->dev);
+        return agree_(rt, rc);
+    }
+
+    // 4. Connect. Same-host peers map each other's arenas by name during
+    // create; after it no name is needed, so a crash leaks nothing.
+    struct comm_args cargs = {
+        .mpi_comm = MPI_COMM_WORLD,
+        .dev = &rt->dev,
+        .id = id,
+        .timeout_s = cfg->comm.timeout_s,
+        .slice_bytes = cfg->comm.slice_bytes,
+        .node_index = rt->node_index,
+        .host = rt->host,
+    };
+    rc = comm_create(&rt->comm, comm_find_ops(chosen), &cargs);
+    rc = agree_(rt, rc);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    device_cpu_unlink(&rt->dev);
+    if (rc < 0) {
+        if (rt->rank == 0)
+            log_error("could not connect the %s communicator", chosen);
+        free(rows);
+        comm_destroy(rt->comm);
+        rt->comm = NULL;
+        device_close(&rt->dev);
+        return rc;
+    }
+    if (rt->rank == 0 && !args->quiet)
+        print_job_table_(rt, rows);
+    free(rows);
+    return 0;
+}
+
+int runtime_close(struct runtime *rt, int exit_code)
+{
+    comm_destroy(rt->comm);
+    rt->comm = NULL;
+    device_close(&rt->dev);
+    struct runtime_impl *im = rt->impl;
+    if (im) {
+        MPI_Comm_free(&im->local);
+        free(im);
+        rt->impl = NULL;
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+    return exit_code;
+}
+
+void runtime_abort(struct runtime *rt, int exit_code)
+{
+    (void)rt;
+    abort_hook_(exit_code);
+    exit(exit_code);
+}

@@ -1,0 +1,68 @@
+// runtime.h: what turns N MPI processes into N virtual GPUs: bootstrap,
+// configuration agreement, device binding, the communicator, the job table.
+// The worker sees this header, device.h and comm.h, never MPI/CUDA/NCCL.
+#ifndef VGPU_RUNTIME_H
+#define VGPU_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "config.h"
+#include "device.h"
+
+struct runtime {
+    int rank, size;               // world
+    int local_rank, local_size;   // on this host
+    int node_index, node_count;   // host number (0..node_count-1) and hosts in the job
+    char host[64];
+    struct config cfg;            // identical on every rank after runtime_load_config
+    device_t dev;                 // this rank's virtual GPU (after runtime_open)
+    comm_t *comm;                 // collectives between the virtual GPUs (after runtime_open)
+    int physical_devices;         // distinct physical devices in the job
+    char backend_reason[160];     // why the collective backend was chosen
+    void *impl;                   // MPI communicators
+};
+
+struct runtime_open_args {
+    uint64_t min_bytes;   // least device memory a rank needs (0 = no check)
+    int quiet;            // no job table
+};
+
+// MPI_Init_thread, world and host topology, rank-tagged logging; makes fatal
+// errors end the whole job (MPI_Abort). Returns 0 or a negative status.
+int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv);
+
+// Rank 0 reads `path` (NULL = defaults only) and applies the overrides
+// ("section.key=value") and validation; every rank gets the same config and
+// the same verdict. On error every rank returns VGPU_ECONFIG (or -errno) and
+// err holds rank 0's message ("file:line: ...").
+int runtime_load_config(struct runtime *rt, const char *path, const char *const *overrides,
+                        int n_overrides, char *err, size_t err_bytes);
+
+// Discovers devices, binds this rank, opens its virtual GPU, picks and
+// connects the collective backend, and (rank 0, unless quiet) prints the job
+// table. Every rank returns the same verdict; messages are already printed.
+int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
+
+// Control-plane helpers over MPI on host memory (small data: stats, verdicts;
+// training data goes through rt->comm on device memory).
+// recv = concatenation over ranks of `bytes` from each rank's send.
+int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);
+// Copies `bytes` of root's buf to every rank's buf.
+int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
+// Minimum of v over ranks (a verdict every rank agrees on).
+int runtime_agree_min(struct runtime *rt, int v);
+// Sum / max of doubles over ranks, in place, count values.
+int runtime_sum_doubles(struct runtime *rt, double *values, int count);
+int runtime_max_doubles(struct runtime *rt, double *values, int count);
+int runtime_barrier(struct runtime *rt);
+
+// Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
+// runtime_open. Returns exit_code for convenience.
+int runtime_close(struct runtime *rt, int exit_code);
+
+// Ends the whole job now (MPI_Abort) with exit_code.
+void runtime_abort(struct runtime *rt, int exit_code);
+
+#endif

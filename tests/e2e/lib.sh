@@ -1,0 +1,41 @@
+# lib.sh: helpers for the end-to-end tests (sourced). Each test runs real
+# programs under scripts/mpirun.sh and checks exit status, output and time.
+set -uo pipefail
+: "${VGPU_BUILD_DIR:?run through ctest (VGPU_BUILD_DIR unset)}"
+: "${VGPU_SOURCE_DIR:?run through ctest (VGPU_SOURCE_DIR unset)}"
+TRAIN="$VGPU_BUILD_DIR/vgpu_train"
+MPIRUN="$VGPU_SOURCE_DIR/scripts/mpirun.sh"
+CONFIGS="$VGPU_SOURCE_DIR/configs"
+WORK=$(mktemp -d /tmp/vgpu-e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+checks=0
+
+# run NAME TIMEOUT_S CMD...: runs CMD with a time bound; sets $out, $rc, $secs.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s.%N)
+  out=$(timeout -k 5 "$limit" "$@" 2>&1)
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  echo "--- $name: exit $rc after ${secs}s"
+}
+
+ok() { checks=$((checks + 1)); echo "ok   $*"; }
+bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL $*"; echo "$out" | tail -25 | sed 's/^/     | /'; }
+
+expect_rc() { if [ "$rc" = "$1" ]; then ok "exit status $1"; else bad "exit status $rc, expected $1"; fi; }
+expect_nonzero() { if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then ok "exit status $rc (non-zero)"; else bad "exit status $rc, expected a failure that is not a timeout"; fi; }
+expect_out() { if grep -qE -- "$1" <<<"$out"; then ok "output matches /$1/"; else bad "output lacks /$1/"; fi; }
+expect_no_out() { if grep -qE -- "$1" <<<"$out"; then bad "output has /$1/"; else ok "output has no /$1/"; fi; }
+expect_within() { if [ "$(echo "$secs <= $1" | bc)" = 1 ]; then ok "within $1 s"; else bad "took ${secs}s, bound $1 s"; fi; }
+expect_no_shm() {
+  local left
+  left=$(ls /dev/shm 2>/dev/null | grep '^vgpu-' || true)
+  if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "left in /dev/shm: $left"; fi
+}
+finish() {
+  echo "$((checks - failures)) passed, $failures failed"
+  [ "$failures" = 0 ]
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# train_smoke.sh: 4 ranks train the synthetic config end to end.
+source "$(dirname "$0")/lib.sh"
+
+run "4 ranks, synthetic_small" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" --metrics "$WORK/m.csv"
+expect_rc 0
+expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 "; done
+expect_out 'collectives: ring'
+last=$(tail -n 1 <<<"$out")
+if grep -qE '^vgpu_train: done ranks=4 .*devices=1xcpu/4vgpu .*peak_mem=[0-9.]+M,[0-9.]+M,[0-9.]+M,[0-9.]+M .*status=ok$' <<<"$last"; then
+  ok "last line is the summary"
+else
+  bad "last line is not the summary: $last"
+fi
+acc=$(grep -oE 'test_acc=[0-9.]+' <<<"$last" | cut -d= -f2)
+if [ -n "$acc" ] && [ "$(echo "$acc > 0.9" | bc)" = 1 ]; then ok "learns (test_acc=$acc)"; else bad "test_acc=$acc, expected > 0.9"; fi
+if head -1 "$WORK/m.csv" | grep -q '^kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s$' &&
+   grep -q '^eval,2,' "$WORK/m.csv"; then ok "metrics CSV"; else bad "metrics CSV: $(head -3 "$WORK/m.csv")"; fi
+expect_no_shm
+
+run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set devices.memory_limit=64M --quiet
+expect_rc 0
+expect_out '64.0 MiB|status=ok'
+finish

@@ -1,0 +1,35 @@
+// test_runtime_cap.c: a multi-rank program for the cap test: every rank opens
+// its virtual GPU; rank `victim` then asks for more than its cap, the others
+// wait in a barrier. The job must end promptly with a message naming the
+// victim (exercised by e2e/runtime_cap.sh).
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "runtime.h"
+
+int main(int argc, char **argv)
+{
+    struct runtime rt;
+    if (runtime_bootstrap(&rt, &argc, &argv) < 0)
+        return 1;
+    int victim = argc > 1 ? atoi(argv[1]) : 2;
+    const char *overrides[] = {"devices.memory_limit=16M", "devices.kind=cpu"};
+    char err[512];
+    if (runtime_load_config(&rt, NULL, overrides, 2, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return runtime_close(&rt, 2);
+    }
+    struct runtime_open_args args = {.min_bytes = 0, .quiet = 0};
+    if (runtime_open(&rt, &args) < 0)
+        return runtime_close(&rt, 1);
+    void *a, *b;
+    if (device_alloc(&rt.dev, 10u << 20, &a) < 0)
+        FATAL(1, "first allocation failed");
+    if (rt.rank == victim && device_alloc(&rt.dev, 8u << 20, &b) < 0)
+        FATAL(1, "cannot continue without device memory");
+    runtime_barrier(&rt); // the others wait here: the abort must free them
+    if (rt.rank == 0)
+        printf("no rank exceeded its cap\n");
+    return runtime_close(&rt, 0);
+}

@@ -1,0 +1,10 @@
+# End-to-end runs of vgpu_train and multi-rank runtime tests.
+vgpu_add_script_test(e2e_train_smoke COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/train_smoke.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)
+vgpu_add_script_test(e2e_bad_input COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/bad_input.sh
+                     LABELS "mpi;e2e;faults" TIMEOUT 300)
+
+add_executable(test_runtime_cap test_runtime_cap.c)
+target_link_libraries(test_runtime_cap PRIVATE vgpu_launcher)
+vgpu_add_script_test(e2e_runtime_cap COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/runtime_cap.sh
+                     LABELS "mpi;e2e;faults" TIMEOUT 120)

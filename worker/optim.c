@@ -1,0 +1,70 @@
+// optim.c: optimizer updates and learning-rate schedules.
+#include "optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "log.h"
+
+int optim_state_per_param(const char *name) { return !strcmp(name, "sgd") ? 1 : 2; }
+
+int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n)
+{
+    memset(o, 0, sizeof *o);
+    const char *name = cfg->train.optimizer;
+    if (!strcmp(name, "sgd"))
+        o->kind = OPTIM_SGD;
+    else if (!strcmp(name, "adam"))
+        o->kind = OPTIM_ADAM;
+    else if (!strcmp(name, "adamw"))
+        o->kind = OPTIM_ADAMW;
+    else
+        return VGPU_EINVAL;
+    o->n = n;
+    o->momentum = (float)cfg->train.momentum;
+    o->weight_decay = (float)cfg->train.weight_decay;
+    o->beta1 = (float)cfg->train.beta1;
+    o->beta2 = (float)cfg->train.beta2;
+    o->eps = (float)cfg->train.eps;
+    o->state_count = n * (size_t)optim_state_per_param(name);
+    return device_alloc_floats(dev, o->state_count, &o->state);
+}
+
+void optim_free(struct optimizer *o, device_t *dev)
+{
+    if (o && o->state && dev && dev->ops)
+        device_free(dev, o->state);
+    if (o)
+        o->state = NULL;
+}
+
+int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr)
+{
+    o->t++;
+    if (o->kind == OPTIM_SGD)
+        return device_sgd_step(dev, params, grads, o->state, o->n, lr, o->momentum,
+                               o->weight_decay);
+    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
+    return device_adam_step(dev, params, grads, o->state, o->state + o->n, o->n, lr, o->beta1,
+                            o->beta2, o->eps, o->weight_decay, c1, c2, o->kind == OPTIM_ADAMW);
+}
+
+double optim_lr_at(const struct config *cfg, long step, long total_steps)
+{
+    double lr = cfg->train.lr;
+    long warm = cfg->train.warmup_steps;
+    if (step < warm)
+        return lr * (double)(step + 1) / (double)warm;
+    long s = step - warm, span = total_steps - warm;
+    if (!strcmp(cfg->train.schedule, "step"))
+        return lr * pow(cfg->train.step_gamma, (double)(s / cfg->train.step_every));
+    if (!strcmp(cfg->train.schedule, "cosine")) {
+        if (span <= 0)
+            return lr;
+        double progress = (double)s / (double)span;
+        if (progress > 1.0)
+            progress = 1.0;
+        return lr * 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+    }
+    return lr;
+}

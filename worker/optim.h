@@ -1,0 +1,36 @@
+// optim.h: optimizers (SGD with momentum, Adam, AdamW) and learning-rate
+// schedules (constant, step, cosine; linear warm-up), on device memory.
+#ifndef VGPU_OPTIM_H
+#define VGPU_OPTIM_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "device.h"
+
+enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW };
+
+struct optimizer {
+    enum optim_kind kind;
+    size_t n;               // parameters, floats
+    float *state;           // device: SGD velocity [n]; Adam m [n] then v [n]
+    size_t state_count;     // floats in state
+    long t;                 // steps taken (Adam bias correction)
+    float momentum, weight_decay, beta1, beta2, eps;
+};
+
+// Floats of optimizer state per parameter for the configured optimizer.
+int optim_state_per_param(const char *name);
+
+// Allocates zeroed state for n parameters. VGPU_EINVAL for an unknown name.
+int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n);
+void optim_free(struct optimizer *o, device_t *dev);
+
+// One update of params from grads (both device, [n]) with learning rate lr.
+int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr);
+
+// Learning rate for 0-based `step` of `total_steps`: linear warm-up over
+// train.warmup_steps, then constant, step decay or cosine to 0.
+double optim_lr_at(const struct config *cfg, long step, long total_steps);
+
+#endif

@@ -1,0 +1,54 @@
+// train.h: synchronous data-parallel training: every rank takes its piece of
+// each global batch, gradients are all-reduced, every replica applies the
+// same update.
+#ifndef VGPU_TRAIN_H
+#define VGPU_TRAIN_H
+
+#include <stdint.h>
+
+#include "data.h"
+#include "model.h"
+#include "runtime.h"
+
+struct train_options {
+    const char *metrics_path;  // CSV of progress and evaluations; NULL = none
+    const char *resume_path;   // checkpoint to resume from; NULL = fresh start
+    int quiet;                 // rank 0 prints only the summary line
+};
+
+struct train_result {
+    long epochs;               // epochs completed
+    long steps;                // optimizer steps done
+    double train_loss;         // mean loss over the last logging window
+    double test_loss, test_acc, test_top5; // last evaluation
+    double samples_per_s;      // training throughput, global samples per second
+    uint32_t params_crc;       // CRC32 of the final parameter bytes
+};
+
+// The job's data, loaded by every rank (host memory).
+struct train_data {
+    struct dataset train, test;
+    char source[128];          // what was loaded, for the job's log
+};
+
+// Loads the configured dataset (with the synthetic fallback when allowed).
+// Returns 0 or a negative status with a message in err.
+int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes);
+void train_free_data(struct train_data *data);
+
+// The model shape for the data: input width, the hidden sizes, classes.
+int train_model_dims(const struct config *cfg, const struct train_data *data, int *dims, int *n_dims);
+
+// Rows of the largest piece of a global batch any rank gets.
+int train_max_rows(const struct config *cfg, int nranks);
+
+// Device bytes a rank needs for this job (for the binding's cap check).
+uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks);
+
+// Runs the configured training on an opened runtime. Returns 0, or a negative
+// status (every rank returns the same verdict); rank 0's result is complete,
+// the other ranks' hold what they computed.
+int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
+              struct train_result *result);
+
+#endif

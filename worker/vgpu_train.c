@@ -1,0 +1,200 @@
+// vgpu_train.c: the training program: `mpirun -np N vgpu_train CONFIG.ini`.
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "train.h"
+#include "util.h"
+
+#define EXIT_USAGE 2 // bad command line or configuration
+#define MAX_OVERRIDES 64
+
+static void usage_(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -np N vgpu_train [CONFIG.ini] [options]\n"
+            "\n"
+            "Synchronous data-parallel training on N virtual GPUs (memory-capped slices of\n"
+            "one GPU, one GPU each, or CPU-simulated devices when there is no GPU).\n"
+            "\n"
+            "options:\n"
+            "  --set SECTION.KEY=VALUE  override one config key (repeatable)\n"
+            "  --metrics PATH           write progress and evaluations as CSV\n"
+            "  --resume PATH            resume from a checkpoint (any rank count)\n"
+            "  --verify                 check the distributed run against one device\n"
+            "  --quiet                  no job table or progress; only the summary line\n"
+            "  --help-config            print every config key with its default and exit\n"
+            "  --help                   this help\n"
+            "  --version                print the version\n"
+            "\n"
+            "Without CONFIG.ini the defaults are used (see configs/default.ini).\n"
+            "Exit status: 0 done, 1 runtime failure, 2 bad command line or config.\n");
+}
+
+struct cli {
+    const char *config_path;
+    const char *overrides[MAX_OVERRIDES];
+    int n_overrides;
+    struct train_options train;
+    int verify;
+};
+
+// Parses argv; returns 0, 1 for "printed help/version, exit 0", or EXIT_USAGE
+// with a message in err.
+static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t err_bytes)
+{
+    enum { OPT_SET = 256, OPT_METRICS, OPT_RESUME, OPT_VERIFY, OPT_QUIET, OPT_HELP_CONFIG, OPT_VERSION };
+    static const struct option options[] = {
+        {"set", required_argument, NULL, OPT_SET},
+        {"metrics", required_argument, NULL, OPT_METRICS},
+        {"resume", required_argument, NULL, OPT_RESUME},
+        {"verify", no_argument, NULL, OPT_VERIFY},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"help-config", no_argument, NULL, OPT_HELP_CONFIG},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    memset(cli, 0, sizeof *cli);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_SET:
+            if (cli->n_overrides == MAX_OVERRIDES) {
+                snprintf(err, err_bytes, "too many --set options (at most %d)", MAX_OVERRIDES);
+                return EXIT_USAGE;
+            }
+            cli->overrides[cli->n_overrides++] = optarg;
+            break;
+        case OPT_METRICS: cli->train.metrics_path = optarg; break;
+        case OPT_RESUME: cli->train.resume_path = optarg; break;
+        case OPT_VERIFY: cli->verify = 1; break;
+        case OPT_QUIET: cli->train.quiet = 1; break;
+        case OPT_HELP_CONFIG: return 3;
+        case 'h': return 1;
+        case OPT_VERSION: return 4;
+        case ':':
+            snprintf(err, err_bytes, "option %s needs a value", argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            snprintf(err, err_bytes, "unknown option %s", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        cli->config_path = argv[optind++];
+    if (optind < argc) {
+        snprintf(err, err_bytes, "unexpected argument '%s' (one config file at most)", argv[optind]);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+// Rank of this process before MPI is up (launchers export it), so that help
+// and usage errors print once.
+static int launcher_rank_(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli cli;
+    char err[1024] = "";
+    // The command line is checked before MPI starts: help and usage errors
+    // need no communicator, and every rank reaches the same verdict.
+    int rc = parse_cli_(argc, argv, &cli, err, sizeof err);
+    if (rc) {
+        int print = launcher_rank_() == 0;
+        if (rc == EXIT_USAGE && print) {
+            fprintf(stderr, "vgpu_train: %s\n\n", err);
+            usage_(stderr);
+        } else if (rc == 1 && print) {
+            usage_(stdout);
+        } else if (rc == 3 && print) {
+            config_print_reference(stdout);
+        } else if (rc == 4 && print) {
+            printf("vgpu_train %s\n", VGPU_VERSION);
+        }
+        return rc == EXIT_USAGE ? EXIT_USAGE : 0;
+    }
+
+    struct runtime rt;
+    if (runtime_bootstrap(&rt, &argc, &argv) < 0)
+        return 1;
+    rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);
+    if (rc < 0) {
+        if (rt.rank == 0)
+            fprintf(stderr, "vgpu_train: %s\n", err);
+        return runtime_close(&rt, EXIT_USAGE);
+    }
+    if (cli.verify) {
+        if (rt.rank == 0)
+            fprintf(stderr, "vgpu_train: --verify is not available in this version yet\n");
+        return runtime_close(&rt, EXIT_USAGE);
+    }
+
+    struct train_data data;
+    rc = train_load_data(&rt.cfg, &data, err, sizeof err);
+    if (rc < 0 && rt.local_rank == 0)
+        log_error("%s", err);
+    if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : 0)) < 0) {
+        train_free_data(&data);
+        return runtime_close(&rt, EXIT_USAGE);
+    }
+
+    struct runtime_open_args open_args = {
+        .min_bytes = train_device_bytes(&rt.cfg, &data, rt.size),
+        .quiet = cli.train.quiet,
+    };
+    rc = runtime_open(&rt, &open_args);
+    if (rc < 0) {
+        train_free_data(&data);
+        return runtime_close(&rt, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : 1);
+    }
+    if (rt.rank == 0 && !cli.train.quiet) {
+        printf("vgpu_train: data: %s\n", data.source);
+        fflush(stdout);
+    }
+
+    struct train_result res;
+    double t0 = util_now_s();
+    rc = train_run(&rt, &data, &cli.train, &res);
+    double wall = util_now_s() - t0;
+
+    // Per-rank peak device memory, for the summary.
+    uint64_t peak = rt.dev.arena.stats.peak_bytes;
+    uint64_t *peaks = malloc((size_t)rt.size * sizeof *peaks);
+    if (!peaks)
+        FATAL(1, "out of memory");
+    runtime_gather_all(&rt, &peak, peaks, sizeof peak);
+    if (rt.rank == 0 && rc == 0) {
+        char peak_list[1024] = "", one[32];
+        for (int r = 0; r < rt.size; r++) {
+            size_t len = strlen(peak_list);
+            snprintf(peak_list + len, sizeof peak_list - len, "%s%.1fM", r ? "," : "",
+                     (double)peaks[r] / (1024.0 * 1024.0));
+        }
+        (void)one;
+        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
+               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
+               "peak_mem=%s params_crc=%08x status=ok\n",
+               rt.size, rt.physical_devices, rt.dev.info.kind, rt.size, comm_backend_name(rt.comm),
+               res.epochs, res.steps, res.train_loss, res.test_loss, res.test_acc,
+               res.samples_per_s, wall, peak_list, res.params_crc);
+    }
+    free(peaks);
+    train_free_data(&data);
+    return runtime_close(&rt, rc < 0 ? (rc == VGPU_ECONFIG || rc == VGPU_EFORMAT ? EXIT_USAGE : 1) : 0);
+}
