@@ -8,3 +8,5 @@ add_executable(test_runtime_cap test_runtime_cap.c)
 target_link_libraries(test_runtime_cap PRIVATE vgpu_launcher)
 vgpu_add_script_test(e2e_runtime_cap COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/runtime_cap.sh
                      LABELS "mpi;e2e;faults" TIMEOUT 120)
+vgpu_add_script_test(e2e_config_reference COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/config_reference.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)

@@ -352,7 +352,13 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
-    t->live = rt->rank == 0 && isatty(STDOUT_FILENO) && !opts->quiet;
+    // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
+    // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
+    const char *progress = getenv("VGPU_PROGRESS");
+    int under_launcher = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
+    t->live = rt->rank == 0 && !opts->quiet &&
+              (progress ? !strcmp(progress, "bar")
+                        : isatty(STDOUT_FILENO) && !under_launcher);
     return 0;
 }
 
@@ -365,13 +371,16 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
     long epoch = sampler_epoch(&t->sampler);
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
         double t0 = util_now_s();
-        int more;
+        int more = 0;
         while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
             TRY(device_zero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
             TRY(load_rows_(t, &t->data->train, b.indices + b.offset, b.count));
             TRY(mlp_forward(&t->model, t->dev, (int)b.count));
             TRY(mlp_backward(&t->model, t->dev, (int)b.count, 1.0f / (float)b.global_count));
-            TRY(add_stats_(t, b.count, t->window));
+            double st[XENT_STATS] = {0, 0, 0};
+            TRY(add_stats_(t, b.count, st));
+            t->window[0] += st[0];
+            t->window[1] += st[1];
             t->window[2] += (double)b.count;
             // Each rank's gradient is already divided by the global batch, so
             // the sum over ranks is the mean over the global batch.
@@ -394,19 +403,22 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
         }
         TRY(more < 0 ? more : 0);
         t->train_seconds += util_now_s() - t0;
-        if (more == 0) { // the epoch ended (not cut short by max_steps)
+        // The epoch ended unless max_steps cut it short.
+        int ended = more == 0 ||
+                    sampler_step_in_epoch(&t->sampler) >= sampler_batches_per_epoch(&t->sampler);
+        if (ended) {
             epoch++;
             sampler_set_position(&t->sampler, epoch, 0);
         }
-        log_progress_(t, epoch - (more == 0), lr, 1, opts->quiet);
+        log_progress_(t, epoch - ended, lr, 1, opts->quiet);
         TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
         res->epochs = epoch;
         if (rt->rank == 0) {
             if (!opts->quiet)
                 printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n",
-                       epoch - (more == 0) + 1, res->test_loss, res->test_acc, res->test_top5);
+                       epoch - ended + 1, res->test_loss, res->test_acc, res->test_top5);
             if (t->metrics)
-                fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", epoch - (more == 0) + 1,
+                fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", epoch - ended + 1,
                         t->step, lr, res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
             fflush(stdout);
         }

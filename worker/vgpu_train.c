@@ -24,7 +24,7 @@ static void usage_(FILE *f)
             "  --set SECTION.KEY=VALUE  override one config key (repeatable)\n"
             "  --metrics PATH           write progress and evaluations as CSV\n"
             "  --resume PATH            resume from a checkpoint (any rank count)\n"
-            "  --verify                 check the distributed run against one device\n"
+            "  --verify                 check against a single-device reference (not in this version yet)\n"
             "  --quiet                  no job table or progress; only the summary line\n"
             "  --help-config            print every config key with its default and exit\n"
             "  --help                   this help\n"

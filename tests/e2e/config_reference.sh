@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# config_reference.sh: configs/reference.ini matches the schema compiled into
+# vgpu_train, and every shipped config parses.
+source "$(dirname "$0")/lib.sh"
+
+out=$(diff <("$TRAIN" --help-config) <(grep -v '^;' "$CONFIGS/reference.ini" | sed '1{/^$/d}'))
+rc=$?
+if [ "$rc" = 0 ]; then ok "configs/reference.ini is current"; else bad "configs/reference.ini differs from --help-config (regenerate it)"; fi
+
+for cfg in "$CONFIGS"/*.ini; do
+  run "parse $(basename "$cfg")" 30 "$MPIRUN" -np 1 "$TRAIN" "$cfg" --set train.max_steps=1 --set train.epochs=1 --set data.train_limit=512 --set checkpoint.dir= --quiet
+  expect_rc 0
+done
+finish

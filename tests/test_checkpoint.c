@@ -1,0 +1,582 @@
+// test_checkpoint.c: checkpoint round trip, on-disk layout, every validation,
+// atomic replacement under write failures, compatibility and naming.
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checkpoint.h"
+#include "status.h"
+#include "util.h"
+
+#define N_PARAMS 1000
+#define N_STATE 2000
+#define HEADER_BYTES 192
+
+static char root_[256]; // private temporary directory of this run
+
+static int rm_tree_(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -1;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d)
+            return -1;
+        struct dirent *e;
+        char sub[1024];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+            rm_tree_(sub);
+        }
+        closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+static int setup_(void **state)
+{
+    (void)state;
+    snprintf(root_, sizeof(root_), "/tmp/vgpu_test_ckpt.XXXXXX");
+    return mkdtemp(root_) ? 0 : -1;
+}
+
+static int teardown_(void **state)
+{
+    (void)state;
+    return rm_tree_(root_);
+}
+
+// A fresh, empty directory for one test.
+static void test_dir_(char *dir, const char *name)
+{
+    snprintf(dir, 512, "%s/%s", root_, name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+}
+
+static void fill_meta_(struct ckpt_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->n_dims = 4;
+    m->dims[0] = 784, m->dims[1] = 256, m->dims[2] = 128, m->dims[3] = 10;
+    snprintf(m->optimizer, sizeof(m->optimizer), "adam");
+    m->param_count = N_PARAMS;
+    m->opt_state_count = N_STATE;
+    m->step = 1234;
+    m->epoch = 3;
+    m->step_in_epoch = 17;
+    m->seed = 0xDEADBEEFCAFEF00Dull;
+    m->global_batch = 256;
+    m->nranks = 4;
+}
+
+// Values whose bits must survive exactly: signed zero, infinities, NaN with a
+// payload, denormals, and ordinary numbers.
+static float *make_values_(long n, float scale)
+{
+    float *v = malloc((size_t)n * sizeof(float));
+    assert_non_null(v);
+    for (long i = 0; i < n; i++)
+        v[i] = scale * sinf((float)i * 0.37f);
+    uint32_t nan_bits = 0x7fc01234u;
+    memcpy(&v[1], &nan_bits, 4);
+    v[2] = -0.0f;
+    v[3] = INFINITY;
+    v[4] = -INFINITY;
+    v[5] = 1e-42f;
+    v[6] = 1.0f;
+    return v;
+}
+
+static long file_size_(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (long)st.st_size;
+}
+
+static unsigned char *read_bytes_(const char *path, long *n)
+{
+    *n = file_size_(path);
+    unsigned char *b = malloc((size_t)*n + 1);
+    assert_non_null(b);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(b, 1, (size_t)*n, f), (size_t)*n);
+    fclose(f);
+    return b;
+}
+
+static void write_bytes_(const char *path, const unsigned char *b, long n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, (size_t)n, f), (size_t)n);
+    assert_int_equal(fclose(f), 0);
+}
+
+// Number of names in dir containing ".tmp.".
+static int count_tmp_files_(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+// Loading must fail with `want` and a message naming the file and containing needle.
+static void expect_load_error_(const char *path, int want, const char *needle)
+{
+    struct ckpt_meta m;
+    float *p = (float *)1, *o = (float *)1;
+    char err[512] = "";
+    int rc = checkpoint_load(path, &m, &p, &o, err, sizeof(err));
+    if (rc != want || !strstr(err, needle))
+        print_error("rc %d (want %d), message \"%s\" (want \"%s\")\n", rc, want, err, needle);
+    assert_int_equal(rc, want);
+    assert_non_null(strstr(err, needle));
+    assert_non_null(strstr(err, path));
+    assert_null(p);
+    assert_null(o);
+}
+
+// Writes a good checkpoint at dir/name and returns its path in path.
+static void save_good_(const char *dir, const char *name, char *path)
+{
+    struct ckpt_meta m;
+    fill_meta_(&m);
+    float *p = make_values_(N_PARAMS, 1.0f), *o = make_values_(N_STATE, 0.01f);
+    char err[512];
+    snprintf(path, 600, "%s/%s", dir, name);
+    int rc = checkpoint_save(path, &m, p, o, err, sizeof(err));
+    if (rc)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    free(p);
+    free(o);
+}
+
+// ---- round trip and layout ----
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char dir[512], path[600], err[512];
+    test_dir_(dir, "roundtrip");
+    struct ckpt_meta m, got;
+    fill_meta_(&m);
+    m.version = 77; // ignored by the writer
+    float *p = make_values_(N_PARAMS, 1.0f), *o = make_values_(N_STATE, 0.01f);
+    snprintf(path, sizeof(path), "%s/ckpt.bin", dir);
+    assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof(err)), 0);
+    assert_int_equal(count_tmp_files_(dir), 0);
+    assert_int_equal(file_size_(path), HEADER_BYTES + 4 * (N_PARAMS + N_STATE));
+
+    float *lp, *lo;
+    assert_int_equal(checkpoint_load(path, &got, &lp, &lo, err, sizeof(err)), 0);
+    assert_int_equal(got.version, CKPT_VERSION);
+    m.version = CKPT_VERSION;
+    assert_memory_equal(&got, &m, sizeof(m)); // every field, padding zeroed by both
+    assert_memory_equal(lp, p, N_PARAMS * sizeof(float));
+    assert_memory_equal(lo, o, N_STATE * sizeof(float));
+    free(lp);
+    free(lo);
+
+    // Saving again replaces the file.
+    m.step = 5000;
+    p[0] = 42.0f;
+    assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof(err)), 0);
+    assert_int_equal(checkpoint_load(path, &got, &lp, &lo, err, sizeof(err)), 0);
+    assert_int_equal(got.step, 5000);
+    assert_true(lp[0] == 42.0f);
+    free(lp);
+    free(lo);
+
+    // No optimizer state (plain SGD): NULL in, NULL out.
+    m.opt_state_count = 0;
+    snprintf(m.optimizer, sizeof(m.optimizer), "sgd");
+    assert_int_equal(checkpoint_save(path, &m, p, NULL, err, sizeof(err)), 0);
+    assert_int_equal(file_size_(path), HEADER_BYTES + 4 * N_PARAMS);
+    assert_int_equal(checkpoint_load(path, &got, &lp, &lo, err, sizeof(err)), 0);
+    assert_null(lo);
+    assert_string_equal(got.optimizer, "sgd");
+    assert_memory_equal(lp, p, N_PARAMS * sizeof(float));
+    free(lp);
+    assert_int_equal(count_tmp_files_(dir), 0);
+    free(p);
+    free(o);
+}
+
+// The documented little-endian layout, byte for byte where it matters.
+static void test_layout(void **state)
+{
+    (void)state;
+    char dir[512], path[600];
+    test_dir_(dir, "layout");
+    save_good_(dir, "c.bin", path);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    assert_memory_equal(b, "VGPUCKPT", 8);
+    const unsigned char version[4] = {1, 0, 0, 0}, hbytes[4] = {192, 0, 0, 0};
+    assert_memory_equal(b + 8, version, 4);
+    assert_memory_equal(b + 12, hbytes, 4);
+    const unsigned char dims0[4] = {0x10, 0x03, 0, 0}; // 784
+    assert_memory_equal(b + 20, dims0, 4);
+    assert_string_equal((const char *)b + 92, "adam");
+    const unsigned char params[8] = {0xe8, 0x03, 0, 0, 0, 0, 0, 0}; // 1000
+    assert_memory_equal(b + 108, params, 8);
+    const unsigned char seed[8] = {0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde};
+    assert_memory_equal(b + 148, seed, 8);
+    const unsigned char one[4] = {0x00, 0x00, 0x80, 0x3f}; // params[6] = 1.0f
+    assert_memory_equal(b + HEADER_BYTES + 6 * 4, one, 4);
+    uint32_t hcrc = util_crc32(0, b, 188);
+    assert_int_equal(b[188] | b[189] << 8 | b[190] << 16 | (uint32_t)b[191] << 24, hcrc);
+    uint32_t pcrc = util_crc32(0, b + HEADER_BYTES, (size_t)(n - HEADER_BYTES));
+    assert_int_equal(b[184] | b[185] << 8 | b[186] << 16 | (uint32_t)b[187] << 24, pcrc);
+    free(b);
+}
+
+// ---- validation ----
+
+static void test_truncated(void **state)
+{
+    (void)state;
+    char dir[512], path[600], cut[700];
+    test_dir_(dir, "truncated");
+    save_good_(dir, "good.bin", path);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    const long cuts[] = {0, 5, 8, 100, HEADER_BYTES - 1, HEADER_BYTES, HEADER_BYTES + 1,
+                         HEADER_BYTES + 4 * N_PARAMS, n - 1};
+    snprintf(cut, sizeof(cut), "%s/cut.bin", dir);
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+        write_bytes_(cut, b, cuts[k]);
+        expect_load_error_(cut, VGPU_EFORMAT, "truncated");
+    }
+    // And one byte too many.
+    b[n] = 0;
+    write_bytes_(cut, b, n + 1);
+    expect_load_error_(cut, VGPU_EFORMAT, "trailing data");
+    free(b);
+}
+
+static void test_bad_magic_and_version(void **state)
+{
+    (void)state;
+    char dir[512], path[600];
+    test_dir_(dir, "magic");
+    save_good_(dir, "c.bin", path);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    b[3] ^= 0x20;
+    write_bytes_(path, b, n);
+    expect_load_error_(path, VGPU_EFORMAT, "not a vgpu checkpoint (bad magic)");
+    b[3] ^= 0x20;
+    // A short file that is not ours at all says so too.
+    write_bytes_(path, (const unsigned char *)"hello, world\n", 13);
+    expect_load_error_(path, VGPU_EFORMAT, "bad magic");
+
+    // A well-formed header of another version (CRC valid) is refused by version.
+    b[8] = 2;
+    uint32_t hcrc = util_crc32(0, b, 188);
+    for (int k = 0; k < 4; k++)
+        b[188 + k] = (unsigned char)(hcrc >> (8 * k));
+    write_bytes_(path, b, n);
+    expect_load_error_(path, VGPU_EFORMAT,
+                       "unsupported checkpoint format version 2 (this build reads 1)");
+    free(b);
+}
+
+static void test_flipped_bytes(void **state)
+{
+    (void)state;
+    char dir[512], path[600];
+    test_dir_(dir, "flips");
+    save_good_(dir, "c.bin", path);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    // Payload: parameters and optimizer state, first and last bytes.
+    const long payload_at[] = {HEADER_BYTES, HEADER_BYTES + 4 * 500 + 1,
+                               HEADER_BYTES + 4 * N_PARAMS + 7, n - 1};
+    for (size_t k = 0; k < sizeof(payload_at) / sizeof(payload_at[0]); k++) {
+        b[payload_at[k]] ^= 0x01;
+        write_bytes_(path, b, n);
+        expect_load_error_(path, VGPU_EFORMAT, "payload CRC mismatch");
+        b[payload_at[k]] ^= 0x01;
+    }
+    // Header: a dimension, the optimizer name, the step, a size field, the
+    // stored payload CRC (covered by the header CRC) and the header CRC itself.
+    const long header_at[] = {20, 95, 124, 170, 184, 189};
+    for (size_t k = 0; k < sizeof(header_at) / sizeof(header_at[0]); k++) {
+        b[header_at[k]] ^= 0x40;
+        write_bytes_(path, b, n);
+        expect_load_error_(path, VGPU_EFORMAT, "header CRC mismatch");
+        b[header_at[k]] ^= 0x40;
+    }
+    // Restored, the same bytes load again.
+    write_bytes_(path, b, n);
+    struct ckpt_meta m;
+    float *p, *o;
+    char err[512];
+    assert_int_equal(checkpoint_load(path, &m, &p, &o, err, sizeof(err)), 0);
+    free(p);
+    free(o);
+
+    // Sizes that disagree with the counts, under a valid header CRC.
+    b[168] ^= 0x04;
+    uint32_t hcrc = util_crc32(0, b, 188);
+    for (int k = 0; k < 4; k++)
+        b[188 + k] = (unsigned char)(hcrc >> (8 * k));
+    write_bytes_(path, b, n);
+    expect_load_error_(path, VGPU_EFORMAT, "inconsistent header");
+    free(b);
+}
+
+static void test_missing_and_invalid(void **state)
+{
+    (void)state;
+    char dir[512], path[600], err[512];
+    test_dir_(dir, "invalid");
+    snprintf(path, sizeof(path), "%s/none.bin", dir);
+    expect_load_error_(path, -ENOENT, "cannot open");
+
+    struct ckpt_meta m;
+    float *p = make_values_(N_PARAMS, 1.0f);
+    fill_meta_(&m);
+    m.n_dims = 0;
+    assert_int_equal(checkpoint_save(path, &m, p, p, err, sizeof(err)), VGPU_EINVAL);
+    m.n_dims = CKPT_MAX_LAYERS + 1;
+    assert_int_equal(checkpoint_save(path, &m, p, p, err, sizeof(err)), VGPU_EINVAL);
+    fill_meta_(&m);
+    m.param_count = -1;
+    assert_int_equal(checkpoint_save(path, &m, p, p, err, sizeof(err)), VGPU_EINVAL);
+    fill_meta_(&m);
+    memset(m.optimizer, 'x', sizeof(m.optimizer));
+    assert_int_equal(checkpoint_save(path, &m, p, p, err, sizeof(err)), VGPU_EINVAL);
+    fill_meta_(&m);
+    assert_int_equal(checkpoint_save(path, &m, NULL, p, err, sizeof(err)), VGPU_EINVAL);
+    assert_int_equal(checkpoint_save(path, &m, p, NULL, err, sizeof(err)), VGPU_EINVAL);
+    assert_non_null(strstr(err, path));
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(count_tmp_files_(dir), 0);
+    free(p);
+}
+
+// ---- atomicity ----
+
+static void assert_unchanged_(const char *path, const unsigned char *before, long n)
+{
+    long n2;
+    unsigned char *after = read_bytes_(path, &n2);
+    assert_int_equal(n2, n);
+    assert_memory_equal(after, before, (size_t)n);
+    free(after);
+    struct ckpt_meta m;
+    float *p, *o;
+    char err[512];
+    assert_int_equal(checkpoint_load(path, &m, &p, &o, err, sizeof(err)), 0);
+    assert_int_equal(m.step, 1234);
+    free(p);
+    free(o);
+}
+
+static void test_failed_write_keeps_old(void **state)
+{
+    (void)state;
+    char dir[512], path[600], tmp[700], err[1024];
+    test_dir_(dir, "atomic");
+    save_good_(dir, "ckpt.bin", path);
+    long n;
+    unsigned char *before = read_bytes_(path, &n);
+    struct ckpt_meta m;
+    fill_meta_(&m);
+    m.step = 9999;
+    float *p = make_values_(N_PARAMS, 2.0f), *o = make_values_(N_STATE, 3.0f);
+
+    // 1. The temporary file cannot be created (a directory holds its name).
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(mkdir(tmp, 0700), 0);
+    int rc = checkpoint_save(path, &m, p, o, err, sizeof(err));
+    assert_int_equal(rc, -EISDIR);
+    assert_non_null(strstr(err, "cannot create"));
+    assert_non_null(strstr(err, "previous checkpoint, if any, is kept"));
+    assert_unchanged_(path, before, n);
+    assert_int_equal(rmdir(tmp), 0);
+
+    // 2. The disk "fills" half-way through the payload: a file-size limit
+    //    makes write() fail with EFBIG (SIGXFSZ ignored so we see the error).
+    struct rlimit old_limit, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    small = old_limit;
+    small.rlim_cur = HEADER_BYTES + 4 * N_PARAMS / 2;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    rc = checkpoint_save(path, &m, p, o, err, sizeof(err));
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+    signal(SIGXFSZ, old_handler);
+    assert_int_equal(rc, -EFBIG);
+    assert_non_null(strstr(err, "cannot write"));
+    assert_unchanged_(path, before, n);
+    assert_int_equal(count_tmp_files_(dir), 0);
+
+    // 3. The directory does not exist: nothing is created anywhere.
+    char lost[700];
+    snprintf(lost, sizeof(lost), "%s/no-such-dir/ckpt.bin", dir);
+    rc = checkpoint_save(lost, &m, p, o, err, sizeof(err));
+    assert_int_equal(rc, -ENOENT);
+    assert_non_null(strstr(err, lost));
+    assert_unchanged_(path, before, n);
+
+    // 4. Everything is written but the rename fails (the target is a
+    //    non-empty directory): an error, and the temporary file is removed.
+    char blocked[700], inside[800];
+    snprintf(blocked, sizeof(blocked), "%s/blocked", dir);
+    assert_int_equal(mkdir(blocked, 0700), 0);
+    snprintf(inside, sizeof(inside), "%s/keep", blocked);
+    write_bytes_(inside, (const unsigned char *)"x", 1);
+    rc = checkpoint_save(blocked, &m, p, o, err, sizeof(err));
+    assert_true(rc == -EISDIR || rc == -ENOTEMPTY || rc == -EEXIST);
+    assert_non_null(strstr(err, "cannot rename"));
+    assert_int_equal(count_tmp_files_(dir), 0);
+    assert_unchanged_(path, before, n);
+
+    // And after all that, a normal save still replaces it.
+    assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof(err)), 0);
+    float *lp, *lo;
+    struct ckpt_meta got;
+    assert_int_equal(checkpoint_load(path, &got, &lp, &lo, err, sizeof(err)), 0);
+    assert_int_equal(got.step, 9999);
+    assert_memory_equal(lp, p, N_PARAMS * sizeof(float));
+    free(lp);
+    free(lo);
+    free(before);
+    free(p);
+    free(o);
+}
+
+// ---- compatibility ----
+
+static void test_compatible(void **state)
+{
+    (void)state;
+    struct ckpt_meta have, want;
+    char err[512];
+    fill_meta_(&have);
+    fill_meta_(&want);
+    // Position, seed and rank count may differ on resume.
+    want.step = 0, want.epoch = 0, want.step_in_epoch = 0, want.seed = 1, want.nranks = 2;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+
+    have.n_dims = 3;
+    have.dims[1] = 256, have.dims[2] = 10;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), VGPU_ECONFIG);
+    assert_string_equal(err,
+                        "checkpoint model 784-256-10 does not match configured 784-256-128-10");
+
+    fill_meta_(&have);
+    have.dims[2] = 64;
+    snprintf(have.optimizer, sizeof(have.optimizer), "sgd");
+    have.global_batch = 128;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), VGPU_ECONFIG);
+    assert_string_equal(err, "checkpoint model 784-256-64-10 does not match configured "
+                             "784-256-128-10; checkpoint optimizer sgd does not match configured "
+                             "adam; checkpoint global batch 128 does not match configured 256 "
+                             "(resume must keep train.batch_size)");
+
+    // Counts are compared only when the caller fills them in.
+    fill_meta_(&have);
+    have.opt_state_count = 1000;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), VGPU_ECONFIG);
+    assert_non_null(
+        strstr(err, "1000 optimizer-state floats, the configured optimizer needs 2000"));
+    want.param_count = 0;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), 0);
+    // A message buffer too small still gives the status.
+    have.global_batch = 1;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, 8), VGPU_ECONFIG);
+    assert_int_equal(strlen(err), 7);
+    assert_int_equal(checkpoint_check_compatible(&have, &want, NULL, 0), VGPU_ECONFIG);
+}
+
+// ---- naming ----
+
+static void touch_(const char *dir, const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    write_bytes_(path, (const unsigned char *)"x", 1);
+}
+
+static void test_naming(void **state)
+{
+    (void)state;
+    char dir[512], buf[700], want[700];
+    test_dir_(dir, "naming");
+    assert_int_equal(checkpoint_path(dir, 1234, buf, sizeof(buf)), 0);
+    snprintf(want, sizeof(want), "%s/ckpt-0000001234.bin", dir);
+    assert_string_equal(buf, want);
+    assert_int_equal(checkpoint_path(dir, -1, buf, sizeof(buf)), VGPU_EINVAL);
+    assert_int_equal(checkpoint_path(dir, 1, buf, 10), VGPU_EINVAL);
+
+    assert_int_equal(checkpoint_find_latest(dir, buf, sizeof(buf)), -ENOENT);
+    char missing[700];
+    snprintf(missing, sizeof(missing), "%s/absent", dir);
+    assert_int_equal(checkpoint_find_latest(missing, buf, sizeof(buf)), -ENOENT);
+
+    touch_(dir, "ckpt-0000000005.bin");
+    touch_(dir, "ckpt-0000000100.bin");
+    touch_(dir, "ckpt-0000000020.bin");
+    touch_(dir, "ckpt-0000000999.bin.tmp.123"); // an interrupted write
+    touch_(dir, "ckpt-999.bin");                // not our name
+    touch_(dir, "ckpt-00000009x9.bin");
+    touch_(dir, "ckpt-0000000998.bin.bak");
+    touch_(dir, "other.txt");
+    assert_int_equal(checkpoint_find_latest(dir, buf, sizeof(buf)), 0);
+    snprintf(want, sizeof(want), "%s/ckpt-0000000100.bin", dir);
+    assert_string_equal(buf, want);
+    assert_int_equal(checkpoint_find_latest(dir, buf, 10), VGPU_EINVAL);
+
+    // Steps beyond 10 digits still sort numerically.
+    assert_int_equal(checkpoint_path(dir, 12345678901LL, buf, sizeof(buf)), 0);
+    touch_(dir, strrchr(buf, '/') + 1);
+    assert_int_equal(checkpoint_find_latest(dir, buf, sizeof(buf)), 0);
+    snprintf(want, sizeof(want), "%s/ckpt-12345678901.bin", dir);
+    assert_string_equal(buf, want);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_bad_magic_and_version),
+        cmocka_unit_test(test_flipped_bytes),
+        cmocka_unit_test(test_missing_and_invalid),
+        cmocka_unit_test(test_failed_write_keeps_old),
+        cmocka_unit_test(test_compatible),
+        cmocka_unit_test(test_naming),
+    };
+    return cmocka_run_group_tests_name("checkpoint", tests, setup_, teardown_);
+}

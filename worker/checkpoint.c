@@ -1,0 +1,588 @@
+// checkpoint.c: checkpoint file format, atomic write, validating read, naming.
+//
+// Layout (all integers little-endian, floats as IEEE-754 binary32 bit
+// patterns in little-endian order):
+//   0   magic "VGPUCKPT"            8 bytes
+//   8   version                     u32
+//   12  header bytes (192)          u32
+//   16  n_dims                      i32
+//   20  dims[18]                    i32 each
+//   92  optimizer                   16 bytes, NUL-padded
+//   108 param_count, opt_state_count, step, epoch, step_in_epoch   i64 each
+//   148 seed                        u64
+//   156 global_batch                i64
+//   164 nranks                      i32
+//   168 params bytes, opt_state bytes   u64 each
+//   184 CRC32 of the payload        u32
+//   188 CRC32 of bytes [0, 188)     u32
+//   192 payload: params, then opt_state
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "status.h"
+#include "util.h"
+
+#define CKPT_MAGIC "VGPUCKPT"
+#define CKPT_HEADER_BYTES 192
+#define CKPT_HEADER_CRC_AT 188   // the header CRC covers every byte before it
+#define CKPT_PAYLOAD_CRC_AT 184
+#define CKPT_IO_FLOATS 16384     // floats converted per write/read call
+#define CKPT_NAME_DIGITS 10      // zero-padded step in file names
+
+static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
+{
+    if (err && err_bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+// ---- little-endian fields ----
+
+static void put_u32_(unsigned char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static void put_u64_(unsigned char *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static uint32_t get_u32_(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++)
+        v |= (uint32_t)p[k] << (8 * k);
+    return v;
+}
+
+static uint64_t get_u64_(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++)
+        v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+static void encode_header_(unsigned char *h, const struct ckpt_meta *m, uint64_t params_bytes,
+                           uint64_t opt_bytes, uint32_t payload_crc)
+{
+    memset(h, 0, CKPT_HEADER_BYTES);
+    memcpy(h, CKPT_MAGIC, 8);
+    put_u32_(h + 8, CKPT_VERSION);
+    put_u32_(h + 12, CKPT_HEADER_BYTES);
+    put_u32_(h + 16, (uint32_t)m->n_dims);
+    for (int k = 0; k < CKPT_MAX_LAYERS; k++)
+        put_u32_(h + 20 + 4 * k, (uint32_t)m->dims[k]);
+    memcpy(h + 92, m->optimizer, sizeof(m->optimizer));
+    put_u64_(h + 108, (uint64_t)m->param_count);
+    put_u64_(h + 116, (uint64_t)m->opt_state_count);
+    put_u64_(h + 124, (uint64_t)m->step);
+    put_u64_(h + 132, (uint64_t)m->epoch);
+    put_u64_(h + 140, (uint64_t)m->step_in_epoch);
+    put_u64_(h + 148, m->seed);
+    put_u64_(h + 156, (uint64_t)m->global_batch);
+    put_u32_(h + 164, (uint32_t)m->nranks);
+    put_u64_(h + 168, params_bytes);
+    put_u64_(h + 176, opt_bytes);
+    put_u32_(h + CKPT_PAYLOAD_CRC_AT, payload_crc);
+    put_u32_(h + CKPT_HEADER_CRC_AT, util_crc32(0, h, CKPT_HEADER_CRC_AT));
+}
+
+static void decode_meta_(const unsigned char *h, struct ckpt_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->version = get_u32_(h + 8);
+    m->n_dims = (int32_t)get_u32_(h + 16);
+    for (int k = 0; k < CKPT_MAX_LAYERS; k++)
+        m->dims[k] = (int32_t)get_u32_(h + 20 + 4 * k);
+    memcpy(m->optimizer, h + 92, sizeof(m->optimizer));
+    m->param_count = (int64_t)get_u64_(h + 108);
+    m->opt_state_count = (int64_t)get_u64_(h + 116);
+    m->step = (int64_t)get_u64_(h + 124);
+    m->epoch = (int64_t)get_u64_(h + 132);
+    m->step_in_epoch = (int64_t)get_u64_(h + 140);
+    m->seed = get_u64_(h + 148);
+    m->global_batch = (int64_t)get_u64_(h + 156);
+    m->nranks = (int32_t)get_u32_(h + 164);
+}
+
+// ---- raw I/O ----
+
+static int write_all_(int fd, const void *buf, size_t bytes)
+{
+    const char *p = buf;
+    while (bytes) {
+        ssize_t n = write(fd, p, bytes);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
+// Reads up to bytes; *got < bytes only at end of file.
+static int read_all_(int fd, void *buf, size_t bytes, size_t *got)
+{
+    char *p = buf;
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t n = read(fd, p + done, bytes - done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    *got = done;
+    return 0;
+}
+
+// Writes floats little-endian through `scratch`, folding the bytes into *crc.
+static int write_floats_(int fd, const float *v, int64_t count, unsigned char *scratch,
+                         uint32_t *crc)
+{
+    for (int64_t at = 0; at < count; at += CKPT_IO_FLOATS) {
+        int64_t n = count - at < CKPT_IO_FLOATS ? count - at : CKPT_IO_FLOATS;
+        for (int64_t k = 0; k < n; k++) {
+            uint32_t bits;
+            memcpy(&bits, &v[at + k], 4);
+            put_u32_(scratch + 4 * k, bits);
+        }
+        *crc = util_crc32(*crc, scratch, (size_t)n * 4);
+        int rc = write_all_(fd, scratch, (size_t)n * 4);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+// Reads count floats; returns 1 when the file ends early, 0 when complete.
+static int read_floats_(int fd, float *v, int64_t count, unsigned char *scratch, uint32_t *crc)
+{
+    for (int64_t at = 0; at < count; at += CKPT_IO_FLOATS) {
+        int64_t n = count - at < CKPT_IO_FLOATS ? count - at : CKPT_IO_FLOATS;
+        size_t got = 0;
+        int rc = read_all_(fd, scratch, (size_t)n * 4, &got);
+        if (rc < 0)
+            return rc;
+        if (got < (size_t)n * 4)
+            return 1;
+        *crc = util_crc32(*crc, scratch, (size_t)n * 4);
+        for (int64_t k = 0; k < n; k++) {
+            uint32_t bits = get_u32_(scratch + 4 * k);
+            memcpy(&v[at + k], &bits, 4);
+        }
+    }
+    return 0;
+}
+
+// fsync of the directory holding path, so the rename itself is durable.
+static int sync_parent_dir_(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else if ((size_t)(slash - path) < sizeof(dir))
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    else
+        return -ENAMETOOLONG;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    // Some file systems cannot sync a directory; the rename is all we can do there.
+    if (rc == -EINVAL || rc == -ENOTSUP || rc == -EROFS)
+        rc = 0;
+    return rc;
+}
+
+// ---- save ----
+
+static int check_meta_(const struct ckpt_meta *m, const float *params, const float *opt_state)
+{
+    if (m->n_dims < 1 || m->n_dims > CKPT_MAX_LAYERS || m->param_count < 0 ||
+        m->opt_state_count < 0 || memchr(m->optimizer, '\0', sizeof(m->optimizer)) == NULL)
+        return VGPU_EINVAL;
+    if ((m->param_count > 0 && !params) || (m->opt_state_count > 0 && !opt_state))
+        return VGPU_EINVAL;
+    // Byte sizes must fit in int64 (and so in the u64 fields and off_t).
+    if (m->param_count > INT64_MAX / 8 || m->opt_state_count > INT64_MAX / 8)
+        return VGPU_EINVAL;
+    return 0;
+}
+
+int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float *params,
+                    const float *opt_state, char *err, size_t err_bytes)
+{
+    if (err && err_bytes)
+        err[0] = '\0';
+    if (check_meta_(meta, params, opt_state) < 0)
+        return fail_(err, err_bytes, VGPU_EINVAL,
+                     "%s: invalid checkpoint contents (n_dims %d, %lld params, %lld state floats)",
+                     path, meta->n_dims, (long long)meta->param_count,
+                     (long long)meta->opt_state_count);
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return fail_(err, err_bytes, -ENAMETOOLONG, "%s: path too long", path);
+
+    unsigned char *scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
+    if (!scratch)
+        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
+    unsigned char header[CKPT_HEADER_BYTES];
+    uint64_t params_bytes = (uint64_t)meta->param_count * 4;
+    uint64_t opt_bytes = (uint64_t)meta->opt_state_count * 4;
+    uint32_t crc = 0;
+    const char *stage = "create";
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        goto fail_no_file;
+    }
+    // The header carries the payload CRC, so the payload goes first (after a
+    // zeroed header-sized gap) and the header is filled in at the end.
+    stage = "write";
+    memset(header, 0, sizeof(header));
+    rc = write_all_(fd, header, sizeof(header));
+    if (rc == 0)
+        rc = write_floats_(fd, params, meta->param_count, scratch, &crc);
+    if (rc == 0)
+        rc = write_floats_(fd, opt_state, meta->opt_state_count, scratch, &crc);
+    if (rc == 0) {
+        encode_header_(header, meta, params_bytes, opt_bytes, crc);
+        if (lseek(fd, 0, SEEK_SET) < 0)
+            rc = -errno;
+        else
+            rc = write_all_(fd, header, sizeof(header));
+    }
+    if (rc == 0) {
+        stage = "fsync";
+        if (fsync(fd) < 0)
+            rc = -errno;
+    }
+    if (rc < 0)
+        goto fail;
+    stage = "close";
+    if (close(fd) < 0) {
+        fd = -1;
+        rc = -errno;
+        goto fail;
+    }
+    fd = -1;
+    stage = "rename";
+    if (rename(tmp, path) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    free(scratch);
+    rc = sync_parent_dir_(path);
+    if (rc < 0)
+        return fail_(err, err_bytes, rc, "%s: written, but syncing its directory failed: %s", path,
+                     status_str(rc));
+    return 0;
+
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+fail_no_file:
+    free(scratch);
+    return fail_(err, err_bytes, rc,
+                 "%s: cannot %s %s: %s (the previous checkpoint, if any, is kept)", path, stage,
+                 tmp, status_str(rc));
+}
+
+// ---- load ----
+
+int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, float **opt_state,
+                    char *err, size_t err_bytes)
+{
+    memset(meta, 0, sizeof(*meta));
+    *params = NULL;
+    *opt_state = NULL;
+    if (err && err_bytes)
+        err[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        return fail_(err, err_bytes, rc, "%s: cannot open: %s", path, status_str(rc));
+    }
+    unsigned char header[CKPT_HEADER_BYTES];
+    unsigned char *scratch = NULL;
+    float *p = NULL, *o = NULL;
+    struct ckpt_meta m;
+    struct stat st;
+    size_t got = 0;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    if (rc == 0)
+        rc = read_all_(fd, header, sizeof(header), &got);
+    if (rc < 0) {
+        rc = fail_(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+        goto done;
+    }
+    // Magic first: a file that is not ours at all should say so, whatever its size.
+    if (got < 8 || memcmp(header, CKPT_MAGIC, 8) != 0) {
+        if (got >= 8 || memcmp(header, CKPT_MAGIC, got) != 0) {
+            rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: not a vgpu checkpoint (bad magic)", path);
+            goto done;
+        }
+    }
+    if (got < CKPT_HEADER_BYTES) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: truncated: file holds %zu bytes, the header needs %d", path, got,
+                   CKPT_HEADER_BYTES);
+        goto done;
+    }
+    // Version before the header CRC: another version may lay its header out
+    // differently, so its CRC would fail for a reason that says nothing useful.
+    uint32_t version = get_u32_(header + 8);
+    if (version != CKPT_VERSION) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: unsupported checkpoint format version %u (this build reads %u)", path,
+                   version, CKPT_VERSION);
+        goto done;
+    }
+    uint32_t stored_hcrc = get_u32_(header + CKPT_HEADER_CRC_AT);
+    uint32_t hcrc = util_crc32(0, header, CKPT_HEADER_CRC_AT);
+    if (stored_hcrc != hcrc) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: header CRC mismatch (stored 0x%08x, computed 0x%08x): the header is "
+                   "corrupt",
+                   path, stored_hcrc, hcrc);
+        goto done;
+    }
+    decode_meta_(header, &m);
+    uint32_t header_bytes = get_u32_(header + 12);
+    uint64_t params_bytes = get_u64_(header + 168), opt_bytes = get_u64_(header + 176);
+    if (header_bytes != CKPT_HEADER_BYTES || m.n_dims < 1 || m.n_dims > CKPT_MAX_LAYERS ||
+        m.param_count < 0 || m.opt_state_count < 0 || m.param_count > INT64_MAX / 8 ||
+        m.opt_state_count > INT64_MAX / 8 || params_bytes != (uint64_t)m.param_count * 4 ||
+        opt_bytes != (uint64_t)m.opt_state_count * 4 ||
+        memchr(m.optimizer, '\0', sizeof(m.optimizer)) == NULL) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: inconsistent header (header %u bytes, n_dims %d, %lld params in %llu "
+                   "bytes, %lld state floats in %llu bytes)",
+                   path, header_bytes, m.n_dims, (long long)m.param_count,
+                   (unsigned long long)params_bytes, (long long)m.opt_state_count,
+                   (unsigned long long)opt_bytes);
+        goto done;
+    }
+    uint64_t want_size = CKPT_HEADER_BYTES + params_bytes + opt_bytes;
+    uint64_t have_size = (uint64_t)st.st_size;
+    if (have_size != want_size) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: %s: header says %lld params + %lld state floats (%llu bytes in all), file "
+                   "holds %llu bytes",
+                   path, have_size < want_size ? "truncated" : "trailing data",
+                   (long long)m.param_count, (long long)m.opt_state_count,
+                   (unsigned long long)want_size, (unsigned long long)have_size);
+        goto done;
+    }
+    scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
+    if (m.param_count)
+        p = malloc((size_t)params_bytes);
+    if (m.opt_state_count)
+        o = malloc((size_t)opt_bytes);
+    if (!scratch || (m.param_count && !p) || (m.opt_state_count && !o)) {
+        rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu bytes", path,
+                   (unsigned long long)(params_bytes + opt_bytes));
+        goto done;
+    }
+    uint32_t crc = 0;
+    rc = read_floats_(fd, p, m.param_count, scratch, &crc);
+    if (rc == 0)
+        rc = read_floats_(fd, o, m.opt_state_count, scratch, &crc);
+    if (rc == 1) { // the file shrank between fstat and read
+        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: truncated while reading", path);
+        goto done;
+    }
+    if (rc < 0) {
+        rc = fail_(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+        goto done;
+    }
+    uint32_t stored_pcrc = get_u32_(header + CKPT_PAYLOAD_CRC_AT);
+    if (crc != stored_pcrc) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is corrupt",
+                   path, stored_pcrc, crc);
+        goto done;
+    }
+    *meta = m;
+    *params = p;
+    *opt_state = o;
+    p = o = NULL;
+done:
+    close(fd);
+    free(scratch);
+    free(p);
+    free(o);
+    return rc;
+}
+
+// ---- compatibility ----
+
+static void format_dims_(const struct ckpt_meta *m, char *buf, size_t buf_bytes)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    int n = m->n_dims < 0 ? 0 : m->n_dims > CKPT_MAX_LAYERS ? CKPT_MAX_LAYERS : m->n_dims;
+    for (int k = 0; k < n && used < buf_bytes; k++) {
+        int w = snprintf(buf + used, buf_bytes - used, "%s%d", k ? "-" : "", m->dims[k]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+static void append_(char *err, size_t err_bytes, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void append_(char *err, size_t err_bytes, size_t *used, const char *fmt, ...)
+{
+    if (!err || *used >= err_bytes)
+        return;
+    if (*used) {
+        int w = snprintf(err + *used, err_bytes - *used, "; ");
+        *used += w > 0 ? (size_t)w : 0;
+        if (*used >= err_bytes)
+            return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(err + *used, err_bytes - *used, fmt, ap);
+    va_end(ap);
+    *used += w > 0 ? (size_t)w : 0;
+}
+
+int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_meta *want,
+                                char *err, size_t err_bytes)
+{
+    size_t used = 0;
+    int differs = 0;
+    if (err && err_bytes)
+        err[0] = '\0';
+    else
+        err_bytes = 0;
+    int same_dims = have->n_dims == want->n_dims && have->n_dims >= 0 &&
+                    have->n_dims <= CKPT_MAX_LAYERS &&
+                    memcmp(have->dims, want->dims, (size_t)have->n_dims * sizeof(int32_t)) == 0;
+    if (!same_dims) {
+        char h[256], w[256];
+        format_dims_(have, h, sizeof(h));
+        format_dims_(want, w, sizeof(w));
+        append_(err, err_bytes, &used, "checkpoint model %s does not match configured %s", h, w);
+        differs = 1;
+    }
+    if (strncmp(have->optimizer, want->optimizer, sizeof(have->optimizer)) != 0) {
+        append_(err, err_bytes, &used, "checkpoint optimizer %.16s does not match configured %.16s",
+                have->optimizer, want->optimizer);
+        differs = 1;
+    }
+    if (have->global_batch != want->global_batch) {
+        append_(err, err_bytes, &used,
+                "checkpoint global batch %lld does not match configured %lld (resume must keep "
+                "train.batch_size)",
+                (long long)have->global_batch, (long long)want->global_batch);
+        differs = 1;
+    }
+    if (want->param_count > 0 && have->param_count != want->param_count) {
+        append_(err, err_bytes, &used,
+                "checkpoint holds %lld parameters, the configured model has %lld",
+                (long long)have->param_count, (long long)want->param_count);
+        differs = 1;
+    }
+    if (want->param_count > 0 && have->opt_state_count != want->opt_state_count) {
+        append_(err, err_bytes, &used,
+                "checkpoint holds %lld optimizer-state floats, the configured optimizer needs %lld",
+                (long long)have->opt_state_count, (long long)want->opt_state_count);
+        differs = 1;
+    }
+    return differs ? VGPU_ECONFIG : 0;
+}
+
+// ---- naming ----
+
+int checkpoint_path(const char *dir, int64_t step, char *buf, size_t buf_bytes)
+{
+    if (step < 0)
+        return VGPU_EINVAL;
+    int n = snprintf(buf, buf_bytes, "%s/ckpt-%0*lld.bin", dir, CKPT_NAME_DIGITS, (long long)step);
+    if (n < 0 || (size_t)n >= buf_bytes)
+        return VGPU_EINVAL;
+    return 0;
+}
+
+// The step in a name made by checkpoint_path, or -1 for any other name.
+static int64_t parse_name_(const char *name)
+{
+    if (strncmp(name, "ckpt-", 5) != 0)
+        return -1;
+    const char *p = name + 5;
+    int64_t step = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits >= 18) // keeps step within int64
+            return -1;
+        step = step * 10 + (*p - '0');
+    }
+    if (digits < CKPT_NAME_DIGITS || strcmp(p, ".bin") != 0)
+        return -1;
+    return step;
+}
+
+int checkpoint_find_latest(const char *dir, char *buf, size_t buf_bytes)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int64_t best = -1;
+    char best_name[256] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int64_t step = parse_name_(e->d_name);
+        // On equal steps (different zero padding) the name decides, so the
+        // answer does not depend on directory order.
+        if (step > best || (step == best && step >= 0 && strcmp(e->d_name, best_name) < 0)) {
+            best = step;
+            snprintf(best_name, sizeof(best_name), "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    if (best < 0)
+        return -ENOENT;
+    int n = snprintf(buf, buf_bytes, "%s/%s", dir, best_name);
+    if (n < 0 || (size_t)n >= buf_bytes)
+        return VGPU_EINVAL;
+    return 0;
+}

@@ -1,0 +1,70 @@
+// checkpoint.h: atomic, validated training checkpoints (parameters, optimizer
+// state and the position of the run) in an explicit little-endian format.
+#ifndef VGPU_CHECKPOINT_H
+#define VGPU_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_MAX_LAYERS 18 // layer widths a checkpoint can describe
+#define CKPT_VERSION 1u    // format version this build writes and reads
+
+// What a checkpoint says about the run; generic over the model.
+struct ckpt_meta {
+    uint32_t version;         // format version: set by the writer, checked by the reader
+    int32_t n_dims;           // layer widths in dims, e.g. 4 for 784-256-128-10
+    int32_t dims[CKPT_MAX_LAYERS]; // layer widths, neurons
+    char optimizer[16];       // "sgd" | "adam" | "adamw", NUL-terminated
+    int64_t param_count;      // floats in params
+    int64_t opt_state_count;  // floats in the optimizer state (0 allowed)
+    int64_t step;             // optimizer steps done
+    int64_t epoch;            // current epoch
+    int64_t step_in_epoch;    // batches of this epoch done
+    uint64_t seed;            // train.seed
+    int64_t global_batch;     // train.batch_size, samples (resume must keep it)
+    int32_t nranks;           // ranks that wrote it (informational; resume may differ)
+};
+
+// Writes params[param_count] and opt_state[opt_state_count] with *meta to
+// path, atomically: "<path>.tmp.<pid>" is written, flushed, fsync'ed and
+// renamed over path, then the directory is fsync'ed. On any failure the
+// temporary file is removed and an existing file at path is left as it was.
+// meta->version is ignored (CKPT_VERSION is written). opt_state may be NULL
+// when opt_state_count is 0.
+// Returns 0; VGPU_EINVAL for bad meta (n_dims outside [1, CKPT_MAX_LAYERS],
+// negative counts, unterminated optimizer name, NULL data with a count);
+// -errno from the file system. Writes a message naming the file into err.
+int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float *params,
+                    const float *opt_state, char *err, size_t err_bytes);
+
+// Reads path and checks magic, version, header CRC, section sizes against the
+// file size (short = truncated, long = trailing data) and the payload CRC.
+// On success fills *meta and sets *params and *opt_state to malloc'ed arrays
+// the caller frees with free() (NULL when the count is 0). Returns 0; -errno
+// when the file cannot be opened or read; VGPU_EFORMAT for a bad file;
+// VGPU_ENOMEM. On error the outputs are zeroed / NULL and err names the file
+// and what is wrong.
+int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, float **opt_state,
+                    char *err, size_t err_bytes);
+
+// Whether a checkpoint (have) fits the configured job (want): same layer
+// widths, optimizer and global batch; also the same param_count and
+// opt_state_count when want->param_count > 0 (the caller knows them). The
+// position fields, seed and nranks are not compared. Returns 0, or
+// VGPU_ECONFIG with every difference in err, e.g. "checkpoint model
+// 784-256-10 does not match configured 784-256-128-10".
+int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_meta *want,
+                                char *err, size_t err_bytes);
+
+// Writes "<dir>/ckpt-<step, 10 digits>.bin" into buf. Returns 0, or
+// VGPU_EINVAL when step < 0 or buf is too small.
+int checkpoint_path(const char *dir, int64_t step, char *buf, size_t buf_bytes);
+
+// Finds the checkpoint with the highest step in dir (names as made by
+// checkpoint_path; temporary files and other names are ignored) and writes
+// its path into buf. Returns 0; -ENOENT when dir holds none or does not
+// exist; VGPU_EINVAL when buf is too small; -errno when dir cannot be read.
+// It does not open the file: checkpoint_load validates it.
+int checkpoint_find_latest(const char *dir, char *buf, size_t buf_bytes);
+
+#endif

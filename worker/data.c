@@ -1,0 +1,486 @@
+// data.c: IDX (MNIST format) loading through zlib, synthetic clusters, preprocessing.
+#include "data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "rng.h"
+#include "status.h"
+
+#define IDX3_MAGIC 0x00000803u // unsigned bytes, 3 dimensions
+#define IDX1_MAGIC 0x00000801u // unsigned bytes, 1 dimension
+#define IDX_CHUNK_BYTES (1u << 20) // read granularity; also bounds memory before sizes are proven
+
+// Streams of the synthetic generator; the tag in the top byte keeps them
+// apart from each other for any sample index below 2^56.
+#define SYNTH_STREAM_MEANS (3ull << 56)
+#define SYNTH_STREAM_SPLIT(split) ((uint64_t)((split) + 1) << 56)
+
+static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
+{
+    if (err && err_bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+static uint32_t be32_(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+// ---- reading through zlib (plain files pass through gzread unchanged) ----
+
+static int open_gz_(const char *path, gzFile *out, char *err, size_t err_bytes)
+{
+    // open() first so a missing file reports its real errno, not zlib's guess.
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        return fail_(err, err_bytes, rc, "%s: cannot open: %s", path, strerror(-rc));
+    }
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: cannot start zlib reader", path);
+    }
+    gzbuffer(gz, 256u << 10);
+    *out = gz;
+    return 0;
+}
+
+// Reads up to `bytes`; *got < bytes means a clean end of data. A damaged or
+// cut-off gzip stream is an error (VGPU_EFORMAT), not an end of data.
+static int read_full_(gzFile gz, void *buf, size_t bytes, size_t *got, const char *path, char *err,
+                      size_t err_bytes)
+{
+    size_t done = 0;
+    while (done < bytes) {
+        size_t want = bytes - done;
+        if (want > (1u << 30)) // gzread takes and returns int-sized lengths
+            want = 1u << 30;
+        int n = gzread(gz, (char *)buf + done, (unsigned)want);
+        int errnum = Z_OK;
+        const char *why = gzerror(gz, &errnum);
+        if (n < 0 || (errnum != Z_OK && errnum != Z_BUF_ERROR)) {
+            if (errnum == Z_ERRNO) {
+                int rc = errno ? -errno : VGPU_EIO;
+                return fail_(err, err_bytes, rc, "%s: read error: %s", path, strerror(-rc));
+            }
+            return fail_(err, err_bytes, VGPU_EFORMAT, "%s: corrupt gzip data: %s", path, why);
+        }
+        if (errnum == Z_BUF_ERROR) // zlib's "unexpected end of file" inside the stream
+            return fail_(err, err_bytes, VGPU_EFORMAT,
+                         "%s: truncated gzip stream (ends after %zu bytes of data)", path,
+                         done + (size_t)n);
+        done += (size_t)n;
+        if ((size_t)n < want)
+            break;
+    }
+    *got = done;
+    return 0;
+}
+
+// Fails when anything follows the data the header announced.
+static int expect_end_(gzFile gz, const char *path, const char *what, char *err, size_t err_bytes)
+{
+    unsigned char extra;
+    size_t got = 0;
+    int rc = read_full_(gz, &extra, 1, &got, path, err, err_bytes);
+    if (rc < 0)
+        return rc;
+    if (got)
+        return fail_(err, err_bytes, VGPU_EFORMAT,
+                     "%s: trailing data: file is longer than the header's %s", path, what);
+    return 0;
+}
+
+struct idx_header_ {
+    uint32_t count; // items (images or labels)
+    int rows, cols; // pixels; 1 x 1 for label files
+};
+
+static int read_header_(gzFile gz, const char *path, int want_images, struct idx_header_ *h,
+                        char *err, size_t err_bytes)
+{
+    unsigned char buf[16];
+    size_t need = want_images ? 16 : 8, got = 0;
+    int rc = read_full_(gz, buf, need, &got, path, err, err_bytes);
+    if (rc < 0)
+        return rc;
+    // Magic before length: a label file passed as images (8-byte header) is
+    // better reported as the wrong kind of file than as a short one.
+    uint32_t magic = got >= 4 ? be32_(buf) : 0, want_magic = want_images ? IDX3_MAGIC : IDX1_MAGIC;
+    if (got >= 4 && magic != want_magic) {
+        if (magic == (want_images ? IDX1_MAGIC : IDX3_MAGIC))
+            return fail_(err, err_bytes, VGPU_EFORMAT, "%s: this is an IDX%d %s file, expected %s",
+                         path, want_images ? 1 : 3, want_images ? "label" : "image",
+                         want_images ? "images" : "labels");
+        return fail_(err, err_bytes, VGPU_EFORMAT,
+                     "%s: bad magic 0x%08x (expected 0x%08x: IDX%d unsigned-byte %s)", path, magic,
+                     want_magic, want_images ? 3 : 1, want_images ? "images" : "labels");
+    }
+    if (got < need)
+        return fail_(err, err_bytes, VGPU_EFORMAT,
+                     "%s: truncated: file holds %zu bytes, an IDX%d header needs %zu", path, got,
+                     want_images ? 3 : 1, need);
+    h->count = be32_(buf + 4);
+    h->rows = h->cols = 1;
+    if (h->count == 0)
+        return fail_(err, err_bytes, VGPU_EFORMAT, "%s: header says the file holds 0 %s", path,
+                     want_images ? "images" : "labels");
+    if (want_images) {
+        uint32_t rows = be32_(buf + 8), cols = be32_(buf + 12);
+        if (rows == 0 || cols == 0 || rows > DATA_MAX_SIDE || cols > DATA_MAX_SIDE)
+            return fail_(err, err_bytes, VGPU_EFORMAT,
+                         "%s: image size %ux%u out of range (1 to %d per side)", path, rows, cols,
+                         DATA_MAX_SIDE);
+        h->rows = (int)rows;
+        h->cols = (int)cols;
+    }
+    return 0;
+}
+
+// Reads count x rows x cols pixels as floats in [0, 1]. The array grows with
+// the data actually present, so a lying header cannot make us allocate more
+// than the file holds (plus one doubling).
+static int read_pixels_(gzFile gz, const char *path, const struct idx_header_ *h, float **out,
+                        char *err, size_t err_bytes)
+{
+    uint64_t total = (uint64_t)h->count * (uint64_t)h->rows * (uint64_t)h->cols;
+    if (total > SIZE_MAX / sizeof(float))
+        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: %llu pixels do not fit in memory", path,
+                     (unsigned long long)total);
+    unsigned char *chunk = malloc(IDX_CHUNK_BYTES);
+    if (!chunk)
+        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
+    float *pixels = NULL;
+    uint64_t done = 0, cap = 0;
+    int rc = 0;
+    while (done < total) {
+        size_t want = total - done < IDX_CHUNK_BYTES ? (size_t)(total - done) : IDX_CHUNK_BYTES;
+        size_t got = 0;
+        rc = read_full_(gz, chunk, want, &got, path, err, err_bytes);
+        if (rc < 0)
+            break;
+        if (done + got > cap) {
+            uint64_t new_cap = cap ? cap * 2 : (uint64_t)16 * IDX_CHUNK_BYTES;
+            if (new_cap > total)
+                new_cap = total;
+            float *grown = realloc(pixels, (size_t)new_cap * sizeof(float));
+            if (!grown) {
+                rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu pixels", path,
+                           (unsigned long long)new_cap);
+                break;
+            }
+            pixels = grown;
+            cap = new_cap;
+        }
+        for (size_t k = 0; k < got; k++)
+            pixels[done + k] = (float)chunk[k] / 255.0f;
+        done += got;
+        if (got < want) {
+            rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                       "%s: truncated: header says %u images of %dx%d (%llu bytes of pixels), "
+                       "file holds %llu bytes of pixels",
+                       path, h->count, h->rows, h->cols, (unsigned long long)total,
+                       (unsigned long long)done);
+            break;
+        }
+    }
+    free(chunk);
+    if (rc < 0) {
+        free(pixels);
+        return rc;
+    }
+    *out = pixels;
+    return 0;
+}
+
+static int read_labels_(gzFile gz, const char *path, uint32_t count, int classes, int32_t **out,
+                        char *err, size_t err_bytes)
+{
+    unsigned char *raw = malloc(count);
+    int32_t *labels = malloc((size_t)count * sizeof(*labels));
+    int rc = 0;
+    size_t got = 0;
+    if (!raw || !labels) {
+        rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %u labels", path, count);
+        goto done;
+    }
+    rc = read_full_(gz, raw, count, &got, path, err, err_bytes);
+    if (rc < 0)
+        goto done;
+    if (got < count) {
+        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                   "%s: truncated: header says %u labels, file holds %zu", path, count, got);
+        goto done;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (raw[i] >= classes) {
+            rc = fail_(err, err_bytes, VGPU_EFORMAT,
+                       "%s: label %u at index %u out of range [0, %d)", path, raw[i], i, classes);
+            goto done;
+        }
+        labels[i] = raw[i];
+    }
+done:
+    free(raw);
+    if (rc < 0) {
+        free(labels);
+        return rc;
+    }
+    *out = labels;
+    return 0;
+}
+
+// ---- public: IDX ----
+
+int dataset_load_idx(struct dataset *ds, const char *images_path, const char *labels_path,
+                     char *err, size_t err_bytes)
+{
+    memset(ds, 0, sizeof(*ds));
+    if (err && err_bytes)
+        err[0] = '\0';
+    gzFile gi = NULL, gl = NULL;
+    struct idx_header_ hi = {0}, hl = {0};
+    float *pixels = NULL;
+    int32_t *labels = NULL;
+    int rc = open_gz_(images_path, &gi, err, err_bytes);
+    if (rc == 0)
+        rc = open_gz_(labels_path, &gl, err, err_bytes);
+    // Both headers before any payload: a count mismatch fails in microseconds.
+    if (rc == 0)
+        rc = read_header_(gi, images_path, 1, &hi, err, err_bytes);
+    if (rc == 0)
+        rc = read_header_(gl, labels_path, 0, &hl, err, err_bytes);
+    if (rc == 0 && hi.count != hl.count)
+        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: holds %u labels but %s holds %u images",
+                   labels_path, hl.count, images_path, hi.count);
+    if (rc == 0)
+        rc = read_pixels_(gi, images_path, &hi, &pixels, err, err_bytes);
+    if (rc == 0) {
+        char what[96];
+        snprintf(what, sizeof(what), "%u images of %dx%d", hi.count, hi.rows, hi.cols);
+        rc = expect_end_(gi, images_path, what, err, err_bytes);
+    }
+    if (rc == 0)
+        rc = read_labels_(gl, labels_path, hl.count, DATA_IDX_CLASSES, &labels, err, err_bytes);
+    if (rc == 0) {
+        char what[64];
+        snprintf(what, sizeof(what), "%u labels", hl.count);
+        rc = expect_end_(gl, labels_path, what, err, err_bytes);
+    }
+    if (gi)
+        gzclose(gi);
+    if (gl)
+        gzclose(gl);
+    if (rc < 0) {
+        free(pixels);
+        free(labels);
+        return rc;
+    }
+    ds->count = (long)hi.count;
+    ds->rows = hi.rows;
+    ds->cols = hi.cols;
+    ds->features = hi.rows * hi.cols;
+    ds->classes = DATA_IDX_CLASSES;
+    ds->images = pixels;
+    ds->labels = labels;
+    return 0;
+}
+
+// Picks "<dir>/<name>" or "<dir>/<name>.gz"; returns 0, -ENOENT or -ENAMETOOLONG.
+static int find_idx_file_(const char *dir, const char *name, char *path, size_t path_bytes)
+{
+    static const char *suffixes[] = {"", ".gz"};
+    for (int k = 0; k < 2; k++) {
+        int n = snprintf(path, path_bytes, "%s/%s%s", dir, name, suffixes[k]);
+        if (n < 0 || (size_t)n >= path_bytes)
+            return -ENAMETOOLONG;
+        struct stat st;
+        if (stat(path, &st) == 0)
+            return 0;
+    }
+    return -ENOENT;
+}
+
+int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir, char *err,
+                     size_t err_bytes)
+{
+    static const char *names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char paths[4][4096];
+    char missing[512] = "";
+    memset(train, 0, sizeof(*train));
+    memset(test, 0, sizeof(*test));
+    for (int k = 0; k < 4; k++) {
+        int rc = find_idx_file_(dir, names[k], paths[k], sizeof(paths[k]));
+        if (rc == -ENAMETOOLONG)
+            return fail_(err, err_bytes, rc, "%s: directory name too long", dir);
+        if (rc < 0) {
+            size_t used = strlen(missing);
+            snprintf(missing + used, sizeof(missing) - used, "%s%s[.gz]", used ? ", " : "",
+                     names[k]);
+        }
+    }
+    if (missing[0])
+        return fail_(err, err_bytes, -ENOENT,
+                     "%s: dataset files not found: %s (each looked for plain and with .gz)", dir,
+                     missing);
+    int rc = dataset_load_idx(train, paths[0], paths[1], err, err_bytes);
+    if (rc < 0)
+        return rc;
+    rc = dataset_load_idx(test, paths[2], paths[3], err, err_bytes);
+    if (rc == 0 && (test->rows != train->rows || test->cols != train->cols))
+        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: test images are %dx%d but %s holds %dx%d",
+                   paths[2], test->rows, test->cols, paths[0], train->rows, train->cols);
+    if (rc < 0) {
+        dataset_free(train);
+        dataset_free(test);
+    }
+    return rc;
+}
+
+// ---- public: synthetic ----
+
+// Approximately standard normal: the sum of 12 uniforms minus 6 (Irwin-Hall).
+// Only IEEE float additions, no libm, so every machine in a cluster makes the
+// same bits for the same (seed, split, index); rng_normal's logf/cosf may
+// differ in the last ulp between C libraries.
+static float normal_approx_(rng_t *r)
+{
+    float sum = 0.0f;
+    for (int k = 0; k < 12; k++)
+        sum += rng_uniform(r);
+    return sum - 6.0f;
+}
+
+int dataset_make_synthetic(struct dataset *ds, long count, int features, int classes,
+                           uint64_t seed, int split)
+{
+    memset(ds, 0, sizeof(*ds));
+    if (count < 1 || features < 1 || classes < 2 || (split != 0 && split != 1) ||
+        (uint64_t)count >= (1ull << 56))
+        return VGPU_EINVAL;
+    size_t n_values = (size_t)count * (size_t)features;
+    if ((size_t)count > SIZE_MAX / sizeof(float) / (size_t)features)
+        return VGPU_ENOMEM;
+    float *means = malloc((size_t)classes * (size_t)features * sizeof(float));
+    float *images = malloc(n_values * sizeof(float));
+    int32_t *labels = malloc((size_t)count * sizeof(int32_t));
+    if (!means || !images || !labels) {
+        free(means);
+        free(images);
+        free(labels);
+        return VGPU_ENOMEM;
+    }
+    // Means in [0.2, 0.8] keep most of each cluster inside the [0, 1] clamp,
+    // so the clusters stay separable rather than piling up on the bounds.
+    for (int c = 0; c < classes; c++) {
+        rng_t r;
+        rng_init(&r, seed, SYNTH_STREAM_MEANS + (uint64_t)c);
+        for (int j = 0; j < features; j++)
+            means[(size_t)c * features + j] = 0.2f + 0.6f * rng_uniform(&r);
+    }
+    for (long i = 0; i < count; i++) {
+        rng_t r;
+        rng_init(&r, seed, SYNTH_STREAM_SPLIT(split) + (uint64_t)i);
+        int c = (int)rng_below(&r, (uint32_t)classes);
+        const float *mean = means + (size_t)c * features;
+        float *x = images + (size_t)i * features;
+        for (int j = 0; j < features; j++) {
+            float v = mean[j] + DATA_SYNTH_NOISE * normal_approx_(&r);
+            x[j] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        }
+        labels[i] = c;
+    }
+    free(means);
+    ds->count = count;
+    ds->rows = 1;
+    ds->cols = features;
+    ds->features = features;
+    ds->classes = classes;
+    ds->images = images;
+    ds->labels = labels;
+    return 0;
+}
+
+// ---- public: preprocessing ----
+
+void dataset_pixel_stats(const struct dataset *ds, double *mean, double *std)
+{
+    size_t n = (size_t)ds->count * (size_t)ds->features;
+    double sum = 0.0, sq = 0.0;
+    if (n == 0) {
+        *mean = 0.0;
+        *std = 0.0;
+        return;
+    }
+    // Two passes: the centred sum of squares does not cancel catastrophically.
+    for (size_t k = 0; k < n; k++)
+        sum += ds->images[k];
+    double m = sum / (double)n;
+    for (size_t k = 0; k < n; k++) {
+        double d = ds->images[k] - m;
+        sq += d * d;
+    }
+    *mean = m;
+    *std = sqrt(sq / (double)n);
+}
+
+static void apply_standardize_(struct dataset *ds, double mean, double std)
+{
+    if (!ds || !ds->images)
+        return;
+    size_t n = (size_t)ds->count * (size_t)ds->features;
+    for (size_t k = 0; k < n; k++)
+        ds->images[k] = (float)((ds->images[k] - mean) / std);
+}
+
+void dataset_standardize(struct dataset *train, struct dataset *test)
+{
+    double mean, std;
+    dataset_pixel_stats(train, &mean, &std);
+    if (!(std > 0.0))
+        std = 1.0;
+    apply_standardize_(train, mean, std);
+    apply_standardize_(test, mean, std);
+}
+
+void dataset_truncate(struct dataset *ds, long count)
+{
+    if (count <= 0 || count >= ds->count)
+        return;
+    ds->count = count;
+    // Give the tail back; keeping the old block is fine if realloc declines.
+    float *images = realloc(ds->images, (size_t)count * (size_t)ds->features * sizeof(float));
+    if (images)
+        ds->images = images;
+    int32_t *labels = realloc(ds->labels, (size_t)count * sizeof(int32_t));
+    if (labels)
+        ds->labels = labels;
+}
+
+void dataset_free(struct dataset *ds)
+{
+    if (!ds)
+        return;
+    free(ds->images);
+    free(ds->labels);
+    memset(ds, 0, sizeof(*ds));
+}

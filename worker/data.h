@@ -1,0 +1,68 @@
+// data.h: datasets in host memory: MNIST-format IDX files (plain or gzip) and
+// a seeded synthetic stand-in, plus the usual preprocessing.
+#ifndef VGPU_DATA_H
+#define VGPU_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATA_MAX_SIDE 4096 // pixels; larger rows/cols in an IDX header are refused
+#define DATA_IDX_CLASSES 10 // classes of every IDX dataset this loader reads (MNIST, Fashion-MNIST)
+
+struct dataset {
+    long count;       // samples
+    int rows, cols;   // image size, pixels (28 x 28 for MNIST; 1 x features for synthetic)
+    int features;     // rows * cols, floats per sample
+    int classes;      // label range is [0, classes)
+    float *images;    // [count, features], host memory, owned; pixels in [0, 1] until standardised
+    int32_t *labels;  // [count], owned
+};
+
+// Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
+// *ds, pixels scaled to [0, 1], classes = DATA_IDX_CLASSES. *ds is overwritten
+// (not freed first) and is left zeroed on error.
+// Checks: magic (0x00000803 images, 0x00000801 labels), 0 < rows, cols <=
+// DATA_MAX_SIDE, count > 0, equal counts, data size exactly as the header says
+// (short = truncated, longer = trailing data), labels in [0, classes).
+// Returns 0; -errno when a file cannot be opened; VGPU_EFORMAT for bad
+// contents (corrupt gzip included); VGPU_ENOMEM. On error writes a message
+// naming the file and the fault into err (may be NULL when err_bytes is 0).
+int dataset_load_idx(struct dataset *ds, const char *images_path, const char *labels_path,
+                     char *err, size_t err_bytes);
+
+// Loads train (train-*-ubyte) and test (t10k-*-ubyte) from dir, each file plain
+// or with ".gz" (the plain one wins when both exist). Returns 0; -ENOENT with
+// a message listing every missing file; otherwise as dataset_load_idx. On
+// error both sets are left zeroed (nothing to free).
+int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir, char *err,
+                     size_t err_bytes);
+
+// A learnable synthetic set: `classes` Gaussian clusters in `features`
+// dimensions. Class means come from `seed` alone (so train and test share
+// them); sample i of split s (0 = train, 1 = test) is a pure function of
+// (seed, s, i): its label is uniform over the classes and its values are
+// mean + DATA_SYNTH_NOISE * (a near-Gaussian made of IEEE additions only, so
+// the bits are the same on every machine), clamped to [0, 1] like pixels. So
+// the first n samples do not depend on count. rows = 1, cols = features.
+// Returns 0, VGPU_EINVAL (count < 1, features < 1, classes < 2, split not 0/1)
+// or VGPU_ENOMEM; *ds is left zeroed on error.
+#define DATA_SYNTH_NOISE 0.25f
+int dataset_make_synthetic(struct dataset *ds, long count, int features, int classes,
+                           uint64_t seed, int split);
+
+// Mean and population standard deviation over every value of ds (accumulated
+// in double, in index order, so the result is deterministic).
+void dataset_pixel_stats(const struct dataset *ds, double *mean, double *std);
+
+// Standardises train and test with the TRAIN set's single scalar mean and std
+// (the usual MNIST preprocessing): x = (x - mean) / std. A constant train set
+// (std 0) is only centred. test may be NULL.
+void dataset_standardize(struct dataset *train, struct dataset *test);
+
+// Keeps only the first `count` samples; a no-op when count <= 0 or >= ds->count.
+void dataset_truncate(struct dataset *ds, long count);
+
+// Frees the arrays and zeroes *ds. NULL-safe and idempotent.
+void dataset_free(struct dataset *ds);
+
+#endif
