@@ -404,8 +404,30 @@ struct ini_ctx {
     size_t err_bytes;
     int failed;
     unsigned char seen[NKEYS]; // duplicate detection within one file
-    int line;                  // approximate current line (counted by handler calls)
+    const char *next;          // unread text
+    int line;                  // lines handed to inih so far (inih counts the same way)
+    int fail_line;             // line of the handler's error, when failed
 };
+
+// inih reader over a string that counts lines, so that a handler error can be
+// told apart from an earlier syntax error (inih reports only the first line).
+static char *ini_reader_(char *str, int num, void *stream)
+{
+    struct ini_ctx *ctx = stream;
+    const char *p = ctx->next;
+    if (!*p || num < 2)
+        return NULL;
+    int n = 0;
+    while (n < num - 1 && p[n]) {
+        str[n] = p[n];
+        if (p[n++] == '\n')
+            break;
+    }
+    str[n] = '\0';
+    ctx->next = p + n;
+    ctx->line++;
+    return str;
+}
 
 static int ini_handler_(void *user, const char *section, const char *name, const char *value)
 {
@@ -426,18 +448,21 @@ static int ini_handler_(void *user, const char *section, const char *name, const
             snprintf(msg, sizeof msg, "unknown key '%s' in [%s]%s%s%s", name, section,
                      s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         ctx->failed = 1;
+        ctx->fail_line = ctx->line;
         snprintf(ctx->err, ctx->err_bytes, "%s", msg);
         return 0;
     }
     size_t idx = (size_t)(k - keys_);
     if (ctx->seen[idx]) {
         ctx->failed = 1;
+        ctx->fail_line = ctx->line;
         snprintf(ctx->err, ctx->err_bytes, "duplicate key '%s' in [%s]", name, section);
         return 0;
     }
     ctx->seen[idx] = 1;
     if (set_value_(ctx->cfg, k, value, msg, sizeof msg)) {
         ctx->failed = 1;
+        ctx->fail_line = ctx->line;
         snprintf(ctx->err, ctx->err_bytes, "%s.%s: %s", section, name, msg);
         return 0;
     }
@@ -448,11 +473,14 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
                        size_t err_bytes)
 {
     char msg[640] = "";
-    struct ini_ctx ctx = {.cfg = cfg, .origin = origin, .err = msg, .err_bytes = sizeof msg};
-    int line = ini_parse_string(text, ini_handler_, &ctx);
+    struct ini_ctx ctx = {.cfg = cfg, .origin = origin, .err = msg, .err_bytes = sizeof msg,
+                          .next = text};
+    int line = ini_parse_stream(ini_reader_, &ctx, ini_handler_, &ctx);
     if (line == 0 && !ctx.failed)
         return 0;
-    if (line > 0 && !ctx.failed)
+    // inih returns the first failing line: ours if the handler failed there,
+    // else a line it could not parse.
+    if (line > 0 && !(ctx.failed && ctx.fail_line == line))
         snprintf(msg, sizeof msg, "syntax error (expected [section] or key = value)");
     if (line < 0)
         snprintf(msg, sizeof msg, "out of memory while parsing");

@@ -61,6 +61,7 @@ int device_open(device_t *dev, const struct device_info *info, int rank, const c
         log_error("cannot reserve %s of device memory for virtual GPU %d on %s%d (%s): %s",
                   util_format_bytes(dev->cap_bytes, cap, sizeof cap), rank, info->kind, info->index,
                   info->name, status_str(rc));
+        dev->ops->release(dev); // backends release what a failed reserve left
         dev->ops = NULL;
         return rc;
     }
@@ -191,6 +192,9 @@ int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, fl
     DEV_(a, (size_t)m * k * F_, "A", "gemm");
     DEV_(b, (size_t)k * n * F_, "B", "gemm");
     DEV_(c, (size_t)m * n * F_, "C", "gemm");
+    if (k == 0) // an empty product: BLAS libraries disagree on the leading dimensions
+        return beta == 0.0f ? device_zero(dev, c, (size_t)m * n * F_)
+                            : device_axpby(dev, c, 0.0f, c, beta, (size_t)m * n);
     return dev->ops->gemm(dev, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 

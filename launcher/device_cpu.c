@@ -108,6 +108,13 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     im->fd = -1;
     im->bytes = cap_bytes;
     int rc = 0;
+    // A private memfd has no size limit of its own: committing more than the
+    // host has would end in the OOM killer rather than ENOSPC.
+    uint64_t avail = meminfo_bytes_("MemAvailable");
+    if (avail && cap_bytes > avail) {
+        rc = VGPU_EDEVMEM;
+        goto fail;
+    }
     if (dev->shm_name[0]) {
         im->fd = shm_open(dev->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
         im->named = im->fd >= 0;

@@ -10,3 +10,5 @@ vgpu_add_script_test(e2e_runtime_cap COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/run
                      LABELS "mpi;e2e;faults" TIMEOUT 120)
 vgpu_add_script_test(e2e_config_reference COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/config_reference.sh
                      LABELS "mpi;e2e" TIMEOUT 300)
+vgpu_add_script_test(e2e_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)

@@ -1,0 +1,291 @@
+// test_binding.c: the rank -> device and memory-cap policy, table-driven.
+// Expected caps are worked out by hand in the comments, not by the formula
+// under test.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "binding.h"
+#include "status.h"
+#include "test_util.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define MAXR 8
+
+// ---- device lists ----
+
+static const struct device_info cpu_big[] = {
+    {.kind = "cpu", .index = 0, .name = "Test CPU", .total_bytes = 128 * GiB, .free_bytes = 64 * GiB},
+};
+static const struct device_info cpu_small[] = {
+    {.kind = "cpu", .index = 0, .name = "Small CPU", .total_bytes = 2 * GiB, .free_bytes = 1 * GiB},
+};
+static const struct device_info cpu_odd[] = { // free not a nice number
+    {.kind = "cpu", .index = 0, .name = "Odd CPU", .total_bytes = 2 * GiB, .free_bytes = 1000001000},
+};
+static const struct device_info gpu1[] = {
+    {.kind = "cuda", .index = 0, .name = "NVIDIA H100 80GB HBM3", .total_bytes = 81 * GiB,
+     .free_bytes = 80 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "GPU-aaaa"},
+};
+static const struct device_info gpu2[] = {
+    {.kind = "cuda", .index = 0, .name = "GPU A", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
+     .pci_bus_id = "0000:19:00.0", .uuid = "GPU-a"},
+    {.kind = "cuda", .index = 1, .name = "GPU B", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
+     .pci_bus_id = "0000:3b:00.0", .uuid = "GPU-b"},
+};
+static const struct device_info gpu4[] = {
+    {.kind = "cuda", .index = 0, .name = "G0", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = "cuda", .index = 1, .name = "G1", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = "cuda", .index = 2, .name = "G2", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = "cuda", .index = 3, .name = "G3", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+};
+// CUDA_VISIBLE_DEVICES=2,3: the list holds physical GPUs 2 and 3; ranks are
+// bound to list entries 0 and 1.
+static const struct device_info gpu_subset[] = {
+    {.kind = "cuda", .index = 2, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
+     .free_bytes = 40 * GiB, .pci_bus_id = "0000:81:00.0", .uuid = "GPU-2222"},
+    {.kind = "cuda", .index = 3, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
+     .free_bytes = 20 * GiB, .pci_bus_id = "0000:c1:00.0", .uuid = "GPU-3333"},
+};
+static const struct device_info gpu_tiny[] = { // less free than one context needs
+    {.kind = "cuda", .index = 0, .name = "Busy GPU", .total_bytes = 16 * GiB, .free_bytes = 300 * MiB},
+};
+
+static const long map_1011[] = {1, 0, 1, 1};
+static const long map_00[] = {0, 0};
+static const long map_02[] = {0, 2};
+static const long map_0m1[] = {0, -1};
+static const long map_10[] = {1, 0};
+
+struct binding_case {
+    const char *name;
+    int local_size;
+    const struct device_info *devs;
+    int ndevs;
+    long ranks_per_device;
+    uint64_t memory_limit;
+    double memory_fraction;
+    const long *map;
+    int map_count;
+    uint64_t overhead_bytes;
+    uint64_t min_bytes;
+    // expected
+    int rc;
+    const char *needle[3]; // substrings of the message on failure
+    int device[MAXR];
+    int slot[MAXR];
+    int ranks_on_device[MAXR];
+    uint64_t cap[MAXR];
+};
+
+#define DEVS(d) (d), (int)TEST_ARRAY_LEN(d)
+
+static const struct binding_case cases[] = {
+    {"4 ranks on one CPU: default cap", 4, DEVS(cpu_big), .device = {0, 0, 0, 0},
+     .slot = {0, 1, 2, 3}, .ranks_on_device = {4, 4, 4, 4},
+     // 64 GiB / 2 / 4 = 8 GiB > the 256 MiB default
+     .cap = {256 * MiB, 256 * MiB, 256 * MiB, 256 * MiB}},
+    {"CPU default cap halved free limit", 4, DEVS(cpu_small), .device = {0, 0, 0, 0},
+     .slot = {0, 1, 2, 3}, .ranks_on_device = {4, 4, 4, 4},
+     // 1 GiB / 2 / 4 = 128 MiB < 256 MiB
+     .cap = {128 * MiB, 128 * MiB, 128 * MiB, 128 * MiB}},
+    {"one rank, one CPU", 1, DEVS(cpu_small), .device = {0}, .slot = {0}, .ranks_on_device = {1},
+     .cap = {256 * MiB}}, // 1 GiB / 2 = 512 MiB > 256 MiB
+    {"fewer ranks than devices", 2, DEVS(gpu4), .device = {0, 1}, .slot = {0, 0},
+     .ranks_on_device = {1, 1},
+     // CUDA auto, no overhead: 0.9 * 16 GiB = 15461882265.6 -> 15461882112 (x256)
+     .cap = {15461882112ull, 15461882112ull}},
+    {"more ranks than devices", 8, DEVS(gpu4), .memory_limit = 1 * GiB,
+     .device = {0, 0, 1, 1, 2, 2, 3, 3}, .slot = {0, 1, 0, 1, 0, 1, 0, 1},
+     .ranks_on_device = {2, 2, 2, 2, 2, 2, 2, 2},
+     .cap = {GiB, GiB, GiB, GiB, GiB, GiB, GiB, GiB}},
+    {"uneven: 5 ranks on 2 devices -> 3 + 2", 5, DEVS(gpu2), .memory_limit = 512 * MiB,
+     .device = {0, 0, 0, 1, 1}, .slot = {0, 1, 2, 0, 1}, .ranks_on_device = {3, 3, 3, 2, 2},
+     .cap = {512 * MiB, 512 * MiB, 512 * MiB, 512 * MiB, 512 * MiB}},
+    {"ranks_per_device = 1", 2, DEVS(gpu2), .ranks_per_device = 1, .memory_limit = GiB,
+     .device = {0, 1}, .slot = {0, 0}, .ranks_on_device = {1, 1}, .cap = {GiB, GiB}},
+    {"ranks_per_device packs ranks onto the first device", 2, DEVS(gpu2), .ranks_per_device = 2,
+     .memory_limit = GiB, .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {GiB, GiB}},
+    {"ranks_per_device too small", 5, DEVS(gpu2), .ranks_per_device = 2, .rc = VGPU_ECONFIG,
+     .needle = {"local rank 4 has no device", "ranks_per_device", "room for 4"}},
+    {"explicit map", 4, DEVS(gpu2), .map = map_1011, .map_count = 4, .memory_limit = GiB,
+     .device = {1, 0, 1, 1}, .slot = {0, 0, 1, 2}, .ranks_on_device = {3, 1, 3, 3},
+     .cap = {GiB, GiB, GiB, GiB}},
+    {"explicit map onto one device", 2, DEVS(gpu2), .map = map_00, .map_count = 2,
+     .memory_limit = GiB, .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {GiB, GiB}},
+    {"map of wrong length", 4, DEVS(gpu2), .map = map_00, .map_count = 2, .rc = VGPU_ECONFIG,
+     .needle = {"devices.map", "2 devices", "4 ranks"}},
+    {"map to a device that is not there", 2, DEVS(gpu2), .map = map_02, .map_count = 2,
+     .rc = VGPU_ECONFIG, .needle = {"local rank 1", "device 2", "0..1"}},
+    {"map with a negative device", 2, DEVS(gpu2), .map = map_0m1, .map_count = 2,
+     .rc = VGPU_ECONFIG, .needle = {"local rank 1", "device -1", ""}},
+    {"map and ranks_per_device conflict", 2, DEVS(gpu2), .map = map_10, .map_count = 2,
+     .ranks_per_device = 1, .rc = VGPU_ECONFIG,
+     .needle = {"devices.map", "devices.ranks_per_device", "conflict"}},
+    {"memory_limit and memory_fraction conflict", 2, DEVS(gpu2), .memory_limit = GiB,
+     .memory_fraction = 0.5, .rc = VGPU_ECONFIG,
+     .needle = {"devices.memory_limit", "devices.memory_fraction", "conflict"}},
+    {"fraction split among a device's ranks", 4, DEVS(gpu1), .memory_fraction = 0.5,
+     .overhead_bytes = 500 * MiB, .device = {0, 0, 0, 0}, .slot = {0, 1, 2, 3},
+     .ranks_on_device = {4, 4, 4, 4},
+     // 0.5 * 80 GiB / 4 = 10 GiB
+     .cap = {10 * GiB, 10 * GiB, 10 * GiB, 10 * GiB}},
+    {"fraction per device, uneven sharing", 3, DEVS(gpu_subset), .memory_fraction = 0.75,
+     .device = {0, 0, 1}, .slot = {0, 1, 0}, .ranks_on_device = {2, 2, 1},
+     // 0.75 * 40 GiB / 2 = 15 GiB; 0.75 * 20 GiB / 1 = 15 GiB
+     .cap = {15 * GiB, 15 * GiB, 15 * GiB}},
+    {"fraction rounds caps down to 256 bytes", 3, DEVS(cpu_odd), .memory_fraction = 1.0,
+     .device = {0, 0, 0}, .slot = {0, 1, 2}, .ranks_on_device = {3, 3, 3},
+     // 1000001000 / 3 = 333333666.67 -> 333333504 = 1302084 * 256
+     .cap = {333333504ull, 333333504ull, 333333504ull}},
+    {"memory_limit that fits", 2, DEVS(cpu_big), .memory_limit = 3 * GiB, .device = {0, 0},
+     .slot = {0, 1}, .ranks_on_device = {2, 2}, .cap = {3 * GiB, 3 * GiB}},
+    {"memory_limit rounded down to 256 bytes", 1, DEVS(cpu_big), .memory_limit = 1000,
+     .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {768}},
+    {"memory_limit that does not fit", 4, DEVS(gpu1), .memory_limit = 30 * GiB,
+     .rc = VGPU_ECONFIG,
+     // 4 x 30 GiB = 120 GiB > 80 GiB
+     .needle = {"cuda0", "120.0 GiB", "80.0 GiB"}},
+    {"overhead makes it fit no more", 2, DEVS(gpu1), .memory_limit = 39 * GiB + 512 * MiB,
+     .overhead_bytes = 600 * MiB, .rc = VGPU_ECONFIG,
+     // 79 GiB of caps + 2 x 600 MiB = 80.2 GiB > 80 GiB
+     .needle = {"overhead", "600.0 MiB", "80.0 GiB"}},
+    {"same limit without overhead fits", 2, DEVS(gpu1), .memory_limit = 39 * GiB + 512 * MiB,
+     .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {39 * GiB + 512 * MiB, 39 * GiB + 512 * MiB}},
+    {"CUDA auto: 0.9 of free minus overhead", 2, DEVS(gpu1), .overhead_bytes = 512 * MiB,
+     .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     // (80 GiB - 2 x 512 MiB) = 79 GiB; x 0.9 / 2 = 38171521843.2 -> 38171521792
+     .cap = {38171521792ull, 38171521792ull}},
+    {"CUDA auto, one rank", 1, DEVS(gpu1), .overhead_bytes = 600 * MiB, .device = {0},
+     .slot = {0}, .ranks_on_device = {1},
+     // (80 GiB - 600 MiB) x 0.9 = 76743180288 (already a multiple of 256)
+     .cap = {76743180288ull}},
+    {"CUDA auto, 5 ranks on 2 GPUs with overhead", 5, DEVS(gpu2), .overhead_bytes = 700 * MiB,
+     .device = {0, 0, 0, 1, 1}, .slot = {0, 1, 2, 0, 1}, .ranks_on_device = {3, 3, 3, 2, 2},
+     // GPU A: (24 GiB - 3 x 700 MiB) x 0.9 / 3 = 7070338048
+     // GPU B: (24 GiB - 2 x 700 MiB) x 0.9 / 2 = 10935808768
+     .cap = {7070338048ull, 7070338048ull, 7070338048ull, 10935808768ull, 10935808768ull}},
+    {"CUDA_VISIBLE_DEVICES subset: list entries, not physical ids", 4, DEVS(gpu_subset),
+     .memory_limit = 4 * GiB, .device = {0, 0, 1, 1}, .slot = {0, 1, 0, 1},
+     .ranks_on_device = {2, 2, 2, 2}, .cap = {4 * GiB, 4 * GiB, 4 * GiB, 4 * GiB}},
+    {"subset: the full device is named in errors", 4, DEVS(gpu_subset), .memory_limit = 12 * GiB,
+     .rc = VGPU_ECONFIG,
+     // entry 1 (physical GPU 3) has 20 GiB free for 2 x 12 GiB
+     .needle = {"cuda3", "24.0 GiB", "20.0 GiB"}},
+    {"zero devices", 2, NULL, 0, .rc = VGPU_ECONFIG, .needle = {"rank 0 has no device", "", ""}},
+    {"zero ranks", 0, DEVS(cpu_big), .rc = VGPU_ECONFIG, .needle = {"no ranks", "", ""}},
+    {"min_bytes above the cap", 2, DEVS(cpu_big), .min_bytes = 300 * MiB, .rc = VGPU_ECONFIG,
+     .needle = {"local rank 0", "256.0 MiB", "300.0 MiB"}},
+    {"min_bytes below the cap", 2, DEVS(cpu_big), .min_bytes = 200 * MiB, .device = {0, 0},
+     .slot = {0, 1}, .ranks_on_device = {2, 2}, .cap = {256 * MiB, 256 * MiB}},
+    {"min_bytes against an explicit limit", 1, DEVS(cpu_big), .memory_limit = 64 * MiB,
+     .min_bytes = 65 * MiB, .rc = VGPU_ECONFIG,
+     .needle = {"64.0 MiB", "65.0 MiB", "devices.memory_limit"}},
+    {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
+     .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
+};
+
+static void check_case_(const struct binding_case *t)
+{
+    struct binding_request req = {
+        .local_size = t->local_size,
+        .ndevices = t->ndevs,
+        .devices = t->devs,
+        .ranks_per_device = t->ranks_per_device,
+        .memory_limit = t->memory_limit,
+        .memory_fraction = t->memory_fraction,
+        .map = t->map,
+        .map_count = t->map_count,
+        .overhead_bytes = t->overhead_bytes,
+        .min_bytes = t->min_bytes,
+    };
+    struct binding out[MAXR];
+    memset(out, 0xA5, sizeof out);
+    char err[512] = "";
+    int rc = binding_compute(&req, out, err, sizeof err);
+    fprintf(stderr, "  case '%s': rc %d%s%s\n", t->name, rc, err[0] ? ": " : "", err);
+    if (rc != t->rc)
+        fail_msg("case '%s': rc %d, want %d (%s)", t->name, rc, t->rc, err);
+    if (rc) {
+        for (int i = 0; i < 3; i++)
+            if (t->needle[i])
+                assert_contains(err, t->needle[i]);
+        return;
+    }
+    for (int r = 0; r < t->local_size; r++) {
+        if (out[r].device != t->device[r] || out[r].slot != t->slot[r] ||
+            out[r].ranks_on_device != t->ranks_on_device[r] || out[r].cap_bytes != t->cap[r])
+            fail_msg("case '%s', rank %d: device %d slot %d ranks_on_device %d cap %llu; want "
+                     "%d %d %d %llu",
+                     t->name, r, out[r].device, out[r].slot, out[r].ranks_on_device,
+                     (unsigned long long)out[r].cap_bytes, t->device[r], t->slot[r],
+                     t->ranks_on_device[r], (unsigned long long)t->cap[r]);
+        assert_int_equal(out[r].cap_bytes % ARENA_ALIGN, 0);
+        assert_true(out[r].cap_bytes > 0);
+    }
+}
+
+static void test_binding_table(void **state)
+{
+    (void)state;
+    assert_true(TEST_ARRAY_LEN(cases) >= 15);
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++)
+        check_case_(&cases[i]);
+}
+
+// Properties over many shapes: every rank gets a device, slots on a device
+// are 0..k-1 exactly once, and the caps plus overhead fit each device.
+static void test_binding_invariants(void **state)
+{
+    (void)state;
+    for (int nd = 1; nd <= 4; nd++)
+        for (int n = 1; n <= MAXR; n++)
+            for (uint64_t overhead = 0; overhead <= 512 * MiB; overhead += 512 * MiB) {
+                struct binding_request req = {.local_size = n, .ndevices = nd, .devices = gpu4,
+                                              .overhead_bytes = overhead};
+                struct binding out[MAXR];
+                char err[512] = "";
+                int rc = binding_compute(&req, out, err, sizeof err);
+                if (rc)
+                    fail_msg("%d ranks on %d GPUs: %s", n, nd, err);
+                for (int dev = 0; dev < nd; dev++) {
+                    int count = 0, seen[MAXR] = {0};
+                    uint64_t sum = 0;
+                    for (int r = 0; r < n; r++) {
+                        assert_in_range(out[r].device, 0, nd - 1);
+                        if (out[r].device != dev)
+                            continue;
+                        count++;
+                        sum += out[r].cap_bytes + overhead;
+                        assert_in_range(out[r].slot, 0, MAXR - 1);
+                        seen[out[r].slot]++;
+                    }
+                    for (int r = 0; r < n; r++)
+                        if (out[r].device == dev)
+                            assert_int_equal(out[r].ranks_on_device, count);
+                    for (int s = 0; s < count; s++)
+                        assert_int_equal(seen[s], 1);
+                    assert_true(sum <= gpu4[dev].free_bytes);
+                    // The policy spreads ranks: no device gets more than ceil(n / nd).
+                    assert_true(count <= (n + nd - 1) / nd);
+                }
+            }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_binding_table),
+        cmocka_unit_test(test_binding_invariants),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

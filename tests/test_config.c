@@ -1,0 +1,594 @@
+// test_config.c: the INI/--set configuration against its schema: defaults,
+// every value type, ranges, lists, error messages with locations, validation.
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "status.h"
+#include "test_util.h"
+
+#define ERR_BYTES 512
+
+static int setup_cfg(void **state)
+{
+    struct config *cfg = malloc(sizeof *cfg);
+    if (!cfg)
+        return -1;
+    config_defaults(cfg);
+    *state = cfg;
+    return 0;
+}
+
+static int teardown_cfg(void **state)
+{
+    free(*state);
+    return 0;
+}
+
+// ---- defaults ----
+
+static void test_defaults(void **state)
+{
+    const struct config *c = *state;
+    assert_string_equal(c->devices.kind, "auto");
+    assert_int_equal(c->devices.ranks_per_device, 0);
+    assert_int_equal(c->devices.memory_limit, 0);
+    assert_true(c->devices.memory_fraction == 0.0);
+    assert_int_equal(c->devices.map.count, 0);
+    assert_string_equal(c->comm.backend, "auto");
+    assert_true(c->comm.timeout_s == 300.0);
+    assert_int_equal(c->comm.slice_bytes, 1u << 20);
+    assert_int_equal(c->model.hidden.count, 2);
+    assert_int_equal(c->model.hidden.v[0], 256);
+    assert_int_equal(c->model.hidden.v[1], 128);
+    assert_int_equal(c->train.epochs, 15);
+    assert_int_equal(c->train.batch_size, 256);
+    assert_int_equal(c->train.max_steps, 0);
+    assert_true(c->train.lr == 0.001);
+    assert_string_equal(c->train.optimizer, "adamw");
+    assert_true(c->train.momentum == 0.9);
+    assert_true(c->train.beta1 == 0.9);
+    assert_true(c->train.beta2 == 0.999);
+    assert_true(c->train.eps == 1e-8);
+    assert_string_equal(c->train.schedule, "constant");
+    assert_int_equal(c->train.step_every, 1000);
+    assert_true(c->train.step_gamma == 0.1);
+    assert_int_equal(c->train.batch_weights.count, 0);
+    assert_int_equal(c->train.drop_last, 1);
+    assert_int_equal(c->train.seed, 1);
+    assert_int_equal(c->train.deterministic, 0);
+    assert_int_equal(c->train.micro_batches, 8);
+    assert_string_equal(c->data.dataset, "fashion-mnist");
+    assert_string_equal(c->data.path, "/usr/share/datasets/fashion-mnist");
+    assert_int_equal(c->data.fallback_synthetic, 1);
+    assert_int_equal(c->data.synthetic_features, 784);
+    assert_string_equal(c->checkpoint.dir, "");
+    assert_int_equal(c->verify.steps, 20);
+    assert_true(c->verify.rtol == 1e-4);
+
+    char err[ERR_BYTES] = "";
+    assert_int_equal(config_validate(c, err, sizeof err), 0);
+}
+
+// The printed reference is itself a valid config that reproduces the defaults.
+static void test_reference_round_trip(void **state)
+{
+    const struct config *defaults = *state;
+    char path[] = "/tmp/vgpu_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    config_print_reference(f);
+    fclose(f);
+
+    struct config cfg;
+    config_defaults(&cfg);
+    cfg.train.epochs = 77; // must be reset by the file
+    char err[ERR_BYTES] = "";
+    int rc = config_load_file(&cfg, path, err, sizeof err);
+    unlink(path);
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(cfg.train.epochs, 15);
+    assert_memory_equal(&cfg, defaults, sizeof cfg);
+}
+
+// ---- sizes ----
+
+struct size_case {
+    const char *text;
+    int rc;
+    uint64_t bytes;
+};
+
+static void test_parse_size(void **state)
+{
+    (void)state;
+    static const struct size_case cases[] = {
+        {"0", 0, 0},
+        {"512", 0, 512},
+        {"4096", 0, 4096},
+        {"64K", 0, 64ull << 10},
+        {"64k", 0, 64ull << 10},
+        {"512M", 0, 512ull << 20},
+        {"2G", 0, 2ull << 30},
+        {"1.5G", 0, 3ull << 29},
+        {"0.5K", 0, 512},
+        {"1T", 0, 1ull << 40},
+        {"16KiB", 0, 16ull << 10},
+        {"8MB", 0, 8ull << 20},
+        {" 3M", 0, 3ull << 20},
+        {"-1", VGPU_EINVAL, 0},
+        {"-1G", VGPU_EINVAL, 0},
+        {"+5", VGPU_EINVAL, 0},
+        {"abc", VGPU_EINVAL, 0},
+        {"12Q", VGPU_EINVAL, 0},
+        {"12 M", VGPU_EINVAL, 0},
+        {"", VGPU_EINVAL, 0},
+        {"G", VGPU_EINVAL, 0},
+        {"1.5", VGPU_EINVAL, 0},       // not a whole number of bytes
+        {"1e400", VGPU_EINVAL, 0},     // infinite
+        {"nan", VGPU_EINVAL, 0},
+        {"20000000000G", VGPU_EINVAL, 0}, // beyond 2^64
+        {"5MM", VGPU_EINVAL, 0},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        uint64_t bytes = 0xDEADBEEF;
+        int rc = config_parse_size(cases[i].text, &bytes);
+        if (rc != cases[i].rc || (rc == 0 && bytes != cases[i].bytes))
+            fail_msg("config_parse_size(\"%s\"): rc %d bytes %llu, want rc %d bytes %llu",
+                     cases[i].text, rc, (unsigned long long)bytes, cases[i].rc,
+                     (unsigned long long)cases[i].bytes);
+        if (rc != 0)
+            assert_int_equal(bytes, 0xDEADBEEF); // untouched on error
+    }
+}
+
+// ---- every type through INI text ----
+
+static void test_every_type(void **state)
+{
+    struct config *c = *state;
+    static const char text[] = "; a comment\n"
+                               "# another comment\n"
+                               "[devices]\n"
+                               "kind = cpu\n"
+                               "memory_limit = 1.5G\n"
+                               "cpu_threads = 3\n"
+                               "map = 0, 0,1 ,1\n"
+                               "[comm]\n"
+                               "backend = ring\n"
+                               "timeout_s = 2.5\n"
+                               "slice_bytes = 64K\n"
+                               "\n"
+                               "[model]\n"
+                               "hidden = 64,32,16\n"
+                               "[train]\n"
+                               "lr = 0.05\n"
+                               "optimizer = sgd\n"
+                               "drop_last = false\n"
+                               "deterministic = yes\n"
+                               "batch_weights = 0.8,0.2\n"
+                               "seed = 42\n"
+                               "schedule = cosine\n"
+                               "[data]\n"
+                               "dataset = synthetic\n"
+                               "path = /tmp/some dir\n"
+                               "[checkpoint]\n"
+                               "dir = ckpt\n";
+    char err[ERR_BYTES] = "";
+    int rc = config_load_string(c, text, "t.ini", err, sizeof err);
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c->devices.kind, "cpu");
+    assert_int_equal(c->devices.memory_limit, 1610612736ull);
+    assert_int_equal(c->devices.cpu_threads, 3);
+    assert_int_equal(c->devices.map.count, 4);
+    long want_map[] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(c->devices.map.v[i], want_map[i]);
+    assert_string_equal(c->comm.backend, "ring");
+    assert_true(c->comm.timeout_s == 2.5);
+    assert_int_equal(c->comm.slice_bytes, 65536);
+    assert_int_equal(c->model.hidden.count, 3);
+    assert_int_equal(c->model.hidden.v[0], 64);
+    assert_int_equal(c->model.hidden.v[1], 32);
+    assert_int_equal(c->model.hidden.v[2], 16);
+    assert_true(c->train.lr == 0.05);
+    assert_string_equal(c->train.optimizer, "sgd");
+    assert_int_equal(c->train.drop_last, 0);
+    assert_int_equal(c->train.deterministic, 1);
+    assert_int_equal(c->train.batch_weights.count, 2);
+    assert_true(c->train.batch_weights.v[0] == 0.8);
+    assert_true(c->train.batch_weights.v[1] == 0.2);
+    assert_int_equal(c->train.seed, 42);
+    assert_string_equal(c->train.schedule, "cosine");
+    assert_string_equal(c->data.dataset, "synthetic");
+    assert_string_equal(c->data.path, "/tmp/some dir");
+    assert_string_equal(c->checkpoint.dir, "ckpt");
+    // Keys not mentioned keep their values (the file is applied on top).
+    assert_int_equal(c->train.epochs, 15);
+    assert_true(c->train.momentum == 0.9);
+}
+
+static void test_bool_spellings(void **state)
+{
+    struct config *c = *state;
+    static const struct {
+        const char *text;
+        int value;
+    } cases[] = {{"true", 1}, {"TRUE", 1}, {"yes", 1}, {"on", 1},  {"1", 1},
+                 {"false", 0}, {"No", 0},  {"off", 0}, {"0", 0}};
+    char err[ERR_BYTES], set[64];
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        c->train.deterministic = !cases[i].value;
+        snprintf(set, sizeof set, "train.deterministic=%s", cases[i].text);
+        assert_int_equal(config_apply_override(c, set, err, sizeof err), 0);
+        assert_int_equal(c->train.deterministic, cases[i].value);
+    }
+    assert_int_equal(config_apply_override(c, "train.deterministic=maybe", err, sizeof err),
+                     VGPU_ECONFIG);
+    assert_contains(err, "--set train.deterministic");
+    assert_contains(err, "maybe");
+    assert_int_equal(config_apply_override(c, "train.deterministic=2", err, sizeof err), VGPU_ECONFIG);
+}
+
+// ---- errors in INI text: message and line number ----
+
+struct bad_ini_case {
+    const char *name;
+    const char *text;
+    const char *prefix;  // "origin:line:" expected at the start
+    const char *needle1; // substrings the message must contain
+    const char *needle2;
+};
+
+static void test_ini_errors(void **state)
+{
+    (void)state;
+    static const struct bad_ini_case cases[] = {
+        {"int not a number", "[train]\nepochs = many\n", "bad.ini:2: ", "train.epochs", "many"},
+        {"int trailing junk", "[train]\n\nepochs = 5x\n", "bad.ini:3: ", "train.epochs", "5x"},
+        {"int below range", "[train]\nepochs = 0\n", "bad.ini:2: ", "out of range", "[1, 100000]"},
+        {"int above range", "[devices]\nranks_per_device = 5000\n", "bad.ini:2: ", "out of range",
+         "5000"},
+        {"float not a number", "[train]\nlr = fast\n", "bad.ini:2: ", "train.lr", "fast"},
+        {"float above range", "[train]\nlr = 1000\n", "bad.ini:2: ", "out of range", "train.lr"},
+        {"float below range", "[comm]\ntimeout_s = 0.01\n", "bad.ini:2: ", "out of range",
+         "comm.timeout_s"},
+        {"fraction above 1", "[devices]\nmemory_fraction = 1.5\n", "bad.ini:2: ", "out of range",
+         "memory_fraction"},
+        {"float inf", "[train]\nlr = inf\n", "bad.ini:2: ", "train.lr", "inf"},
+        {"bool", "[train]\ndrop_last = perhaps\n", "bad.ini:2: ", "perhaps", "boolean"},
+        {"size", "[devices]\nmemory_limit = 12Q\n", "bad.ini:2: ", "devices.memory_limit", "12Q"},
+        {"size negative", "[devices]\nmemory_limit = -1\n", "bad.ini:2: ", "memory_limit", "-1"},
+        {"size empty", "[comm]\nslice_bytes =\n", "bad.ini:2: ", "comm.slice_bytes", "size"},
+        {"enum", "[train]\noptimizer = lbfgs\n", "bad.ini:2: ", "lbfgs", "sgd|adam|adamw"},
+        {"enum case", "[devices]\nkind = CPU\n", "bad.ini:2: ", "CPU", "auto|cpu|cuda"},
+        {"list element", "[model]\nhidden = 64,x,16\n", "bad.ini:2: ", "model.hidden", "'x'"},
+        {"list element range", "[model]\nhidden = 64,0\n", "bad.ini:2: ", "model.hidden",
+         "out of range"},
+        {"list too long", "[model]\nhidden = 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n",
+         "bad.ini:2: ", "too many", "16"},
+        {"float list element", "[train]\nbatch_weights = 0.5,half\n", "bad.ini:2: ",
+         "train.batch_weights", "half"},
+        {"map out of schema range", "[devices]\nmap = 0,2048\n", "bad.ini:2: ", "devices.map",
+         "2048"},
+        {"unknown key with hint", "[train]\nepochs = 3\nlrr = 0.1\n", "bad.ini:3: ",
+         "unknown key 'lrr' in [train]", "did you mean 'train.lr'"},
+        {"unknown key no hint", "[train]\nzzzzzzzzzzzz = 1\n", "bad.ini:2: ",
+         "unknown key 'zzzzzzzzzzzz'", "[train]"},
+        {"unknown section", "[trian]\nlr = 0.1\n", "bad.ini:2: ", "unknown section [trian]",
+         "train.lr"},
+        {"key in wrong section", "[model]\nlr = 0.1\n", "bad.ini:2: ", "unknown key 'lr'",
+         "train.lr"},
+        {"key outside section", "lr = 0.1\n", "bad.ini:1: ", "outside any [section]", "train.lr"},
+        {"duplicate key", "[train]\nlr = 0.1\nepochs = 2\nlr = 0.2\n", "bad.ini:4: ",
+         "duplicate key 'lr'", "[train]"},
+        {"duplicate across reopened section", "[train]\nlr = 0.1\n[model]\nhidden = 4\n[train]\nlr = 0.3\n",
+         "bad.ini:6: ", "duplicate", "lr"},
+        {"syntax error", "[train]\nlr = 0.1\nthis line has no equals sign\n", "bad.ini:3: ",
+         "syntax error", ""},
+        {"syntax error before a bad key", "[train]\nno equals here\nlrr = 1\n", "bad.ini:2: ",
+         "syntax error", ""},
+        {"bad key before a syntax error", "[train]\nlrr = 1\nno equals here\n", "bad.ini:2: ",
+         "unknown key 'lrr'", ""},
+        {"unterminated section", "; header\n\n[train\nlr = 0.1\n", "bad.ini:3: ", "syntax error",
+         ""},
+        {"first error wins", "[train]\nepochs = 2\nlr = bad\nseed = bad\n", "bad.ini:3: ", "train.lr",
+         "bad"},
+        {"error after comments", "# c1\n; c2\n\n[data]\n\n# c3\nstandardize = 7\n", "bad.ini:7: ",
+         "data.standardize", "'7'"},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        const struct bad_ini_case *t = &cases[i];
+        struct config cfg;
+        config_defaults(&cfg);
+        char err[ERR_BYTES] = "";
+        int rc = config_load_string(&cfg, t->text, "bad.ini", err, sizeof err);
+        fprintf(stderr, "  case '%s': rc %d, \"%s\"\n", t->name, rc, err);
+        assert_int_equal(rc, VGPU_ECONFIG);
+        if (strncmp(err, t->prefix, strlen(t->prefix)))
+            fail_msg("case '%s': message \"%s\" does not start with \"%s\"", t->name, err, t->prefix);
+        assert_contains(err, t->needle1);
+        assert_contains(err, t->needle2);
+    }
+}
+
+// A key in the wrong section is suggested under its real section, and close
+// misspellings of section or key find the right key.
+static void test_did_you_mean(void **state)
+{
+    struct config *c = *state;
+    char err[ERR_BYTES];
+    static const struct {
+        const char *set;
+        const char *hint;
+    } cases[] = {
+        {"trian.lr=0.1", "did you mean 'train.lr'"},
+        {"train.lrr=0.1", "did you mean 'train.lr'"},
+        {"train.epoch=3", "did you mean 'train.epochs'"},
+        {"devices.memory_limt=1G", "did you mean 'devices.memory_limit'"},
+        {"model.lr=0.1", "did you mean 'train.lr'"},
+        {"modle.hiden=4", "did you mean 'model.hidden'"},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        err[0] = '\0';
+        assert_int_equal(config_apply_override(c, cases[i].set, err, sizeof err), VGPU_ECONFIG);
+        assert_contains(err, "unknown key");
+        assert_contains(err, cases[i].hint);
+    }
+    // Nothing close: no suggestion.
+    assert_int_equal(config_apply_override(c, "qqqqqq.zzzzzzzz=1", err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "unknown key");
+    assert_not_contains(err, "did you mean");
+}
+
+// ---- --set overrides ----
+
+static void test_override_good(void **state)
+{
+    struct config *c = *state;
+    char err[ERR_BYTES] = "";
+    static const char *sets[] = {
+        "train.lr=0.5",
+        " train.epochs = 3 ",
+        "model.hidden=8, 4",
+        "devices.memory_limit=512M",
+        "train.optimizer=adam",
+        "data.path=/data/a=b", // only the first '=' splits
+        "train.batch_weights=1,2,3",
+        "devices.memory_fraction=0.25",
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(sets); i++) {
+        int rc = config_apply_override(c, sets[i], err, sizeof err);
+        if (rc)
+            fail_msg("--set %s: rc %d: %s", sets[i], rc, err);
+    }
+    assert_true(c->train.lr == 0.5);
+    assert_int_equal(c->train.epochs, 3);
+    assert_int_equal(c->model.hidden.count, 2);
+    assert_int_equal(c->model.hidden.v[0], 8);
+    assert_int_equal(c->model.hidden.v[1], 4);
+    assert_int_equal(c->devices.memory_limit, 512ull << 20);
+    assert_string_equal(c->train.optimizer, "adam");
+    assert_string_equal(c->data.path, "/data/a=b");
+    assert_int_equal(c->train.batch_weights.count, 3);
+    assert_true(c->train.batch_weights.v[2] == 3.0);
+    assert_true(c->devices.memory_fraction == 0.25);
+    // An empty list clears it.
+    assert_int_equal(config_apply_override(c, "train.batch_weights=", err, sizeof err), 0);
+    assert_int_equal(c->train.batch_weights.count, 0);
+    // Overrides apply after a file and win.
+    assert_int_equal(config_load_string(c, "[train]\nlr = 0.2\n", "f.ini", err, sizeof err), 0);
+    assert_int_equal(config_apply_override(c, "train.lr=0.3", err, sizeof err), 0);
+    assert_true(c->train.lr == 0.3);
+}
+
+static void test_override_bad(void **state)
+{
+    struct config *c = *state;
+    static const struct {
+        const char *set;
+        const char *needle1, *needle2;
+    } cases[] = {
+        {"train.lr", "--set train.lr", "section.key=value"},
+        {"lr=0.1", "--set lr=0.1", "section.key=value"},
+        {".lr=0.1", "--set", "section.key=value"},
+        {"train.=0.1", "--set", "section.key=value"},
+        {"train.lr=abc", "--set train.lr:", "'abc' is not a number"},
+        {"train.lr=1000", "--set train.lr:", "out of range"},
+        {"train.lr=", "--set train.lr:", "not a number"},
+        {"train.epochs=2.5", "--set train.epochs:", "not an integer"},
+        {"train.optimizer=rmsprop", "--set train.optimizer:", "rmsprop"},
+        {"devices.memory_limit=lots", "--set devices.memory_limit:", "lots"},
+        {"model.hidden=4,-1", "--set model.hidden:", "out of range"},
+        {"trian.lr=0.1", "--set trian.lr", "did you mean 'train.lr'"},
+        {NULL, "--set data.path:", "longer than 255"},
+    };
+    char long_set[400];
+    snprintf(long_set, sizeof long_set, "data.path=/%0300d", 0);
+    char err[ERR_BYTES];
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        struct config before = *c;
+        err[0] = '\0';
+        const char *set = cases[i].set ? cases[i].set : long_set;
+        int rc = config_apply_override(c, set, err, sizeof err);
+        fprintf(stderr, "  --set %.40s: rc %d, \"%.120s\"\n", set, rc, err);
+        assert_int_equal(rc, VGPU_ECONFIG);
+        assert_contains(err, cases[i].needle1);
+        assert_contains(err, cases[i].needle2);
+        // A rejected value leaves the configuration as it was.
+        assert_memory_equal(&before, c, sizeof before);
+    }
+}
+
+// ---- cross-key validation ----
+
+static void test_validate(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sets[3];
+        const char *needle; // NULL: valid
+    } cases[] = {
+        {{"devices.memory_limit=1G", "devices.memory_fraction=0.5"}, "memory_fraction"},
+        {{"devices.memory_limit=1G"}, NULL},
+        {{"devices.memory_fraction=0.5"}, NULL},
+        {{"devices.map=0,1", "devices.ranks_per_device=2"}, "ranks_per_device"},
+        {{"devices.map=0,1"}, NULL},
+        {{"devices.ranks_per_device=2"}, NULL},
+        {{"train.batch_weights=0.5,0"}, "batch_weights"},
+        {{"train.batch_weights=0.5,0.5"}, NULL},
+        {{"model.hidden="}, "model.hidden"},
+        {{"data.dataset=mnist-idx", "data.path="}, "data.path"},
+        {{"data.dataset=mnist-idx"}, NULL},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        struct config cfg;
+        config_defaults(&cfg);
+        char err[ERR_BYTES] = "";
+        for (int s = 0; s < 3 && cases[i].sets[s]; s++)
+            assert_int_equal(config_apply_override(&cfg, cases[i].sets[s], err, sizeof err), 0);
+        err[0] = '\0';
+        int rc = config_validate(&cfg, err, sizeof err);
+        if (!cases[i].needle) {
+            if (rc)
+                fail_msg("case %zu (%s): unexpected error: %s", i, cases[i].sets[0], err);
+            continue;
+        }
+        assert_int_equal(rc, VGPU_ECONFIG);
+        assert_contains(err, cases[i].needle);
+    }
+    // Both conflicting keys are named.
+    struct config cfg;
+    config_defaults(&cfg);
+    char err[ERR_BYTES] = "";
+    cfg.devices.memory_limit = 1 << 30;
+    cfg.devices.memory_fraction = 0.5;
+    assert_int_equal(config_validate(&cfg, err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "devices.memory_limit");
+    assert_contains(err, "devices.memory_fraction");
+}
+
+// ---- files ----
+
+static void write_file_(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_load_file(void **state)
+{
+    struct config *c = *state;
+    char dir[] = "/tmp/vgpu_test_cfgdir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], err[ERR_BYTES];
+
+    // Missing file: -ENOENT and the path in the message.
+    snprintf(path, sizeof path, "%s/missing.ini", dir);
+    err[0] = '\0';
+    assert_int_equal(config_load_file(c, path, err, sizeof err), -ENOENT);
+    assert_contains(err, path);
+
+    // A good file.
+    snprintf(path, sizeof path, "%s/good.ini", dir);
+    static const char good[] = "[train]\nepochs = 4\n[devices]\nmemory_limit = 64K\n";
+    write_file_(path, good, sizeof good - 1);
+    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
+    assert_int_equal(c->train.epochs, 4);
+    assert_int_equal(c->devices.memory_limit, 65536);
+
+    // An error in a file is located as "path:line:".
+    snprintf(path, sizeof path, "%s/bad.ini", dir);
+    static const char bad[] = "[train]\nepochs = 4\n\nlr = -3\n";
+    write_file_(path, bad, sizeof bad - 1);
+    err[0] = '\0';
+    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s:4: ", path);
+    if (strncmp(err, prefix, strlen(prefix)))
+        fail_msg("\"%s\" does not start with \"%s\"", err, prefix);
+    assert_contains(err, "train.lr");
+
+    // NUL bytes: refused as not text (inih would silently stop at the NUL).
+    snprintf(path, sizeof path, "%s/nul.ini", dir);
+    static const char nul[] = "[train]\nepochs = 4\0\nlr = whatever\n";
+    write_file_(path, nul, sizeof nul - 1);
+    err[0] = '\0';
+    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, path);
+    assert_contains(err, "NUL");
+
+    // A directory is not a config file.
+    err[0] = '\0';
+    assert_true(config_load_file(c, dir, err, sizeof err) < 0);
+    assert_true(err[0] != '\0');
+
+    // An empty file is a valid (empty) config.
+    snprintf(path, sizeof path, "%s/empty.ini", dir);
+    write_file_(path, "", 0);
+    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
+
+    // Bigger than one read buffer: the loader reassembles it.
+    snprintf(path, sizeof path, "%s/big.ini", dir);
+    {
+        static char big[40000];
+        size_t n = 0;
+        n += (size_t)snprintf(big + n, sizeof big - n, "[train]\n");
+        while (n < sizeof big - 200)
+            n += (size_t)snprintf(big + n, sizeof big - n, "; padding comment line ......\n");
+        n += (size_t)snprintf(big + n, sizeof big - n, "seed = 99\n");
+        write_file_(path, big, n);
+    }
+    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
+    assert_int_equal(c->train.seed, 99);
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+// A NULL or zero-sized err buffer is tolerated.
+static void test_err_buffer_optional(void **state)
+{
+    struct config *c = *state;
+    assert_int_equal(config_apply_override(c, "train.lr=abc", NULL, 0), VGPU_ECONFIG);
+    assert_int_equal(config_load_string(c, "[x]\ny=1\n", "o", NULL, 0), VGPU_ECONFIG);
+    char tiny[8] = "";
+    assert_int_equal(config_load_string(c, "[train]\nlr=zz\n", "origin", tiny, sizeof tiny),
+                     VGPU_ECONFIG);
+    assert_int_equal(strlen(tiny), sizeof tiny - 1); // truncated, terminated
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_defaults, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_reference_round_trip, setup_cfg, teardown_cfg),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test_setup_teardown(test_every_type, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_bool_spellings, setup_cfg, teardown_cfg),
+        cmocka_unit_test(test_ini_errors),
+        cmocka_unit_test_setup_teardown(test_did_you_mean, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_override_good, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_override_bad, setup_cfg, teardown_cfg),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test_setup_teardown(test_load_file, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_err_buffer_optional, setup_cfg, teardown_cfg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

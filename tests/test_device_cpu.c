@@ -1,0 +1,775 @@
+// test_device_cpu.c: the virtual GPU (device.h): capped allocation, copies
+// and their counters, pointer checks, the host-fault guarantee, and every
+// kernel against a naive double-precision reference.
+//
+// `test_device_cpu` runs everything on the CPU backend. `test_device_cpu cuda`
+// runs the backend-independent part on the first GPU; it exits 77 (skipped)
+// when the CUDA backend is not built or no GPU is visible.
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "device.h"
+#include "device_internal.h"
+#include "log.h"
+#include "status.h"
+#include "test_util.h"
+
+#define CAP_BYTES (1u << 20)
+
+static const char *g_kind = "cpu";
+
+// ---- fixture ----
+
+static int setup_dev(void **state)
+{
+    struct device_info infos[8];
+    int count = 0;
+    if (device_discover(g_kind, infos, 8, &count) || count < 1)
+        return -1;
+    device_t *dev = calloc(1, sizeof *dev);
+    if (!dev || device_open(dev, &infos[0], 0, "testhost", CAP_BYTES, 1, NULL)) {
+        free(dev);
+        return -1;
+    }
+    *state = dev;
+    return 0;
+}
+
+static int teardown_dev(void **state)
+{
+    device_close(*state);
+    free(*state);
+    return 0;
+}
+
+// Device copy of n host floats.
+static float *upload_(device_t *dev, const float *host, size_t n)
+{
+    float *d = NULL;
+    assert_int_equal(device_alloc_floats(dev, n, &d), 0);
+    if (n)
+        assert_int_equal(device_copy_to_device(dev, d, host, n * sizeof(float)), 0);
+    return d;
+}
+
+static void download_(device_t *dev, float *host, const float *d, size_t n)
+{
+    assert_int_equal(device_copy_to_host(dev, host, d, n * sizeof(float)), 0);
+}
+
+// ---- discovery, open, close ----
+
+static void test_discover(void **state)
+{
+    (void)state;
+    struct device_info info[4];
+    int count = -1;
+    assert_int_equal(device_discover("cpu", info, 4, &count), 0);
+    assert_int_equal(count, 1);
+    assert_string_equal(info[0].kind, "cpu");
+    assert_int_equal(info[0].index, 0);
+    assert_true(info[0].total_bytes > 0);
+    assert_true(info[0].free_bytes > 0);
+    assert_true(info[0].name[0] != '\0');
+    assert_int_equal(strncmp(info[0].uuid, "cpu-", 4), 0);
+    assert_int_equal(device_discover("cpu", info, 0, &count), VGPU_EINVAL);
+    assert_int_equal(device_discover("tpu", info, 4, &count), VGPU_EINVAL);
+    assert_int_equal(count, 0);
+    assert_non_null(device_find_ops("cpu"));
+    assert_null(device_find_ops("tpu"));
+
+    count = -1;
+    int rc = device_discover("cuda", info, 4, &count);
+#ifdef VGPU_HAVE_CUDA
+    // Built: no GPU (or no driver) is 0 devices, not an error.
+    assert_int_equal(rc, 0);
+    assert_true(count >= 0);
+    for (int i = 0; i < count; i++)
+        assert_string_equal(info[i].kind, "cuda");
+#else
+    assert_int_equal(rc, VGPU_EUNSUPPORTED);
+    assert_int_equal(count, 0);
+#endif
+}
+
+static void test_open_close(void **state)
+{
+    (void)state;
+    struct device_info info;
+    int count;
+    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    device_t dev;
+    // The cap is rounded down to the arena alignment.
+    assert_int_equal(device_open(&dev, &info, 3, "h", 1000, 1, NULL), 0);
+    assert_int_equal(dev.cap_bytes, 768);
+    assert_int_equal(dev.virtual_id, 3);
+    assert_int_equal(arena_get_stats(&dev.arena).cap_bytes, 768);
+    device_close(&dev);
+    device_close(&dev); // second close is harmless
+    device_close(NULL);
+
+    // A cap that cannot be reserved fails cleanly.
+    assert_true(device_open(&dev, &info, 0, "h", 0, 1, NULL) < 0);
+    device_close(&dev);
+    // More than the host has: refused up front (committing it would summon
+    // the OOM killer, as a private memfd has no size limit of its own).
+    assert_int_equal(device_open(&dev, &info, 0, "h", 2 * info.total_bytes, 1, NULL), VGPU_EDEVMEM);
+    device_close(&dev);
+    assert_int_equal(device_open(&dev, &info, 0, "h", UINT64_MAX / 2, 1, NULL), VGPU_EDEVMEM);
+    device_close(&dev);
+
+    // An unknown backend is refused.
+    struct device_info bogus = info;
+    snprintf(bogus.kind, sizeof bogus.kind, "tpu");
+    assert_int_equal(device_open(&dev, &bogus, 0, "h", CAP_BYTES, 1, NULL), VGPU_EUNSUPPORTED);
+}
+
+// A named segment appears in /dev/shm, is exclusive, and goes away on close.
+static void test_named_segment(void **state)
+{
+    (void)state;
+    struct device_info info;
+    int count;
+    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    char name[64], path[96];
+    snprintf(name, sizeof name, "/vgpu-test-dev-%d", (int)getpid());
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    device_t a, b;
+    assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1, name), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, CAP_BYTES);
+    assert_string_equal(device_cpu_shm_name(&a), name);
+    assert_true(device_open(&b, &info, 1, "h", CAP_BYTES, 1, name) < 0); // taken
+    device_close(&a);
+    assert_int_equal(stat(path, &st), -1);
+}
+
+// ---- memory ----
+
+static void test_alloc_cap(void **state)
+{
+    device_t *dev = *state;
+    void *p, *q, *r = (void *)1;
+    assert_int_equal(device_alloc(dev, CAP_BYTES / 2, &p), 0);
+    assert_int_equal(device_alloc(dev, CAP_BYTES / 4, &q), 0);
+    assert_int_equal((uintptr_t)p % ARENA_ALIGN, 0);
+    // Over the cap: refused (the message goes to stderr), nothing changes.
+    fprintf(stderr, "  (an expected 'device memory cap exceeded' message follows)\n");
+    assert_int_equal(device_alloc(dev, CAP_BYTES / 4 + 1, &r), VGPU_EDEVMEM);
+    assert_null(r);
+    assert_int_equal(dev->arena.stats.in_use_bytes, CAP_BYTES / 2 + CAP_BYTES / 4);
+    assert_int_equal(device_alloc(dev, CAP_BYTES / 4, &r), 0); // exactly full
+    assert_int_equal(dev->arena.stats.in_use_bytes, CAP_BYTES);
+    float *f = (float *)1;
+    assert_int_equal(device_alloc_floats(dev, 1, &f), VGPU_EDEVMEM);
+    assert_int_equal(device_alloc_floats(dev, SIZE_MAX / 2, &f), VGPU_EDEVMEM);
+    assert_int_equal(device_free(dev, q), 0);
+    assert_int_equal(device_free(dev, p), 0);
+    assert_int_equal(device_free(dev, r), 0);
+    assert_int_equal(device_free(dev, p), VGPU_EINVAL); // double free
+    int host;
+    assert_int_equal(device_free(dev, &host), VGPU_EINVAL);
+    assert_int_equal(device_free(dev, NULL), 0);
+    // All free again: the whole cap in one piece.
+    assert_int_equal(device_alloc(dev, CAP_BYTES, &p), 0);
+    assert_int_equal(device_free(dev, p), 0);
+}
+
+// device_alloc_floats hands out zeroed memory even where old data was.
+static void test_alloc_floats_zeroed(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 1000 };
+    static float ones[N], back[N];
+    for (int i = 0; i < N; i++)
+        ones[i] = 1.0f;
+    float *d = upload_(dev, ones, N);
+    assert_int_equal(device_free(dev, d), 0);
+    float *z;
+    assert_int_equal(device_alloc_floats(dev, N, &z), 0);
+    assert_ptr_equal(z, d); // first fit reuses the same place
+    download_(dev, back, z, N);
+    for (int i = 0; i < N; i++)
+        assert_true(back[i] == 0.0f);
+    // device_zero clears a sub-range only.
+    assert_int_equal(device_copy_to_device(dev, z, ones, sizeof ones), 0);
+    assert_int_equal(device_zero(dev, z + 10, 20 * sizeof(float)), 0);
+    download_(dev, back, z, N);
+    for (int i = 0; i < N; i++)
+        assert_true(back[i] == (i >= 10 && i < 30 ? 0.0f : 1.0f));
+    assert_int_equal(device_free(dev, z), 0);
+}
+
+static void test_copies_and_counters(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 333 };
+    float src[N], back[N];
+    for (int i = 0; i < N; i++)
+        src[i] = (float)i * 0.5f - 7.0f;
+    void *a, *b;
+    assert_int_equal(device_alloc(dev, N * sizeof(float), &a), 0);
+    assert_int_equal(device_alloc(dev, N * sizeof(float), &b), 0);
+    struct device_counters c0 = dev->counters;
+    assert_int_equal(device_copy_to_device(dev, a, src, sizeof src), 0);
+    assert_int_equal(device_copy(dev, b, a, sizeof src), 0);
+    memset(back, 0, sizeof back);
+    assert_int_equal(device_copy_to_host(dev, back, b, sizeof back), 0);
+    assert_memory_equal(back, src, sizeof src);
+    // Partial copies at an offset.
+    assert_int_equal(device_copy(dev, (float *)b + 100, (float *)a + 5, 10 * sizeof(float)), 0);
+    assert_int_equal(device_copy_to_host(dev, back, (float *)b + 100, 10 * sizeof(float)), 0);
+    assert_memory_equal(back, src + 5, 10 * sizeof(float));
+    // Zero-byte copies are fine.
+    assert_int_equal(device_copy_to_device(dev, a, src, 0), 0);
+
+    struct device_counters c = dev->counters;
+    assert_int_equal(c.h2d_calls - c0.h2d_calls, 2);
+    assert_int_equal(c.h2d_bytes - c0.h2d_bytes, sizeof src);
+    assert_int_equal(c.d2d_calls - c0.d2d_calls, 2);
+    assert_int_equal(c.d2d_bytes - c0.d2d_bytes, sizeof src + 10 * sizeof(float));
+    assert_int_equal(c.d2h_calls - c0.d2h_calls, 2);
+    assert_int_equal(c.d2h_bytes - c0.d2h_bytes, sizeof back + 10 * sizeof(float));
+    assert_int_equal(device_sync(dev), 0);
+    device_free(dev, a);
+    device_free(dev, b);
+}
+
+// Host pointers where device pointers belong (and the reverse) are refused,
+// as are ranges that run past the end of an allocation's arena.
+static void test_pointer_checks(void **state)
+{
+    device_t *dev = *state;
+    float host[64] = {0}, host2[64];
+    float *d = upload_(dev, host, 64);
+    float *d2 = upload_(dev, host, 64);
+    struct device_counters c0 = dev->counters;
+    fprintf(stderr, "  (expected pointer-check messages follow)\n");
+    assert_int_equal(device_copy_to_device(dev, host2, host, sizeof host), VGPU_EINVAL);
+    assert_int_equal(device_copy_to_device(dev, d, d2, sizeof host), VGPU_EINVAL); // src is device
+    assert_int_equal(device_copy_to_device(dev, d, NULL, sizeof host), VGPU_EINVAL);
+    assert_int_equal(device_copy_to_host(dev, host2, host, sizeof host), VGPU_EINVAL);
+    assert_int_equal(device_copy_to_host(dev, d2, d, sizeof host), VGPU_EINVAL); // dst is device
+    assert_int_equal(device_copy(dev, host2, d, sizeof host), VGPU_EINVAL);
+    assert_int_equal(device_copy(dev, d, host, sizeof host), VGPU_EINVAL);
+    assert_int_equal(device_zero(dev, host2, sizeof host2), VGPU_EINVAL);
+    // Past the end of the region.
+    char *end = (char *)dev->arena.base + dev->arena.cap_bytes;
+    assert_int_equal(device_copy_to_device(dev, end - 8, host, 16), VGPU_EINVAL);
+    // Kernels.
+    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, host, d, 0.0f, d2), VGPU_EINVAL);
+    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, host, 0.0f, d2), VGPU_EINVAL);
+    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, d2, 0.0f, host2), VGPU_EINVAL);
+    assert_int_equal(device_bias_add(dev, d, host, 8, 8), VGPU_EINVAL);
+    assert_int_equal(device_bias_grad(dev, host2, d, 8, 8), VGPU_EINVAL);
+    assert_int_equal(device_relu_forward(dev, d, host, 64), VGPU_EINVAL);
+    assert_int_equal(device_relu_backward(dev, d, d2, host, 64), VGPU_EINVAL);
+    assert_int_equal(device_axpby(dev, host2, 1.0f, d, 1.0f, 64), VGPU_EINVAL);
+    assert_int_equal(device_sgd_step(dev, d, host, d2, 64, 0.1f, 0.9f, 0.0f), VGPU_EINVAL);
+    assert_int_equal(device_adam_step(dev, d, d2, host2, d, 32, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0.1f,
+                                      0.01f, 1),
+                     VGPU_EINVAL);
+    int32_t labels[8] = {0};
+    assert_int_equal(device_softmax_xent(dev, NULL, d, d2, labels, 8, 4, 1.0f), VGPU_EINVAL);
+    // Refused calls are not counted as copies.
+    struct device_counters c = dev->counters;
+    assert_memory_equal(&c, &c0, sizeof c);
+    // Nothing was written into the device buffers.
+    download_(dev, host2, d, 64);
+    for (int i = 0; i < 64; i++)
+        assert_true(host2[i] == 0.0f);
+    device_free(dev, d);
+    device_free(dev, d2);
+}
+
+// On the CPU backend device memory is not host-addressable: dereferencing a
+// device pointer from host code must fault, as on a GPU.
+static void test_host_dereference_faults(void **state)
+{
+    device_t *dev = *state;
+    float one = 1.0f;
+    float *d = upload_(dev, &one, 1);
+    for (int write = 0; write < 2; write++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            struct rlimit no_core = {0, 0};
+            setrlimit(RLIMIT_CORE, &no_core);
+            signal(SIGSEGV, SIG_DFL); // cmocka's handler must not catch it here
+            signal(SIGBUS, SIG_DFL);
+            if (write)
+                *(volatile float *)d = 2.0f;
+            else
+                (void)*(volatile float *)d;
+            _exit(0); // survived: the test fails
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
+            fail_msg("%s of a device pointer from the host: child %s %d, want SIGSEGV",
+                     write ? "write" : "read", WIFSIGNALED(status) ? "died of signal" : "exited with",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    // The device's own view still holds the value.
+    float back = 0;
+    download_(dev, &back, d, 1);
+    assert_true(back == 1.0f);
+    device_free(dev, d);
+}
+
+// ---- kernels vs references ----
+
+static double op_a_(const float *a, int trans_a, int m, int k, int i, int p)
+{
+    return trans_a ? a[(size_t)p * m + i] : a[(size_t)i * k + p];
+}
+
+static double op_b_(const float *b, int trans_b, int k, int n, int p, int j)
+{
+    return trans_b ? b[(size_t)j * k + p] : b[(size_t)p * n + j];
+}
+
+static void test_gemm(void **state)
+{
+    device_t *dev = *state;
+    static const int shapes[][3] = {{7, 5, 3}, {1, 1, 1}, {3, 8, 17}, {16, 16, 16}, {33, 9, 65},
+                                    {1, 40, 2}, {40, 1, 7}};
+    static const float alphas[] = {1.0f, -0.5f};
+    static const float betas[] = {0.0f, 1.0f, 0.25f};
+    uint64_t seed = 7;
+    for (size_t s = 0; s < TEST_ARRAY_LEN(shapes); s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (size_t ia = 0; ia < TEST_ARRAY_LEN(alphas); ia++)
+                    for (size_t ib = 0; ib < TEST_ARRAY_LEN(betas); ib++) {
+                        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                        float alpha = alphas[ia], beta = betas[ib];
+                        size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+                        float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
+                        double *want = malloc(nc * 8);
+                        test_fill_uniform(a, na, &seed, -1, 1);
+                        test_fill_uniform(b, nb, &seed, -1, 1);
+                        test_fill_uniform(c, nc, &seed, -1, 1);
+                        if (beta == 0.0f) // beta = 0 must ignore C, even NaN garbage
+                            for (size_t i = 0; i < nc; i++)
+                                c[i] = NAN;
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {
+                                double acc = 0;
+                                for (int p = 0; p < k; p++)
+                                    acc += op_a_(a, ta, m, k, i, p) * op_b_(b, tb, k, n, p, j);
+                                want[(size_t)i * n + j] =
+                                    alpha * acc + (beta != 0.0f ? beta * (double)c[(size_t)i * n + j] : 0.0);
+                            }
+                        float *da = upload_(dev, a, na), *db = upload_(dev, b, nb),
+                              *dc = upload_(dev, c, nc);
+                        assert_int_equal(device_gemm(dev, ta, tb, m, n, k, alpha, da, db, beta, dc), 0);
+                        download_(dev, c, dc, nc);
+                        if (test_count_mismatches_f("C", c, want, nc, 1e-5, 1e-5))
+                            fail_msg("gemm m=%d n=%d k=%d trans_a=%d trans_b=%d alpha=%g beta=%g", m,
+                                     n, k, ta, tb, alpha, beta);
+                        device_free(dev, dc);
+                        device_free(dev, db);
+                        device_free(dev, da);
+                        free(a), free(b), free(c), free(want);
+                    }
+}
+
+// k = 0: op(a) @ op(b) is an empty sum, so C = beta * C.
+static void test_gemm_empty_inner(void **state)
+{
+    device_t *dev = *state;
+    float c[6] = {1, 2, 3, 4, 5, 6}, back[6], dummy = 0;
+    float *da = upload_(dev, &dummy, 1), *db = upload_(dev, &dummy, 1);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int beta_one = 0; beta_one < 2; beta_one++) {
+                float *dc = upload_(dev, c, 6);
+                float beta = beta_one ? 1.0f : 0.0f;
+                assert_int_equal(device_gemm(dev, ta, tb, 2, 3, 0, 1.0f, da, db, beta, dc), 0);
+                download_(dev, back, dc, 6);
+                double want[6];
+                for (int i = 0; i < 6; i++)
+                    want[i] = beta * c[i];
+                if (test_count_mismatches_f("C", back, want, 6, 0, 0))
+                    fail_msg("gemm with k=0, trans_a=%d trans_b=%d beta=%g", ta, tb, beta);
+                device_free(dev, dc);
+            }
+    // m = 0 or n = 0: nothing to do, no error.
+    assert_int_equal(device_gemm(dev, 0, 0, 0, 3, 2, 1.0f, da, db, 0.0f, da), 0);
+    assert_int_equal(device_gemm(dev, 0, 0, 3, 0, 2, 1.0f, da, db, 0.0f, da), 0);
+    assert_int_equal(device_gemm(dev, 0, 0, -1, 3, 2, 1.0f, da, db, 0.0f, da), VGPU_EINVAL);
+    device_free(dev, db);
+    device_free(dev, da);
+}
+
+static void test_bias_add_and_grad(void **state)
+{
+    device_t *dev = *state;
+    static const int shapes[][2] = {{1, 1}, {6, 5}, {3, 17}, {64, 10}};
+    uint64_t seed = 11;
+    for (size_t s = 0; s < TEST_ARRAY_LEN(shapes); s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)rows * cols;
+        float *out = malloc(n * 4), *bias = malloc(cols * 4), *db = malloc(cols * 4);
+        double *want = malloc(n * 8), *want_db = malloc(cols * 8);
+        test_fill_uniform(out, n, &seed, -2, 2);
+        test_fill_uniform(bias, cols, &seed, -2, 2);
+        test_fill_uniform(db, cols, &seed, -2, 2);
+        for (size_t i = 0; i < n; i++)
+            want[i] = (double)out[i] + bias[i % cols];
+        for (int c = 0; c < cols; c++) {
+            want_db[c] = db[c];
+            for (int r = 0; r < rows; r++)
+                want_db[c] += out[(size_t)r * cols + c];
+        }
+        float *dout = upload_(dev, out, n), *dbias = upload_(dev, bias, cols),
+              *ddb = upload_(dev, db, cols);
+        // bias_grad first (it reads the original out) and accumulates into db.
+        assert_int_equal(device_bias_grad(dev, ddb, dout, rows, cols), 0);
+        assert_int_equal(device_bias_add(dev, dout, dbias, rows, cols), 0);
+        download_(dev, out, dout, n);
+        download_(dev, db, ddb, cols);
+        assert_allclose(out, want, n, 1e-6, 1e-6);
+        assert_allclose(db, want_db, cols, 1e-5, 1e-5);
+        device_free(dev, ddb), device_free(dev, dbias), device_free(dev, dout);
+        free(out), free(bias), free(db), free(want), free(want_db);
+    }
+}
+
+static void test_relu(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 301 };
+    float in[N], dout[N], out[N], din[N];
+    double want_out[N], want_din[N];
+    uint64_t seed = 3;
+    test_fill_uniform(in, N, &seed, -1, 1);
+    test_fill_uniform(dout, N, &seed, -1, 1);
+    in[0] = 0.0f;
+    in[1] = -0.0f;
+    in[2] = 1e-30f;
+    for (int i = 0; i < N; i++) {
+        want_out[i] = in[i] > 0 ? in[i] : 0.0;
+        want_din[i] = want_out[i] > 0 ? dout[i] : 0.0;
+    }
+    float *d_in = upload_(dev, in, N), *d_out, *d_dout = upload_(dev, dout, N), *d_din;
+    assert_int_equal(device_alloc_floats(dev, N, &d_out), 0);
+    assert_int_equal(device_alloc_floats(dev, N, &d_din), 0);
+    assert_int_equal(device_relu_forward(dev, d_out, d_in, N), 0);
+    download_(dev, out, d_out, N);
+    assert_allclose(out, want_out, N, 0, 0);
+    assert_int_equal(device_relu_backward(dev, d_din, d_dout, d_out, N), 0);
+    download_(dev, din, d_din, N);
+    assert_allclose(din, want_din, N, 0, 0);
+    // In place: forward on the input, backward on dout.
+    assert_int_equal(device_relu_forward(dev, d_in, d_in, N), 0);
+    download_(dev, out, d_in, N);
+    assert_allclose(out, want_out, N, 0, 0);
+    assert_int_equal(device_relu_backward(dev, d_dout, d_dout, d_in, N), 0);
+    download_(dev, din, d_dout, N);
+    assert_allclose(din, want_din, N, 0, 0);
+    assert_int_equal(device_relu_forward(dev, d_in, d_in, 0), 0);
+    device_free(dev, d_din), device_free(dev, d_dout), device_free(dev, d_out),
+        device_free(dev, d_in);
+}
+
+// Reference softmax cross-entropy of one row, in double.
+static void xent_ref_(const float *z, int classes, int y, double scale, double *loss, double *correct,
+                      double *top5, double *dz)
+{
+    double zmax = z[0];
+    for (int j = 1; j < classes; j++)
+        zmax = z[j] > zmax ? z[j] : zmax;
+    double sum = 0;
+    for (int j = 0; j < classes; j++)
+        sum += exp((double)z[j] - zmax);
+    double lse = zmax + log(sum);
+    *loss = lse - z[y];
+    int argmax = 0;
+    for (int j = 1; j < classes; j++)
+        if (z[j] > z[argmax])
+            argmax = j;
+    *correct = argmax == y;
+    int better = 0; // classes ranked ahead of y (ties: the lower index first)
+    for (int j = 0; j < classes; j++)
+        better += z[j] > z[y] || (z[j] == z[y] && j < y);
+    *top5 = better < 5;
+    if (dz)
+        for (int j = 0; j < classes; j++)
+            dz[j] = (exp((double)z[j] - lse) - (j == y)) * scale;
+}
+
+struct xent_case {
+    const char *name;
+    int rows, classes;
+    double lo, hi;   // logits uniform in [lo, hi)
+    float scale;
+    int with_dlogits;
+    int ties;        // all logits in a row equal
+};
+
+static void test_softmax_xent(void **state)
+{
+    device_t *dev = *state;
+    static const struct xent_case cases[] = {
+        {"10 classes", 9, 10, -3, 3, 0.125f, 1, 0},
+        {"3 classes: top-5 always", 7, 3, -2, 2, 1.0f, 1, 0},
+        {"one class", 4, 1, -2, 2, 1.0f, 1, 0},
+        {"evaluation (no dlogits)", 5, 10, -3, 3, 0.0f, 0, 0},
+        {"large logits ~1e4", 6, 10, 9990, 10010, 0.5f, 1, 0},
+        {"large negative logits", 6, 10, -10010, -9990, 0.5f, 1, 0},
+        {"huge spread", 6, 12, -1e4, 1e4, 1.0f, 1, 0},
+        {"ties", 6, 8, 1.5, 1.5, 1.0f, 1, 1},
+    };
+    uint64_t seed = 5;
+    for (size_t t = 0; t < TEST_ARRAY_LEN(cases); t++) {
+        const struct xent_case *c = &cases[t];
+        size_t n = (size_t)c->rows * c->classes;
+        float *z = malloc(n * 4), *dz = malloc(n * 4), *st = malloc(c->rows * 3 * 4);
+        double *want_dz = malloc(n * 8), *want_st = malloc(c->rows * 3 * 8);
+        int32_t *y = malloc(c->rows * sizeof *y);
+        test_fill_uniform(z, n, &seed, c->lo, c->hi);
+        for (int r = 0; r < c->rows; r++) {
+            y[r] = (int32_t)(test_rand_u64(&seed) % (uint64_t)c->classes);
+            if (r == 0) // make sure one row is classified correctly
+                z[(size_t)r * c->classes + y[r]] = (float)c->hi + 1.0f;
+            if (c->ties)
+                y[r] = r % c->classes;
+            xent_ref_(z + (size_t)r * c->classes, c->classes, y[r], c->scale, &want_st[r * 3],
+                      &want_st[r * 3 + 1], &want_st[r * 3 + 2], want_dz + (size_t)r * c->classes);
+        }
+        float *d_z = upload_(dev, z, n), *d_dz = NULL, *d_st;
+        if (c->with_dlogits)
+            assert_int_equal(device_alloc_floats(dev, n, &d_dz), 0);
+        assert_int_equal(device_alloc_floats(dev, (size_t)c->rows * 3, &d_st), 0);
+        void *d_y;
+        assert_int_equal(device_alloc(dev, c->rows * sizeof *y, &d_y), 0);
+        assert_int_equal(device_copy_to_device(dev, d_y, y, c->rows * sizeof *y), 0);
+        int rc = device_softmax_xent(dev, d_dz, d_st, d_z, d_y, c->rows, c->classes, c->scale);
+        if (rc)
+            fail_msg("case '%s': rc %d", c->name, rc);
+        download_(dev, st, d_st, (size_t)c->rows * 3);
+        fprintf(stderr, "  case '%s'\n", c->name);
+        for (int r = 0; r < c->rows * 3; r++)
+            assert_true(isfinite(st[r]));
+        // Loss: the float kernel subtracts the max first, so it stays accurate.
+        double tol = c->hi > 1000 || c->lo < -1000 ? 2e-3 : 1e-5;
+        assert_allclose(st, want_st, (size_t)c->rows * 3, tol, 1e-5);
+        if (c->with_dlogits) {
+            download_(dev, dz, d_dz, n);
+            assert_allclose(dz, want_dz, n, 1e-6, 1e-5);
+        }
+        device_free(dev, d_y), device_free(dev, d_st), device_free(dev, d_dz),
+            device_free(dev, d_z);
+        free(z), free(dz), free(st), free(want_dz), free(want_st), free(y);
+    }
+}
+
+static void test_softmax_xent_bad_label(void **state)
+{
+    device_t *dev = *state;
+    float z[2 * 4] = {0};
+    float *d_z = upload_(dev, z, 8), *d_st, *d_dz;
+    assert_int_equal(device_alloc_floats(dev, 6, &d_st), 0);
+    assert_int_equal(device_alloc_floats(dev, 8, &d_dz), 0);
+    void *d_y;
+    assert_int_equal(device_alloc(dev, 2 * sizeof(int32_t), &d_y), 0);
+    static const int32_t bad[][2] = {{0, 4}, {-1, 0}, {3, 1000}};
+    fprintf(stderr, "  (expected label messages follow)\n");
+    for (size_t i = 0; i < TEST_ARRAY_LEN(bad); i++) {
+        assert_int_equal(device_copy_to_device(dev, d_y, bad[i], sizeof bad[i]), 0);
+        assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), VGPU_EINVAL);
+    }
+    // A good call after the bad ones works (no sticky error).
+    static const int32_t good[2] = {0, 3};
+    assert_int_equal(device_copy_to_device(dev, d_y, good, sizeof good), 0);
+    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), 0);
+    float st[6];
+    download_(dev, st, d_st, 6);
+    assert_true(fabsf(st[0] - logf(4.0f)) < 1e-6f);
+    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 0, 1.0f), VGPU_EINVAL);
+    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 0, 4, 1.0f), 0);
+    device_free(dev, d_y), device_free(dev, d_dz), device_free(dev, d_st), device_free(dev, d_z);
+}
+
+static void test_axpby(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 257 };
+    static const float ab[][2] = {{1, 1}, {2, 0}, {0, 1}, {-0.5f, 3}, {0.25f, -1}};
+    uint64_t seed = 9;
+    for (size_t t = 0; t < TEST_ARRAY_LEN(ab); t++) {
+        float x[N], y[N];
+        double want[N];
+        test_fill_uniform(x, N, &seed, -4, 4);
+        test_fill_uniform(y, N, &seed, -4, 4);
+        for (int i = 0; i < N; i++)
+            want[i] = (double)ab[t][0] * x[i] + (double)ab[t][1] * y[i];
+        float *dx = upload_(dev, x, N), *dy = upload_(dev, y, N);
+        assert_int_equal(device_axpby(dev, dy, ab[t][0], dx, ab[t][1], N), 0);
+        download_(dev, y, dy, N);
+        assert_allclose(y, want, N, 1e-6, 1e-6);
+        device_free(dev, dy), device_free(dev, dx);
+    }
+}
+
+// SGD with momentum, PyTorch's form, over three steps.
+static void test_sgd_step(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 50, STEPS = 3 };
+    static const float hyper[][3] = {{0.1f, 0.0f, 0.0f}, {0.1f, 0.9f, 0.0f}, {0.05f, 0.9f, 0.01f}};
+    uint64_t seed = 21;
+    for (size_t h = 0; h < TEST_ARRAY_LEN(hyper); h++) {
+        float lr = hyper[h][0], mu = hyper[h][1], wd = hyper[h][2];
+        float p[N], g[N], v[N] = {0};
+        double rp[N], rv[N] = {0};
+        test_fill_uniform(p, N, &seed, -1, 1);
+        for (int i = 0; i < N; i++)
+            rp[i] = p[i];
+        float *dp = upload_(dev, p, N), *dg = upload_(dev, p, N), *dv = upload_(dev, v, N);
+        for (int s = 0; s < STEPS; s++) {
+            test_fill_uniform(g, N, &seed, -1, 1);
+            assert_int_equal(device_copy_to_device(dev, dg, g, sizeof g), 0);
+            for (int i = 0; i < N; i++) {
+                double gi = g[i] + (double)wd * rp[i];
+                rv[i] = mu * rv[i] + gi;
+                rp[i] -= lr * rv[i];
+            }
+            assert_int_equal(device_sgd_step(dev, dp, dg, dv, N, lr, mu, wd), 0);
+        }
+        download_(dev, p, dp, N);
+        download_(dev, v, dv, N);
+        assert_allclose(p, rp, N, 1e-6, 1e-5);
+        assert_allclose(v, rv, N, 1e-6, 1e-5);
+        device_free(dev, dv), device_free(dev, dg), device_free(dev, dp);
+    }
+}
+
+// Adam and AdamW over three steps against a hand-written reference.
+static void test_adam_step(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 40, STEPS = 3 };
+    const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    static const float decays[] = {0.0f, 0.1f};
+    uint64_t seed = 33;
+    for (int decoupled = 0; decoupled < 2; decoupled++)
+        for (size_t w = 0; w < TEST_ARRAY_LEN(decays); w++) {
+            float wd = decays[w];
+            float p[N], g[N], zero[N] = {0}, m[N], v[N];
+            double rp[N], rm[N] = {0}, rv[N] = {0};
+            test_fill_uniform(p, N, &seed, -1, 1);
+            for (int i = 0; i < N; i++)
+                rp[i] = p[i];
+            float *dp = upload_(dev, p, N), *dg = upload_(dev, zero, N), *dm = upload_(dev, zero, N),
+                  *dv = upload_(dev, zero, N);
+            for (int t = 1; t <= STEPS; t++) {
+                test_fill_uniform(g, N, &seed, -1, 1);
+                if (t == 2)
+                    g[0] = 0.0f; // a zero gradient still moves by the momentum
+                assert_int_equal(device_copy_to_device(dev, dg, g, sizeof g), 0);
+                double c1 = 1 - pow(b1, t), c2 = 1 - pow(b2, t);
+                for (int i = 0; i < N; i++) {
+                    double gi = g[i] + (decoupled ? 0.0 : (double)wd * rp[i]);
+                    rm[i] = b1 * rm[i] + (1 - (double)b1) * gi;
+                    rv[i] = b2 * rv[i] + (1 - (double)b2) * gi * gi;
+                    double upd = (rm[i] / c1) / (sqrt(rv[i] / c2) + eps);
+                    if (decoupled)
+                        upd += wd * rp[i];
+                    rp[i] -= lr * upd;
+                }
+                assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd,
+                                                  (float)c1, (float)c2, decoupled),
+                                 0);
+            }
+            download_(dev, p, dp, N);
+            download_(dev, m, dm, N);
+            download_(dev, v, dv, N);
+            if (test_count_mismatches_f("param", p, rp, N, 1e-6, 1e-5) ||
+                test_count_mismatches_f("m", m, rm, N, 1e-7, 1e-5) ||
+                test_count_mismatches_f("v", v, rv, N, 1e-9, 1e-4))
+                fail_msg("adam decoupled=%d weight_decay=%g", decoupled, wd);
+            device_free(dev, dv), device_free(dev, dm), device_free(dev, dg), device_free(dev, dp);
+        }
+}
+
+// Decoupled and L2 decay differ (else one of the two paths is not applied).
+static void test_adam_decay_modes_differ(void **state)
+{
+    device_t *dev = *state;
+    float p[4] = {1, -2, 3, -4}, g[4] = {0.1f, 0.1f, -0.1f, 0.2f}, zero[4] = {0}, out[2][4];
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        float *dp = upload_(dev, p, 4), *dg = upload_(dev, g, 4), *dm = upload_(dev, zero, 4),
+              *dv = upload_(dev, zero, 4);
+        assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, 4, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f,
+                                          0.1f, 0.001f, decoupled),
+                         0);
+        download_(dev, out[decoupled], dp, 4);
+        device_free(dev, dv), device_free(dev, dm), device_free(dev, dg), device_free(dev, dp);
+    }
+    // AdamW: p -= lr * (sign-like step + wd * p): for p = 1: 1 - 0.1 * (1 + 0.5) = 0.85.
+    assert_true(fabsf(out[1][0] - 0.85f) < 1e-5f);
+    // Adam with L2: g = 0.1 + 0.5 = 0.6, first step moves by lr: 1 - 0.1 = 0.9.
+    assert_true(fabsf(out[0][0] - 0.9f) < 1e-5f);
+}
+
+int main(int argc, char **argv)
+{
+    log_set_trace(0);
+    const struct CMUnitTest kernel_tests[] = {
+        cmocka_unit_test_setup_teardown(test_alloc_cap, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_alloc_floats_zeroed, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_copies_and_counters, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_pointer_checks, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_gemm, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_gemm_empty_inner, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_bias_add_and_grad, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_relu, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_softmax_xent, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_softmax_xent_bad_label, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_axpby, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_sgd_step, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_adam_step, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_adam_decay_modes_differ, setup_dev, teardown_dev),
+    };
+    if (argc > 1 && !strcmp(argv[1], "cuda")) {
+        struct device_info info[8];
+        int count = 0;
+        int rc = device_discover("cuda", info, 8, &count);
+        if (rc == VGPU_EUNSUPPORTED) {
+            printf("SKIP: the CUDA backend is not built\n");
+            return 77;
+        }
+        if (rc || count == 0) {
+            printf("SKIP: no GPU visible (rc %d)\n", rc);
+            return 77;
+        }
+        printf("CUDA device: %s (%s)\n", info[0].name, info[0].pci_bus_id);
+        g_kind = "cuda";
+        return cmocka_run_group_tests_name("device_cuda", kernel_tests, NULL, NULL);
+    }
+    const struct CMUnitTest cpu_tests[] = {
+        cmocka_unit_test(test_discover),
+        cmocka_unit_test(test_open_close),
+        cmocka_unit_test(test_named_segment),
+        cmocka_unit_test_setup_teardown(test_host_dereference_faults, setup_dev, teardown_dev),
+    };
+    int failed = cmocka_run_group_tests_name("device_cpu", cpu_tests, NULL, NULL);
+    failed += cmocka_run_group_tests_name("device_cpu_kernels", kernel_tests, NULL, NULL);
+    return failed ? 1 : 0;
+}

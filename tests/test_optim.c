@@ -1,0 +1,292 @@
+// test_optim.c: learning-rate schedules (values worked out by hand) and the
+// SGD / Adam / AdamW updates on a device buffer against a host reference.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "device.h"
+#include "log.h"
+#include "optim.h"
+#include "status.h"
+#include "test_util.h"
+
+// ---- schedules ----
+
+struct lr_case {
+    const char *schedule;
+    double lr;
+    long warmup, step_every;
+    double gamma;
+    long step, total;
+    double want;
+};
+
+static void test_lr_schedules(void **state)
+{
+    (void)state;
+    static const struct lr_case cases[] = {
+        // constant
+        {"constant", 0.1, 0, 1000, 0.1, 0, 100, 0.1},
+        {"constant", 0.1, 0, 1000, 0.1, 99, 100, 0.1},
+        {"constant", 0.1, 0, 1000, 0.1, 500, 100, 0.1}, // past the end
+        // linear warm-up from lr/warm to lr, then the schedule
+        {"constant", 0.1, 4, 1000, 0.1, 0, 100, 0.025},
+        {"constant", 0.1, 4, 1000, 0.1, 1, 100, 0.05},
+        {"constant", 0.1, 4, 1000, 0.1, 2, 100, 0.075},
+        {"constant", 0.1, 4, 1000, 0.1, 3, 100, 0.1},
+        {"constant", 0.1, 4, 1000, 0.1, 4, 100, 0.1},
+        {"constant", 0.2, 1, 1000, 0.1, 0, 100, 0.2},
+        // step: x gamma every step_every steps
+        {"step", 0.1, 0, 10, 0.5, 0, 100, 0.1},
+        {"step", 0.1, 0, 10, 0.5, 9, 100, 0.1},
+        {"step", 0.1, 0, 10, 0.5, 10, 100, 0.05},
+        {"step", 0.1, 0, 10, 0.5, 19, 100, 0.05},
+        {"step", 0.1, 0, 10, 0.5, 25, 100, 0.025},
+        {"step", 1.0, 0, 1, 0.1, 3, 100, 1e-3},
+        // step after warm-up: decay counts from the end of warm-up
+        {"step", 0.1, 5, 10, 0.5, 2, 100, 0.06},
+        {"step", 0.1, 5, 10, 0.5, 5, 100, 0.1},
+        {"step", 0.1, 5, 10, 0.5, 14, 100, 0.1},
+        {"step", 0.1, 5, 10, 0.5, 15, 100, 0.05},
+        // cosine from lr to 0 over the steps after warm-up
+        {"cosine", 0.1, 0, 1000, 0.1, 0, 100, 0.1},
+        {"cosine", 0.1, 0, 1000, 0.1, 50, 100, 0.05},
+        {"cosine", 0.1, 0, 1000, 0.1, 25, 100, 0.1 * (0.5 + 0.5 * 0.70710678118654752)},
+        {"cosine", 0.1, 0, 1000, 0.1, 100, 100, 0.0},
+        {"cosine", 0.1, 0, 1000, 0.1, 1000, 100, 0.0}, // clamped past the end
+        {"cosine", 0.1, 10, 1000, 0.1, 9, 110, 0.1},    // end of warm-up
+        {"cosine", 0.1, 10, 1000, 0.1, 10, 110, 0.1},   // start of decay
+        {"cosine", 0.1, 10, 1000, 0.1, 60, 110, 0.05},  // middle of decay
+        {"cosine", 0.1, 10, 1000, 0.1, 110, 110, 0.0},
+        {"cosine", 0.1, 10, 1000, 0.1, 5, 8, 0.06},     // warm-up longer than the run
+        {"cosine", 0.1, 10, 1000, 0.1, 12, 8, 0.1},     // then no decay span: lr
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        const struct lr_case *c = &cases[i];
+        struct config cfg;
+        config_defaults(&cfg);
+        snprintf(cfg.train.schedule, sizeof cfg.train.schedule, "%s", c->schedule);
+        cfg.train.lr = c->lr;
+        cfg.train.warmup_steps = c->warmup;
+        cfg.train.step_every = c->step_every;
+        cfg.train.step_gamma = c->gamma;
+        double got = optim_lr_at(&cfg, c->step, c->total);
+        if (!(fabs(got - c->want) <= 1e-12 + 1e-9 * fabs(c->want)))
+            fail_msg("%s lr=%g warmup=%ld every=%ld gamma=%g: step %ld of %ld: got %.12g, want %.12g",
+                     c->schedule, c->lr, c->warmup, c->step_every, c->gamma, c->step, c->total, got,
+                     c->want);
+    }
+}
+
+// Cosine: the end of the run is close to 0, and the rate never rises after
+// the warm-up; warm-up rises strictly.
+static void test_lr_shapes(void **state)
+{
+    (void)state;
+    struct config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.train.schedule, sizeof cfg.train.schedule, "cosine");
+    cfg.train.lr = 0.3;
+    cfg.train.warmup_steps = 20;
+    const long total = 500;
+    double prev = 0;
+    for (long s = 0; s < total; s++) {
+        double lr = optim_lr_at(&cfg, s, total);
+        assert_true(lr > 0 && lr <= 0.3 + 1e-15);
+        if (s < 20)
+            assert_true(lr > prev);
+        else
+            assert_true(lr <= prev);
+        prev = lr;
+    }
+    assert_true(prev < 0.3 * 1e-4); // last step: ~0
+}
+
+// ---- optimizer steps ----
+
+#define N 37
+#define STEPS 3
+
+struct fixture {
+    device_t *dev;
+    float *params, *grads; // device, [N]
+};
+
+static int setup_dev(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    struct device_info info;
+    int count;
+    f->dev = calloc(1, sizeof *f->dev);
+    if (device_discover("cpu", &info, 1, &count) ||
+        device_open(f->dev, &info, 0, "testhost", 1 << 20, 1, NULL) ||
+        device_alloc_floats(f->dev, N, &f->params) || device_alloc_floats(f->dev, N, &f->grads))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown_dev(void **state)
+{
+    struct fixture *f = *state;
+    device_close(f->dev);
+    free(f->dev);
+    free(f);
+    return 0;
+}
+
+static void test_state_sizes(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(optim_state_per_param("sgd"), 1);
+    assert_int_equal(optim_state_per_param("adam"), 2);
+    assert_int_equal(optim_state_per_param("adamw"), 2);
+    struct config cfg;
+    config_defaults(&cfg);
+    static const struct {
+        const char *name;
+        enum optim_kind kind;
+        size_t per;
+    } kinds[] = {{"sgd", OPTIM_SGD, 1}, {"adam", OPTIM_ADAM, 2}, {"adamw", OPTIM_ADAMW, 2}};
+    for (size_t k = 0; k < TEST_ARRAY_LEN(kinds); k++) {
+        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", kinds[k].name);
+        struct optimizer o;
+        assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
+        assert_int_equal(o.kind, kinds[k].kind);
+        assert_int_equal(o.n, N);
+        assert_int_equal(o.state_count, kinds[k].per * N);
+        assert_int_equal(o.t, 0);
+        float st[2 * N];
+        assert_int_equal(device_copy_to_host(f->dev, st, o.state, o.state_count * 4), 0);
+        for (size_t i = 0; i < o.state_count; i++)
+            assert_true(st[i] == 0.0f);
+        optim_free(&o, f->dev);
+        assert_null(o.state);
+        optim_free(&o, f->dev); // twice is harmless
+    }
+    optim_free(NULL, f->dev);
+    snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "lbfgs");
+    struct optimizer o;
+    assert_int_equal(optim_init(&o, f->dev, &cfg, N), VGPU_EINVAL);
+    // Everything was given back.
+    assert_int_equal(arena_get_stats(&f->dev->arena).live_count, 2);
+}
+
+struct step_case {
+    const char *optimizer;
+    double momentum, weight_decay;
+};
+
+static void test_steps_vs_reference(void **state)
+{
+    struct fixture *f = *state;
+    static const struct step_case cases[] = {
+        {"sgd", 0.0, 0.0},   {"sgd", 0.9, 0.0},  {"sgd", 0.9, 0.05},
+        {"adam", 0.0, 0.0},  {"adam", 0.0, 0.1}, {"adamw", 0.0, 0.0},
+        {"adamw", 0.0, 0.1},
+    };
+    static const float lrs[STEPS] = {0.1f, 0.05f, 0.02f}; // as a schedule would give
+    uint64_t seed = 77;
+    for (size_t c = 0; c < TEST_ARRAY_LEN(cases); c++) {
+        struct config cfg;
+        config_defaults(&cfg);
+        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", cases[c].optimizer);
+        cfg.train.momentum = cases[c].momentum;
+        cfg.train.weight_decay = cases[c].weight_decay;
+        cfg.train.beta1 = 0.8;
+        cfg.train.beta2 = 0.95;
+        cfg.train.eps = 1e-6;
+        struct optimizer o;
+        assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
+
+        float p[N], g[N];
+        double rp[N], m[N] = {0}, v[N] = {0};
+        test_fill_uniform(p, N, &seed, -1, 1);
+        for (int i = 0; i < N; i++)
+            rp[i] = p[i];
+        assert_int_equal(device_copy_to_device(f->dev, f->params, p, sizeof p), 0);
+        // Hyper-parameters as the device sees them (floats).
+        const double mu = (float)cfg.train.momentum, wd = (float)cfg.train.weight_decay,
+                     b1 = (float)cfg.train.beta1, b2 = (float)cfg.train.beta2,
+                     eps = (float)cfg.train.eps;
+        int is_sgd = !strcmp(cases[c].optimizer, "sgd"), is_w = !strcmp(cases[c].optimizer, "adamw");
+        for (int t = 1; t <= STEPS; t++) {
+            test_fill_uniform(g, N, &seed, -1, 1);
+            assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+            double lr = lrs[t - 1];
+            for (int i = 0; i < N; i++) {
+                if (is_sgd) {
+                    double gi = g[i] + wd * rp[i];
+                    m[i] = mu * m[i] + gi; // velocity
+                    rp[i] -= lr * m[i];
+                    continue;
+                }
+                double gi = g[i] + (is_w ? 0.0 : wd * rp[i]);
+                m[i] = b1 * m[i] + (1 - b1) * gi;
+                v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+                double mhat = m[i] / (1 - pow(b1, t)), vhat = v[i] / (1 - pow(b2, t));
+                rp[i] -= lr * (mhat / (sqrt(vhat) + eps) + (is_w ? wd * rp[i] : 0.0));
+            }
+            assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, lrs[t - 1]), 0);
+        }
+        assert_int_equal(o.t, STEPS);
+        assert_int_equal(device_copy_to_host(f->dev, p, f->params, sizeof p), 0);
+        fprintf(stderr, "  %s momentum=%g weight_decay=%g\n", cases[c].optimizer, cases[c].momentum,
+                cases[c].weight_decay);
+        assert_allclose(p, rp, N, 1e-6, 1e-5);
+        // The state holds the reference's moments.
+        float st[2 * N];
+        assert_int_equal(device_copy_to_host(f->dev, st, o.state, o.state_count * 4), 0);
+        assert_allclose(st, m, N, 1e-6, 1e-5);
+        if (!is_sgd)
+            assert_allclose(st + N, v, N, 1e-7, 1e-4);
+        optim_free(&o, f->dev);
+    }
+}
+
+// The three optimizers really differ on the same input (no silent fallback
+// to one of them).
+static void test_optimizers_differ(void **state)
+{
+    struct fixture *f = *state;
+    static const char *names[] = {"sgd", "adam", "adamw"};
+    float out[3][N], p0[N], g[N];
+    uint64_t seed = 5;
+    test_fill_uniform(p0, N, &seed, -1, 1);
+    test_fill_uniform(g, N, &seed, -1, 1);
+    for (int k = 0; k < 3; k++) {
+        struct config cfg;
+        config_defaults(&cfg);
+        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", names[k]);
+        cfg.train.weight_decay = 0.5;
+        struct optimizer o;
+        assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
+        assert_int_equal(device_copy_to_device(f->dev, f->params, p0, sizeof p0), 0);
+        assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+        assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, 0.1f), 0);
+        assert_int_equal(device_copy_to_host(f->dev, out[k], f->params, sizeof out[k]), 0);
+        optim_free(&o, f->dev);
+    }
+    assert_memory_not_equal(out[0], out[1], sizeof out[0]);
+    assert_memory_not_equal(out[1], out[2], sizeof out[0]);
+    assert_memory_not_equal(out[0], out[2], sizeof out[0]);
+}
+
+int main(void)
+{
+    log_set_trace(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_lr_shapes),
+        cmocka_unit_test_setup_teardown(test_state_sizes, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_steps_vs_reference, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_optimizers_differ, setup_dev, teardown_dev),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
