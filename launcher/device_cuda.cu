@@ -63,7 +63,7 @@ extern "C" int device_cuda_discover_(struct device_info *out, int max, int *coun
         memset(d, 0, sizeof *d);
         snprintf(d->kind, sizeof d->kind, "cuda");
         d->index = i;
-        snprintf(d->name, sizeof d->name, "%s", prop.name);
+        snprintf(d->name, sizeof d->name, "%.95s", prop.name);
         size_t free_b = 0, total_b = 0;
         CUDA_CHECK(cudaSetDevice(i));
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

@@ -1,0 +1,235 @@
+// comm.c: the collective front end: backend registry, create/destroy, the
+// public wrappers (argument checks, timing, statistics), shared-memory names
+// and the backend choice for comm.backend = auto.
+#include "comm_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+// Used when comm_args.timeout_s is not set (<= 0), seconds.
+#define COMM_DEFAULT_TIMEOUT_S 300.0
+
+static const struct comm_ops *const comm_registry_[] = {
+    &comm_ring_ops,
+    &comm_mpi_ops,
+#ifdef VGPU_HAVE_NCCL
+    &comm_nccl_ops,
+#endif
+};
+
+const struct comm_ops *comm_find_ops(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof comm_registry_ / sizeof comm_registry_[0]; i++)
+        if (strcmp(comm_registry_[i]->name, name) == 0)
+            return comm_registry_[i];
+    return NULL;
+}
+
+int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args *args)
+{
+    if (!out || !ops || !args || !args->dev || args->mpi_comm == MPI_COMM_NULL)
+        return VGPU_EINVAL;
+    *out = NULL;
+    comm_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return VGPU_ENOMEM;
+    c->ops = ops;
+    c->dev = args->dev;
+    c->timeout_s = args->timeout_s > 0 ? args->timeout_s : COMM_DEFAULT_TIMEOUT_S;
+    MPI_Comm_rank(args->mpi_comm, &c->rank);
+    MPI_Comm_size(args->mpi_comm, &c->size);
+    int rc = ops->create(c, args);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void comm_destroy(comm_t *c)
+{
+    if (!c)
+        return;
+    if (c->ops && c->ops->destroy)
+        c->ops->destroy(c);
+    free(c);
+}
+
+const char *comm_backend_name(const comm_t *c) { return c && c->ops ? c->ops->name : "none"; }
+int comm_rank(const comm_t *c) { return c ? c->rank : -1; }
+int comm_size(const comm_t *c) { return c ? c->size : 0; }
+struct comm_stats comm_get_stats(const comm_t *c)
+{
+    struct comm_stats none = {0};
+    return c ? c->stats : none;
+}
+
+// A device buffer of `bytes` must lie wholly inside the comm's device arena:
+// a host pointer would fault on a GPU, so it is refused here on every backend.
+static int check_buffer_(const comm_t *c, const void *ptr, size_t bytes, const char *what,
+                         const char *call)
+{
+    if (bytes == 0)
+        return 0;
+    const arena_t *a = &c->dev->arena;
+    if (!ptr || !arena_contains(a, ptr) || !arena_contains(a, (const char *)ptr + bytes - 1)) {
+        log_error("%s: %s buffer %p (%zu bytes) is not device memory of this rank's device "
+                  "(arena %p, %llu bytes)",
+                  call, what, ptr, bytes, (void *)a->base, (unsigned long long)a->cap_bytes);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+static void account_(comm_t *c, size_t bytes, double start_s)
+{
+    c->stats.calls++;
+    c->stats.bytes += bytes;
+    c->stats.seconds += util_now_s() - start_s;
+}
+
+int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
+                    enum comm_reduce_op op)
+{
+    if (!c || (op != COMM_SUM && op != COMM_AVG) || count > SIZE_MAX / sizeof(float))
+        return VGPU_EINVAL;
+    const size_t bytes = count * sizeof(float);
+    TRY(check_buffer_(c, send, bytes, "send", "comm_all_reduce"));
+    TRY(check_buffer_(c, recv, bytes, "recv", "comm_all_reduce"));
+    double t0 = util_now_s();
+    int rc = c->ops->all_reduce(c, send, recv, count, op);
+    account_(c, bytes, t0);
+    return rc;
+}
+
+int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
+{
+    if (!c || root < 0 || root >= c->size)
+        return VGPU_EINVAL;
+    TRY(check_buffer_(c, buf, bytes, "buf", "comm_broadcast"));
+    double t0 = util_now_s();
+    int rc = c->ops->broadcast(c, buf, bytes, root);
+    account_(c, bytes, t0);
+    return rc;
+}
+
+int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    if (!c || (c->size > 0 && bytes > SIZE_MAX / (size_t)c->size))
+        return VGPU_EINVAL;
+    TRY(check_buffer_(c, send, bytes, "send", "comm_all_gather"));
+    TRY(check_buffer_(c, recv, bytes * (size_t)c->size, "recv", "comm_all_gather"));
+    double t0 = util_now_s();
+    int rc = c->ops->all_gather(c, send, recv, bytes);
+    account_(c, bytes, t0);
+    return rc;
+}
+
+int comm_barrier(comm_t *c)
+{
+    if (!c)
+        return VGPU_EINVAL;
+    double t0 = util_now_s();
+    int rc = c->ops->barrier(c);
+    account_(c, 0, t0);
+    return rc;
+}
+
+void comm_shm_name(const struct comm_unique_id *id, int rank, const char *what, char *buf,
+                   size_t buf_bytes)
+{
+    // 128 random bits make the name unguessable by other users' jobs; the
+    // rank and purpose make it unique inside the job.
+    snprintf(buf, buf_bytes, "/vgpu-%016llx%016llx-%s-r%d", (unsigned long long)id->nonce[0],
+             (unsigned long long)id->nonce[1], what, rank);
+}
+
+// ---- backend choice ----
+
+#ifndef VGPU_HAVE_NCCL
+int comm_nccl_runtime_version(void) { return 0; } // comm_nccl.c has the real one
+#endif
+
+static void why_(char *why, size_t why_bytes, const char *fmt, const char *arg)
+{
+    if (why && why_bytes)
+        snprintf(why, why_bytes, fmt, arg);
+}
+
+int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a_gpu, int all_cuda,
+                        int nccl_version, int multi_rank_env, const char **chosen, char *why,
+                        size_t why_bytes)
+{
+    if (!chosen)
+        return VGPU_EINVAL;
+    *chosen = NULL;
+    // NCCL >= 2.9 encodes its version as major*10000 + minor*100 + patch.
+    char ver[32];
+    snprintf(ver, sizeof ver, "%d.%d", nccl_version / 10000, nccl_version % 10000 / 100);
+    const int multi_rank_ok = nccl_version >= 23000 && multi_rank_env;
+
+    if (!requested || !*requested || strcmp(requested, "auto") == 0) {
+        if (!nccl_built) {
+            *chosen = "ring";
+            why_(why, why_bytes, "%sNCCL backend not built", "");
+        } else if (!all_cuda) {
+            *chosen = "ring";
+            why_(why, why_bytes, "%snot every rank has a CUDA device", "");
+        } else if (ranks_share_a_gpu) {
+            *chosen = "ring";
+            why_(why, why_bytes, "%sranks share a GPU, which NCCL refuses", "");
+        } else {
+            *chosen = "nccl";
+            why_(why, why_bytes, "%severy rank has its own GPU", "");
+        }
+        return 0;
+    }
+    if (strcmp(requested, "ring") == 0 || strcmp(requested, "mpi") == 0) {
+        *chosen = strcmp(requested, "ring") == 0 ? "ring" : "mpi";
+        why_(why, why_bytes, "requested (comm.backend = %s)", requested);
+        return 0;
+    }
+    if (strcmp(requested, "nccl") == 0) {
+        if (!nccl_built) {
+            why_(why, why_bytes,
+                 "comm.backend = nccl, but this build has no NCCL backend (configure with CUDA "
+                 "and NCCL present, -DVGPU_NCCL=ON); use comm.backend = ring or auto%s",
+                 "");
+            return VGPU_ECONFIG;
+        }
+        if (!all_cuda) {
+            why_(why, why_bytes,
+                 "comm.backend = nccl needs a CUDA device on every rank, but some ranks run on "
+                 "CPU devices; use comm.backend = ring or auto%s",
+                 "");
+            return VGPU_ECONFIG;
+        }
+        if (ranks_share_a_gpu && !multi_rank_ok) {
+            why_(why, why_bytes,
+                 "comm.backend = nccl, but ranks of the communicator share a GPU and NCCL %s "
+                 "refuses two ranks on one device (\"Duplicate GPU detected\"); use "
+                 "comm.backend = ring (or auto), give each rank its own GPU, or use NCCL >= "
+                 "2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1",
+                 ver);
+            return VGPU_ECONFIG;
+        }
+        *chosen = "nccl";
+        if (ranks_share_a_gpu)
+            why_(why, why_bytes,
+                 "requested; ranks share a GPU under NCCL %s's experimental "
+                 "NCCL_MULTI_RANK_GPU_ENABLE=1",
+                 ver);
+        else
+            why_(why, why_bytes, "requested (comm.backend = %s)", requested);
+        return 0;
+    }
+    why_(why, why_bytes, "unknown comm.backend '%s' (expected auto, ring, mpi or nccl)", requested);
+    return VGPU_ECONFIG;
+}

@@ -1,0 +1,175 @@
+// comm_mpi.c: the reference collective backend: MPI_Allreduce and friends on
+// the host view of device buffers (CPU devices) or on host copies (CUDA).
+//
+// These calls are blocking MPI collectives, so their waits are bounded by the
+// MPI library (Open MPI ends the job when a rank dies), not by comm.timeout_s:
+// this backend is the yardstick the ring is measured and tested against.
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_internal.h"
+#include "device_internal.h"
+#include "log.h"
+
+// Largest piece handed to one MPI call: counts are ints. Also the size of the
+// host staging buffer for CUDA devices.
+#define MPI_PIECE_BYTES (64ull << 20)
+
+struct mpi_comm {
+    MPI_Comm comm;   // duplicate of the communicator
+    int staged;      // device memory is not host-addressable (CUDA)
+    char *host;      // staging buffer for CUDA devices, MPI_PIECE_BYTES
+};
+
+static int check_(int mpi_rc, const char *what)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return 0;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(mpi_rc, msg, &len);
+    log_error("mpi backend: %s failed: %s", what, msg);
+    return VGPU_ECOMM;
+}
+
+static void mpi_destroy_(comm_t *c)
+{
+    struct mpi_comm *m = c->impl;
+    if (!m)
+        return;
+    if (m->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&m->comm);
+    free(m->host);
+    free(m);
+    c->impl = NULL;
+}
+
+static int mpi_create_(comm_t *c, const struct comm_args *args)
+{
+    struct mpi_comm *m = calloc(1, sizeof *m);
+    if (!m)
+        return VGPU_ENOMEM;
+    c->impl = m;
+    m->comm = MPI_COMM_NULL;
+    m->staged = device_is_cuda(args->dev);
+    int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->comm), "MPI_Comm_dup");
+    if (rc == 0 && m->staged && !(m->host = malloc(MPI_PIECE_BYTES)))
+        rc = VGPU_ENOMEM;
+    // All or none: a rank that went on alone would hang in its first call.
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, args->mpi_comm);
+    if (worst < 0) {
+        mpi_destroy_(c);
+        return rc < 0 ? rc : VGPU_ECOMM;
+    }
+    return 0;
+}
+
+static int mpi_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
+                           enum comm_reduce_op op)
+{
+    struct mpi_comm *m = c->impl;
+    const size_t piece = MPI_PIECE_BYTES / sizeof(float);
+    size_t done = 0;
+    do { // at least once: count 0 is still a (trivial) collective
+        const size_t len = count - done < piece ? count - done : piece;
+        const size_t bytes = len * sizeof(float);
+        float *r;
+        const void *s;
+        if (m->staged) {
+            r = (float *)m->host;
+            if (bytes)
+                TRY(device_copy_to_host(c->dev, r, send + done, bytes));
+            s = MPI_IN_PLACE;
+        } else {
+            r = bytes ? (float *)device_cpu_view(c->dev, recv + done) : NULL;
+            s = send == recv ? MPI_IN_PLACE
+                             : bytes ? device_cpu_view(c->dev, send + done) : NULL;
+        }
+        TRY(check_(MPI_Allreduce(s, r, (int)len, MPI_FLOAT, MPI_SUM, m->comm), "MPI_Allreduce"));
+        if (op == COMM_AVG)
+            for (size_t i = 0; i < len; i++)
+                r[i] /= (float)c->size;
+        if (m->staged && bytes)
+            TRY(device_copy_to_device(c->dev, recv + done, r, bytes));
+        done += len;
+    } while (done < count);
+    return 0;
+}
+
+static int mpi_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
+{
+    struct mpi_comm *m = c->impl;
+    size_t done = 0;
+    do {
+        const size_t len = bytes - done < MPI_PIECE_BYTES ? bytes - done : MPI_PIECE_BYTES;
+        char *dev_ptr = (char *)buf + done;
+        char *h = m->staged ? m->host : len ? device_cpu_view(c->dev, dev_ptr) : NULL;
+        if (m->staged && len && c->rank == root)
+            TRY(device_copy_to_host(c->dev, h, dev_ptr, len));
+        TRY(check_(MPI_Bcast(h, (int)len, MPI_BYTE, root, m->comm), "MPI_Bcast"));
+        if (m->staged && len && c->rank != root)
+            TRY(device_copy_to_device(c->dev, dev_ptr, h, len));
+        done += len;
+    } while (done < bytes);
+    return 0;
+}
+
+static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct mpi_comm *m = c->impl;
+    const int n = c->size;
+    // Each rank's part goes in pieces; a resized type places piece i of every
+    // rank at its block (stride `bytes`), so recv needs no reshuffling.
+    const size_t piece = (MPI_PIECE_BYTES / (size_t)n) & ~(size_t)63;
+    size_t done = 0;
+    do {
+        const size_t len = bytes - done < piece ? bytes - done : piece;
+        MPI_Datatype block;
+        TRY(check_(MPI_Type_contiguous((int)len, MPI_BYTE, &block), "MPI_Type_contiguous"));
+        MPI_Datatype strided;
+        MPI_Type_create_resized(block, 0, m->staged ? (MPI_Aint)len : (MPI_Aint)bytes, &strided);
+        MPI_Type_commit(&strided);
+        int rc = 0;
+        if (m->staged) {
+            char *h = m->host;
+            if (len)
+                rc = device_copy_to_host(c->dev, h + (size_t)c->rank * len,
+                                         (const char *)send + done, len);
+            if (rc == 0)
+                rc = check_(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, h, 1, strided, m->comm),
+                            "MPI_Allgather");
+            for (int q = 0; rc == 0 && len && q < n; q++)
+                rc = device_copy_to_device(c->dev, (char *)recv + (size_t)q * bytes + done,
+                                           h + (size_t)q * len, len);
+        } else {
+            char *r = len ? (char *)device_cpu_view(c->dev, recv) + done : NULL;
+            const char *s = len ? (const char *)device_cpu_view(c->dev, send) + done : NULL;
+            const void *sarg = len && s == r + (size_t)c->rank * bytes ? MPI_IN_PLACE : s;
+            rc = check_(MPI_Allgather(sarg, (int)len, MPI_BYTE, r, 1, strided, m->comm),
+                        "MPI_Allgather");
+        }
+        MPI_Type_free(&strided);
+        MPI_Type_free(&block);
+        TRY(rc);
+        done += len;
+    } while (done < bytes);
+    return 0;
+}
+
+static int mpi_barrier_(comm_t *c)
+{
+    struct mpi_comm *m = c->impl;
+    return check_(MPI_Barrier(m->comm), "MPI_Barrier");
+}
+
+const struct comm_ops comm_mpi_ops = {
+    .name = "mpi",
+    .create = mpi_create_,
+    .all_reduce = mpi_all_reduce_,
+    .broadcast = mpi_broadcast_,
+    .all_gather = mpi_all_gather_,
+    .barrier = mpi_barrier_,
+    .destroy = mpi_destroy_,
+};

@@ -1,0 +1,250 @@
+// comm_nccl.c: the NCCL collective backend, for jobs where every rank has a
+// GPU of its own. Built only when NCCL is found; never run in CI (no GPU).
+//
+// NCCL refuses two ranks of a communicator on one GPU, so create checks that
+// first (all-gather of host + GPU UUID) and says what to do instead. Calls run
+// on a stream of this backend after device_sync (the device's own stream has
+// finished writing the buffers), and every wait polls the stream and NCCL's
+// asynchronous error with the comm's timeout; on timeout the communicator is
+// aborted so that no rank stays inside NCCL.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_internal.h"
+#include "device_internal.h"
+#include "log.h"
+#include "util.h"
+
+struct nccl_comm {
+    ncclComm_t comm;     // NULL until ncclCommInitRank has finished
+    cudaStream_t stream; // collectives run here
+    MPI_Comm mpi;        // duplicate of the communicator (bootstrap)
+    float *scratch;      // one device float for the barrier
+    int broken;          // timed out or failed: abort instead of destroy
+};
+
+struct nccl_peer {
+    char host[64];
+    char uuid[48];
+};
+
+int comm_nccl_runtime_version(void)
+{
+    int v = 0;
+    return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+
+// Waits for NCCL's work on the stream (and, with comm NULL, for the
+// non-blocking init), bounded by the timeout.
+static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
+{
+    const double start_s = util_now_s();
+    int warned = 0;
+    for (;;) {
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(m->comm, &async) != ncclSuccess ||
+            (async != ncclSuccess && async != ncclInProgress)) {
+            log_error("nccl: %s failed: %s", what, ncclGetErrorString(async));
+            m->broken = 1;
+            return VGPU_ECOMM;
+        }
+        if (async == ncclSuccess) {
+            cudaError_t q = m->stream ? cudaStreamQuery(m->stream) : cudaSuccess;
+            if (q == cudaSuccess)
+                return 0;
+            if (q != cudaErrorNotReady) {
+                log_error("nccl: %s: CUDA error %s", what, cudaGetErrorString(q));
+                m->broken = 1;
+                return VGPU_ECOMM;
+            }
+        }
+        double waited_s = util_now_s() - start_s;
+        if (waited_s >= c->timeout_s) {
+            log_error("collective timed out after %.1f s in NCCL %s (a peer did not arrive); "
+                      "aborting the NCCL communicator",
+                      waited_s, what);
+            m->broken = 1;
+            return VGPU_ETIMEOUT;
+        }
+        if (!warned && waited_s >= c->timeout_s / 2) {
+            warned = 1;
+            log_warn("NCCL %s still running after %.1f s (timeout %.1f s)", what, waited_s,
+                     c->timeout_s);
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int nccl_check_(ncclResult_t r, const char *what)
+{
+    if (r == ncclSuccess || r == ncclInProgress)
+        return 0;
+    log_error("nccl: %s failed: %s", what, ncclGetErrorString(r));
+    return VGPU_ECOMM;
+}
+
+static void nccl_destroy_(comm_t *c)
+{
+    struct nccl_comm *m = c->impl;
+    if (!m)
+        return;
+    if (m->comm) {
+        if (m->broken)
+            ncclCommAbort(m->comm);
+        else
+            ncclCommDestroy(m->comm);
+    }
+    if (m->stream)
+        cudaStreamDestroy(m->stream);
+    if (m->scratch)
+        device_free(c->dev, m->scratch);
+    if (m->mpi != MPI_COMM_NULL)
+        MPI_Comm_free(&m->mpi);
+    free(m);
+    c->impl = NULL;
+}
+
+static int nccl_create_(comm_t *c, const struct comm_args *args)
+{
+    if (!device_is_cuda(args->dev)) {
+        log_error("nccl: rank %d has a %s device; NCCL needs a GPU (use comm.backend = ring)",
+                  c->rank, args->dev->info.kind);
+        return VGPU_EUNSUPPORTED;
+    }
+    struct nccl_comm *m = calloc(1, sizeof *m);
+    if (!m)
+        return VGPU_ENOMEM;
+    c->impl = m;
+    m->mpi = MPI_COMM_NULL;
+    MPI_Comm_dup(args->mpi_comm, &m->mpi);
+
+    // NCCL's own check would end in "Duplicate GPU detected" deep inside
+    // init: refuse here, on every rank alike, with the reason and the fix.
+    struct nccl_peer mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
+    snprintf(mine.uuid, sizeof mine.uuid, "%s", args->dev->info.uuid);
+    struct nccl_peer *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) {
+        nccl_destroy_(c);
+        return VGPU_ENOMEM;
+    }
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, m->mpi);
+    int share = 0, other = -1;
+    for (int q = 0; q < c->size && !share; q++)
+        for (int q2 = q + 1; q2 < c->size; q2++)
+            if (!strcmp(all[q].host, all[q2].host) && !strcmp(all[q].uuid, all[q2].uuid)) {
+                share = 1;
+                other = q2;
+                break;
+            }
+    const char *env = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    const char *chosen = NULL;
+    char why[512];
+    int rc = comm_choose_backend("nccl", 1, share, 1, comm_nccl_runtime_version(),
+                                 env && !strcmp(env, "1"), &chosen, why, sizeof why);
+    if (rc < 0) {
+        if (c->rank == 0)
+            log_error("nccl: %s (e.g. rank %d shares GPU %s on %s)", why, other,
+                      all[other].uuid, all[other].host);
+        free(all);
+        nccl_destroy_(c);
+        return rc;
+    }
+    free(all);
+
+    rc = cudaSetDevice(args->dev->info.index) == cudaSuccess &&
+                 cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) == cudaSuccess
+             ? 0
+             : VGPU_ECOMM;
+    if (rc == 0)
+        rc = device_alloc(c->dev, sizeof(float), (void **)&m->scratch);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (c->rank == 0 && rc == 0)
+        rc = nccl_check_(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, m->mpi);
+    if (worst < 0) {
+        nccl_destroy_(c);
+        return rc < 0 ? rc : VGPU_ECOMM;
+    }
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->mpi);
+
+    // Non-blocking init, so that a rank that never joins costs a timeout,
+    // not a hang.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    rc = nccl_check_(ncclCommInitRankConfig(&m->comm, c->size, id, c->rank, &config),
+                     "ncclCommInitRank");
+    if (rc == 0) {
+        cudaStream_t keep = m->stream;
+        m->stream = NULL; // only the init is pending
+        rc = nccl_wait_(c, m, "ncclCommInitRank");
+        m->stream = keep;
+    }
+    worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, m->mpi);
+    if (worst < 0) {
+        m->broken = 1;
+        nccl_destroy_(c);
+        return rc < 0 ? rc : VGPU_ECOMM;
+    }
+    return 0;
+}
+
+// Buffers were written on the device's stream: let it finish first.
+#define NCCL_RUN_(c, m, call, what)                      \
+    do {                                                 \
+        if ((m)->broken)                                 \
+            return VGPU_ECOMM;                           \
+        TRY(device_sync((c)->dev));                      \
+        TRY(nccl_check_((call), what));                  \
+        return nccl_wait_((c), (m), what);               \
+    } while (0)
+
+static int nccl_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
+                            enum comm_reduce_op op)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m,
+              ncclAllReduce(send, recv, count, ncclFloat, op == COMM_AVG ? ncclAvg : ncclSum,
+                            m->comm, m->stream),
+              "ncclAllReduce");
+}
+
+static int nccl_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->stream),
+              "ncclBroadcast");
+}
+
+static int nccl_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclAllGather(send, recv, bytes, ncclChar, m->comm, m->stream),
+              "ncclAllGather");
+}
+
+static int nccl_barrier_(comm_t *c)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclAllReduce(m->scratch, m->scratch, 1, ncclFloat, ncclSum, m->comm, m->stream),
+              "barrier (ncclAllReduce)");
+}
+
+const struct comm_ops comm_nccl_ops = {
+    .name = "nccl",
+    .create = nccl_create_,
+    .all_reduce = nccl_all_reduce_,
+    .broadcast = nccl_broadcast_,
+    .all_gather = nccl_all_gather_,
+    .barrier = nccl_barrier_,
+    .destroy = nccl_destroy_,
+};

@@ -1,0 +1,471 @@
+// comm_ring.c: the ring collective backend: bootstrap (shared control
+// segment, peers' windows mapped by name, names unlinked once everyone is
+// attached), device buffers to host windows (CPU arena views, or staging
+// through host shared memory for CUDA devices), and diagnostics.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "device_internal.h"
+#include "log.h"
+#include "ring_internal.h"
+
+#define RING_CTL_MAGIC 0x76677075636f6e31ull // "vgpucon1"
+#define RING_DEFAULT_SLICE_BYTES (1u << 20)
+// Collectives are cut into pieces of this many bytes (all ranks alike), so
+// that a staging window of this size carries any count.
+#define RING_PIECE_BYTES (64ull << 20)
+// Polls of a neighbour's counter before sleeping on the futex (tuned with
+// scripts/bench_allreduce.sh; override with VGPU_RING_SPIN). With a core per
+// rank the neighbour is running and usually publishes within microseconds:
+// spin long. Oversubscribed, a spinning rank only delays the neighbour it
+// waits for (they share a core): go to sleep almost at once.
+#define RING_SPIN_DEDICATED 20000
+#define RING_SPIN_OVERSUBSCRIBED 20
+
+struct ring_ctl {
+    uint64_t magic;        // RING_CTL_MAGIC once the leader has initialised it
+    uint32_t slots;        // same-host ranks, one slot each
+    uint32_t slot_bytes;   // sizeof(struct ring_slot), checked by every mapper
+    char pad_[128 - 16];
+    struct ring_slot slot[]; // indexed by the rank's index among its host's ranks
+};
+
+// What every rank tells every other at create.
+struct ring_peer {
+    int node;              // host index
+    int staging;           // its window is a staging segment
+    uint64_t win_bytes;    // its window's size, bytes
+    char host[64];
+    char win_name[64];     // its window's shared-memory name
+};
+
+struct ring_comm {
+    struct ring_core core;     // first: report_ gets back here from the core
+    MPI_Comm mpi;              // duplicate of the communicator
+    device_t *dev;
+    struct ring_peer *peers;   // by rank, [size]
+    int *order;                // ring position -> rank, [size]
+    int *pos_of;               // rank -> ring position, [size]
+    int *slot_of;              // rank -> slot index on its host, [size]
+    struct ring_ctl *ctl;      // the host's control segment
+    size_t ctl_bytes;
+    int staging;               // device buffers pass through `stage`
+    char *stage;               // (staging) this rank's window
+    uint64_t stage_bytes;
+    void *left_map;            // the left neighbour's window, mapped read-only
+    size_t left_map_bytes;
+    uint64_t piece_bytes;      // unit of one engine pass, bytes
+};
+
+// ---- diagnostics ----
+
+static void report_(struct ring_core *core, int peer, int timed_out, double waited_s)
+{
+    struct ring_comm *rc = (struct ring_comm *)core;
+    const char *host = rc->peers[peer].host;
+    if (!timed_out) {
+        log_warn("collective still waiting for rank %d (host %s) after %.1f s (timeout %.1f s)",
+                 peer, host, waited_s, core->timeout_s);
+        return;
+    }
+    // The neighbour may itself be stuck behind someone: name the same-host
+    // rank that is furthest behind too, it is usually the one to look at.
+    char extra[160] = "";
+    int lag = -1;
+    uint64_t lag_steps = UINT64_MAX;
+    for (int q = 0; q < core->size; q++)
+        if (rc->peers[q].node == rc->peers[core->rank].node) {
+            uint64_t v = shm_flag_read(&rc->ctl->slot[rc->slot_of[q]].progress);
+            if (v < lag_steps)
+                lag_steps = v, lag = q;
+        }
+    if (lag >= 0 && lag != peer && lag_steps < core->progress)
+        snprintf(extra, sizeof extra, "; rank %d (host %s) is the furthest behind", lag,
+                 rc->peers[lag].host);
+    log_error("collective timed out after %.1f s waiting for rank %d (host %s)%s", waited_s, peer,
+              host, extra);
+}
+
+// ---- bootstrap ----
+
+// Every rank learns whether all succeeded, so that either all go on or all
+// stop (a rank that went on alone would wait for the others until timeout).
+static int agree_(MPI_Comm comm, int rc)
+{
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
+    return rc < 0 ? rc : worst < 0 ? VGPU_ECOMM : 0;
+}
+
+static int create_segment_(const char *name, uint64_t bytes, void **map)
+{
+    // O_EXCL and 0600: the name is ours alone, and no other user can open it.
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        int err = errno;
+        log_error("ring: cannot create shared segment %s: %s", name, strerror(err));
+        return -err;
+    }
+    int rc = 0;
+    int err = posix_fallocate(fd, 0, (off_t)bytes);
+    if (err) {
+        log_error("ring: cannot size shared segment %s to %llu bytes: %s", name,
+                  (unsigned long long)bytes, strerror(err));
+        rc = -err;
+    } else {
+        *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (*map == MAP_FAILED) {
+            rc = -errno;
+            *map = NULL;
+        }
+    }
+    close(fd);
+    if (rc < 0)
+        shm_unlink(name);
+    return rc;
+}
+
+static int map_segment_(const char *name, uint64_t bytes, int prot, void **map)
+{
+    int fd = shm_open(name, prot & PROT_WRITE ? O_RDWR : O_RDONLY, 0);
+    if (fd < 0) {
+        int err = errno;
+        log_error("ring: cannot open peer segment %s: %s", name, strerror(err));
+        return -err;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < bytes) {
+        log_error("ring: peer segment %s is smaller than announced (%llu bytes)", name,
+                  (unsigned long long)bytes);
+        rc = VGPU_ECOMM;
+    } else {
+        *map = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
+        if (*map == MAP_FAILED) {
+            rc = -errno;
+            *map = NULL;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static void ring_destroy_(comm_t *c);
+
+// CPUs this process may run on (its affinity mask; mpirun may bind ranks).
+static int cpus_available_(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+        int n = CPU_COUNT(&set);
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        // A rank bound to one core still shares the host with its peers:
+        // what matters is how many cores the host's ranks have between them.
+        return online > n ? (int)online : n;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+static int ring_create_(comm_t *c, const struct comm_args *args)
+{
+    struct ring_comm *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return VGPU_ENOMEM;
+    c->impl = rc;
+    rc->mpi = MPI_COMM_NULL;
+    rc->dev = args->dev;
+    const int n = c->size, me = c->rank;
+    char stage_name[64] = "", ctl_name[64] = ""; // names this rank created
+    int status = 0;
+    if (MPI_Comm_dup(args->mpi_comm, &rc->mpi) != MPI_SUCCESS) {
+        rc->mpi = MPI_COMM_NULL;
+        status = VGPU_ECOMM;
+        goto fail;
+    }
+    rc->peers = calloc((size_t)n, sizeof *rc->peers);
+    rc->order = calloc((size_t)n, sizeof *rc->order);
+    rc->pos_of = calloc((size_t)n, sizeof *rc->pos_of);
+    rc->slot_of = calloc((size_t)n, sizeof *rc->slot_of);
+    status = rc->peers && rc->order && rc->pos_of && rc->slot_of ? 0 : VGPU_ENOMEM;
+
+    // The slice must be the same everywhere (it fixes the step count).
+    uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
+    slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
+    MPI_Allreduce(MPI_IN_PLACE, &slice, 1, MPI_UINT64_T, MPI_MIN, rc->mpi);
+    rc->piece_bytes = RING_PIECE_BYTES;
+
+    // This rank's window: its CPU arena, mapped by name by its right
+    // neighbour; or (CUDA devices, unnamed arenas, VGPU_RING_STAGING=1) a
+    // host staging segment that device buffers are copied through.
+    const char *force = getenv("VGPU_RING_STAGING");
+    const char *arena_name = device_is_cuda(rc->dev) ? "" : device_cpu_shm_name(rc->dev);
+    rc->staging = device_is_cuda(rc->dev) || !arena_name[0] || (force && !strcmp(force, "1"));
+    struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
+    snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
+    if (status == 0 && rc->staging) {
+        comm_shm_name(&args->id, me, "stage", stage_name, sizeof stage_name);
+        rc->stage_bytes = rc->piece_bytes;
+        void *map = NULL;
+        status = create_segment_(stage_name, rc->stage_bytes, &map);
+        if (status < 0)
+            stage_name[0] = '\0';
+        rc->stage = map;
+        rc->core.win = rc->stage;
+        rc->core.win_bytes = rc->stage_bytes;
+        snprintf(mine.win_name, sizeof mine.win_name, "%s", stage_name);
+    } else if (status == 0) {
+        rc->core.win = device_cpu_view(rc->dev, rc->dev->arena.base);
+        rc->core.win_bytes = rc->dev->arena.cap_bytes;
+        snprintf(mine.win_name, sizeof mine.win_name, "%s", arena_name);
+    }
+    mine.win_bytes = rc->core.win_bytes;
+    status = agree_(rc->mpi, status);
+    if (status < 0)
+        goto fail;
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers, (int)sizeof mine, MPI_BYTE,
+                  rc->mpi);
+
+    // Ring order: by host, then rank, so the ring crosses each host boundary
+    // once and every other link is shared memory.
+    for (int q = 0; q < n; q++)
+        rc->order[q] = q;
+    for (int i = 1; i < n; i++) { // insertion sort: n is small and this runs once
+        int q = rc->order[i], j = i;
+        while (j > 0 && rc->peers[rc->order[j - 1]].node > rc->peers[q].node) {
+            rc->order[j] = rc->order[j - 1];
+            j--;
+        }
+        rc->order[j] = q;
+    }
+    int local_size = 0, leader = -1;
+    for (int i = 0; i < n; i++)
+        rc->pos_of[rc->order[i]] = i;
+    for (int q = 0; q < n; q++) {
+        rc->slot_of[q] = 0;
+        for (int q2 = 0; q2 < q; q2++)
+            rc->slot_of[q] += rc->peers[q2].node == rc->peers[q].node;
+        if (rc->peers[q].node == args->node_index) {
+            local_size++;
+            if (leader < 0)
+                leader = q;
+        }
+    }
+
+    // The host's control segment: created and initialised by its lowest rank
+    // before anyone else opens it (the agree_ between is the barrier).
+    char peer_ctl[64];
+    comm_shm_name(&args->id, leader, "ctl", peer_ctl, sizeof peer_ctl);
+    rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
+    if (me == leader) {
+        void *map = NULL;
+        status = create_segment_(peer_ctl, rc->ctl_bytes, &map);
+        rc->ctl = map;
+        if (status == 0) {
+            snprintf(ctl_name, sizeof ctl_name, "%s", peer_ctl);
+            rc->ctl->slots = (uint32_t)local_size;
+            rc->ctl->slot_bytes = sizeof(struct ring_slot);
+            rc->ctl->magic = RING_CTL_MAGIC;
+        }
+    }
+    status = agree_(rc->mpi, status);
+    if (status < 0)
+        goto fail;
+    if (me != leader) {
+        void *map = NULL;
+        status = map_segment_(peer_ctl, rc->ctl_bytes, PROT_READ | PROT_WRITE, &map);
+        rc->ctl = map;
+        if (status == 0 && (rc->ctl->magic != RING_CTL_MAGIC ||
+                            rc->ctl->slots != (uint32_t)local_size ||
+                            rc->ctl->slot_bytes != sizeof(struct ring_slot))) {
+            log_error("ring: control segment %s does not match this build", peer_ctl);
+            status = VGPU_ECOMM;
+        }
+    }
+
+    // Links. Only the left neighbour's window is ever read here.
+    const int p = rc->pos_of[me];
+    struct ring_core *core = &rc->core;
+    core->pos = p;
+    core->size = n;
+    core->order = rc->order;
+    core->rank = me;
+    core->left.rank = rc->order[(p + n - 1) % n];
+    core->right.rank = rc->order[(p + 1) % n];
+    core->left.local = rc->peers[core->left.rank].node == args->node_index;
+    core->right.local = rc->peers[core->right.rank].node == args->node_index;
+    core->slice_bytes = slice;
+    core->mpi = rc->mpi;
+    core->timeout_s = c->timeout_s;
+    const char *spin = getenv("VGPU_RING_SPIN");
+    core->spin_count = spin && *spin                        ? (unsigned)strtoul(spin, NULL, 10)
+                       : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
+                                                        : RING_SPIN_DEDICATED;
+    core->report = report_;
+    if (status == 0) {
+        core->me = &rc->ctl->slot[rc->slot_of[me]];
+        if (core->left.local)
+            core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
+        if (core->right.local)
+            core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
+        if (n > 1 && core->left.local) {
+            const struct ring_peer *lp = &rc->peers[core->left.rank];
+            status = map_segment_(lp->win_name, lp->win_bytes, PROT_READ, &rc->left_map);
+            rc->left_map_bytes = lp->win_bytes;
+            core->left.win = rc->left_map;
+            core->left.win_bytes = lp->win_bytes;
+        }
+        if (status == 0 && (!core->left.local || !core->right.local)) {
+            core->landing_bytes = slice + 64;
+            core->landing = malloc(core->landing_bytes);
+            if (!core->landing)
+                status = VGPU_ENOMEM;
+        }
+        // Steps count from what this host's slots say (0 for a new segment).
+        core->progress = 0;
+    }
+    // Everyone has mapped everything it needs: the names can go, so that
+    // whatever happens from now on leaves nothing behind in /dev/shm.
+    status = agree_(rc->mpi, status);
+    if (status == 0 && !rc->staging)
+        device_cpu_unlink(rc->dev);
+fail:
+    if (ctl_name[0])
+        shm_unlink(ctl_name);
+    if (stage_name[0])
+        shm_unlink(stage_name);
+    if (status < 0)
+        ring_destroy_(c);
+    return status;
+}
+
+static void ring_destroy_(comm_t *c)
+{
+    struct ring_comm *rc = c->impl;
+    if (!rc)
+        return;
+    if (rc->left_map)
+        munmap(rc->left_map, rc->left_map_bytes);
+    if (rc->ctl)
+        munmap(rc->ctl, rc->ctl_bytes);
+    if (rc->stage)
+        munmap(rc->stage, rc->stage_bytes);
+    free(rc->core.landing);
+    free(rc->peers);
+    free(rc->order);
+    free(rc->pos_of);
+    free(rc->slot_of);
+    // After a timeout a peer may never match what MPI still has in flight:
+    // the job is being aborted anyway, so do not risk blocking here.
+    if (rc->mpi != MPI_COMM_NULL && !rc->core.broken)
+        MPI_Comm_free(&rc->mpi);
+    free(rc);
+    c->impl = NULL;
+}
+
+// ---- collectives: device buffers to host windows ----
+
+static char *view_(struct ring_comm *rc, const void *dev_ptr)
+{
+    return dev_ptr ? device_cpu_view(rc->dev, dev_ptr) : NULL;
+}
+
+static int ring_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
+                            enum comm_reduce_op op)
+{
+    struct ring_comm *rc = c->impl;
+    const uint64_t piece = rc->piece_bytes / sizeof(float);
+    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = count - lo < piece ? count - lo : piece;
+        const size_t bytes = len * sizeof(float);
+        if (rc->staging) {
+            float *s = (float *)rc->stage;
+            if (bytes)
+                TRY(device_copy_to_host(rc->dev, s, send + lo, bytes));
+            TRY(ring_core_all_reduce(&rc->core, s, s, len, op));
+            if (bytes)
+                TRY(device_copy_to_device(rc->dev, recv + lo, s, bytes));
+        } else {
+            float *s = (float *)view_(rc, send), *d = (float *)view_(rc, recv);
+            TRY(ring_core_all_reduce(&rc->core, bytes ? s + lo : NULL, bytes ? d + lo : NULL, len,
+                                     op));
+        }
+    }
+    return 0;
+}
+
+static int ring_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
+{
+    struct ring_comm *rc = c->impl;
+    const uint64_t piece = rc->piece_bytes;
+    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
+    const int root_pos = rc->pos_of[root];
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
+        char *dbuf = len ? (char *)buf + lo : NULL;
+        if (rc->staging) {
+            if (len && c->rank == root)
+                TRY(device_copy_to_host(rc->dev, rc->stage, dbuf, len));
+            TRY(ring_core_broadcast(&rc->core, rc->stage, len, root_pos));
+            if (len && c->rank != root)
+                TRY(device_copy_to_device(rc->dev, dbuf, rc->stage, len));
+        } else {
+            TRY(ring_core_broadcast(&rc->core, len ? view_(rc, dbuf) : NULL, len, root_pos));
+        }
+    }
+    return 0;
+}
+
+static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct ring_comm *rc = c->impl;
+    const int n = c->size, me = c->rank;
+    uint64_t piece = rc->piece_bytes / (uint64_t)n & ~(uint64_t)63;
+    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
+        if (rc->staging) {
+            char *s = rc->stage;
+            if (len)
+                TRY(device_copy_to_host(rc->dev, s + (uint64_t)me * len, (const char *)send + lo,
+                                        len));
+            TRY(ring_core_all_gather(&rc->core, s + (uint64_t)me * len, s, len, len));
+            for (int q = 0; len && q < n; q++)
+                TRY(device_copy_to_device(rc->dev, (char *)recv + (uint64_t)q * bytes + lo,
+                                          s + (uint64_t)q * len, len));
+        } else {
+            const char *s = len ? view_(rc, send) + lo : NULL;
+            char *d = len ? view_(rc, recv) + lo : NULL;
+            TRY(ring_core_all_gather(&rc->core, s, d, len, bytes));
+        }
+    }
+    return 0;
+}
+
+static int ring_barrier_(comm_t *c)
+{
+    struct ring_comm *rc = c->impl;
+    return ring_core_barrier(&rc->core);
+}
+
+const struct comm_ops comm_ring_ops = {
+    .name = "ring",
+    .create = ring_create_,
+    .all_reduce = ring_all_reduce_,
+    .broadcast = ring_broadcast_,
+    .all_gather = ring_all_gather_,
+    .barrier = ring_barrier_,
+    .destroy = ring_destroy_,
+};

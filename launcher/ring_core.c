@@ -1,0 +1,424 @@
+// ring_core.c: the ring collectives' schedule on host memory: reduce-scatter
+// then all-gather, in rounds of `slice_bytes` per step, over same-host links
+// (direct reads from the left neighbour's mapped window) and MPI links.
+#include "ring_internal.h"
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "status.h"
+#include "util.h"
+
+#define RING_TAG 0x7269 // one tag: MPI keeps a link's messages in order
+
+static inline int mod_(int64_t a, int n) { return (int)(((a % n) + n) % n); }
+
+uint64_t ring_round_floats(const struct ring_core *r)
+{
+    uint64_t per_step = r->slice_bytes / sizeof(float);
+    if (per_step < 16)
+        per_step = 16;
+    return per_step * (uint64_t)r->size;
+}
+
+void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi)
+{
+    const uint64_t units = (n + 15) / 16;
+    uint64_t a = units * (uint64_t)c / (uint64_t)parts * 16;
+    uint64_t b = units * (uint64_t)(c + 1) / (uint64_t)parts * 16;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
+
+// ---- waiting ----
+
+struct slow_arg_ {
+    struct ring_core *r;
+    int peer;
+};
+
+static void on_slow_(void *arg, double waited_s)
+{
+    struct slow_arg_ *a = arg;
+    if (a->r->report)
+        a->r->report(a->r, a->peer, 0, waited_s);
+}
+
+static int fail_timeout_(struct ring_core *r, int peer, double waited_s)
+{
+    r->broken = 1;
+    if (r->report)
+        r->report(r, peer, 1, waited_s);
+    return VGPU_ETIMEOUT;
+}
+
+// Waits until a same-host neighbour has completed `target` steps.
+static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t target)
+{
+    if (shm_flag_read(&l->slot->progress) >= target)
+        return 0;
+    struct slow_arg_ arg = {r, l->rank};
+    struct shm_wait_opts o = {.timeout_s = r->timeout_s,
+                              .spin_count = r->spin_count,
+                              .on_slow = on_slow_,
+                              .arg = &arg};
+    if (shm_flag_wait(&l->slot->progress, target, &o) < 0)
+        return fail_timeout_(r, l->rank, r->timeout_s);
+    return 0;
+}
+
+static void publish_(struct ring_core *r, uint64_t value)
+{
+    r->progress = value;
+    shm_flag_publish(&r->me->progress, value);
+}
+
+// Completes an MPI request within the timeout. Polls, then yields, then
+// naps: MPI progresses only while we call it, but a rank that has nothing to
+// do must not take the core from the ranks it waits for.
+static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
+{
+    const double start_s = util_now_s();
+    int warned = 0;
+    for (unsigned i = 0;; i++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            r->broken = 1;
+            log_error("ring: MPI transfer with rank %d failed", peer);
+            return VGPU_ECOMM;
+        }
+        if (done)
+            return 0;
+        if (i < r->spin_count)
+            continue;
+        if ((i & 63) == 0) {
+            double waited_s = util_now_s() - start_s;
+            if (r->timeout_s > 0 && waited_s >= r->timeout_s)
+                return fail_timeout_(r, peer, waited_s);
+            if (r->timeout_s > 0 && !warned && waited_s >= r->timeout_s / 2) {
+                warned = 1;
+                if (r->report)
+                    r->report(r, peer, 0, waited_s);
+            }
+        }
+        if (i < 4 * r->spin_count + 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static int send_right_(struct ring_core *r, const void *buf, uint64_t bytes, MPI_Request *req)
+{
+    // A zero-byte message still carries the step's "I am done" to the right.
+    if (MPI_Isend(bytes ? buf : r->landing, (int)bytes, MPI_BYTE, r->right.rank, RING_TAG, r->mpi,
+                  req) != MPI_SUCCESS) {
+        r->broken = 1;
+        return VGPU_ECOMM;
+    }
+    return 0;
+}
+
+static int recv_left_(struct ring_core *r, void *buf, uint64_t bytes)
+{
+    MPI_Request req;
+    if (MPI_Irecv(bytes ? buf : r->landing, (int)bytes, MPI_BYTE, r->left.rank, RING_TAG, r->mpi,
+                  &req) != MPI_SUCCESS) {
+        r->broken = 1;
+        return VGPU_ECOMM;
+    }
+    return mpi_wait_(r, &req, r->left.rank);
+}
+
+// ---- arithmetic ----
+
+// dst = a + b (and / d when d != 0); separate loops for the in-place case
+// (dst == a) so that every loop's pointers are truly restrict and vectorise.
+static void add_out_(float *restrict dst, const float *restrict a, const float *restrict b,
+                     uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] = a[i] + b[i];
+}
+
+static void add_in_(float *restrict dst, const float *restrict b, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] += b[i];
+}
+
+static void add_div_out_(float *restrict dst, const float *restrict a, const float *restrict b,
+                         uint64_t n, float d)
+{
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] = (a[i] + b[i]) / d;
+}
+
+static void add_div_in_(float *restrict dst, const float *restrict b, uint64_t n, float d)
+{
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] = (dst[i] + b[i]) / d;
+}
+
+static void reduce_(float *dst, const float *mine, const float *theirs, uint64_t n, float div)
+{
+    if (div != 0.0f)
+        dst == mine ? add_div_in_(dst, theirs, n, div) : add_div_out_(dst, mine, theirs, n, div);
+    else
+        dst == mine ? add_in_(dst, theirs, n) : add_out_(dst, mine, theirs, n);
+}
+
+// ---- collectives ----
+
+static uint64_t off_(const struct ring_core *r, const void *p)
+{
+    return p ? (uint64_t)((const char *)p - r->win) : 0;
+}
+
+enum { KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_BROADCAST };
+
+// Publishes this collective's buffers, then "arrived" (one step).
+static void arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
+                    uint64_t stride)
+{
+    r->calls++;
+    atomic_store_explicit(&r->me->calls, r->calls << 2 | (uint64_t)kind, memory_order_relaxed);
+    atomic_store_explicit(&r->me->send_off, off_(r, send), memory_order_relaxed);
+    atomic_store_explicit(&r->me->recv_off, off_(r, recv), memory_order_relaxed);
+    atomic_store_explicit(&r->me->stride, stride, memory_order_relaxed);
+    publish_(r, r->progress + 1);
+}
+
+// The left neighbour's buffer at its published offset `off`, after checking
+// that `bytes` from there lie inside its window: a rank that called with
+// other sizes than its neighbours must fail, not read past a mapping.
+static int left_ptr_(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out)
+{
+    const uint64_t theirs = atomic_load_explicit(&r->left.slot->calls, memory_order_relaxed);
+    const uint64_t mine = atomic_load_explicit(&r->me->calls, memory_order_relaxed);
+    if (theirs != mine) {
+        r->broken = 1;
+        log_error("ring: rank %d is in collective #%llu (kind %d) while this rank is in #%llu "
+                  "(kind %d): the ranks did not call the same collectives in the same order",
+                  r->left.rank, (unsigned long long)(theirs >> 2), (int)(theirs & 3),
+                  (unsigned long long)(mine >> 2), (int)(mine & 3));
+        return VGPU_ECOMM;
+    }
+    if (off > r->left.win_bytes || bytes > r->left.win_bytes - off) {
+        r->broken = 1;
+        log_error("ring: rank %d's buffer (offset %llu + %llu bytes) is outside its %llu-byte "
+                  "window: did the ranks call this collective with different sizes?",
+                  r->left.rank, (unsigned long long)off, (unsigned long long)bytes,
+                  (unsigned long long)r->left.win_bytes);
+        return VGPU_ECOMM;
+    }
+    *out = r->left.win + off;
+    return 0;
+}
+
+int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
+                         enum comm_reduce_op op)
+{
+    if (r->broken)
+        return VGPU_ECOMM;
+    const int n = r->size, p = r->pos;
+    if (n == 1) {
+        if (send != recv && count)
+            memmove(recv, send, count * sizeof(float));
+        return 0;
+    }
+    const uint64_t base = r->progress;
+    const uint64_t steps = 2 * (uint64_t)(n - 1);
+    const uint64_t round = ring_round_floats(r);
+    const uint64_t rounds = count ? (count + round - 1) / round : 1;
+    const float div = op == COMM_AVG ? (float)n : 0.0f;
+    arrive_(r, KIND_ALL_REDUCE, send, recv, 0);
+
+    const float *lsend = NULL, *lrecv = NULL;
+    if (r->left.local) {
+        TRY(wait_peer_(r, &r->left, base + 1));
+        const uint64_t bytes = count * sizeof(float);
+        const char *ls, *lr;
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
+        lsend = (const float *)ls;
+        lrecv = (const float *)lr;
+    }
+    for (uint64_t k = 0; k < rounds; k++) {
+        const uint64_t lo = k * round;
+        const uint64_t len = count - lo < round ? count - lo : round;
+        const uint64_t rb = base + 1 + k * steps; // progress before this round's first step
+        uint64_t clo, chi;
+
+        // Reduce-scatter step s: my chunk c = (p-s-1) becomes my input plus
+        // the left's partial sum of it (the left's input itself when s = 0).
+        for (int s = 0; s < n - 1; s++) {
+            MPI_Request sreq = MPI_REQUEST_NULL;
+            if (!r->right.local) { // the chunk the right reduces at its step s
+                ring_chunk(len, n, mod_(p - s, n), &clo, &chi);
+                const float *src = s == 0 ? send : recv;
+                TRY(send_right_(r, chi > clo ? src + lo + clo : NULL, (chi - clo) * 4, &sreq));
+            }
+            ring_chunk(len, n, mod_(p - s - 1, n), &clo, &chi);
+            const float *theirs;
+            if (r->left.local) {
+                TRY(wait_peer_(r, &r->left, s == 0 ? base + 1 : rb + s));
+                theirs = chi > clo ? (s == 0 ? lsend : lrecv) + lo + clo : NULL;
+            } else {
+                TRY(recv_left_(r, r->landing, (chi - clo) * 4));
+                theirs = (const float *)r->landing;
+            }
+            if (chi > clo)
+                reduce_(recv + lo + clo, send + lo + clo, theirs, chi - clo,
+                        s == n - 2 ? div : 0.0f);
+            publish_(r, rb + s + 1);
+            if (!r->right.local)
+                TRY(mpi_wait_(r, &sreq, r->right.rank));
+        }
+        // All-gather step t: my chunk c = (p-t) is copied from the left, which
+        // finished it at its step t-1; the right must have read my partial of
+        // c (its reduce-scatter step t) before I overwrite it.
+        for (int t = 0; t < n - 1; t++) {
+            MPI_Request sreq = MPI_REQUEST_NULL;
+            if (!r->right.local) {
+                ring_chunk(len, n, mod_(p + 1 - t, n), &clo, &chi);
+                TRY(send_right_(r, chi > clo ? recv + lo + clo : NULL, (chi - clo) * 4, &sreq));
+            } else {
+                TRY(wait_peer_(r, &r->right, rb + (uint64_t)t + 1));
+            }
+            ring_chunk(len, n, mod_(p - t, n), &clo, &chi);
+            if (r->left.local) {
+                TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + t)));
+                if (chi > clo)
+                    memcpy(recv + lo + clo, lrecv + lo + clo, (chi - clo) * 4);
+            } else {
+                TRY(recv_left_(r, chi > clo ? recv + lo + clo : NULL, (chi - clo) * 4));
+            }
+            publish_(r, rb + (uint64_t)(n - 1 + t) + 1);
+            if (!r->right.local)
+                TRY(mpi_wait_(r, &sreq, r->right.rank));
+        }
+    }
+    // The right reads my buffers until its last step: only then may the
+    // caller touch them again.
+    if (r->right.local)
+        TRY(wait_peer_(r, &r->right, base + 1 + rounds * steps));
+    return 0;
+}
+
+int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint64_t bytes,
+                         uint64_t stride)
+{
+    if (r->broken)
+        return VGPU_ECOMM;
+    const int n = r->size, p = r->pos;
+    char *mine = bytes ? recv + (uint64_t)r->rank * stride : NULL;
+    if (bytes && send != mine)
+        memmove(mine, send, bytes);
+    if (n == 1)
+        return 0;
+    const uint64_t base = r->progress;
+    const uint64_t slice = r->slice_bytes;
+    const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
+    const uint64_t steps = (uint64_t)(n - 1);
+    arrive_(r, KIND_ALL_GATHER, NULL, recv, stride);
+
+    const char *lrecv = NULL;
+    uint64_t lstride = 0;
+    if (r->left.local) {
+        TRY(wait_peer_(r, &r->left, base + 1));
+        lstride = atomic_load(&r->left.slot->stride);
+        uint64_t need = bytes ? (uint64_t)(n - 1) * lstride + bytes : 0;
+        if (lstride < bytes)
+            need = UINT64_MAX;
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), need, &lrecv));
+    }
+    for (uint64_t k = 0; k < rounds; k++) {
+        const uint64_t lo = k * slice;
+        const uint64_t len = bytes - lo < slice ? bytes - lo : slice;
+        const uint64_t rb = base + 1 + k * steps;
+        // Step t: the block of position (p-1-t) comes from the left, which
+        // received it at its step t-1 (its own block is there since arrival).
+        for (int t = 0; t < n - 1; t++) {
+            MPI_Request sreq = MPI_REQUEST_NULL;
+            if (!r->right.local) {
+                const int q = r->order[mod_(p - t, n)];
+                TRY(send_right_(r, len ? recv + (uint64_t)q * stride + lo : NULL, len, &sreq));
+            }
+            const int q = r->order[mod_(p - 1 - t, n)];
+            char *dst = len ? recv + (uint64_t)q * stride + lo : NULL;
+            if (r->left.local) {
+                TRY(wait_peer_(r, &r->left, t == 0 ? base + 1 : rb + (uint64_t)t));
+                if (len)
+                    memcpy(dst, lrecv + (uint64_t)q * lstride + lo, len);
+            } else {
+                TRY(recv_left_(r, dst, len));
+            }
+            publish_(r, rb + (uint64_t)t + 1);
+            if (!r->right.local)
+                TRY(mpi_wait_(r, &sreq, r->right.rank));
+        }
+    }
+    if (r->right.local)
+        TRY(wait_peer_(r, &r->right, base + 1 + rounds * steps));
+    return 0;
+}
+
+int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root_pos)
+{
+    if (r->broken)
+        return VGPU_ECOMM;
+    const int n = r->size;
+    if (n == 1)
+        return 0;
+    // A pipelined chain root -> root+1 -> ... -> root-1: slice k moves one
+    // hop per step, so the last rank has everything after n-2+rounds steps.
+    const int d = mod_(r->pos - root_pos, n); // hops from the root
+    const uint64_t base = r->progress;
+    const uint64_t slice = r->slice_bytes;
+    const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
+    const uint64_t final = base + 1 + rounds;
+    arrive_(r, KIND_BROADCAST, NULL, buf, 0);
+    if (d == 0)
+        publish_(r, final); // the root holds every slice already
+    const char *lbuf = NULL;
+    if (d != 0 && r->left.local) {
+        TRY(wait_peer_(r, &r->left, base + 1));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lbuf));
+    }
+    const int forwards = d != n - 1; // the last of the chain feeds no one
+    for (uint64_t k = 0; k < rounds; k++) {
+        const uint64_t lo = k * slice;
+        const uint64_t len = bytes - lo < slice ? bytes - lo : slice;
+        char *dst = len ? buf + lo : NULL;
+        if (d != 0) {
+            if (r->left.local) {
+                TRY(wait_peer_(r, &r->left, base + 2 + k));
+                if (len)
+                    memcpy(dst, lbuf + lo, len);
+            } else {
+                TRY(recv_left_(r, dst, len));
+            }
+            publish_(r, base + 2 + k);
+        }
+        if (forwards && !r->right.local) {
+            MPI_Request sreq;
+            TRY(send_right_(r, dst, len, &sreq));
+            TRY(mpi_wait_(r, &sreq, r->right.rank));
+        }
+    }
+    if (forwards && r->right.local)
+        TRY(wait_peer_(r, &r->right, final));
+    return 0;
+}
+
+int ring_core_barrier(struct ring_core *r)
+{
+    // An empty all-reduce: its reduce-scatter chain alone proves that every
+    // rank has arrived (rank p's last step needs p-1's, which needs p-2's ...).
+    return ring_core_all_reduce(r, NULL, NULL, 0, COMM_SUM);
+}

@@ -1,0 +1,97 @@
+// ring_internal.h: the ring collectives' engine, which runs on host memory
+// and knows nothing of devices or of how the segments were set up (comm_ring.c
+// does that). Shared by comm_ring.c and the engine's unit test.
+//
+// Every rank sits at one position of a ring; it only ever READS from its left
+// neighbour and is only ever read by its right neighbour. A same-host
+// neighbour's "window" (its arena, or its staging segment) is mapped here, so
+// data moves with a single copy straight out of the neighbour's buffer; a
+// neighbour on another host is reached with MPI point-to-point messages.
+//
+// Synchronisation: each rank owns a 64-bit progress counter in the shared
+// control segment, the number of ring steps it has completed since the
+// communicator was created. All ranks run the same steps in the same order,
+// so "left has done step X" is simply left.progress >= X. See
+// docs/COLLECTIVES.md for the schedule and why each wait is needed.
+#ifndef VGPU_RING_INTERNAL_H
+#define VGPU_RING_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "shm_wait.h"
+
+// One rank's part of the control segment; two cache lines so that one rank's
+// publishing never evicts another's counter from a waiter's cache.
+struct ring_slot {
+    struct shm_flag progress;   // ring steps completed, steps
+    _Atomic uint64_t send_off;  // current collective: send buffer, bytes from window start
+    _Atomic uint64_t recv_off;  // current collective: recv buffer, bytes from window start
+    _Atomic uint64_t stride;    // current all-gather: bytes between rank blocks of recv
+    _Atomic uint64_t calls;     // collectives entered, with the kind in the low 2 bits
+    char pad_[128 - sizeof(struct shm_flag) - 4 * sizeof(uint64_t)];
+} __attribute__((aligned(128)));
+
+// One neighbour as seen from this rank.
+struct ring_link {
+    int rank;                // its rank in the communicator
+    int local;               // 1: same host (shared memory); 0: MPI messages
+    struct ring_slot *slot;  // its control slot (local only)
+    const char *win;         // its window mapped into this process (left and local only)
+    uint64_t win_bytes;      // size of that mapping, bytes
+};
+
+struct ring_core;
+// Called at half the timeout (timed_out = 0) and at the timeout (1) of a
+// wait for rank `peer`; prints the diagnostics (may be NULL: silent).
+typedef void (*ring_report_fn)(struct ring_core *r, int peer, int timed_out, double waited_s);
+
+struct ring_core {
+    int pos;                 // this rank's position in the ring
+    int size;                // ranks in the ring
+    const int *order;        // ring position -> communicator rank, [size]
+    int rank;                // this rank in the communicator
+    struct ring_link left, right;
+    struct ring_slot *me;    // this rank's control slot
+    char *win;               // this rank's window (host address); offsets are from here
+    uint64_t win_bytes;      // its size, bytes
+    uint64_t progress;       // steps completed (what me->progress says), steps
+    uint64_t calls;          // collectives entered, calls
+    uint64_t slice_bytes;    // data moved per ring step, bytes
+    char *landing;           // receives a remote left's chunk before reducing it
+    uint64_t landing_bytes;  // its size, bytes (>= one chunk)
+    MPI_Comm mpi;            // for remote links (MPI_COMM_NULL when every link is local)
+    double timeout_s;        // bound on every wait, seconds
+    unsigned spin_count;     // polls before sleeping, iterations
+    int broken;              // a wait timed out: the ring state is unusable
+    ring_report_fn report;   // diagnostics for slow/missing peers
+    void *report_arg;        // for report
+};
+
+// Floats of an all-reduce round (all ranks agree: it depends on slice and size).
+uint64_t ring_round_floats(const struct ring_core *r);
+
+// [*lo, *hi) of chunk c (0..parts-1) of a round of n floats: balanced, and
+// aligned to 16 floats so that two ranks never write one cache line.
+void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
+
+// The collectives on host memory. Pointers lie inside r->win (their offsets
+// are published to the right neighbour), except where a length is 0.
+// Return 0, VGPU_ETIMEOUT (reported through r->report; the ring is broken
+// from then on) or VGPU_ECOMM (an MPI failure, or called on a broken ring).
+//
+// recv = op(send over ranks); send == recv is the in-place form.
+int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
+                         enum comm_reduce_op op);
+// Rank q's `bytes` land at recv + q * stride (stride >= bytes); send may be
+// recv + rank * stride (in place).
+int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint64_t bytes,
+                         uint64_t stride);
+// buf of ring position root_pos is copied into everyone's buf.
+int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root_pos);
+// Returns once every rank has entered the barrier.
+int ring_core_barrier(struct ring_core *r);
+
+#endif

@@ -1,0 +1,298 @@
+// vgpu_allreduce_perf.c: all-reduce bandwidth benchmark in the manner of
+// nccl-tests' all_reduce_perf, for the ring and mpi backends on CPU devices.
+// It sets itself up without the runtime: MPI, one CPU virtual GPU per rank,
+// a communicator.
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "config.h"
+#include "device_internal.h"
+#include "log.h"
+#include "util.h"
+
+struct bench_opts {
+    uint64_t min_bytes;   // -b
+    uint64_t max_bytes;   // -e
+    double factor;        // -f: size multiplier between rows
+    int iters;            // -n: timed iterations per size
+    int warmup;           // -w: untimed iterations per size
+    int check;            // -c: verify results
+    enum comm_reduce_op op;
+    char backend[16];
+    double timeout_s;     // -t
+    uint64_t slice_bytes; // --slice: ring pipelining granularity (0 = default)
+    int sleep_rank;       // --sleep-rank: this rank stalls before the first collective
+    double sleep_s;       // --sleep: for how long, seconds
+};
+
+static void usage_(FILE *f)
+{
+    fprintf(f,
+            "usage: vgpu_allreduce_perf [options]   (run under mpirun)\n"
+            "  -b, --minbytes SIZE   smallest size (default 64K; K/M/G suffixes)\n"
+            "  -e, --maxbytes SIZE   largest size (default 64M)\n"
+            "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
+            "  -n, --iters N         timed iterations per size (default 20)\n"
+            "  -w, --warmup_iters N  untimed iterations per size (default 5)\n"
+            "  -c, --check 0|1       verify every result (default 1)\n"
+            "  -o, --op sum|avg      reduction (default sum)\n"
+            "      --backend ring|mpi  collective backend (default ring)\n"
+            "  -t, --timeout S       bound on every collective wait, seconds (default 60)\n"
+            "      --slice SIZE      ring slice per step (default: the backend's, 1M)\n"
+            "      --sleep-rank R    fault injection: rank R sleeps before the first call\n"
+            "      --sleep S         ... for S seconds (default 3600)\n"
+            "  -h, --help\n");
+}
+
+static int parse_opts_(int argc, char **argv, struct bench_opts *o)
+{
+    *o = (struct bench_opts){.min_bytes = 64 << 10, .max_bytes = 64 << 20, .factor = 2,
+                             .iters = 20, .warmup = 5, .check = 1, .op = COMM_SUM,
+                             .backend = "ring", .timeout_s = 60, .sleep_rank = -1,
+                             .sleep_s = 3600};
+    static const struct option longopts[] = {
+        {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
+        {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
+        {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
+        {"op", required_argument, 0, 'o'},         {"backend", required_argument, 0, 'B'},
+        {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
+        {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:t:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'b':
+        case 'e':
+        case 'S': {
+            uint64_t v;
+            if (config_parse_size(optarg, &v) < 0) {
+                fprintf(stderr, "vgpu_allreduce_perf: bad size '%s'\n", optarg);
+                return VGPU_EINVAL;
+            }
+            *(ch == 'b' ? &o->min_bytes : ch == 'e' ? &o->max_bytes : &o->slice_bytes) = v;
+            break;
+        }
+        case 'f': o->factor = atof(optarg); break;
+        case 'n': o->iters = atoi(optarg); break;
+        case 'w': o->warmup = atoi(optarg); break;
+        case 'c': o->check = atoi(optarg); break;
+        case 'o':
+            if (!strcmp(optarg, "sum"))
+                o->op = COMM_SUM;
+            else if (!strcmp(optarg, "avg"))
+                o->op = COMM_AVG;
+            else {
+                fprintf(stderr, "vgpu_allreduce_perf: -o takes sum or avg, not '%s'\n", optarg);
+                return VGPU_EINVAL;
+            }
+            break;
+        case 'B': snprintf(o->backend, sizeof o->backend, "%s", optarg); break;
+        case 't': o->timeout_s = atof(optarg); break;
+        case 'R': o->sleep_rank = atoi(optarg); break;
+        case 'Z': o->sleep_s = atof(optarg); break;
+        case 'h': usage_(stdout); exit(0);
+        default: usage_(stderr); return VGPU_EINVAL;
+        }
+    }
+    if (optind < argc || o->min_bytes > o->max_bytes || o->factor <= 1 || o->iters < 1 ||
+        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0) {
+        fprintf(stderr, "vgpu_allreduce_perf: need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
+                        "-t > 0 and no extra arguments\n");
+        return VGPU_EINVAL;
+    }
+    if (strcmp(o->backend, "ring") && strcmp(o->backend, "mpi")) {
+        fprintf(stderr, "vgpu_allreduce_perf: --backend takes ring or mpi, not '%s'\n",
+                o->backend);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+// Host index: ranks that share memory (one MPI_COMM_TYPE_SHARED group) get
+// the same number, numbered by their lowest world rank.
+static int node_index_(int rank, int size)
+{
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int leader = rank;
+    MPI_Bcast(&leader, 1, MPI_INT, 0, node);
+    MPI_Comm_free(&node);
+    int *leaders = malloc((size_t)size * sizeof *leaders);
+    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
+    int index = 0;
+    for (int q = 0; q < size; q++)
+        index += leaders[q] == q && q < leader;
+    free(leaders);
+    return index;
+}
+
+// Small integers: their sum is exact in any order, so each element's
+// expected value is known exactly.
+static float value_(int rank, size_t i) { return (float)((rank * 7 + i) % 13); }
+
+static float expected_(int size, size_t i, enum comm_reduce_op op)
+{
+    float sum = 0;
+    for (int q = 0; q < size; q++)
+        sum += value_(q, i);
+    return op == COMM_AVG ? sum / (float)size : sum;
+}
+
+static void die_(comm_t *c, int rc, const char *what)
+{
+    log_error("%s failed: %s", what, status_str(rc));
+    (void)c;
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+// Times `iters` calls (max over ranks, microseconds per call) and, with
+// check, counts wrong elements of one more call on fresh data (summed over ranks).
+static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, float *host,
+                      float *dsend, float *drecv, size_t count, int in_place, double *us,
+                      long long *wrong)
+{
+    const int rank = comm_rank(c), size = comm_size(c);
+    float *out = in_place ? dsend : drecv;
+    for (size_t i = 0; i < count; i++)
+        host[i] = value_(rank, i);
+    int rc = device_copy_to_device(dev, dsend, host, count * sizeof(float));
+    for (int i = 0; rc == 0 && i < o->warmup; i++)
+        rc = comm_all_reduce(c, dsend, out, count, o->op);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = util_now_s();
+    for (int i = 0; rc == 0 && i < o->iters; i++)
+        rc = comm_all_reduce(c, dsend, out, count, o->op);
+    double t = (util_now_s() - t0) / o->iters * 1e6;
+    if (rc < 0)
+        die_(c, rc, "comm_all_reduce");
+    MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    long long bad = 0;
+    if (o->check) {
+        for (size_t i = 0; i < count; i++)
+            host[i] = value_(rank, i);
+        if ((rc = device_copy_to_device(dev, dsend, host, count * sizeof(float))) < 0 ||
+            (!in_place && (rc = device_zero(dev, drecv, count * sizeof(float))) < 0) ||
+            (rc = comm_all_reduce(c, dsend, out, count, o->op)) < 0 ||
+            (rc = device_copy_to_host(dev, host, out, count * sizeof(float))) < 0)
+            die_(c, rc, "check");
+        for (size_t i = 0; i < count; i++)
+            bad += host[i] != expected_(size, i, o->op);
+    }
+    MPI_Allreduce(&bad, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    log_set_identity(rank, host);
+    struct bench_opts o;
+    if (parse_opts_(argc, argv, &o) < 0) {
+        MPI_Finalize();
+        return 2;
+    }
+    const int node = node_index_(rank, size);
+    int hosts = node + 1;
+    MPI_Allreduce(MPI_IN_PLACE, &hosts, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+
+    // The job's id, drawn once and shared: every shared-memory name derives from it.
+    struct comm_unique_id id = {{0, 0}};
+    if (rank == 0 && getrandom(id.nonce, sizeof id.nonce, 0) != (ssize_t)sizeof id.nonce)
+        FATAL(2, "getrandom failed");
+    MPI_Bcast(id.nonce, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+
+    struct device_info info;
+    int ndev = 0, rc;
+    if ((rc = device_discover("cpu", &info, 1, &ndev)) < 0 || ndev < 1)
+        die_(NULL, rc, "device_discover");
+    char shm_name[64];
+    comm_shm_name(&id, rank, "arena", shm_name, sizeof shm_name);
+    device_t dev;
+    const uint64_t cap = 2 * (o.max_bytes + ARENA_ALIGN) + ARENA_ALIGN;
+    if ((rc = device_open(&dev, &info, rank, host, cap, 1, shm_name)) < 0)
+        die_(NULL, rc, "device_open");
+    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev, .id = id,
+                             .timeout_s = o.timeout_s, .slice_bytes = o.slice_bytes,
+                             .node_index = node, .host = host};
+    comm_t *c = NULL;
+    if ((rc = comm_create(&c, comm_find_ops(o.backend), &args)) < 0)
+        die_(NULL, rc, "comm_create");
+    device_cpu_unlink(&dev); // everyone has mapped it: a crash now leaks nothing
+
+    float *dsend, *drecv;
+    const size_t max_count = o.max_bytes / sizeof(float);
+    float *host_buf = malloc((max_count ? max_count : 1) * sizeof(float));
+    if (!host_buf || (rc = device_alloc(&dev, max_count * sizeof(float), (void **)&dsend)) < 0 ||
+        (rc = device_alloc(&dev, max_count * sizeof(float), (void **)&drecv)) < 0)
+        die_(c, rc ? rc : VGPU_ENOMEM, "buffer allocation");
+
+    if (rank == 0) {
+        printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
+               "iters %d, warmup %d, check %d\n",
+               size, hosts, o.backend, o.op == COMM_SUM ? "sum" : "avg",
+               o.iters, o.warmup, o.check);
+        printf("# job id %016llx%016llx\n", (unsigned long long)id.nonce[0],
+               (unsigned long long)id.nonce[1]);
+        printf("#%68s%36s\n", "out-of-place", "in-place");
+        printf("#%11s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+               "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+        printf("#%11s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        fflush(stdout);
+    }
+    if (rank == o.sleep_rank) {
+        log_warn("fault injection: sleeping %.0f s before the first collective", o.sleep_s);
+        usleep((useconds_t)(o.sleep_s * 1e6));
+    }
+
+    double bus_sum = 0;
+    int rows = 0;
+    long long wrong_total = 0;
+    for (double b = (double)o.min_bytes; b <= (double)o.max_bytes; b *= o.factor) {
+        const size_t count = (size_t)b / sizeof(float);
+        const double bytes = (double)count * sizeof(float);
+        double us[2];
+        long long wrong[2];
+        for (int ip = 0; ip < 2; ip++)
+            run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &wrong[ip]);
+        if (rank == 0) {
+            printf(" %11.0f %12zu %6s %6s", bytes, count, "float", o.op == COMM_SUM ? "sum" : "avg");
+            for (int ip = 0; ip < 2; ip++) {
+                double algbw = bytes / us[ip] / 1e3; // GB/s
+                double busbw = algbw * 2.0 * (size - 1) / size;
+                bus_sum += busbw / 2;
+                printf(" %9.1f %8.2f %8.2f %6lld", us[ip], algbw, busbw, wrong[ip]);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+        wrong_total += wrong[0] + wrong[1];
+        rows++;
+        if (count == 0)
+            break; // a factor cannot grow 0 bytes
+    }
+    struct comm_stats st = comm_get_stats(c);
+    comm_destroy(c);
+    device_close(&dev);
+    free(host_buf);
+    int ok = wrong_total == 0;
+    if (rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", wrong_total, ok ? "OK" : "FAILED");
+        printf("# Avg bus bandwidth    : %.3f\n", rows ? bus_sum / rows : 0.0);
+        printf("# rank 0: %llu collectives, %.3f s inside them\n",
+               (unsigned long long)st.calls, st.seconds);
+        printf("%s\n", ok ? "OK" : "FAILED");
+    }
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,313 @@
+// test_comm_collectives.c: multi-rank tests of a collective backend (run
+// under mpirun, one ctest per backend and rank count): all-reduce, broadcast,
+// all-gather and barrier with exact expected values, the unique-id exchange,
+// and that no shared-memory name of the job outlives comm_create.
+//
+// Options: --backend ring|mpi, --slice SIZE, --fake-hosts K (rank q claims
+// host q % K, so ring links between "hosts" use MPI), --staging (ring: copy
+// through host staging segments, the CUDA path), --timeout S, and the fault
+// mode --sleep-rank R: rank R never enters the collective, the others must
+// fail with VGPU_ETIMEOUT (the test then aborts the job, as the runtime would).
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "config.h"
+#include "device_internal.h"
+#include "log.h"
+#include "util.h"
+
+static int rank_, size_;
+static long long failures_; // checks that failed on this rank
+
+#define CHECK(cond, fmt, ...)                                                    \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            failures_++;                                                         \
+            if (failures_ < 20)                                                  \
+                log_error("check failed at line %d: " fmt, __LINE__, ##__VA_ARGS__); \
+        }                                                                        \
+    } while (0)
+
+// Calls a collective; a failure here is a test failure, not a crash.
+#define CALL(expr)                                                        \
+    do {                                                                  \
+        int call_rc_ = (expr);                                            \
+        if (call_rc_ < 0) {                                               \
+            log_error("%s -> %s", #expr, status_str(call_rc_));           \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                 \
+        }                                                                 \
+    } while (0)
+
+// Wrong elements summed over ranks; every rank gets the total.
+static long long total_(long long wrong)
+{
+    long long all = 0;
+    MPI_Allreduce(&wrong, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}
+
+static float value_(int rank, size_t i) { return (float)((rank * 7 + i * 3) % 11 + 1); }
+
+static void test_all_reduce_(comm_t *c, device_t *dev, size_t count, int in_place,
+                             enum comm_reduce_op op)
+{
+    const size_t bytes = count * sizeof(float);
+    float *host = malloc(bytes + sizeof(float));
+    float *dsend = NULL, *drecv = NULL;
+    CALL(device_alloc(dev, bytes, (void **)&dsend));
+    CALL(device_alloc(dev, bytes, (void **)&drecv));
+    for (size_t i = 0; i < count; i++)
+        host[i] = value_(rank_, i);
+    CALL(device_copy_to_device(dev, dsend, host, bytes));
+    if (!in_place) { // a marker that must be overwritten
+        for (size_t i = 0; i < count; i++)
+            host[i] = -1.0f;
+        CALL(device_copy_to_device(dev, drecv, host, bytes));
+    }
+    float *out = in_place ? dsend : drecv;
+    CALL(comm_all_reduce(c, dsend, out, count, op));
+    CALL(device_copy_to_host(dev, host, out, bytes));
+    long long wrong = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < count; i++) {
+        float sum = 0;
+        for (int q = 0; q < size_; q++)
+            sum += value_(q, i);
+        float want = op == COMM_AVG ? sum / (float)size_ : sum;
+        if (host[i] != want && !wrong++)
+            first = i;
+    }
+    if (wrong)
+        log_error("all_reduce count %zu %s %s: %lld wrong, first at %zu: %g", count,
+                  in_place ? "in-place" : "out-of-place", op == COMM_AVG ? "avg" : "sum", wrong,
+                  first, (double)host[first]);
+    if (!in_place) { // the input must be untouched
+        CALL(device_copy_to_host(dev, host, dsend, bytes));
+        for (size_t i = 0; i < count; i++)
+            wrong += host[i] != value_(rank_, i);
+    }
+    long long all = total_(wrong);
+    CHECK(all == 0, "all_reduce count %zu %s %s: %lld wrong elements over all ranks", count,
+          in_place ? "in-place" : "out-of-place", op == COMM_AVG ? "avg" : "sum", all);
+    device_free(dev, dsend);
+    device_free(dev, drecv);
+    free(host);
+}
+
+static unsigned char byte_(int who, size_t i) { return (unsigned char)((who * 31 + i * 5 + 1) & 0xff); }
+
+static void test_broadcast_(comm_t *c, device_t *dev, size_t bytes, int root)
+{
+    unsigned char *host = malloc(bytes + 1);
+    void *dbuf = NULL;
+    CALL(device_alloc(dev, bytes, &dbuf));
+    for (size_t i = 0; i < bytes; i++)
+        host[i] = rank_ == root ? byte_(root, i) : 0xee;
+    CALL(device_copy_to_device(dev, dbuf, host, bytes));
+    CALL(comm_broadcast(c, dbuf, bytes, root));
+    CALL(device_copy_to_host(dev, host, dbuf, bytes));
+    long long wrong = 0;
+    for (size_t i = 0; i < bytes; i++)
+        wrong += host[i] != byte_(root, i);
+    long long all = total_(wrong);
+    CHECK(all == 0, "broadcast %zu bytes from %d: %lld wrong bytes", bytes, root, all);
+    device_free(dev, dbuf);
+    free(host);
+}
+
+static void test_all_gather_(comm_t *c, device_t *dev, size_t bytes, int in_place)
+{
+    const size_t total = bytes * (size_t)size_;
+    unsigned char *host = malloc(total + 1);
+    char *dsend = NULL, *drecv = NULL;
+    CALL(device_alloc(dev, bytes, (void **)&dsend));
+    CALL(device_alloc(dev, total, (void **)&drecv));
+    memset(host, 0xee, total);
+    CALL(device_copy_to_device(dev, drecv, host, total));
+    for (size_t i = 0; i < bytes; i++)
+        host[i] = byte_(rank_, i);
+    char *send = in_place ? drecv + (size_t)rank_ * bytes : dsend;
+    CALL(device_copy_to_device(dev, send, host, bytes));
+    CALL(comm_all_gather(c, bytes ? send : drecv, drecv, bytes));
+    CALL(device_copy_to_host(dev, host, drecv, total));
+    long long wrong = 0;
+    for (int q = 0; q < size_; q++)
+        for (size_t i = 0; i < bytes; i++)
+            wrong += host[(size_t)q * bytes + i] != byte_(q, i);
+    long long all = total_(wrong);
+    CHECK(all == 0, "all_gather %zu bytes %s: %lld wrong bytes", bytes,
+          in_place ? "in-place" : "out-of-place", all);
+    device_free(dev, dsend);
+    device_free(dev, drecv);
+    free(host);
+}
+
+// The barrier must hold everyone until the last rank arrives.
+static void test_barrier_(comm_t *c)
+{
+    const double late_s = 0.2;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = util_now_s();
+    if (rank_ == size_ - 1)
+        usleep((useconds_t)(late_s * 1e6));
+    CALL(comm_barrier(c));
+    double waited = util_now_s() - t0;
+    CHECK(size_ == 1 || waited >= late_s * 0.9, "barrier returned after %.3f s, before the late rank",
+          waited);
+    for (int i = 0; i < 20; i++)
+        CALL(comm_barrier(c));
+}
+
+// No name of the job may be left in /dev/shm once comm_create has returned.
+static void check_no_names_(const struct comm_unique_id *id, const char *when)
+{
+    static const char *const whats[] = {"arena", "ctl", "stage"};
+    for (int q = 0; q < size_; q++)
+        for (int w = 0; w < 3; w++) {
+            char name[64], path[80];
+            comm_shm_name(id, q, whats[w], name, sizeof name);
+            snprintf(path, sizeof path, "/dev/shm%s", name);
+            CHECK(access(path, F_OK) != 0, "%s still exists %s", path, when);
+        }
+}
+
+static int node_index_(void)
+{
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    int leader = rank_;
+    MPI_Bcast(&leader, 1, MPI_INT, 0, node);
+    MPI_Comm_free(&node);
+    int *leaders = malloc((size_t)size_ * sizeof *leaders);
+    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
+    int index = 0;
+    for (int q = 0; q < size_; q++)
+        index += leaders[q] == q && q < leader;
+    free(leaders);
+    return index;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    log_set_identity(rank_, host);
+
+    const char *backend = "ring";
+    uint64_t slice = 0;
+    int fake_hosts = 0, sleep_rank = -1;
+    double timeout_s = 30;
+    static const struct option longopts[] = {
+        {"backend", required_argument, 0, 'b'}, {"slice", required_argument, 0, 's'},
+        {"fake-hosts", required_argument, 0, 'f'}, {"staging", no_argument, 0, 'g'},
+        {"timeout", required_argument, 0, 't'}, {"sleep-rank", required_argument, 0, 'r'},
+        {0, 0, 0, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'b': backend = optarg; break;
+        case 's':
+            if (config_parse_size(optarg, &slice) < 0)
+                FATAL(2, "bad --slice %s", optarg);
+            break;
+        case 'f': fake_hosts = atoi(optarg); break;
+        case 'g': setenv("VGPU_RING_STAGING", "1", 1); break;
+        case 't': timeout_s = atof(optarg); break;
+        case 'r': sleep_rank = atoi(optarg); break;
+        default: FATAL(2, "usage: test_comm_collectives [--backend B] [--slice S] "
+                          "[--fake-hosts K] [--staging] [--timeout S] [--sleep-rank R]");
+        }
+    }
+    const struct comm_ops *ops = comm_find_ops(backend);
+    if (!ops)
+        FATAL(2, "unknown backend %s", backend);
+
+    // Unique id: rank 0 draws it, everyone must end up with the same one.
+    struct comm_unique_id id = {{0, 0}};
+    if (rank_ == 0 && getrandom(id.nonce, sizeof id.nonce, 0) != (ssize_t)sizeof id.nonce)
+        FATAL(2, "getrandom failed");
+    MPI_Bcast(id.nonce, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint64_t *ids = malloc((size_t)size_ * sizeof id);
+    MPI_Allgather(&id, 2, MPI_UINT64_T, ids, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int q = 0; q < size_; q++)
+        CHECK(ids[2 * q] == id.nonce[0] && ids[2 * q + 1] == id.nonce[1],
+              "rank %d has another unique id", q);
+    CHECK(id.nonce[0] | id.nonce[1], "unique id is zero");
+    free(ids);
+
+    const size_t big = (1u << 20) + 7; // floats
+    const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096);
+    struct device_info info;
+    int ndev = 0;
+    CALL(device_discover("cpu", &info, 1, &ndev));
+    char shm_name[64];
+    comm_shm_name(&id, rank_, "arena", shm_name, sizeof shm_name);
+    device_t dev;
+    CALL(device_open(&dev, &info, rank_, host, cap, 1, shm_name));
+    const int node = fake_hosts > 0 ? rank_ % fake_hosts : node_index_();
+    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev, .id = id,
+                             .timeout_s = timeout_s, .slice_bytes = slice,
+                             .node_index = node, .host = host};
+    comm_t *c = NULL;
+    CALL(comm_create(&c, ops, &args));
+    device_cpu_unlink(&dev);
+    CHECK(!strcmp(comm_backend_name(c), backend), "backend is %s", comm_backend_name(c));
+    CHECK(comm_rank(c) == rank_ && comm_size(c) == size_, "rank/size mismatch");
+    MPI_Barrier(MPI_COMM_WORLD);
+    check_no_names_(&id, "after comm_create");
+
+    if (sleep_rank >= 0) {
+        // Fault mode: sleep_rank never arrives; everyone else must time out.
+        float *d = NULL;
+        CALL(device_alloc_floats(&dev, 1024, &d));
+        if (rank_ == sleep_rank) {
+            sleep(3600);
+        }
+        double t0 = util_now_s();
+        int rc = comm_all_reduce(c, d, d, 1024, COMM_SUM);
+        double took = util_now_s() - t0;
+        fprintf(stderr, "[rank %d] comm_all_reduce -> %s after %.1f s\n", rank_, status_str(rc),
+                took);
+        MPI_Abort(MPI_COMM_WORLD, rc == VGPU_ETIMEOUT ? 3 : 4);
+    }
+
+    const size_t n = (size_t)size_;
+    const size_t counts[] = {0, 1, n - 1, n, n + 1, 1000, big};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            test_all_reduce_(c, &dev, counts[k], in_place, COMM_SUM);
+            test_all_reduce_(c, &dev, counts[k], in_place, COMM_AVG);
+        }
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        const size_t bytes = counts[k] * 4 + counts[k] % 3; // odd byte counts too
+        test_broadcast_(c, &dev, bytes, 0);
+        test_broadcast_(c, &dev, bytes, size_ - 1);
+        test_all_gather_(c, &dev, bytes, 0);
+        test_all_gather_(c, &dev, bytes, 1);
+    }
+    test_barrier_(c);
+
+    struct comm_stats st = comm_get_stats(c);
+    CHECK(st.calls == 77 && st.bytes > 0, "stats: %llu calls, %llu bytes",
+          (unsigned long long)st.calls, (unsigned long long)st.bytes);
+    comm_destroy(c);
+    device_close(&dev);
+    check_no_names_(&id, "at the end");
+
+    long long all = total_(failures_);
+    if (rank_ == 0)
+        printf("test_comm_collectives: backend %s, %d ranks%s%s: %s (%lld failed checks)\n",
+               backend, size_, fake_hosts ? ", fake hosts" : "",
+               getenv("VGPU_RING_STAGING") ? ", staging" : "", all ? "FAILED" : "OK", all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}

@@ -1,0 +1,278 @@
+// test_comm_shm.c: the futex wait (shm_wait) and the ring schedule
+// (ring_core) run by fork()ed processes over anonymous shared memory, with no
+// MPI: every ring link is a same-host link here.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ring_internal.h"
+#include "shm_wait.h"
+#include "status.h"
+#include "util.h"
+
+static void *shared_alloc_(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    memset(p, 0, bytes);
+    return p;
+}
+
+// Waits for every child; returns how many exited with a non-zero status.
+static int reap_(pid_t *pids, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    return bad;
+}
+
+// ---- shm_wait ----
+
+// Two processes hand a token back and forth through two flags. With no
+// spinning every wait goes through the futex: a lost wake-up would cost a
+// 50 ms sleep slice each time and blow the time bound.
+static void ping_pong_(unsigned spin)
+{
+    enum { ROUNDS = 20000 };
+    struct shm_flag *f = shared_alloc_(2 * sizeof *f);
+    struct shm_wait_opts o = {.timeout_s = 10, .spin_count = spin};
+    double t0 = util_now_s();
+    pid_t pids[2];
+    for (int who = 0; who < 2; who++) {
+        pids[who] = fork();
+        assert_true(pids[who] >= 0);
+        if (pids[who] == 0) {
+            for (uint64_t i = 1; i <= ROUNDS; i++) {
+                if (who == 0) {
+                    shm_flag_publish(&f[0], i);
+                    if (shm_flag_wait(&f[1], i, &o) < 0)
+                        _exit(1);
+                } else {
+                    if (shm_flag_wait(&f[0], i, &o) < 0)
+                        _exit(1);
+                    shm_flag_publish(&f[1], i);
+                }
+            }
+            _exit(0);
+        }
+    }
+    assert_int_equal(reap_(pids, 2), 0);
+    double took = util_now_s() - t0;
+    assert_true(took < 10.0);
+    assert_int_equal(shm_flag_read(&f[0]), ROUNDS);
+    assert_int_equal(shm_flag_read(&f[1]), ROUNDS);
+    assert_int_equal(atomic_load(&f[0].sleepers), 0);
+    munmap(f, 2 * sizeof *f);
+}
+
+static void test_wait_ping_pong_futex(void **state) { (void)state; ping_pong_(0); }
+static void test_wait_ping_pong_spin(void **state) { (void)state; ping_pong_(1000); }
+
+static int slow_calls_;
+static double slow_at_;
+static void on_slow_(void *arg, double waited_s)
+{
+    (void)arg;
+    slow_calls_++;
+    slow_at_ = waited_s;
+}
+
+static void test_wait_timeout(void **state)
+{
+    (void)state;
+    struct shm_flag f = {0};
+    shm_flag_publish(&f, 5);
+    struct shm_wait_opts o = {.timeout_s = 0.4, .spin_count = 10, .on_slow = on_slow_};
+    assert_int_equal(shm_flag_wait(&f, 5, &o), 0); // already there: no wait
+    double t0 = util_now_s();
+    assert_int_equal(shm_flag_wait(&f, 6, &o), VGPU_ETIMEOUT);
+    double took = util_now_s() - t0;
+    assert_true(took >= 0.4 && took < 0.7);
+    assert_int_equal(slow_calls_, 1);
+    assert_true(slow_at_ >= 0.2 && slow_at_ < 0.35);
+}
+
+// A publish from another process wakes a sleeping waiter promptly.
+static void test_wait_wakes(void **state)
+{
+    (void)state;
+    struct shm_flag *f = shared_alloc_(sizeof *f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        usleep(200000);
+        shm_flag_publish(f, 1);
+        _exit(0);
+    }
+    struct shm_wait_opts o = {.timeout_s = 5, .spin_count = 0};
+    double t0 = util_now_s();
+    assert_int_equal(shm_flag_wait(f, 1, &o), 0);
+    double took = util_now_s() - t0;
+    assert_true(took >= 0.15 && took < 1.0);
+    assert_int_equal(reap_(&pid, 1), 0);
+    munmap(f, sizeof *f);
+}
+
+// ---- ring schedule ----
+
+#define WIN_BYTES (8u << 20)
+
+struct ring_world {
+    struct ring_slot slot[8];
+    int order[8];
+    char pad_[64];
+};
+
+static float value_(int rank, uint64_t i) { return (float)((rank * 5 + i * 7) % 9 + 1); }
+
+// One rank's whole test; returns the number of wrong results.
+static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice)
+{
+    struct ring_core r;
+    memset(&r, 0, sizeof r);
+    r.pos = me;
+    r.size = n;
+    r.order = w->order;
+    r.rank = me;
+    r.me = &w->slot[me];
+    r.win = wins + (size_t)me * WIN_BYTES;
+    r.win_bytes = WIN_BYTES;
+    r.left = (struct ring_link){.rank = (me + n - 1) % n, .local = 1,
+                                .slot = &w->slot[(me + n - 1) % n],
+                                .win = wins + (size_t)((me + n - 1) % n) * WIN_BYTES,
+                                .win_bytes = WIN_BYTES};
+    r.right = (struct ring_link){.rank = (me + 1) % n, .local = 1, .slot = &w->slot[(me + 1) % n]};
+    r.slice_bytes = slice;
+    r.mpi = MPI_COMM_NULL;
+    r.timeout_s = 20;
+    r.spin_count = 50;
+    long wrong = 0;
+    const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int variant = 0; variant < 4; variant++) {
+            const uint64_t count = counts[k];
+            const int in_place = variant & 1;
+            const enum comm_reduce_op op = variant & 2 ? COMM_AVG : COMM_SUM;
+            // Buffers move around between calls, as a real caller's would.
+            float *send = (float *)(r.win + 4096 * (k + 1));
+            float *recv = in_place ? send : send + count + 64;
+            for (uint64_t i = 0; i < count; i++) {
+                send[i] = value_(me, i);
+                if (!in_place)
+                    recv[i] = -1;
+            }
+            if (ring_core_all_reduce(&r, send, recv, count, op) < 0)
+                return 1000000;
+            for (uint64_t i = 0; i < count; i++) {
+                float sum = 0;
+                for (int q = 0; q < n; q++)
+                    sum += value_(q, i);
+                wrong += recv[i] != (op == COMM_AVG ? sum / (float)n : sum);
+                if (!in_place)
+                    wrong += send[i] != value_(me, i);
+            }
+        }
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        const uint64_t bytes = counts[k] * 3 + 1;
+        char *recv = r.win + 64 * k;
+        const uint64_t stride = bytes + 5;
+        char *send = recv + (uint64_t)n * stride + 8;
+        for (uint64_t i = 0; i < bytes; i++)
+            send[i] = (char)(me * 13 + i);
+        if (ring_core_all_gather(&r, send, recv, bytes, stride) < 0)
+            return 1000000;
+        for (int q = 0; q < n; q++)
+            for (uint64_t i = 0; i < bytes; i++)
+                wrong += recv[(uint64_t)q * stride + i] != (char)(q * 13 + i);
+        for (int root = 0; root < n; root += n > 2 ? n - 2 : 1) {
+            char *buf = r.win + 1000 + 8 * k;
+            for (uint64_t i = 0; i < bytes; i++)
+                buf[i] = me == root ? (char)(root + i * 3) : 0;
+            if (ring_core_broadcast(&r, buf, bytes, root) < 0)
+                return 1000000;
+            for (uint64_t i = 0; i < bytes; i++)
+                wrong += buf[i] != (char)(root + i * 3);
+        }
+        if (ring_core_barrier(&r) < 0)
+            return 1000000;
+    }
+    return wrong;
+}
+
+static void run_ring_(int n, uint64_t slice)
+{
+    struct ring_world *w = shared_alloc_(sizeof *w);
+    char *wins = shared_alloc_((size_t)n * WIN_BYTES);
+    for (int q = 0; q < n; q++)
+        w->order[q] = q;
+    pid_t pids[8];
+    for (int me = 0; me < n; me++) {
+        pids[me] = fork();
+        assert_true(pids[me] >= 0);
+        if (pids[me] == 0) {
+            long wrong = rank_main_(w, wins, n, me, slice);
+            if (wrong)
+                fprintf(stderr, "ring n=%d slice=%llu rank %d: %ld wrong\n", n,
+                        (unsigned long long)slice, me, wrong);
+            _exit(wrong ? 1 : 0);
+        }
+    }
+    assert_int_equal(reap_(pids, n), 0);
+    munmap(wins, (size_t)n * WIN_BYTES);
+    munmap(w, sizeof *w);
+}
+
+static void test_ring_schedule(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 5; n++) {
+        run_ring_(n, 256);      // many rounds: every pipelining boundary
+        run_ring_(n, 64 << 10); // the whole buffer in one or two rounds
+    }
+}
+
+static void test_ring_chunks(void **state)
+{
+    (void)state;
+    // Chunks tile [0, n) exactly, in order, each starting on a 16-float boundary.
+    for (int parts = 1; parts <= 7; parts++)
+        for (uint64_t n = 0; n < 300; n++) {
+            uint64_t next = 0;
+            for (int c = 0; c < parts; c++) {
+                uint64_t lo, hi;
+                ring_chunk(n, parts, c, &lo, &hi);
+                assert_int_equal(lo, next);
+                assert_true(hi >= lo && hi <= n);
+                assert_true(lo == n || lo % 16 == 0);
+                next = hi;
+            }
+            assert_int_equal(next, n);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wait_ping_pong_futex),
+        cmocka_unit_test(test_wait_ping_pong_spin),
+        cmocka_unit_test(test_wait_timeout),
+        cmocka_unit_test(test_wait_wakes),
+        cmocka_unit_test(test_ring_chunks),
+        cmocka_unit_test(test_ring_schedule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
