@@ -1,6 +1,7 @@
 // util.c: clocks, hashing, size formatting.
 #include "util.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 #include <zlib.h>
@@ -59,4 +60,15 @@ char *util_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes)
     else
         snprintf(buf, buf_bytes, "%.1f %s", v, units[u]);
     return buf;
+}
+
+int util_errorf(char *err, size_t err_bytes, int status, const char *fmt, ...)
+{
+    if (err && err_bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return status;
 }

@@ -14,6 +14,11 @@ uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
 // 64-bit FNV-1a-style hash of a byte range, continuing from `h` (start at 0).
 uint64_t util_hash64(uint64_t h, const void *data, size_t bytes);
 
+// Writes a printf-style message into err (if err and err_bytes) and returns
+// status: the one-line "report and fail" of functions with an err buffer.
+int util_errorf(char *err, size_t err_bytes, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 // Formats bytes as "96.0 MiB" into buf; returns buf.
 char *util_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes);
 

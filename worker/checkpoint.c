@@ -38,19 +38,6 @@
 #define CKPT_IO_FLOATS 16384     // floats converted per write/read call
 #define CKPT_NAME_DIGITS 10      // zero-padded step in file names
 
-static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
-{
-    if (err && err_bytes) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_bytes, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 // ---- little-endian fields ----
 
@@ -247,18 +234,18 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
     if (err && err_bytes)
         err[0] = '\0';
     if (check_meta_(meta, params, opt_state) < 0)
-        return fail_(err, err_bytes, VGPU_EINVAL,
+        return util_errorf(err, err_bytes, VGPU_EINVAL,
                      "%s: invalid checkpoint contents (n_dims %d, %lld params, %lld state floats)",
                      path, meta->n_dims, (long long)meta->param_count,
                      (long long)meta->opt_state_count);
     char tmp[4096];
     int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof(tmp))
-        return fail_(err, err_bytes, -ENAMETOOLONG, "%s: path too long", path);
+        return util_errorf(err, err_bytes, -ENAMETOOLONG, "%s: path too long", path);
 
     unsigned char *scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
     if (!scratch)
-        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
+        return util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
     unsigned char header[CKPT_HEADER_BYTES];
     uint64_t params_bytes = (uint64_t)meta->param_count * 4;
     uint64_t opt_bytes = (uint64_t)meta->opt_state_count * 4;
@@ -308,7 +295,7 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
     free(scratch);
     rc = sync_parent_dir_(path);
     if (rc < 0)
-        return fail_(err, err_bytes, rc, "%s: written, but syncing its directory failed: %s", path,
+        return util_errorf(err, err_bytes, rc, "%s: written, but syncing its directory failed: %s", path,
                      status_str(rc));
     return 0;
 
@@ -318,7 +305,7 @@ fail:
     unlink(tmp);
 fail_no_file:
     free(scratch);
-    return fail_(err, err_bytes, rc,
+    return util_errorf(err, err_bytes, rc,
                  "%s: cannot %s %s: %s (the previous checkpoint, if any, is kept)", path, stage,
                  tmp, status_str(rc));
 }
@@ -336,7 +323,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int rc = -errno;
-        return fail_(err, err_bytes, rc, "%s: cannot open: %s", path, status_str(rc));
+        return util_errorf(err, err_bytes, rc, "%s: cannot open: %s", path, status_str(rc));
     }
     unsigned char header[CKPT_HEADER_BYTES];
     unsigned char *scratch = NULL;
@@ -348,18 +335,18 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     if (rc == 0)
         rc = read_all_(fd, header, sizeof(header), &got);
     if (rc < 0) {
-        rc = fail_(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+        rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
         goto done;
     }
     // Magic first: a file that is not ours at all should say so, whatever its size.
     if (got < 8 || memcmp(header, CKPT_MAGIC, 8) != 0) {
         if (got >= 8 || memcmp(header, CKPT_MAGIC, got) != 0) {
-            rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: not a vgpu checkpoint (bad magic)", path);
+            rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: not a vgpu checkpoint (bad magic)", path);
             goto done;
         }
     }
     if (got < CKPT_HEADER_BYTES) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: truncated: file holds %zu bytes, the header needs %d", path, got,
                    CKPT_HEADER_BYTES);
         goto done;
@@ -368,7 +355,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     // differently, so its CRC would fail for a reason that says nothing useful.
     uint32_t version = get_u32_(header + 8);
     if (version != CKPT_VERSION) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: unsupported checkpoint format version %u (this build reads %u)", path,
                    version, CKPT_VERSION);
         goto done;
@@ -376,7 +363,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     uint32_t stored_hcrc = get_u32_(header + CKPT_HEADER_CRC_AT);
     uint32_t hcrc = util_crc32(0, header, CKPT_HEADER_CRC_AT);
     if (stored_hcrc != hcrc) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: header CRC mismatch (stored 0x%08x, computed 0x%08x): the header is "
                    "corrupt",
                    path, stored_hcrc, hcrc);
@@ -390,7 +377,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         m.opt_state_count > INT64_MAX / 8 || params_bytes != (uint64_t)m.param_count * 4 ||
         opt_bytes != (uint64_t)m.opt_state_count * 4 ||
         memchr(m.optimizer, '\0', sizeof(m.optimizer)) == NULL) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: inconsistent header (header %u bytes, n_dims %d, %lld params in %llu "
                    "bytes, %lld state floats in %llu bytes)",
                    path, header_bytes, m.n_dims, (long long)m.param_count,
@@ -401,7 +388,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     uint64_t want_size = CKPT_HEADER_BYTES + params_bytes + opt_bytes;
     uint64_t have_size = (uint64_t)st.st_size;
     if (have_size != want_size) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: %s: header says %lld params + %lld state floats (%llu bytes in all), file "
                    "holds %llu bytes",
                    path, have_size < want_size ? "truncated" : "trailing data",
@@ -415,7 +402,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     if (m.opt_state_count)
         o = malloc((size_t)opt_bytes);
     if (!scratch || (m.param_count && !p) || (m.opt_state_count && !o)) {
-        rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu bytes", path,
+        rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu bytes", path,
                    (unsigned long long)(params_bytes + opt_bytes));
         goto done;
     }
@@ -424,16 +411,16 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     if (rc == 0)
         rc = read_floats_(fd, o, m.opt_state_count, scratch, &crc);
     if (rc == 1) { // the file shrank between fstat and read
-        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: truncated while reading", path);
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: truncated while reading", path);
         goto done;
     }
     if (rc < 0) {
-        rc = fail_(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+        rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
         goto done;
     }
     uint32_t stored_pcrc = get_u32_(header + CKPT_PAYLOAD_CRC_AT);
     if (crc != stored_pcrc) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is corrupt",
                    path, stored_pcrc, crc);
         goto done;

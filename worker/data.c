@@ -14,6 +14,7 @@
 
 #include "rng.h"
 #include "status.h"
+#include "util.h"
 
 #define IDX3_MAGIC 0x00000803u // unsigned bytes, 3 dimensions
 #define IDX1_MAGIC 0x00000801u // unsigned bytes, 1 dimension
@@ -24,19 +25,6 @@
 #define SYNTH_STREAM_MEANS (3ull << 56)
 #define SYNTH_STREAM_SPLIT(split) ((uint64_t)((split) + 1) << 56)
 
-static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail_(char *err, size_t err_bytes, int status, const char *fmt, ...)
-{
-    if (err && err_bytes) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_bytes, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 static uint32_t be32_(const unsigned char *p)
 {
@@ -51,12 +39,12 @@ static int open_gz_(const char *path, gzFile *out, char *err, size_t err_bytes)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int rc = -errno;
-        return fail_(err, err_bytes, rc, "%s: cannot open: %s", path, strerror(-rc));
+        return util_errorf(err, err_bytes, rc, "%s: cannot open: %s", path, strerror(-rc));
     }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);
-        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: cannot start zlib reader", path);
+        return util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: cannot start zlib reader", path);
     }
     gzbuffer(gz, 256u << 10);
     *out = gz;
@@ -79,12 +67,12 @@ static int read_full_(gzFile gz, void *buf, size_t bytes, size_t *got, const cha
         if (n < 0 || (errnum != Z_OK && errnum != Z_BUF_ERROR)) {
             if (errnum == Z_ERRNO) {
                 int rc = errno ? -errno : VGPU_EIO;
-                return fail_(err, err_bytes, rc, "%s: read error: %s", path, strerror(-rc));
+                return util_errorf(err, err_bytes, rc, "%s: read error: %s", path, strerror(-rc));
             }
-            return fail_(err, err_bytes, VGPU_EFORMAT, "%s: corrupt gzip data: %s", path, why);
+            return util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: corrupt gzip data: %s", path, why);
         }
         if (errnum == Z_BUF_ERROR) // zlib's "unexpected end of file" inside the stream
-            return fail_(err, err_bytes, VGPU_EFORMAT,
+            return util_errorf(err, err_bytes, VGPU_EFORMAT,
                          "%s: truncated gzip stream (ends after %zu bytes of data)", path,
                          done + (size_t)n);
         done += (size_t)n;
@@ -104,7 +92,7 @@ static int expect_end_(gzFile gz, const char *path, const char *what, char *err,
     if (rc < 0)
         return rc;
     if (got)
-        return fail_(err, err_bytes, VGPU_EFORMAT,
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
                      "%s: trailing data: file is longer than the header's %s", path, what);
     return 0;
 }
@@ -127,26 +115,26 @@ static int read_header_(gzFile gz, const char *path, int want_images, struct idx
     uint32_t magic = got >= 4 ? be32_(buf) : 0, want_magic = want_images ? IDX3_MAGIC : IDX1_MAGIC;
     if (got >= 4 && magic != want_magic) {
         if (magic == (want_images ? IDX1_MAGIC : IDX3_MAGIC))
-            return fail_(err, err_bytes, VGPU_EFORMAT, "%s: this is an IDX%d %s file, expected %s",
+            return util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: this is an IDX%d %s file, expected %s",
                          path, want_images ? 1 : 3, want_images ? "label" : "image",
                          want_images ? "images" : "labels");
-        return fail_(err, err_bytes, VGPU_EFORMAT,
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
                      "%s: bad magic 0x%08x (expected 0x%08x: IDX%d unsigned-byte %s)", path, magic,
                      want_magic, want_images ? 3 : 1, want_images ? "images" : "labels");
     }
     if (got < need)
-        return fail_(err, err_bytes, VGPU_EFORMAT,
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
                      "%s: truncated: file holds %zu bytes, an IDX%d header needs %zu", path, got,
                      want_images ? 3 : 1, need);
     h->count = be32_(buf + 4);
     h->rows = h->cols = 1;
     if (h->count == 0)
-        return fail_(err, err_bytes, VGPU_EFORMAT, "%s: header says the file holds 0 %s", path,
+        return util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: header says the file holds 0 %s", path,
                      want_images ? "images" : "labels");
     if (want_images) {
         uint32_t rows = be32_(buf + 8), cols = be32_(buf + 12);
         if (rows == 0 || cols == 0 || rows > DATA_MAX_SIDE || cols > DATA_MAX_SIDE)
-            return fail_(err, err_bytes, VGPU_EFORMAT,
+            return util_errorf(err, err_bytes, VGPU_EFORMAT,
                          "%s: image size %ux%u out of range (1 to %d per side)", path, rows, cols,
                          DATA_MAX_SIDE);
         h->rows = (int)rows;
@@ -163,11 +151,11 @@ static int read_pixels_(gzFile gz, const char *path, const struct idx_header_ *h
 {
     uint64_t total = (uint64_t)h->count * (uint64_t)h->rows * (uint64_t)h->cols;
     if (total > SIZE_MAX / sizeof(float))
-        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: %llu pixels do not fit in memory", path,
+        return util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: %llu pixels do not fit in memory", path,
                      (unsigned long long)total);
     unsigned char *chunk = malloc(IDX_CHUNK_BYTES);
     if (!chunk)
-        return fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
+        return util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
     float *pixels = NULL;
     uint64_t done = 0, cap = 0;
     int rc = 0;
@@ -183,7 +171,7 @@ static int read_pixels_(gzFile gz, const char *path, const struct idx_header_ *h
                 new_cap = total;
             float *grown = realloc(pixels, (size_t)new_cap * sizeof(float));
             if (!grown) {
-                rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu pixels", path,
+                rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu pixels", path,
                            (unsigned long long)new_cap);
                 break;
             }
@@ -194,7 +182,7 @@ static int read_pixels_(gzFile gz, const char *path, const struct idx_header_ *h
             pixels[done + k] = (float)chunk[k] / 255.0f;
         done += got;
         if (got < want) {
-            rc = fail_(err, err_bytes, VGPU_EFORMAT,
+            rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                        "%s: truncated: header says %u images of %dx%d (%llu bytes of pixels), "
                        "file holds %llu bytes of pixels",
                        path, h->count, h->rows, h->cols, (unsigned long long)total,
@@ -219,20 +207,20 @@ static int read_labels_(gzFile gz, const char *path, uint32_t count, int classes
     int rc = 0;
     size_t got = 0;
     if (!raw || !labels) {
-        rc = fail_(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %u labels", path, count);
+        rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %u labels", path, count);
         goto done;
     }
     rc = read_full_(gz, raw, count, &got, path, err, err_bytes);
     if (rc < 0)
         goto done;
     if (got < count) {
-        rc = fail_(err, err_bytes, VGPU_EFORMAT,
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: truncated: header says %u labels, file holds %zu", path, count, got);
         goto done;
     }
     for (uint32_t i = 0; i < count; i++) {
         if (raw[i] >= classes) {
-            rc = fail_(err, err_bytes, VGPU_EFORMAT,
+            rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                        "%s: label %u at index %u out of range [0, %d)", path, raw[i], i, classes);
             goto done;
         }
@@ -269,7 +257,7 @@ int dataset_load_idx(struct dataset *ds, const char *images_path, const char *la
     if (rc == 0)
         rc = read_header_(gl, labels_path, 0, &hl, err, err_bytes);
     if (rc == 0 && hi.count != hl.count)
-        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: holds %u labels but %s holds %u images",
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: holds %u labels but %s holds %u images",
                    labels_path, hl.count, images_path, hi.count);
     if (rc == 0)
         rc = read_pixels_(gi, images_path, &hi, &pixels, err, err_bytes);
@@ -331,7 +319,7 @@ int dataset_load_dir(struct dataset *train, struct dataset *test, const char *di
     for (int k = 0; k < 4; k++) {
         int rc = find_idx_file_(dir, names[k], paths[k], sizeof(paths[k]));
         if (rc == -ENAMETOOLONG)
-            return fail_(err, err_bytes, rc, "%s: directory name too long", dir);
+            return util_errorf(err, err_bytes, rc, "%s: directory name too long", dir);
         if (rc < 0) {
             size_t used = strlen(missing);
             snprintf(missing + used, sizeof(missing) - used, "%s%s[.gz]", used ? ", " : "",
@@ -339,7 +327,7 @@ int dataset_load_dir(struct dataset *train, struct dataset *test, const char *di
         }
     }
     if (missing[0])
-        return fail_(err, err_bytes, -ENOENT,
+        return util_errorf(err, err_bytes, -ENOENT,
                      "%s: dataset files not found: %s (each looked for plain and with .gz)", dir,
                      missing);
     int rc = dataset_load_idx(train, paths[0], paths[1], err, err_bytes);
@@ -347,7 +335,7 @@ int dataset_load_dir(struct dataset *train, struct dataset *test, const char *di
         return rc;
     rc = dataset_load_idx(test, paths[2], paths[3], err, err_bytes);
     if (rc == 0 && (test->rows != train->rows || test->cols != train->cols))
-        rc = fail_(err, err_bytes, VGPU_EFORMAT, "%s: test images are %dx%d but %s holds %dx%d",
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: test images are %dx%d but %s holds %dx%d",
                    paths[2], test->rows, test->cols, paths[0], train->rows, train->cols);
     if (rc < 0) {
         dataset_free(train);
