@@ -180,13 +180,12 @@ int main(int argc, char **argv)
         FATAL(1, "out of memory");
     runtime_gather_all(&rt, &peak, peaks, sizeof peak);
     if (rt.rank == 0 && rc == 0) {
-        char peak_list[1024] = "", one[32];
+        char peak_list[1024] = "";
         for (int r = 0; r < rt.size; r++) {
             size_t len = strlen(peak_list);
             snprintf(peak_list + len, sizeof peak_list - len, "%s%.1fM", r ? "," : "",
                      (double)peaks[r] / (1024.0 * 1024.0));
         }
-        (void)one;
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
                "peak_mem=%s params_crc=%08x status=ok\n",
