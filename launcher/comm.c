@@ -57,6 +57,8 @@ void comm_destroy(comm_t *c)
 {
     if (!c)
         return;
+    if (c->tree_scratch)
+        device_free(c->dev, c->tree_scratch);
     if (c->ops && c->ops->destroy)
         c->ops->destroy(c);
     free(c);
@@ -129,6 +131,100 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
     double t0 = util_now_s();
     int rc = c->ops->all_gather(c, send, recv, bytes);
     account_(c, bytes, t0);
+    return rc;
+}
+
+// ---- the deterministic all-reduce ----
+
+int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count)
+{
+    // The pairs depend only on n and the leaf index, never on who holds a
+    // leaf, and float addition of the same two values is exact-repeatable.
+    for (int stride = 1; stride < n; stride *= 2)
+        for (int i = 0; i + stride < n; i += 2 * stride)
+            TRY(device_axpby(dev, leaves[i], 1.0f, leaves[i + stride], 1.0f, count));
+    return 0;
+}
+
+// Floats of each rank's chunk: count split N ways, rounded up to 64 floats
+// (256 bytes) so chunks stay aligned.
+static size_t tree_chunk_(int nranks, size_t count)
+{
+    size_t chunk = (count + (size_t)nranks - 1) / (size_t)nranks;
+    return (chunk + 63) & ~(size_t)63;
+}
+
+uint64_t comm_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count)
+{
+    const uint64_t block = (uint64_t)max_parts_per_rank * tree_chunk_(nranks, count);
+    // send and receive blocks for every rank, plus the gathered result.
+    return (2 * block * (uint64_t)nranks + tree_chunk_(nranks, count) * (uint64_t)nranks) *
+           sizeof(float);
+}
+
+int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_rank, float *out,
+                         size_t count)
+{
+    if (!c || !parts_per_rank || count > SIZE_MAX / sizeof(float) / 4)
+        return VGPU_EINVAL;
+    if (!c->ops->all_to_all) {
+        log_error("comm_all_reduce_tree: the %s backend has no all-to-all; deterministic mode "
+                  "needs comm.backend = ring or mpi", c->ops->name);
+        return VGPU_EUNSUPPORTED;
+    }
+    const int n = c->size, me = c->rank;
+    int total = 0, most = 0;
+    for (int r = 0; r < n; r++) {
+        if (parts_per_rank[r] < 0)
+            return VGPU_EINVAL;
+        total += parts_per_rank[r];
+        most = parts_per_rank[r] > most ? parts_per_rank[r] : most;
+    }
+    const int mine = parts_per_rank[me];
+    TRY(check_buffer_(c, parts, (size_t)mine * count * sizeof(float), "parts", "comm_all_reduce_tree"));
+    TRY(check_buffer_(c, out, count * sizeof(float), "out", "comm_all_reduce_tree"));
+    if (total == 0 || count == 0)
+        return total == 0 && count ? device_zero(c->dev, out, count * sizeof(float)) : 0;
+
+    double t0 = util_now_s();
+    const size_t chunk = tree_chunk_(n, count), block = (size_t)most * chunk;
+    const size_t need = comm_tree_scratch_bytes(n, most, count);
+    if (c->tree_scratch_bytes < need) {
+        if (c->tree_scratch)
+            device_free(c->dev, c->tree_scratch);
+        c->tree_scratch = NULL;
+        c->tree_scratch_bytes = 0;
+        TRY(device_alloc(c->dev, need, &c->tree_scratch));
+        // Padding is never read back, but zeroes keep it out of any NaN story.
+        TRY(device_zero(c->dev, c->tree_scratch, need));
+        c->tree_scratch_bytes = need;
+    }
+    float *send = c->tree_scratch, *recv = send + block * (size_t)n, *gathered = recv + block * (size_t)n;
+
+    // send block q = chunk q of each of my partials: [q][k][chunk].
+    for (int q = 0; q < n; q++) {
+        const size_t lo = (size_t)q * chunk;
+        const size_t len = lo >= count ? 0 : count - lo < chunk ? count - lo : chunk;
+        for (int k = 0; k < mine && len; k++)
+            TRY(device_copy(c->dev, send + (size_t)q * block + (size_t)k * chunk,
+                            parts + (size_t)k * count + lo, len * sizeof(float)));
+    }
+    int rc = c->ops->all_to_all(c, send, recv, block * sizeof(float));
+    // Leaf m of my chunk sits in the block from its holder, at its index there.
+    float **leaves = rc == 0 ? malloc((size_t)total * sizeof *leaves) : NULL;
+    if (rc == 0 && !leaves)
+        rc = VGPU_ENOMEM;
+    for (int r = 0, m = 0; rc == 0 && r < n; r++)
+        for (int k = 0; k < parts_per_rank[r]; k++, m++)
+            leaves[m] = recv + (size_t)r * block + (size_t)k * chunk;
+    if (rc == 0)
+        rc = comm_tree_sum(c->dev, leaves, total, chunk);
+    if (rc == 0)
+        rc = c->ops->all_gather(c, leaves[0], gathered, chunk * sizeof(float));
+    free(leaves);
+    if (rc == 0)
+        rc = device_copy(c->dev, out, gathered, count * sizeof(float));
+    account_(c, count * sizeof(float), t0);
     return rc;
 }
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device.h"
+
 typedef struct comm comm_t;
 
 enum comm_reduce_op { COMM_SUM, COMM_AVG };
@@ -36,6 +38,26 @@ int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
 // recv = concatenation over ranks (in rank order) of each rank's `bytes` of send.
 int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes);
 int comm_barrier(comm_t *c);
+
+// The deterministic all-reduce: the job holds `total` partial vectors of
+// `count` floats (one per micro-batch), rank r the partials
+// [first_r, first_r + parts_per_rank[r]) back to back in `parts` (device),
+// first_r = sum of parts_per_rank[q] for q < r. Every rank receives in `out`
+// their sum combined in the canonical tree of comm_tree_sum over the partial
+// index, so the bits do not depend on how many ranks there are or how the
+// partials are split. Each chunk's owner receives that chunk of every partial
+// (all-to-all), sums in tree order, then the chunks are all-gathered. `parts`
+// is left as it was. Uses device scratch of about 2 * max(parts_per_rank) *
+// count floats, kept until comm_destroy (comm_tree_scratch_bytes says how much).
+int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_rank, float *out,
+                         size_t count);
+uint64_t comm_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count);
+
+// The canonical tree: leaves[0] = sum of leaves[0..n), added pairwise with
+// doubling strides (leaf i += leaf i + s for s = 1, 2, 4, ...), elementwise
+// on the device. The other leaves are clobbered. A single device computes the
+// reference with this very function.
+int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count);
 struct comm_stats comm_get_stats(const comm_t *c);
 
 #endif

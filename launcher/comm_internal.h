@@ -32,6 +32,10 @@ struct comm_ops {
                       enum comm_reduce_op op);
     int (*broadcast)(comm_t *c, void *buf, size_t bytes, int root);
     int (*all_gather)(comm_t *c, const void *send, void *recv, size_t bytes);
+    // Block q of send (`bytes` each, N blocks) goes to rank q; recv block q
+    // comes from rank q. NULL where the backend has none (the deterministic
+    // all-reduce then says so).
+    int (*all_to_all)(comm_t *c, const void *send, void *recv, size_t bytes);
     int (*barrier)(comm_t *c);
     void (*destroy)(comm_t *c);
 };
@@ -43,6 +47,8 @@ struct comm {
     double timeout_s;
     struct comm_stats stats;
     void *impl;              // backend state
+    void *tree_scratch;      // device scratch of the deterministic all-reduce (comm.c)
+    size_t tree_scratch_bytes;
 };
 
 extern const struct comm_ops comm_mpi_ops;

@@ -158,6 +158,44 @@ static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes
     return 0;
 }
 
+static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct mpi_comm *m = c->impl;
+    const int n = c->size;
+    // Pieces of each block, with strided types as in all_gather.
+    const size_t piece = (MPI_PIECE_BYTES / 2 / (size_t)n) & ~(size_t)63;
+    if (bytes == 0)
+        return check_(MPI_Barrier(m->comm), "MPI_Barrier");
+    for (size_t done = 0; done < bytes;) {
+        const size_t len = bytes - done < piece ? bytes - done : piece;
+        MPI_Datatype block, strided;
+        TRY(check_(MPI_Type_contiguous((int)len, MPI_BYTE, &block), "MPI_Type_contiguous"));
+        MPI_Type_create_resized(block, 0, m->staged ? (MPI_Aint)len : (MPI_Aint)bytes, &strided);
+        MPI_Type_commit(&strided);
+        int rc = 0;
+        if (m->staged) {
+            char *hs = m->host, *hr = m->host + (size_t)n * len;
+            for (int q = 0; rc == 0 && q < n; q++)
+                rc = device_copy_to_host(c->dev, hs + (size_t)q * len,
+                                         (const char *)send + (size_t)q * bytes + done, len);
+            if (rc == 0)
+                rc = check_(MPI_Alltoall(hs, 1, strided, hr, 1, strided, m->comm), "MPI_Alltoall");
+            for (int q = 0; rc == 0 && q < n; q++)
+                rc = device_copy_to_device(c->dev, (char *)recv + (size_t)q * bytes + done,
+                                           hr + (size_t)q * len, len);
+        } else {
+            const char *s = (const char *)device_cpu_view(c->dev, send) + done;
+            char *r = (char *)device_cpu_view(c->dev, recv) + done;
+            rc = check_(MPI_Alltoall(s, 1, strided, r, 1, strided, m->comm), "MPI_Alltoall");
+        }
+        MPI_Type_free(&strided);
+        MPI_Type_free(&block);
+        TRY(rc);
+        done += len;
+    }
+    return 0;
+}
+
 static int mpi_barrier_(comm_t *c)
 {
     struct mpi_comm *m = c->impl;
@@ -170,6 +208,7 @@ const struct comm_ops comm_mpi_ops = {
     .all_reduce = mpi_all_reduce_,
     .broadcast = mpi_broadcast_,
     .all_gather = mpi_all_gather_,
+    .all_to_all = mpi_all_to_all_,
     .barrier = mpi_barrier_,
     .destroy = mpi_destroy_,
 };

@@ -454,6 +454,41 @@ static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t byte
     return 0;
 }
 
+// The deterministic all-reduce's exchange. Every block goes to a different
+// rank, so there is nothing to pipeline around a ring: MPI's all-to-all on
+// the host windows (shared memory between same-host ranks, TCP between hosts).
+// Its waits are MPI's, not bounded by comm.timeout_s.
+static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct ring_comm *rc = c->impl;
+    if (rc->staging) {
+        log_error("ring backend: all-to-all needs host-addressable device memory (CPU devices); "
+                  "use comm.backend = mpi");
+        return VGPU_EUNSUPPORTED;
+    }
+    const int n = c->size;
+    const size_t piece = 1ull << 30; // MPI counts are ints
+    for (size_t done = 0; done < bytes || done == 0; done += piece) {
+        const size_t len = bytes - done < piece ? bytes - done : piece;
+        MPI_Datatype block, strided;
+        MPI_Type_contiguous((int)len, MPI_BYTE, &block);
+        MPI_Type_create_resized(block, 0, (MPI_Aint)bytes, &strided);
+        MPI_Type_commit(&strided);
+        const char *s = len ? view_(rc, send) + done : NULL;
+        char *r = len ? view_(rc, recv) + done : NULL;
+        int mpi_rc = MPI_Alltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided, rc->mpi);
+        MPI_Type_free(&strided);
+        MPI_Type_free(&block);
+        if (mpi_rc != MPI_SUCCESS) {
+            log_error("ring backend: MPI_Alltoall failed (%d ranks)", n);
+            return VGPU_ECOMM;
+        }
+        if (bytes == 0)
+            break;
+    }
+    return 0;
+}
+
 static int ring_barrier_(comm_t *c)
 {
     struct ring_comm *rc = c->impl;
@@ -466,6 +501,7 @@ const struct comm_ops comm_ring_ops = {
     .all_reduce = ring_all_reduce_,
     .broadcast = ring_broadcast_,
     .all_gather = ring_all_gather_,
+    .all_to_all = ring_all_to_all_,
     .barrier = ring_barrier_,
     .destroy = ring_destroy_,
 };

@@ -9,6 +9,7 @@
 // mode --sleep-rank R: rank R never enters the collective, the others must
 // fail with VGPU_ETIMEOUT (the test then aborts the job, as the runtime would).
 #include <getopt.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,70 @@ static long long failures_; // checks that failed on this rank
             MPI_Abort(MPI_COMM_WORLD, 1);                                 \
         }                                                                 \
     } while (0)
+
+// Partial m of the deterministic all-reduce: values whose sums round, with
+// magnitudes that differ by partial.
+static float partial_value_(int m, size_t i)
+{
+    uint64_t h = util_hash64((uint64_t)m * 0x9e3779b97f4a7c15ull + 1, &i, sizeof i);
+    return (float)((double)(h % 200001) / 100000.0 - 1.0) * (float)(1 << (m % 5)) / 3.0f;
+}
+
+// comm_all_reduce_tree with `total` partials split over the ranks by
+// `weights` (NULL = equal): every rank's result must be bit-identical to
+// comm_tree_sum over all partials on one device, whatever the split.
+static void test_tree_(comm_t *c, device_t *dev, size_t count, int total, const int *split)
+{
+    int per_rank[64], first = 0;
+    for (int r = 0; r < size_; r++) {
+        per_rank[r] = split ? split[r] : total / size_ + (r < total % size_);
+        first += r < rank_ ? per_rank[r] : 0;
+    }
+    const int mine = per_rank[rank_];
+    const size_t bytes = count * sizeof(float);
+    float *host = malloc((size_t)total * bytes + sizeof(float));
+    float *got = malloc(bytes + sizeof(float)), *want = malloc(bytes + sizeof(float));
+    float *dparts = NULL, *dout = NULL, *dall = NULL;
+    CALL(device_alloc(dev, (size_t)(mine ? mine : 1) * bytes + 4, (void **)&dparts));
+    CALL(device_alloc(dev, bytes + 4, (void **)&dout));
+    CALL(device_alloc(dev, (size_t)total * bytes + 4, (void **)&dall));
+    for (int m = 0; m < total; m++)
+        for (size_t i = 0; i < count; i++)
+            host[(size_t)m * count + i] = partial_value_(m, i);
+    if (mine && count)
+        CALL(device_copy_to_device(dev, dparts, host + (size_t)first * count, (size_t)mine * bytes));
+    CALL(comm_all_reduce_tree(c, dparts, per_rank, dout, count));
+    if (count)
+        CALL(device_copy_to_host(dev, got, dout, bytes));
+    // The single-device reference through the same tree.
+    float *leaves[64];
+    for (int m = 0; m < total; m++)
+        leaves[m] = dall + (size_t)m * count;
+    if (count) {
+        CALL(device_copy_to_device(dev, dall, host, (size_t)total * bytes));
+        CALL(comm_tree_sum(dev, leaves, total, count));
+        CALL(device_copy_to_host(dev, want, dall, bytes));
+    }
+    long long wrong = 0;
+    double worst = 0;
+    for (size_t i = 0; i < count; i++) {
+        double exact = 0;
+        for (int m = 0; m < total; m++)
+            exact += host[(size_t)m * count + i];
+        double err = fabs(exact - got[i]);
+        worst = err > worst ? err : worst;
+        wrong += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    }
+    CHECK(wrong == 0, "tree all-reduce: %lld of %zu floats differ from the one-device tree "
+          "(%d partials, %d here)", wrong, count, total, mine);
+    CHECK(worst < 1e-4 * total, "tree all-reduce: off the exact sum by %g", worst);
+    CALL(device_free(dev, dall));
+    CALL(device_free(dev, dout));
+    CALL(device_free(dev, dparts));
+    free(host);
+    free(got);
+    free(want);
+}
 
 // Wrong elements summed over ranks; every rank gets the total.
 static long long total_(long long wrong)
@@ -299,6 +364,23 @@ int main(int argc, char **argv)
     struct comm_stats st = comm_get_stats(c);
     CHECK(st.calls == 77 && st.bytes > 0, "stats: %llu calls, %llu bytes",
           (unsigned long long)st.calls, (unsigned long long)st.bytes);
+
+    // The deterministic all-reduce (not through the staging windows: CPU only).
+    if (!getenv("VGPU_RING_STAGING")) {
+        const size_t tree_counts[] = {0, 1, 1000, (1u << 16) + 3};
+        const int totals[] = {1, 3, 8, 12};
+        for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)
+            for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+                if (totals[t] >= size_ || totals[t] == 8)
+                    test_tree_(c, &dev, tree_counts[k], totals[t], NULL);
+        // Uneven: rank 0 holds most, the last rank none (when there are two or more).
+        int split[64] = {0}, total = 0;
+        for (int r = 0; r < size_; r++)
+            total += split[r] = r == size_ - 1 && size_ > 1 ? 0 : (r == 0 ? 5 : 1);
+        test_tree_(c, &dev, 1000, total, split);
+        test_tree_(c, &dev, (1u << 16) + 3, total, split);
+    }
+
     comm_destroy(c);
     device_close(&dev);
     check_no_names_(&id, "at the end");

@@ -1,0 +1,93 @@
+// vgpurun_plan.h: vgpurun's pure part: options and machine facts in, the launch
+// command (argv + environment) out. No I/O, so it is unit-tested as is.
+#ifndef VGPU_VGPURUN_PLAN_H
+#define VGPU_VGPURUN_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Environment variables through which vgpurun hands device settings to the
+// ranks (common/config.c reads them: file < environment < --set).
+#define VGPURUN_ENV_RANKS_PER_DEVICE "VGPU_RANKS_PER_DEVICE"
+#define VGPURUN_ENV_MEMORY_LIMIT "VGPU_MEMORY_LIMIT"
+#define VGPURUN_ENV_BACKEND "VGPU_BACKEND"
+
+// Room above --mem-per-rank in the MPS limit: the MPS cap covers everything a
+// rank pins on the GPU (cuBLAS workspace, NCCL buffers), vgpu's cap only its arena.
+#define VGPURUN_MPS_HEADROOM_BYTES (512ull << 20)
+
+#define VGPURUN_MAX_ARGS 512
+#define VGPURUN_MAX_ENV 64
+#define VGPURUN_MAX_NOTES 16
+
+enum vgpurun_launcher { VGPURUN_AUTO, VGPURUN_MPIRUN, VGPURUN_SRUN };
+
+struct vgpurun_options {
+    int np;                     // ranks; 0 = not given
+    const char *hostfile;       // --hostfile path or NULL
+    const char *hosts;          // -H host[:slots],... or NULL
+    int ranks_per_gpu;          // 0 = not given
+    const char *mem_per_rank;   // size text as given (K/M/G), or NULL
+    uint64_t mem_per_rank_bytes; // parsed from mem_per_rank
+    const char *backend;        // auto|ring|mpi|nccl, or NULL
+    enum vgpurun_launcher launcher;
+    int mps, dry_run, verbose;
+    char **program;             // PROGRAM ARGS..., NULL-terminated (points into argv)
+    int program_count;
+};
+
+// What vgpurun found out about where it runs (gathered by vgpurun.c).
+struct vgpurun_facts {
+    int is_root;                // effective uid 0
+    int root_allowed_by_env;    // OMPI_ALLOW_RUN_AS_ROOT{,_CONFIRM}=1 already set
+    int cores;                  // online CPUs of this host
+    int in_slurm;               // SLURM_JOB_ID is set
+    int slurm_ntasks;           // SLURM_NTASKS, 0 if unset
+    int slurm_nnodes;           // SLURM_JOB_NUM_NODES, 0 if unset
+    int host_count;             // hosts named by --hostfile / -H; 0 = none given
+    int slot_count;             // their slots; -1 = some host gave none (mpirun decides)
+    int gpu_count;              // GPUs this host shows (/dev/nvidiaN); 0 = none
+    int have_mps_control;       // nvidia-cuda-mps-control is on PATH
+    const char *host;           // this host's name, for messages
+    const char *const *env_names; // variables set in the environment (names only), NULL-terminated
+};
+
+struct vgpurun_plan {
+    char *argv[VGPURUN_MAX_ARGS]; // launcher command, NULL-terminated, owned
+    int argc;
+    char *env[VGPURUN_MAX_ENV];   // NAME=VALUE to set before running, owned
+    int envc;
+    char *notes[VGPURUN_MAX_NOTES]; // why each choice was made, owned
+    int notec;
+    int uses_srun;
+};
+
+// Parses vgpurun's command line (argv[0] is the program name). Returns 0, 1 for
+// "--help printed" (nothing else to do), or -1 with a message in err.
+int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
+                       size_t err_bytes);
+
+// Counts hosts and slots in an Open MPI hostfile's text ("host slots=N" lines,
+// '#' comments) or a -H list ("a:2,b,c:4"; a host without a count has 1 slot).
+// A hostfile host without slots= leaves *slot_count = -1 (mpirun counts cores).
+// Returns 0, or -1 with a message in err (naming the line).
+int vgpurun_count_hostfile(const char *text, int *host_count, int *slot_count, char *err,
+                           size_t err_bytes);
+int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, char *err,
+                            size_t err_bytes);
+
+// Builds the command. Returns 0, or -1 with a message in err for combinations
+// that cannot work (e.g. --mps without a GPU). The caller frees with
+// vgpurun_plan_free (also after an error).
+int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
+                       struct vgpurun_plan *plan, char *err, size_t err_bytes);
+void vgpurun_plan_free(struct vgpurun_plan *plan);
+
+// The value for CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "0=NMB,1=NMB,..." for each of
+// gpu_count devices, N = limit rounded up to MiB. Returns buf.
+char *vgpurun_mps_limit(uint64_t limit_bytes, int gpu_count, char *buf, size_t buf_bytes);
+
+// Formats env assignments and argv as one shell-quoted line into buf. Returns buf.
+char *vgpurun_format_command(const struct vgpurun_plan *plan, char *buf, size_t buf_bytes);
+
+#endif
