@@ -29,6 +29,7 @@ struct bench_opts {
     uint64_t slice_bytes; // --slice: ring pipelining granularity (0 = default)
     int sleep_rank;       // --sleep-rank: this rank stalls before the first collective
     double sleep_s;       // --sleep: for how long, seconds
+    int tree;             // --tree M: the deterministic all-reduce of M partials (0 = off)
 };
 
 static void usage_(FILE *f)
@@ -47,6 +48,8 @@ static void usage_(FILE *f)
             "      --slice SIZE      ring slice per step (default: the backend's, 1M)\n"
             "      --sleep-rank R    fault injection: rank R sleeps before the first call\n"
             "      --sleep S         ... for S seconds (default 3600)\n"
+            "      --tree M          time the deterministic all-reduce instead: M partials of\n"
+            "                        each size split over the ranks (both columns run it)\n"
             "  -h, --help\n");
 }
 
@@ -63,6 +66,7 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         {"op", required_argument, 0, 'o'},         {"backend", required_argument, 0, 'B'},
         {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
         {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
+        {"tree", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:t:h", longopts, NULL)) != -1) {
@@ -96,12 +100,13 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 't': o->timeout_s = atof(optarg); break;
         case 'R': o->sleep_rank = atoi(optarg); break;
         case 'Z': o->sleep_s = atof(optarg); break;
+        case 'T': o->tree = atoi(optarg); break;
         case 'h': usage_(stdout); exit(0);
         default: usage_(stderr); return VGPU_EINVAL;
         }
     }
     if (optind < argc || o->min_bytes > o->max_bytes || o->factor <= 1 || o->iters < 1 ||
-        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0) {
+        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096) {
         fprintf(stderr, "vgpu_allreduce_perf: need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
                         "-t > 0 and no extra arguments\n");
         return VGPU_EINVAL;
@@ -144,6 +149,29 @@ static float expected_(int size, size_t i, enum comm_reduce_op op)
     return op == COMM_AVG ? sum / (float)size : sum;
 }
 
+// The deterministic all-reduce of o->tree partials (value_(m, i) for partial
+// m), split as evenly as they go: every rank holds parts_per_rank[rank] of them.
+static int tree_call_(comm_t *c, const struct bench_opts *o, float *parts, float *out, size_t count)
+{
+    int per_rank[1024];
+    const int size = comm_size(c);
+    for (int r = 0; r < size && r < 1024; r++)
+        per_rank[r] = o->tree / size + (r < o->tree % size);
+    return comm_all_reduce_tree(c, parts, per_rank, out, count);
+}
+
+static void tree_fill_(comm_t *c, const struct bench_opts *o, float *host, size_t count)
+{
+    const int rank = comm_rank(c), size = comm_size(c);
+    int first = 0;
+    for (int r = 0; r < rank; r++)
+        first += o->tree / size + (r < o->tree % size);
+    const int mine = o->tree / size + (rank < o->tree % size);
+    for (int k = 0; k < mine; k++)
+        for (size_t i = 0; i < count; i++)
+            host[(size_t)k * count + i] = value_(first + k, i);
+}
+
 static void die_(comm_t *c, int rc, const char *what)
 {
     log_error("%s failed: %s", what, status_str(rc));
@@ -158,32 +186,44 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, floa
                       long long *wrong)
 {
     const int rank = comm_rank(c), size = comm_size(c);
-    float *out = in_place ? dsend : drecv;
-    for (size_t i = 0; i < count; i++)
-        host[i] = value_(rank, i);
-    int rc = device_copy_to_device(dev, dsend, host, count * sizeof(float));
+    float *out = in_place && !o->tree ? dsend : drecv;
+    const int mine = o->tree ? o->tree / size + (rank < o->tree % size) : 1;
+    if (o->tree) {
+        tree_fill_(c, o, host, count);
+    } else {
+        for (size_t i = 0; i < count; i++)
+            host[i] = value_(rank, i);
+    }
+    int rc = device_copy_to_device(dev, dsend, host, (size_t)mine * count * sizeof(float));
+#define CALL_ONCE_() (o->tree ? tree_call_(c, o, dsend, out, count) \
+                              : comm_all_reduce(c, dsend, out, count, o->op))
     for (int i = 0; rc == 0 && i < o->warmup; i++)
-        rc = comm_all_reduce(c, dsend, out, count, o->op);
+        rc = CALL_ONCE_();
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = util_now_s();
     for (int i = 0; rc == 0 && i < o->iters; i++)
-        rc = comm_all_reduce(c, dsend, out, count, o->op);
+        rc = CALL_ONCE_();
     double t = (util_now_s() - t0) / o->iters * 1e6;
     if (rc < 0)
         die_(c, rc, "comm_all_reduce");
     MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     long long bad = 0;
     if (o->check) {
-        for (size_t i = 0; i < count; i++)
-            host[i] = value_(rank, i);
-        if ((rc = device_copy_to_device(dev, dsend, host, count * sizeof(float))) < 0 ||
-            (!in_place && (rc = device_zero(dev, drecv, count * sizeof(float))) < 0) ||
-            (rc = comm_all_reduce(c, dsend, out, count, o->op)) < 0 ||
+        if (o->tree) {
+            tree_fill_(c, o, host, count);
+        } else {
+            for (size_t i = 0; i < count; i++)
+                host[i] = value_(rank, i);
+        }
+        if ((rc = device_copy_to_device(dev, dsend, host, (size_t)mine * count * sizeof(float))) < 0 ||
+            (out != dsend && (rc = device_zero(dev, out, count * sizeof(float))) < 0) ||
+            (rc = CALL_ONCE_()) < 0 ||
             (rc = device_copy_to_host(dev, host, out, count * sizeof(float))) < 0)
             die_(c, rc, "check");
         for (size_t i = 0; i < count; i++)
-            bad += host[i] != expected_(size, i, o->op);
+            bad += host[i] != (o->tree ? expected_(o->tree, i, COMM_SUM) : expected_(size, i, o->op));
     }
+#undef CALL_ONCE_
     MPI_Allreduce(&bad, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
 
@@ -218,7 +258,11 @@ int main(int argc, char **argv)
     char shm_name[64];
     comm_shm_name(&id, rank, "arena", shm_name, sizeof shm_name);
     device_t dev;
-    const uint64_t cap = 2 * (o.max_bytes + ARENA_ALIGN) + ARENA_ALIGN;
+    // Tree mode: the partials, plus the all-reduce's scratch.
+    const int most = o.tree ? (o.tree + size - 1) / size : 1;
+    const uint64_t cap = (uint64_t)(most + 1) * (o.max_bytes + ARENA_ALIGN) + ARENA_ALIGN +
+                         (o.tree ? comm_tree_scratch_bytes(size, most, o.max_bytes / sizeof(float)) +
+                                   ARENA_ALIGN : 0);
     if ((rc = device_open(&dev, &info, rank, host, cap, 1, shm_name)) < 0)
         die_(NULL, rc, "device_open");
     struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev, .id = id,
@@ -231,16 +275,19 @@ int main(int argc, char **argv)
 
     float *dsend, *drecv;
     const size_t max_count = o.max_bytes / sizeof(float);
-    float *host_buf = malloc((max_count ? max_count : 1) * sizeof(float));
-    if (!host_buf || (rc = device_alloc(&dev, max_count * sizeof(float), (void **)&dsend)) < 0 ||
+    float *host_buf = malloc((size_t)most * (max_count ? max_count : 1) * sizeof(float));
+    if (!host_buf || (rc = device_alloc(&dev, (size_t)most * max_count * sizeof(float), (void **)&dsend)) < 0 ||
         (rc = device_alloc(&dev, max_count * sizeof(float), (void **)&drecv)) < 0)
         die_(c, rc ? rc : VGPU_ENOMEM, "buffer allocation");
 
     if (rank == 0) {
         printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
-               "iters %d, warmup %d, check %d\n",
+               "iters %d, warmup %d, check %d%s\n",
                size, hosts, o.backend, o.op == COMM_SUM ? "sum" : "avg",
-               o.iters, o.warmup, o.check);
+               o.iters, o.warmup, o.check, o.tree ? ", deterministic tree" : "");
+        if (o.tree)
+            printf("# tree: %d partials of each size split over the ranks, summed in the "
+                   "canonical tree (both columns)\n", o.tree);
         printf("# job id %016llx%016llx\n", (unsigned long long)id.nonce[0],
                (unsigned long long)id.nonce[1]);
         printf("#%68s%36s\n", "out-of-place", "in-place");
