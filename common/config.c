@@ -562,6 +562,30 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
     return 0;
 }
 
+// Launchers (vgpurun) pass device settings to every rank on every host as
+// environment variables; they override the file and yield to --set.
+static const struct {
+    const char *var, *section, *key;
+} env_keys_[] = {
+    {"VGPU_RANKS_PER_DEVICE", "devices", "ranks_per_device"},
+    {"VGPU_MEMORY_LIMIT", "devices", "memory_limit"},
+    {"VGPU_BACKEND", "comm", "backend"},
+};
+
+int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
+{
+    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++) {
+        const char *value = getenv(env_keys_[i].var);
+        if (!value)
+            continue;
+        char msg[512];
+        if (set_value_(cfg, find_key_(env_keys_[i].section, env_keys_[i].key), value, msg, sizeof msg))
+            return errf_(err, err_bytes, "%s=%s (%s.%s): %s", env_keys_[i].var, value,
+                         env_keys_[i].section, env_keys_[i].key, msg);
+    }
+    return 0;
+}
+
 int config_validate(const struct config *cfg, char *err, size_t err_bytes)
 {
     if (cfg->devices.memory_limit && cfg->devices.memory_fraction > 0)

@@ -94,6 +94,12 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
 // with "--set section.key" as the location.
 int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes);
 
+// Applies the launcher's environment variables (what vgpurun exports):
+// VGPU_RANKS_PER_DEVICE -> devices.ranks_per_device, VGPU_MEMORY_LIMIT ->
+// devices.memory_limit, VGPU_BACKEND -> comm.backend. Precedence: file <
+// environment < --set. Errors name the variable: "VGPU_MEMORY_LIMIT=12Q ...".
+int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
+
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);
 

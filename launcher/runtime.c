@@ -99,11 +99,14 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
         config_defaults(&rt->cfg);
         if (path)
             verdict.rc = config_load_file(&rt->cfg, path, verdict.msg, sizeof verdict.msg);
+        if (!verdict.rc)
+            verdict.rc = config_apply_env(&rt->cfg, verdict.msg, sizeof verdict.msg);
         for (int i = 0; i < n_overrides && !verdict.rc; i++)
             verdict.rc = config_apply_override(&rt->cfg, overrides[i], verdict.msg, sizeof verdict.msg);
         if (!verdict.rc)
             verdict.rc = config_validate(&rt->cfg, verdict.msg, sizeof verdict.msg);
-        if (verdict.rc && path && !strstr(verdict.msg, path) && strncmp(verdict.msg, "--set", 5)) {
+        if (verdict.rc && path && !strstr(verdict.msg, path) && strncmp(verdict.msg, "--set", 5) &&
+            strncmp(verdict.msg, "VGPU_", 5)) {
             char tmp[1024];
             snprintf(tmp, sizeof tmp, "%s: %s", path, verdict.msg);
             memcpy(verdict.msg, tmp, sizeof tmp);
@@ -310,7 +313,12 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     char shm_name[64];
     comm_shm_name(&id, rt->rank, "arena", shm_name, sizeof shm_name);
     long threads = cfg->devices.cpu_threads;
-    if (threads <= 0) {
+    if (cfg->train.deterministic) {
+        // One BLAS thread: a GEMM's result must not depend on how it is split.
+        if (threads > 1 && rt->rank == 0)
+            log_warn("train.deterministic = true: devices.cpu_threads = %ld ignored, using 1", threads);
+        threads = 1;
+    } else if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
     }

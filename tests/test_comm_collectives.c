@@ -310,8 +310,8 @@ int main(int argc, char **argv)
     free(ids);
 
     const size_t big = (1u << 20) + 7; // floats
-    // + room for the deterministic all-reduce of up to 12 partials of 2 MiB.
-    const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096) + (128ull << 20);
+    // + room for the deterministic all-reduce of up to 12 partials of 512 KiB.
+    const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096) + (48ull << 20);
     struct device_info info;
     int ndev = 0;
     CALL(device_discover("cpu", &info, 1, &ndev));
@@ -368,7 +368,7 @@ int main(int argc, char **argv)
 
     // The deterministic all-reduce (not through the staging windows: CPU only).
     if (!getenv("VGPU_RING_STAGING")) {
-        const size_t tree_counts[] = {0, 1, 1000, (1u << 19) + 3};
+        const size_t tree_counts[] = {0, 1, 1000, (1u << 17) + 3};
         const int totals[] = {1, 3, 8, 12};
         for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)
             for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
@@ -379,7 +379,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < size_; r++)
             total += split[r] = r == size_ - 1 && size_ > 1 ? 0 : (r == 0 ? 5 : 1);
         test_tree_(c, &dev, 1000, total, split);
-        test_tree_(c, &dev, (1u << 19) + 3, total, split);
+        test_tree_(c, &dev, (1u << 17) + 3, total, split);
     }
 
     comm_destroy(c);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -33,6 +34,36 @@ static int teardown_cfg(void **state)
 }
 
 // ---- defaults ----
+
+// vgpurun's variables override the file; a bad value names the variable.
+static void test_apply_env(void **state)
+{
+    (void)state;
+    struct config cfg;
+    char err[512];
+    config_defaults(&cfg);
+    assert_int_equal(config_apply_env(&cfg, err, sizeof err), 0); // none set: no change
+    assert_int_equal(cfg.devices.memory_limit, 0);
+    setenv("VGPU_MEMORY_LIMIT", "48M", 1);
+    setenv("VGPU_RANKS_PER_DEVICE", "2", 1);
+    setenv("VGPU_BACKEND", "mpi", 1);
+    assert_int_equal(config_apply_env(&cfg, err, sizeof err), 0);
+    assert_int_equal(cfg.devices.memory_limit, 48ull << 20);
+    assert_int_equal(cfg.devices.ranks_per_device, 2);
+    assert_string_equal(cfg.comm.backend, "mpi");
+    // --set still wins.
+    assert_int_equal(config_apply_override(&cfg, "comm.backend=ring", err, sizeof err), 0);
+    assert_string_equal(cfg.comm.backend, "ring");
+    setenv("VGPU_BACKEND", "carrier-pigeon", 1);
+    assert_int_equal(config_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "VGPU_BACKEND=carrier-pigeon (comm.backend)"));
+    unsetenv("VGPU_BACKEND");
+    setenv("VGPU_MEMORY_LIMIT", "12Q", 1);
+    assert_int_equal(config_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "VGPU_MEMORY_LIMIT=12Q"));
+    unsetenv("VGPU_MEMORY_LIMIT");
+    unsetenv("VGPU_RANKS_PER_DEVICE");
+}
 
 static void test_defaults(void **state)
 {
@@ -587,6 +618,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_override_good, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_override_bad, setup_cfg, teardown_cfg),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_apply_env),
         cmocka_unit_test_setup_teardown(test_load_file, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_err_buffer_optional, setup_cfg, teardown_cfg),
     };

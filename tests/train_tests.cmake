@@ -12,3 +12,10 @@ vgpu_add_script_test(e2e_config_reference COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2
                      LABELS "mpi;e2e" TIMEOUT 300)
 vgpu_add_script_test(e2e_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh
                      LABELS "mpi;e2e" TIMEOUT 300)
+vgpu_add_script_test(e2e_determinism COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/determinism.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)
+vgpu_add_script_test(e2e_verify COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/verify.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)
+# The README's main job on real Fashion-MNIST (about a minute on 2 cores).
+vgpu_add_script_test(e2e_full_fashion_mnist COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/full_fashion_mnist.sh
+                     LABELS "mpi;e2e;slow" TIMEOUT 400)

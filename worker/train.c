@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "optim.h"
+#include "preempt.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -69,31 +70,77 @@ int train_model_dims(const struct config *cfg, const struct train_data *data, in
     return 0;
 }
 
-int train_max_rows(const struct config *cfg, int nranks)
+// Rows of one micro-batch in deterministic mode (the largest of the M pieces).
+static long micro_rows_(const struct config *cfg)
 {
-    long counts[1024], offsets[1024];
-    if (nranks > 1024) // the split is only needed for its maximum
-        return (int)cfg->train.batch_size;
-    sampler_split(cfg->train.batch_size, nranks, cfg->train.batch_weights.v,
-                  cfg->train.batch_weights.count, counts, offsets);
-    long most = 1;
-    for (int r = 0; r < nranks; r++)
-        most = counts[r] > most ? counts[r] : most;
-    // Evaluation reuses the buffers in chunks; at least 256 rows keeps it quick.
-    return (int)(most > 256 ? most : 256);
+    return (cfg->train.batch_size + cfg->train.micro_batches - 1) / cfg->train.micro_batches;
 }
 
-uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks)
+// Micro-batches rank r computes in deterministic mode: M split over the ranks
+// like samples are (equal, or by train.batch_weights). Fills per_rank[nranks].
+static void micro_split_(const struct config *cfg, int nranks, int *per_rank)
+{
+    long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+    sampler_split(cfg->train.micro_batches, nranks, cfg->train.batch_weights.v,
+                  cfg->train.batch_weights.count, counts, offsets);
+    for (int r = 0; r < nranks; r++)
+        per_rank[r] = (int)counts[r];
+}
+
+int train_max_rows(const struct config *cfg, int nranks)
+{
+    long most = 1;
+    if (cfg->train.deterministic) {
+        most = micro_rows_(cfg);
+    } else if (nranks > TRAIN_MAX_RANKS) { // the split is only needed for its maximum
+        most = cfg->train.batch_size;
+    } else {
+        long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+        sampler_split(cfg->train.batch_size, nranks, cfg->train.batch_weights.v,
+                      cfg->train.batch_weights.count, counts, offsets);
+        for (int r = 0; r < nranks; r++)
+            most = counts[r] > most ? counts[r] : most;
+    }
+    // Evaluation runs in chunks of EVAL_CHUNK rows through the same buffers.
+    return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
+}
+
+uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks,
+                            int verify)
 {
     int dims[MLP_MAX_DIMS], n;
     struct mlp layout;
-    if (train_model_dims(cfg, data, dims, &n) < 0 ||
+    if (nranks > TRAIN_MAX_RANKS || train_model_dims(cfg, data, dims, &n) < 0 ||
         mlp_layout(&layout, dims, n, train_max_rows(cfg, nranks)) < 0)
         return 0;
-    return mlp_device_bytes(&layout, optim_state_per_param(cfg->train.optimizer));
+    const int state = optim_state_per_param(cfg->train.optimizer);
+    const uint64_t param_bytes = layout.param_count * sizeof(float);
+    uint64_t bytes = mlp_device_bytes(&layout, state);
+    if (cfg->train.deterministic) {
+        int per_rank[TRAIN_MAX_RANKS], most = 0;
+        micro_split_(cfg, nranks, per_rank);
+        for (int r = 0; r < nranks; r++)
+            most = per_rank[r] > most ? per_rank[r] : most;
+        bytes += (uint64_t)most * param_bytes + ARENA_ALIGN +
+                 comm_tree_scratch_bytes(nranks, most, layout.param_count) + ARENA_ALIGN;
+    }
+    if (verify) { // rank 0's single-device replay: a second model and optimizer
+        struct mlp ref;
+        long rows = cfg->train.deterministic ? micro_rows_(cfg) : cfg->train.batch_size;
+        if (mlp_layout(&ref, dims, n, (int)rows) < 0)
+            return 0;
+        bytes += mlp_device_bytes(&ref, state);
+        if (cfg->train.deterministic)
+            bytes += (uint64_t)cfg->train.micro_batches * param_bytes + ARENA_ALIGN;
+    }
+    return bytes;
 }
 
 // ---- the loop ----
+
+// Steps between the ranks' agreement on a pending SIGTERM/SIGINT (a step is
+// milliseconds; a scheduler's grace period is seconds).
+#define PREEMPT_CHECK_STEPS 10
 
 struct trainer {
     struct runtime *rt;
@@ -103,9 +150,10 @@ struct trainer {
     struct mlp model;
     struct optimizer opt;
     struct sampler sampler;
-    float *host_rows;          // staging for one piece of a batch [max_rows, features]
-    int32_t *host_labels;      // [max_rows]
-    float *host_stats;         // [max_rows, XENT_STATS]
+    float *host_rows;          // staging for one piece of a batch [host_rows_cap, features]
+    int32_t *host_labels;      // [host_rows_cap]
+    float *host_stats;         // [host_rows_cap, XENT_STATS]
+    long host_rows_cap;
     FILE *metrics;
     long step, total_steps;
     double window[3];          // loss sum, correct, samples since the last log line
@@ -113,12 +161,20 @@ struct trainer {
     double train_seconds;      // time in the training loop proper
     double samples_done;       // global samples trained on
     int live;                  // progress bar on a terminal
+    // deterministic mode
+    int parts_per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
+    int first_part;            // this rank's first micro-batch
+    float *parts;              // device: this rank's micro-batch gradients [parts, param_count]
+    double *micro_stats;       // [micro_batches, XENT_STATS]
+    // test-only: perturb one rank's parameters at one step (VGPU_TEST_PERTURB=RANK@STEP)
+    int perturb_rank;
+    long perturb_step;
 };
 
-// Copies rows [first, first+count) of `indices` from ds into the model's
-// input and label buffers on the device.
-static int load_rows_(struct trainer *t, const struct dataset *ds, const uint32_t *indices,
-                      long count)
+// Copies rows `indices[0..count)` of ds into model m's input and label
+// buffers on the device.
+static int load_rows_(struct trainer *t, struct mlp *m, const struct dataset *ds,
+                      const uint32_t *indices, long count)
 {
     size_t f = (size_t)ds->features;
     for (long i = 0; i < count; i++) {
@@ -126,58 +182,253 @@ static int load_rows_(struct trainer *t, const struct dataset *ds, const uint32_
         memcpy(t->host_rows + (size_t)i * f, ds->images + (size_t)idx * f, f * sizeof(float));
         t->host_labels[i] = ds->labels[idx];
     }
-    TRY(device_copy_to_device(t->dev, t->model.acts[0], t->host_rows, (size_t)count * f * sizeof(float)));
-    TRY(device_copy_to_device(t->dev, t->model.labels, t->host_labels, (size_t)count * sizeof(int32_t)));
+    TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, (size_t)count * f * sizeof(float)));
+    TRY(device_copy_to_device(t->dev, m->labels, t->host_labels, (size_t)count * sizeof(int32_t)));
     return 0;
 }
 
-// Sums the stats of `rows` samples into acc[0..2] (loss, correct, top5).
-static int add_stats_(struct trainer *t, long rows, double *acc)
+// Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,
+// top5), row by row in order.
+static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
 {
     if (rows <= 0)
         return 0;
-    TRY(device_copy_to_host(t->dev, t->host_stats, t->model.stats, (size_t)rows * XENT_STATS * sizeof(float)));
+    TRY(device_copy_to_host(t->dev, t->host_stats, m->stats, (size_t)rows * XENT_STATS * sizeof(float)));
     for (long i = 0; i < rows; i++)
         for (int k = 0; k < XENT_STATS; k++)
             acc[k] += t->host_stats[i * XENT_STATS + k];
     return 0;
 }
 
-// Test-set evaluation: each rank a contiguous shard, sums reduced over ranks.
+// Test-set evaluation in fixed chunks of EVAL_CHUNK rows, chunk j on rank
+// j % N. Each chunk's sums land in their own slot (the other ranks add zeros,
+// which is exact) and are added in chunk order, so the result has the same
+// bits for any rank count.
 static int evaluate_(struct trainer *t, double *loss, double *acc, double *top5)
 {
     const struct dataset *ds = &t->data->test;
-    long n = ds->count, size = t->rt->size, rank = t->rt->rank;
-    long first = n * rank / size, last = n * (rank + 1) / size;
-    double sums[4] = {0, 0, 0, 0}; // loss, correct, top5, samples
-    uint32_t *idx = malloc((size_t)t->model.max_rows * sizeof *idx);
-    if (!idx)
-        return VGPU_ENOMEM;
-    int rc = 0;
-    for (long at = first; at < last && rc == 0; at += t->model.max_rows) {
-        long rows = last - at < t->model.max_rows ? last - at : t->model.max_rows;
+    const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);
+    uint32_t *idx = malloc(EVAL_CHUNK * sizeof *idx);
+    int rc = !slots || !idx ? VGPU_ENOMEM : 0;
+    for (long j = t->rt->rank; rc == 0 && j < chunks; j += t->rt->size) {
+        long at = j * EVAL_CHUNK, rows = ds->count - at < EVAL_CHUNK ? ds->count - at : EVAL_CHUNK;
         for (long i = 0; i < rows; i++)
             idx[i] = (uint32_t)(at + i);
-        double s[3] = {0, 0, 0};
-        if ((rc = load_rows_(t, ds, idx, rows)) || (rc = mlp_forward(&t->model, t->dev, (int)rows)) ||
-            (rc = mlp_eval_stats(&t->model, t->dev, (int)rows)) || (rc = add_stats_(t, rows, s)))
-            break;
-        sums[0] += s[0], sums[1] += s[1], sums[2] += s[2], sums[3] += (double)rows;
+        if ((rc = load_rows_(t, &t->model, ds, idx, rows)) == 0 &&
+            (rc = mlp_forward(&t->model, t->dev, (int)rows)) == 0 &&
+            (rc = mlp_eval_stats(&t->model, t->dev, (int)rows)) == 0)
+            rc = add_stats_(t, &t->model, rows, slots + 3 * j);
     }
     free(idx);
+    if (rc == 0)
+        runtime_sum_doubles(t->rt, slots, (int)(3 * chunks));
+    double sums[3] = {0, 0, 0};
+    for (long j = 0; rc == 0 && j < chunks; j++)
+        for (int k = 0; k < 3; k++)
+            sums[k] += slots[3 * j + k];
+    free(slots);
     TRY(rc);
-    runtime_sum_doubles(t->rt, sums, 4);
-    *loss = sums[0] / sums[3];
-    *acc = sums[1] / sums[3];
-    *top5 = sums[2] / sums[3];
+    double n = ds->count ? (double)ds->count : 1;
+    *loss = sums[0] / n;
+    *acc = sums[1] / n;
+    *top5 = sums[2] / n;
     return 0;
 }
 
-static int save_checkpoint_(struct trainer *t)
+// ---- one step's gradient ----
+
+// Normal mode: this rank's piece of the batch in one pass, then the ring (or
+// the configured backend) sums the pieces. Each rank's gradient is already
+// divided by the global batch, so the sum is the mean over the global batch.
+static int gradient_piece_(struct trainer *t, const struct batch_slice *b, double *stats)
+{
+    struct mlp *m = &t->model;
+    TRY(device_zero(t->dev, m->grads, m->param_count * sizeof(float)));
+    if (b->count > 0) {
+        TRY(load_rows_(t, m, &t->data->train, b->indices + b->offset, b->count));
+        TRY(mlp_forward(m, t->dev, (int)b->count));
+        TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
+        TRY(add_stats_(t, m, b->count, stats));
+    }
+    return comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM);
+}
+
+// Deterministic mode, the part every rank count shares: the global batch is
+// cut into train.micro_batches pieces by position alone; the gradient of
+// micro-batches [first, first + n) goes each into its own buffer parts[k]
+// (computed by the same code with the same shapes on any rank), and its stats
+// into micro_stats[m].
+static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch_slice *b,
+                            int first, int n, float *parts, double *micro_stats)
+{
+    const long M = t->cfg->train.micro_batches;
+    long *rows = malloc(2 * (size_t)M * sizeof *rows);
+    if (!rows)
+        return VGPU_ENOMEM;
+    long *offsets = rows + M;
+    sampler_split(b->global_count, (int)M, NULL, 0, rows, offsets);
+    float *const grads = m->grads;
+    int rc = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        const int mb = first + k;
+        // The model accumulates its gradient wherever m->grads points.
+        m->grads = parts + (size_t)k * m->param_count;
+        rc = device_zero(t->dev, m->grads, m->param_count * sizeof(float));
+        if (rc == 0 && rows[mb] > 0 &&
+            (rc = load_rows_(t, m, &t->data->train, b->indices + offsets[mb], rows[mb])) == 0 &&
+            (rc = mlp_forward(m, t->dev, (int)rows[mb])) == 0 &&
+            (rc = mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count)) == 0)
+            rc = add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb);
+    }
+    m->grads = grads;
+    free(rows);
+    return rc;
+}
+
+static int gradient_deterministic_(struct trainer *t, const struct batch_slice *b, double *stats)
+{
+    struct mlp *m = &t->model;
+    const long M = t->cfg->train.micro_batches;
+    const int mine = t->parts_per_rank[t->rt->rank];
+    memset(t->micro_stats, 0, (size_t)M * XENT_STATS * sizeof(double));
+    TRY(micro_gradients_(t, m, b, t->first_part, mine, t->parts, t->micro_stats));
+    TRY(comm_all_reduce_tree(t->rt->comm, t->parts, t->parts_per_rank, m->grads, m->param_count));
+    // Stats: each micro-batch's slot is filled by one rank only (exact sums),
+    // then added in micro-batch order; rank 0 keeps the total for the window.
+    TRY(runtime_sum_doubles(t->rt, t->micro_stats, (int)(M * XENT_STATS)));
+    if (t->rt->rank == 0)
+        for (long mb = 0; mb < M; mb++)
+            for (int k = 0; k < XENT_STATS; k++)
+                stats[k] += t->micro_stats[mb * XENT_STATS + k];
+    return 0;
+}
+
+// ---- replica consistency ----
+
+// Names parameter `index` of model m, e.g. "layer1.weight[12,5]".
+static void describe_param_(const struct mlp *m, size_t index, char *buf, size_t bytes)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        const size_t w = m->w_offset[l], bias = m->b_offset[l];
+        const size_t out = (size_t)m->dims[l + 1];
+        if (index >= w && index < w + (size_t)m->dims[l] * out) {
+            snprintf(buf, bytes, "layer%d.weight[%zu,%zu]", l, (index - w) / out, (index - w) % out);
+            return;
+        }
+        if (index >= bias && index < bias + out) {
+            snprintf(buf, bytes, "layer%d.bias[%zu]", l, index - bias);
+            return;
+        }
+    }
+    snprintf(buf, bytes, "parameter %zu", index);
+}
+
+// Copies this rank's parameters then optimizer state into one host array.
+static float *replica_state_(struct trainer *t, size_t *count)
+{
+    const size_t np = t->model.param_count, ns = t->opt.state_count;
+    float *host = malloc((np + ns + 1) * sizeof(float));
+    if (!host)
+        return NULL;
+    if (device_copy_to_host(t->dev, host, t->model.params, np * sizeof(float)) < 0 ||
+        (ns && device_copy_to_host(t->dev, host + np, t->opt.state, ns * sizeof(float)) < 0)) {
+        free(host);
+        return NULL;
+    }
+    *count = np + ns;
+    return host;
+}
+
+// Every rank hashes its parameters and optimizer state; all hashes must equal
+// rank 0's. On a mismatch rank 0's state is broadcast, each diverged rank
+// finds its first differing value, and rank 0 names them all. Returns 0 or
+// VGPU_EMISMATCH on every rank.
+static int check_replicas_(struct trainer *t)
+{
+    struct runtime *rt = t->rt;
+    size_t count = 0;
+    float *mine = replica_state_(t, &count);
+    if (!mine)
+        return runtime_agree_min(rt, VGPU_ENOMEM);
+    uint64_t hash = util_hash64(0, mine, count * sizeof(float));
+    uint64_t *hashes = malloc((size_t)rt->size * sizeof *hashes);
+    if (!hashes) {
+        free(mine);
+        return runtime_agree_min(rt, VGPU_ENOMEM);
+    }
+    runtime_gather_all(rt, &hash, hashes, sizeof hash);
+    int diverged = 0;
+    for (int r = 1; r < rt->size; r++)
+        diverged += hashes[r] != hashes[0];
+    free(hashes);
+    if (!diverged) {
+        free(mine);
+        return 0;
+    }
+
+    struct difference {
+        int64_t index;     // first differing value; -1 = none
+        float mine, ref;
+    } d = {-1, 0, 0}, *all = malloc((size_t)rt->size * sizeof d);
+    float *ref = malloc(count * sizeof(float));
+    if (!all || !ref)
+        FATAL(1, "out of memory while reporting diverged replicas");
+    if (rt->rank == 0)
+        memcpy(ref, mine, count * sizeof(float));
+    runtime_broadcast(rt, ref, count * sizeof(float), 0);
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(&mine[i], &ref[i], sizeof(float))) {
+            d = (struct difference){(int64_t)i, mine[i], ref[i]};
+            break;
+        }
+    runtime_gather_all(rt, &d, all, sizeof d);
+    if (rt->rank == 0) {
+        char ranks[256] = "";
+        for (int r = 1; r < rt->size; r++)
+            if (all[r].index >= 0)
+                snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d",
+                         ranks[0] ? ", " : "", r);
+        log_error("replica check at step %ld: rank%s %s diverged from rank 0", t->step,
+                  strchr(ranks, ',') ? "s" : "", ranks);
+        for (int r = 1; r < rt->size; r++) {
+            if (all[r].index < 0)
+                continue;
+            const size_t np = t->model.param_count, i = (size_t)all[r].index;
+            char name[96];
+            describe_param_(&t->model, i < np ? i : (i - np) % np, name, sizeof name);
+            log_error("  rank %d: first difference in %s%s (flat index %lld): %.9g on rank %d, "
+                      "%.9g on rank 0", r, i < np ? "" : "the optimizer state of ", name,
+                      (long long)i, all[r].mine, r, all[r].ref);
+        }
+    }
+    free(all);
+    free(ref);
+    free(mine);
+    return VGPU_EMISMATCH;
+}
+
+// Test-only fault: VGPU_TEST_PERTURB=RANK@STEP nudges one parameter of RANK
+// after STEP, so tests can check that the replica check catches it.
+static int maybe_perturb_(struct trainer *t)
+{
+    if (t->perturb_rank != t->rt->rank || t->perturb_step != t->step)
+        return 0;
+    const size_t i = t->model.param_count / 2;
+    float v;
+    TRY(device_copy_to_host(t->dev, &v, t->model.params + i, sizeof v));
+    v += 1e-3f;
+    log_warn("VGPU_TEST_PERTURB: perturbing parameter %zu at step %ld", i, t->step);
+    return device_copy_to_device(t->dev, t->model.params + i, &v, sizeof v);
+}
+
+// ---- checkpoints ----
+
+static int save_checkpoint_(struct trainer *t, const char *dir, char *path, size_t path_bytes)
 {
     const struct config *cfg = t->cfg;
     int rc = 0;
-    char err[512] = "", path[CONFIG_STR_MAX + 64];
+    char err[512] = "";
     if (t->rt->rank == 0) {
         size_t np = t->model.param_count, ns = t->opt.state_count;
         float *params = malloc(np * sizeof(float)), *state = malloc((ns ? ns : 1) * sizeof(float));
@@ -196,12 +447,12 @@ static int save_checkpoint_(struct trainer *t)
             rc = device_copy_to_host(t->dev, params, t->model.params, np * sizeof(float));
         if (!rc)
             rc = device_copy_to_host(t->dev, state, t->opt.state, ns * sizeof(float));
-        if (!rc && mkdir(cfg->checkpoint.dir, 0755) && errno != EEXIST) {
+        if (!rc && mkdir(dir, 0755) && errno != EEXIST) {
             rc = -errno;
-            snprintf(err, sizeof err, "cannot create checkpoint.dir %s: %s", cfg->checkpoint.dir,
+            snprintf(err, sizeof err, "cannot create checkpoint directory %s: %s", dir,
                      strerror(errno));
         }
-        if (!rc && (rc = checkpoint_path(cfg->checkpoint.dir, t->step, path, sizeof path)) == 0)
+        if (!rc && (rc = checkpoint_path(dir, t->step, path, path_bytes)) == 0)
             rc = checkpoint_save(path, &meta, params, state, err, sizeof err);
         if (rc)
             log_error("checkpoint not written: %s", err[0] ? err : status_str(rc));
@@ -295,10 +546,13 @@ static void trainer_free_(struct trainer *t)
 {
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
+    if (t->parts)
+        device_free(t->dev, t->parts);
     mlp_free(&t->model, t->dev);
     free(t->host_rows);
     free(t->host_labels);
     free(t->host_stats);
+    free(t->micro_stats);
     if (t->metrics)
         fclose(t->metrics);
 }
@@ -307,17 +561,44 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
 {
     const struct config *cfg = t->cfg;
     struct runtime *rt = t->rt;
+    if (rt->size > TRAIN_MAX_RANKS) {
+        if (rt->rank == 0)
+            log_error("%d ranks: this build trains with at most %d", rt->size, TRAIN_MAX_RANKS);
+        return VGPU_ECONFIG;
+    }
+    if (cfg->train.deterministic && strcmp(t->dev->info.kind, "cpu")) {
+        if (rt->rank == 0)
+            log_error("train.deterministic = true needs CPU devices (devices.kind = cpu); "
+                      "this job has %s devices", t->dev->info.kind);
+        return VGPU_ECONFIG;
+    }
     int dims[MLP_MAX_DIMS], n_dims;
     TRY(train_model_dims(cfg, t->data, dims, &n_dims));
     int max_rows = train_max_rows(cfg, rt->size);
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     size_t f = (size_t)t->data->train.features;
-    t->host_rows = malloc((size_t)max_rows * f * sizeof(float));
-    t->host_labels = malloc((size_t)max_rows * sizeof(int32_t));
-    t->host_stats = malloc((size_t)max_rows * XENT_STATS * sizeof(float));
+    // The verify replay takes whole global batches through the same staging.
+    t->host_rows_cap = max_rows > cfg->train.batch_size ? max_rows : cfg->train.batch_size;
+    t->host_rows = malloc((size_t)t->host_rows_cap * f * sizeof(float));
+    t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
+    t->host_stats = malloc((size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
     if (!t->host_rows || !t->host_labels || !t->host_stats)
         return VGPU_ENOMEM;
+    if (cfg->train.deterministic) {
+        micro_split_(cfg, rt->size, t->parts_per_rank);
+        for (int r = 0; r < rt->rank; r++)
+            t->first_part += t->parts_per_rank[r];
+        int mine = t->parts_per_rank[rt->rank];
+        TRY(device_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count, &t->parts));
+        t->micro_stats = calloc((size_t)cfg->train.micro_batches * XENT_STATS, sizeof(double));
+        if (!t->micro_stats)
+            return VGPU_ENOMEM;
+        if (rt->rank == 0 && cfg->train.micro_batches % rt->size && !cfg->train.batch_weights.count)
+            log_warn("train.micro_batches = %ld is not a multiple of %d ranks: results stay exact, "
+                     "but some ranks compute more micro-batches than others",
+                     cfg->train.micro_batches, rt->size);
+    }
     if (rt->rank == 0 && opts->metrics_path) {
         t->metrics = fopen(opts->metrics_path, "w");
         if (!t->metrics) {
@@ -352,6 +633,11 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
+    t->perturb_rank = -1;
+    const char *perturb = getenv("VGPU_TEST_PERTURB");
+    if (perturb && sscanf(perturb, "%d@%ld", &t->perturb_rank, &t->perturb_step) != 2)
+        t->perturb_rank = -1;
+    TRY(preempt_install());
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
     // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
     const char *progress = getenv("VGPU_PROGRESS");
@@ -362,42 +648,70 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     return 0;
 }
 
+// A signal reached some rank: every rank stops after this step and rank 0
+// writes a checkpoint (into checkpoint.dir, or ./checkpoints when unset).
+static int stop_for_preemption_(struct trainer *t, struct train_result *res)
+{
+    const char *dir = t->cfg->checkpoint.dir[0] ? t->cfg->checkpoint.dir : "checkpoints";
+    char path[CONFIG_STR_MAX + 64] = "";
+    TRY(save_checkpoint_(t, dir, path, sizeof path));
+    res->steps = t->step;
+    if (t->rt->rank == 0) {
+        snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
+        printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: "
+               "--resume %s\n", t->step, preempt_signal_name(), path, path);
+        fflush(stdout);
+    }
+    return VGPU_EPREEMPTED;
+}
+
 static int train_loop_(struct trainer *t, const struct train_options *opts, struct train_result *res)
 {
     const struct config *cfg = t->cfg;
     struct runtime *rt = t->rt;
     struct batch_slice b;
     double lr = 0;
+    const long check_every = cfg->train.check_replicas_every;
+    const int checkpoints = cfg->checkpoint.dir[0] && cfg->checkpoint.every_steps;
+    char path[CONFIG_STR_MAX + 64];
     long epoch = sampler_epoch(&t->sampler);
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
         double t0 = util_now_s();
         int more = 0;
         while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
-            TRY(device_zero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
-            TRY(load_rows_(t, &t->data->train, b.indices + b.offset, b.count));
-            TRY(mlp_forward(&t->model, t->dev, (int)b.count));
-            TRY(mlp_backward(&t->model, t->dev, (int)b.count, 1.0f / (float)b.global_count));
             double st[XENT_STATS] = {0, 0, 0};
-            TRY(add_stats_(t, b.count, st));
+            if (cfg->train.deterministic)
+                TRY(gradient_deterministic_(t, &b, st));
+            else
+                TRY(gradient_piece_(t, &b, st));
             t->window[0] += st[0];
             t->window[1] += st[1];
-            t->window[2] += (double)b.count;
-            // Each rank's gradient is already divided by the global batch, so
-            // the sum over ranks is the mean over the global batch.
-            TRY(comm_all_reduce(rt->comm, t->model.grads, t->model.grads, t->model.param_count, COMM_SUM));
+            if (!cfg->train.deterministic || rt->rank == 0)
+                t->window[2] += (double)(cfg->train.deterministic ? b.global_count : b.count);
             lr = optim_lr_at(cfg, t->step, t->total_steps);
             TRY(optim_step(&t->opt, t->dev, t->model.params, t->model.grads, (float)lr));
             t->step++;
             t->samples_done += (double)b.global_count;
-            int log_now = t->step % cfg->train.log_every == 0;
-            if (log_now || (cfg->checkpoint.dir[0] && cfg->checkpoint.every_steps &&
-                            t->step % cfg->checkpoint.every_steps == 0)) {
+            TRY(maybe_perturb_(t));
+            // Every rank learns of a signal that reached any of them, at the
+            // same step: an extra synchronisation, so every few steps only.
+            if (t->step % PREEMPT_CHECK_STEPS == 0 &&
+                runtime_agree_min(rt, preempt_requested() ? VGPU_EPREEMPTED : 0) < 0) {
                 t->train_seconds += util_now_s() - t0;
+                return stop_for_preemption_(t, res);
+            }
+            int log_now = t->step % cfg->train.log_every == 0;
+            int save_now = checkpoints && t->step % cfg->checkpoint.every_steps == 0;
+            int check_now = check_every && t->step % check_every == 0;
+            if (log_now || save_now || check_now) {
+                t->train_seconds += util_now_s() - t0;
+                int rc = check_now ? check_replicas_(t) : 0;
+                if (rc < 0) // a verdict every rank shares, already reported
+                    return rc;
                 if (log_now)
                     log_progress_(t, epoch, lr, 0, opts->quiet);
-                if (cfg->checkpoint.dir[0] && cfg->checkpoint.every_steps &&
-                    t->step % cfg->checkpoint.every_steps == 0)
-                    TRY(save_checkpoint_(t));
+                if (save_now)
+                    TRY(save_checkpoint_(t, cfg->checkpoint.dir, path, sizeof path));
                 t0 = util_now_s();
             }
         }
@@ -423,8 +737,16 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
             fflush(stdout);
         }
     }
-    if (cfg->checkpoint.dir[0])
-        TRY(save_checkpoint_(t));
+    if (check_every || opts->verify) {
+        int rc = check_replicas_(t);
+        if (rc < 0)
+            return rc;
+    }
+    if (cfg->checkpoint.dir[0] && !opts->verify) {
+        TRY(save_checkpoint_(t, cfg->checkpoint.dir, path, sizeof path));
+        if (rt->rank == 0)
+            snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
+    }
     res->steps = t->step;
     res->train_loss = t->last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
@@ -440,6 +762,151 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
     return 0;
 }
 
+// ---- --verify: a single-device replay on rank 0 ----
+
+// Replays the run's t->step global batches on one device from the same
+// initial parameters and data order, into ref_params (host).
+static int replay_(struct trainer *t, float *ref_params)
+{
+    const struct config *cfg = t->cfg;
+    const long M = cfg->train.micro_batches;
+    struct mlp ref = {0};
+    struct optimizer opt = {0};
+    struct sampler s = {0};
+    float *parts = NULL;
+    float **leaves = NULL;
+    double *stats = NULL;
+    int rows = cfg->train.deterministic ? (int)micro_rows_(cfg) : (int)cfg->train.batch_size;
+    int rc = mlp_init(&ref, t->dev, t->model.dims, t->model.n_dims, rows);
+    if (rc == 0)
+        rc = optim_init(&opt, t->dev, cfg, ref.param_count);
+    if (rc == 0)
+        rc = sampler_init(&s, t->data->train.count, cfg->train.batch_size, cfg->train.drop_last,
+                          (uint64_t)cfg->train.seed, 1, NULL, 0);
+    if (rc == 0 && cfg->train.deterministic) {
+        rc = device_alloc_floats(t->dev, (size_t)M * ref.param_count, &parts);
+        leaves = malloc((size_t)M * sizeof *leaves);
+        stats = calloc((size_t)M * XENT_STATS, sizeof *stats);
+        if (rc == 0 && (!leaves || !stats))
+            rc = VGPU_ENOMEM;
+    }
+    if (rc == 0) {
+        mlp_init_params_host(&ref, ref_params, (uint64_t)cfg->train.seed);
+        rc = device_copy_to_device(t->dev, ref.params, ref_params, ref.param_count * sizeof(float));
+    }
+    struct batch_slice b;
+    for (long step = 0; rc == 0 && step < t->step; step++) {
+        int more = sampler_next(&s, 0, &b);
+        if (more == 0) {
+            sampler_set_position(&s, sampler_epoch(&s) + 1, 0);
+            more = sampler_next(&s, 0, &b);
+        }
+        if (more != 1) {
+            rc = more < 0 ? more : VGPU_EINVAL;
+            break;
+        }
+        if (cfg->train.deterministic) {
+            rc = micro_gradients_(t, &ref, &b, 0, (int)M, parts, stats);
+            for (long m = 0; m < M; m++)
+                leaves[m] = parts + (size_t)m * ref.param_count;
+            if (rc == 0)
+                rc = comm_tree_sum(t->dev, leaves, (int)M, ref.param_count);
+            if (rc == 0)
+                rc = device_copy(t->dev, ref.grads, parts, ref.param_count * sizeof(float));
+        } else if ((rc = device_zero(t->dev, ref.grads, ref.param_count * sizeof(float))) == 0 &&
+                   (rc = load_rows_(t, &ref, &t->data->train, b.indices, b.count)) == 0 &&
+                   (rc = mlp_forward(&ref, t->dev, (int)b.count)) == 0) {
+            rc = mlp_backward(&ref, t->dev, (int)b.count, 1.0f / (float)b.global_count);
+        }
+        if (rc == 0)
+            rc = optim_step(&opt, t->dev, ref.params, ref.grads,
+                            (float)optim_lr_at(cfg, step, t->total_steps));
+    }
+    if (rc == 0)
+        rc = device_copy_to_host(t->dev, ref_params, ref.params, ref.param_count * sizeof(float));
+    free(leaves);
+    free(stats);
+    if (parts)
+        device_free(t->dev, parts);
+    sampler_free(&s);
+    optim_free(&opt, t->dev);
+    mlp_free(&ref, t->dev);
+    return rc;
+}
+
+// Rank 0 replays and compares tensor by tensor; every rank returns the verdict:
+// 0, VGPU_EMISMATCH, or a failure status.
+static int verify_(struct trainer *t, struct train_result *res)
+{
+    const struct config *cfg = t->cfg;
+    int rc = 0;
+    if (t->rt->rank == 0) {
+        const size_t np = t->model.param_count;
+        float *dist = malloc(np * sizeof(float)), *ref = malloc(np * sizeof(float));
+        rc = !dist || !ref ? VGPU_ENOMEM : 0;
+        if (rc == 0)
+            rc = device_copy_to_host(t->dev, dist, t->model.params, np * sizeof(float));
+        double t0 = util_now_s();
+        if (rc == 0)
+            rc = replay_(t, ref);
+        if (rc == 0) {
+            const int exact = cfg->train.deterministic;
+            printf("verify: %d rank%s (%s) against one device replaying the same %ld global "
+                   "batches (%.1f s); %s\n",
+                   t->rt->size, t->rt->size > 1 ? "s" : "", comm_backend_name(t->rt->comm), t->step, util_now_s() - t0,
+                   exact ? "deterministic mode: must be bitwise identical"
+                         : "tolerance verify.rtol");
+            printf("  %-14s %-10s %13s %13s %9s  %s\n", "tensor", "shape", "max_abs_diff",
+                   "max_rel_diff", "differing", "result");
+            double worst = 0;
+            int failed = 0;
+            for (int l = 0; l < t->model.n_layers; l++)
+                for (int bias = 0; bias < 2; bias++) {
+                    const size_t in = (size_t)t->model.dims[l], out = (size_t)t->model.dims[l + 1];
+                    const size_t at = bias ? t->model.b_offset[l] : t->model.w_offset[l];
+                    const size_t n = bias ? out : in * out;
+                    double max_abs = 0, max_ref = 0;
+                    size_t differing = 0;
+                    for (size_t i = at; i < at + n; i++) {
+                        double d = fabs((double)dist[i] - (double)ref[i]);
+                        max_abs = d > max_abs ? d : max_abs;
+                        max_ref = fabs(ref[i]) > max_ref ? fabs(ref[i]) : max_ref;
+                        differing += memcmp(&dist[i], &ref[i], sizeof(float)) != 0;
+                    }
+                    // Relative to the tensor's scale: elementwise ratios blow up
+                    // on weights that happen to sit near zero.
+                    double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+                    int ok = exact ? differing == 0 : rel <= cfg->verify.rtol;
+                    failed += !ok;
+                    worst = rel > worst ? rel : worst;
+                    char name[32], shape[32];
+                    snprintf(name, sizeof name, "layer%d.%s", l, bias ? "bias" : "weight");
+                    if (bias)
+                        snprintf(shape, sizeof shape, "%zu", out);
+                    else
+                        snprintf(shape, sizeof shape, "%zux%zu", in, out);
+                    printf("  %-14s %-10s %13.3g %13.3g %9zu  %s\n", name, shape, max_abs, rel,
+                           differing, ok ? "ok" : "FAILED");
+                }
+            res->verify_max_rel = worst;
+            if (failed) {
+                printf("vgpu_train: verify FAILED: %d tensor%s %s\n", failed, failed > 1 ? "s" : "",
+                       exact ? "not bitwise identical" : "over verify.rtol");
+                rc = VGPU_EMISMATCH;
+            } else if (exact) {
+                printf("vgpu_train: verify passed: bitwise identical to the single-device run\n");
+            } else {
+                printf("vgpu_train: verify passed: max_rel_diff %.3g <= verify.rtol %.3g\n", worst,
+                       cfg->verify.rtol);
+            }
+            fflush(stdout);
+        }
+        free(dist);
+        free(ref);
+    }
+    return runtime_agree_min(t->rt, rc);
+}
+
 int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
               struct train_result *result)
 {
@@ -451,9 +918,13 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         rc = resume_(&t, opts->resume_path); // same verdict on every rank
     if (rc == 0) {
         rc = train_loop_(&t, opts, result);
+        result->steps = t.step;
+        if (rc == 0 && opts->verify)
+            rc = verify_(&t, result);
         // Past set-up the ranks are in lockstep: a failure on one rank would
         // leave the others waiting in the next collective, so end the job.
-        if (rc < 0)
+        // Divergence and preemption are verdicts every rank already shares.
+        if (rc < 0 && rc != VGPU_EMISMATCH && rc != VGPU_EPREEMPTED)
             FATAL(1, "training failed: %s", status_str(rc));
     }
     trainer_free_(&t);

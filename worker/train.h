@@ -14,7 +14,11 @@ struct train_options {
     const char *metrics_path;  // CSV of progress and evaluations; NULL = none
     const char *resume_path;   // checkpoint to resume from; NULL = fresh start
     int quiet;                 // rank 0 prints only the summary line
+    int verify;                // after training, rank 0 replays on one device and compares
 };
+
+#define TRAIN_MAX_RANKS 1024   // ranks one job may have
+#define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
 
 struct train_result {
     long epochs;               // epochs completed
@@ -23,6 +27,8 @@ struct train_result {
     double test_loss, test_acc, test_top5; // last evaluation
     double samples_per_s;      // training throughput, global samples per second
     uint32_t params_crc;       // CRC32 of the final parameter bytes
+    double verify_max_rel;     // --verify: largest relative difference of a tensor
+    char checkpoint[320];      // rank 0: the last checkpoint written ("" = none)
 };
 
 // The job's data, loaded by every rank (host memory).
@@ -42,12 +48,16 @@ int train_model_dims(const struct config *cfg, const struct train_data *data, in
 // Rows of the largest piece of a global batch any rank gets.
 int train_max_rows(const struct config *cfg, int nranks);
 
-// Device bytes a rank needs for this job (for the binding's cap check).
-uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks);
+// Device bytes a rank needs for this job (for the binding's cap check);
+// verify adds rank 0's single-device replay.
+uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks,
+                            int verify);
 
 // Runs the configured training on an opened runtime. Returns 0, or a negative
-// status (every rank returns the same verdict); rank 0's result is complete,
-// the other ranks' hold what they computed.
+// status (every rank returns the same verdict): VGPU_EMISMATCH when replicas
+// diverged or --verify failed, VGPU_EPREEMPTED after a signal (a checkpoint
+// was written). Other failures end the job. Rank 0's result is complete, the
+// other ranks' hold what they computed.
 int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
               struct train_result *result);
 

@@ -9,7 +9,9 @@
 #include "train.h"
 #include "util.h"
 
-#define EXIT_USAGE 2 // bad command line or configuration
+#define EXIT_USAGE 2     // bad command line or configuration
+#define EXIT_WRONG 3     // replicas diverged or --verify failed
+#define EXIT_PREEMPTED 75 // stopped by a signal after writing a checkpoint (EX_TEMPFAIL)
 #define MAX_OVERRIDES 64
 
 static void usage_(FILE *f)
@@ -24,14 +26,17 @@ static void usage_(FILE *f)
             "  --set SECTION.KEY=VALUE  override one config key (repeatable)\n"
             "  --metrics PATH           write progress and evaluations as CSV\n"
             "  --resume PATH            resume from a checkpoint (any rank count)\n"
-            "  --verify                 check against a single-device reference (not in this version yet)\n"
+            "  --verify                 train verify.steps steps, then replay them on one device\n"
+            "                           and compare the parameters (bitwise in deterministic mode)\n"
             "  --quiet                  no job table or progress; only the summary line\n"
             "  --help-config            print every config key with its default and exit\n"
             "  --help                   this help\n"
             "  --version                print the version\n"
             "\n"
             "Without CONFIG.ini the defaults are used (see configs/default.ini).\n"
-            "Exit status: 0 done, 1 runtime failure, 2 bad command line or config.\n");
+            "Exit status: 0 done, 1 runtime failure, 2 bad command line or config,\n"
+            "3 replicas diverged or --verify failed, 75 preempted (checkpoint written; resume it).\n"
+            "SIGTERM/SIGINT: stop after the current step and checkpoint; a second one aborts.\n");
 }
 
 struct cli {
@@ -39,7 +44,6 @@ struct cli {
     const char *overrides[MAX_OVERRIDES];
     int n_overrides;
     struct train_options train;
-    int verify;
 };
 
 // Parses argv; returns 0, 1 for "printed help/version, exit 0", or EXIT_USAGE
@@ -73,7 +77,7 @@ static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t 
             break;
         case OPT_METRICS: cli->train.metrics_path = optarg; break;
         case OPT_RESUME: cli->train.resume_path = optarg; break;
-        case OPT_VERIFY: cli->verify = 1; break;
+        case OPT_VERIFY: cli->train.verify = 1; break;
         case OPT_QUIET: cli->train.quiet = 1; break;
         case OPT_HELP_CONFIG: return 3;
         case 'h': return 1;
@@ -90,6 +94,10 @@ static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t 
         cli->config_path = argv[optind++];
     if (optind < argc) {
         snprintf(err, err_bytes, "unexpected argument '%s' (one config file at most)", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (cli->train.verify && cli->train.resume_path) {
+        snprintf(err, err_bytes, "--verify replays a run from its start; it cannot --resume");
         return EXIT_USAGE;
     }
     return 0;
@@ -139,10 +147,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "vgpu_train: %s\n", err);
         return runtime_close(&rt, EXIT_USAGE);
     }
-    if (cli.verify) {
-        if (rt.rank == 0)
-            fprintf(stderr, "vgpu_train: --verify is not available in this version yet\n");
-        return runtime_close(&rt, EXIT_USAGE);
+    if (cli.train.verify) {
+        // A short run to check the setup: verify.steps steps, no checkpoints.
+        struct config *cfg = &rt.cfg;
+        if (!cfg->train.max_steps || cfg->verify.steps < cfg->train.max_steps)
+            cfg->train.max_steps = cfg->verify.steps;
+        cfg->checkpoint.dir[0] = '\0';
     }
 
     struct train_data data;
@@ -155,7 +165,7 @@ int main(int argc, char **argv)
     }
 
     struct runtime_open_args open_args = {
-        .min_bytes = train_device_bytes(&rt.cfg, &data, rt.size),
+        .min_bytes = train_device_bytes(&rt.cfg, &data, rt.size, cli.train.verify),
         .quiet = cli.train.quiet,
     };
     rc = runtime_open(&rt, &open_args);
@@ -179,7 +189,11 @@ int main(int argc, char **argv)
     if (!peaks)
         FATAL(1, "out of memory");
     runtime_gather_all(&rt, &peak, peaks, sizeof peak);
-    if (rt.rank == 0 && rc == 0) {
+    const char *status = rc == 0 ? "ok"
+                         : rc == VGPU_EPREEMPTED ? "preempted"
+                         : rc == VGPU_EMISMATCH ? (cli.train.verify ? "verify_failed" : "diverged")
+                                                : NULL;
+    if (rt.rank == 0 && status) {
         char peak_list[1024] = "";
         for (int r = 0; r < rt.size; r++) {
             size_t len = strlen(peak_list);
@@ -188,12 +202,17 @@ int main(int argc, char **argv)
         }
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
-               "peak_mem=%s params_crc=%08x status=ok\n",
+               "peak_mem=%s params_crc=%08x status=%s\n",
                rt.size, rt.physical_devices, rt.dev.info.kind, rt.size, comm_backend_name(rt.comm),
                res.epochs, res.steps, res.train_loss, res.test_loss, res.test_acc,
-               res.samples_per_s, wall, peak_list, res.params_crc);
+               res.samples_per_s, wall, peak_list, res.params_crc, status);
     }
     free(peaks);
     train_free_data(&data);
-    return runtime_close(&rt, rc < 0 ? (rc == VGPU_ECONFIG || rc == VGPU_EFORMAT ? EXIT_USAGE : 1) : 0);
+    int code = rc == 0                                     ? 0
+               : rc == VGPU_ECONFIG || rc == VGPU_EFORMAT ? EXIT_USAGE
+               : rc == VGPU_EMISMATCH                     ? EXIT_WRONG
+               : rc == VGPU_EPREEMPTED                    ? EXIT_PREEMPTED
+                                                          : 1;
+    return runtime_close(&rt, code);
 }

@@ -1,0 +1,280 @@
+// vgpurun.c: `vgpurun -np N [...] -- PROGRAM ARGS`: builds and runs the mpirun
+// (or, inside Slurm, srun --mpi=pmix) line for a vgpu job.
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vgpurun_mps.h"
+#include "vgpurun_plan.h"
+
+#define EXIT_USAGE 2
+#define EXIT_NOT_RUN 127 // the launcher itself could not be started (as the shell does)
+
+extern char **environ;
+
+static void usage_(FILE *f)
+{
+    fprintf(f,
+            "usage: vgpurun -np N [options] -- PROGRAM ARGS...\n"
+            "\n"
+            "Runs PROGRAM as N ranks = N virtual GPUs: with mpirun, or inside a Slurm\n"
+            "allocation with srun --mpi=pmix. Adds --allow-run-as-root / --oversubscribe\n"
+            "only when needed, maps ranks host by host, binds them, and exports the\n"
+            "variables the ranks need to every host.\n"
+            "\n"
+            "options:\n"
+            "  -np, -n N              number of ranks (inside Slurm: default SLURM_NTASKS)\n"
+            "  --hostfile FILE        Open MPI hostfile (\"host slots=K\" lines)\n"
+            "  -H, --host LIST        hosts as host[:slots],...\n"
+            "  --ranks-per-gpu K      ranks sharing one device (exports " VGPURUN_ENV_RANKS_PER_DEVICE ")\n"
+            "  --mem-per-rank SIZE    device memory cap per rank, e.g. 512M, 2G\n"
+            "                         (exports " VGPURUN_ENV_MEMORY_LIMIT ")\n"
+            "  --backend B            collectives: auto, ring, mpi or nccl (exports " VGPURUN_ENV_BACKEND ")\n"
+            "  --launcher L           auto (srun inside Slurm, else mpirun), mpirun or srun\n"
+            "  --mps                  run a private CUDA MPS daemon for the job; each rank gets\n"
+            "                         a driver-enforced cap CUDA_MPS_PINNED_DEVICE_MEM_LIMIT =\n"
+            "                         --mem-per-rank + 512 MiB (GPU hosts only; one host)\n"
+            "  --dry-run              print the command and exit\n"
+            "  -v, --verbose          print the command and why each part is there, then run it\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "The settings reach the program through the environment; vgpu_train reads them\n"
+            "(config file < environment < --set). Exit status: the job's; 2 bad usage;\n"
+            "127 the launcher could not be started.\n");
+}
+
+// ---- facts about this machine ----
+
+static int env_is_(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
+static int env_int_(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? atoi(v) : 0;
+}
+
+// GPUs this host shows: /dev/nvidiaN nodes, limited by CUDA_VISIBLE_DEVICES.
+static int count_gpus_(void)
+{
+    int nodes = 0;
+    DIR *d = opendir("/dev");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            const char *tail = e->d_name + 6;
+            if (!strncmp(e->d_name, "nvidia", 6) && *tail && strspn(tail, "0123456789") == strlen(tail))
+                nodes++;
+        }
+        closedir(d);
+    }
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (!visible || nodes == 0)
+        return nodes;
+    int listed = *visible ? 1 : 0;
+    for (const char *p = visible; *p; p++)
+        listed += *p == ',';
+    return listed < nodes ? listed : nodes;
+}
+
+static int on_path_(const char *program)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    char dir[4096];
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, ":");
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, program);
+        if (access(dir, X_OK) == 0)
+            return 1;
+        p += len + (p[len] == ':');
+    }
+    return 0;
+}
+
+static char *read_file_(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+// Names of the variables in the environment, NULL-terminated (caller frees).
+static char **env_names_(void)
+{
+    int n = 0;
+    while (environ[n])
+        n++;
+    char **names = calloc((size_t)n + 1, sizeof *names);
+    for (int i = 0; names && i < n; i++)
+        names[i] = strndup(environ[i], strcspn(environ[i], "="));
+    return names;
+}
+
+static void free_names_(char **names)
+{
+    for (int i = 0; names && names[i]; i++)
+        free(names[i]);
+    free(names);
+}
+
+// ---- running ----
+
+static volatile sig_atomic_t child_pid_ = 0;
+
+// Forward ^C / kill to the launcher, which passes it to the ranks; vgpurun
+// lives on to stop the MPS daemon.
+static void forward_signal_(int sig)
+{
+    if (child_pid_ > 0)
+        kill((pid_t)child_pid_, sig);
+}
+
+static int run_and_wait_(char **argv)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "vgpurun: fork: %s\n", strerror(errno));
+        return EXIT_NOT_RUN;
+    }
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "vgpurun: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(EXIT_NOT_RUN);
+    }
+    child_pid_ = pid;
+    struct sigaction sa = {.sa_handler = forward_signal_};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return EXIT_NOT_RUN;
+    child_pid_ = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int main(int argc, char **argv)
+{
+    struct vgpurun_options opts;
+    char err[1024] = "";
+    int rc = vgpurun_parse_args(argc, argv, &opts, err, sizeof err);
+    if (rc == 1) {
+        usage_(stdout);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "vgpurun: %s\n\n", err);
+        usage_(stderr);
+        return EXIT_USAGE;
+    }
+
+    char host[256] = "this host";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    char **names = env_names_();
+    struct vgpurun_facts facts = {
+        .is_root = geteuid() == 0,
+        .root_allowed_by_env = env_is_("OMPI_ALLOW_RUN_AS_ROOT", "1") &&
+                               env_is_("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        .cores = (int)sysconf(_SC_NPROCESSORS_ONLN),
+        .in_slurm = getenv("SLURM_JOB_ID") != NULL,
+        .slurm_ntasks = env_int_("SLURM_NTASKS"),
+        .slurm_nnodes = env_int_("SLURM_JOB_NUM_NODES"),
+        .gpu_count = count_gpus_(),
+        .have_mps_control = on_path_("nvidia-cuda-mps-control"),
+        .host = host,
+        .env_names = (const char *const *)names,
+    };
+    if (opts.hostfile) {
+        char *text = read_file_(opts.hostfile);
+        if (!text) {
+            fprintf(stderr, "vgpurun: cannot read hostfile %s: %s\n", opts.hostfile, strerror(errno));
+            free_names_(names);
+            return EXIT_USAGE;
+        }
+        rc = vgpurun_count_hostfile(text, &facts.host_count, &facts.slot_count, err, sizeof err);
+        free(text);
+    } else if (opts.hosts) {
+        rc = vgpurun_count_host_list(opts.hosts, &facts.host_count, &facts.slot_count, err, sizeof err);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "vgpurun: %s%s%s\n", opts.hostfile ? opts.hostfile : "",
+                opts.hostfile ? ": " : "", err);
+        free_names_(names);
+        return EXIT_USAGE;
+    }
+    struct vgpurun_plan plan;
+    rc = vgpurun_plan_build(&opts, &facts, &plan, err, sizeof err);
+    free_names_(names);
+    if (rc < 0) {
+        fprintf(stderr, "vgpurun: %s\n", err);
+        vgpurun_plan_free(&plan);
+        return EXIT_USAGE;
+    }
+
+    static char line[16384];
+    vgpurun_format_command(&plan, line, sizeof line);
+    if (opts.verbose)
+        for (int i = 0; i < plan.notec; i++)
+            fprintf(stderr, "vgpurun: %s\n", plan.notes[i]);
+    if (opts.dry_run) {
+        printf("%s\n", line);
+        vgpurun_plan_free(&plan);
+        return 0;
+    }
+    if (opts.verbose)
+        fprintf(stderr, "vgpurun: %s\n", line);
+    for (int i = 0; i < plan.envc; i++)
+        putenv(plan.env[i]); // the plan keeps owning the strings until exit
+
+    if (!opts.mps) {
+        execvp(plan.argv[0], plan.argv);
+        fprintf(stderr, "vgpurun: cannot run %s: %s%s\n", plan.argv[0], strerror(errno),
+                errno == ENOENT ? (plan.uses_srun ? " (is Slurm installed?)"
+                                                  : " (install Open MPI: openmpi-bin)")
+                                : "");
+        return EXIT_NOT_RUN;
+    }
+    struct vgpurun_mps mps = {{0}};
+    if (vgpurun_mps_start(&mps, err, sizeof err) < 0) {
+        fprintf(stderr, "vgpurun: %s\n", err);
+        return 1;
+    }
+    if (opts.verbose)
+        fprintf(stderr, "vgpurun: MPS control daemon started (CUDA_MPS_PIPE_DIRECTORY=%s)\n",
+                getenv("CUDA_MPS_PIPE_DIRECTORY"));
+    rc = run_and_wait_(plan.argv);
+    vgpurun_mps_stop(&mps);
+    if (opts.verbose)
+        fprintf(stderr, "vgpurun: MPS control daemon stopped\n");
+    return rc;
+}

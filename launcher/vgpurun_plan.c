@@ -1,0 +1,446 @@
+// vgpurun_plan.c: vgpurun's command-line parsing and launch-command building.
+#include "vgpurun_plan.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+static const char *const backends_[] = {"auto", "ring", "mpi", "nccl"};
+
+// Variables the ranks need on every host; mpirun forwards OMPI_MCA_* itself.
+static const char *const forward_prefixes_[] = {"VGPU_", "NCCL_", "CUDA_MPS_"};
+
+static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && err_bytes)
+        vsnprintf(err, err_bytes, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+// Positive decimal integer, whole string; -1 if it is not one.
+static int parse_count_(const char *text)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < 1 || v > 1 << 20)
+        return -1;
+    return (int)v;
+}
+
+// ---- command line ----
+
+int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
+                       size_t err_bytes)
+{
+    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY };
+    static const struct option options[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+        {"host", required_argument, NULL, 'H'},
+        {"ranks-per-gpu", required_argument, NULL, OPT_RPG},
+        {"mem-per-rank", required_argument, NULL, OPT_MEM},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"launcher", required_argument, NULL, OPT_LAUNCHER},
+        {"mps", no_argument, NULL, OPT_MPS},
+        {"dry-run", no_argument, NULL, OPT_DRY},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(opts, 0, sizeof *opts);
+    opterr = 0;
+    optind = 1;
+    int c;
+    // '+': stop at the program name, whose own options are not ours. Long-only
+    // parsing accepts mpirun's spelling "-np".
+    while ((c = getopt_long_only(argc, argv, "+:n:H:vh", options, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if ((opts->np = parse_count_(optarg)) < 0)
+                return fail_(err, err_bytes, "-np %s: expected a rank count >= 1", optarg);
+            break;
+        case OPT_HOSTFILE: opts->hostfile = optarg; break;
+        case 'H': opts->hosts = optarg; break;
+        case OPT_RPG:
+            if ((opts->ranks_per_gpu = parse_count_(optarg)) < 0)
+                return fail_(err, err_bytes, "--ranks-per-gpu %s: expected a count >= 1", optarg);
+            break;
+        case OPT_MEM:
+            if (config_parse_size(optarg, &opts->mem_per_rank_bytes) < 0 ||
+                opts->mem_per_rank_bytes == 0)
+                return fail_(err, err_bytes,
+                             "--mem-per-rank %s: expected a size such as 512M or 2G", optarg);
+            opts->mem_per_rank = optarg;
+            break;
+        case OPT_BACKEND: {
+            int known = 0;
+            for (size_t i = 0; i < sizeof backends_ / sizeof backends_[0]; i++)
+                known |= !strcmp(optarg, backends_[i]);
+            if (!known)
+                return fail_(err, err_bytes, "--backend %s: expected auto, ring, mpi or nccl",
+                             optarg);
+            opts->backend = optarg;
+            break;
+        }
+        case OPT_LAUNCHER:
+            if (!strcmp(optarg, "auto"))
+                opts->launcher = VGPURUN_AUTO;
+            else if (!strcmp(optarg, "mpirun"))
+                opts->launcher = VGPURUN_MPIRUN;
+            else if (!strcmp(optarg, "srun"))
+                opts->launcher = VGPURUN_SRUN;
+            else
+                return fail_(err, err_bytes, "--launcher %s: expected auto, mpirun or srun", optarg);
+            break;
+        case OPT_MPS: opts->mps = 1; break;
+        case OPT_DRY: opts->dry_run = 1; break;
+        case 'v': opts->verbose = 1; break;
+        case 'h': return 1;
+        case ':': return fail_(err, err_bytes, "option %s needs a value", argv[optind - 1]);
+        default: return fail_(err, err_bytes, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return fail_(err, err_bytes, "no program to run (vgpurun [options] -- PROGRAM ARGS...)");
+    if (opts->hostfile && opts->hosts)
+        return fail_(err, err_bytes, "give --hostfile or -H, not both");
+    opts->program = argv + optind;
+    opts->program_count = argc - optind;
+    return 0;
+}
+
+// ---- hosts and slots ----
+
+int vgpurun_count_hostfile(const char *text, int *host_count, int *slot_count, char *err,
+                           size_t err_bytes)
+{
+    int hosts = 0, slots = 0, line_no = 0;
+    const char *p = text;
+    while (*p) {
+        line_no++;
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char line[512];
+        if (len >= sizeof line)
+            return fail_(err, err_bytes, "hostfile line %d is too long", line_no);
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p += len + (end != NULL);
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *save = NULL, *word = strtok_r(line, " \t\r", &save);
+        if (!word)
+            continue;
+        hosts++;
+        int host_slots = -1;
+        while ((word = strtok_r(NULL, " \t\r", &save))) {
+            if (!strncmp(word, "slots=", 6)) {
+                if ((host_slots = parse_count_(word + 6)) < 0)
+                    return fail_(err, err_bytes, "hostfile line %d: bad '%s'", line_no, word);
+            }
+        }
+        slots = host_slots < 0 || slots < 0 ? -1 : slots + host_slots;
+    }
+    if (hosts == 0)
+        return fail_(err, err_bytes, "the hostfile names no host");
+    *host_count = hosts;
+    *slot_count = slots;
+    return 0;
+}
+
+int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, char *err,
+                            size_t err_bytes)
+{
+    int hosts = 0, slots = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[256];
+        if (len == 0 || len >= sizeof item)
+            return fail_(err, err_bytes, "-H %s: empty or overlong host entry", list);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p += len + (end != NULL);
+        char *colon = strchr(item, ':');
+        int n = 1;
+        if (colon && (n = parse_count_(colon + 1)) < 0)
+            return fail_(err, err_bytes, "-H %s: bad slot count in '%s'", list, item);
+        hosts++;
+        slots += n;
+    }
+    if (hosts == 0)
+        return fail_(err, err_bytes, "-H needs host[:slots],...");
+    *host_count = hosts;
+    *slot_count = slots;
+    return 0;
+}
+
+// ---- plan ----
+
+static int add_arg_(struct vgpurun_plan *plan, const char *arg)
+{
+    if (plan->argc + 1 >= VGPURUN_MAX_ARGS)
+        return -1;
+    if (!(plan->argv[plan->argc] = strdup(arg)))
+        return -1;
+    plan->argc++;
+    return 0;
+}
+
+static int add_env_(struct vgpurun_plan *plan, const char *name, const char *value)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s=%s", name, value);
+    if (plan->envc >= VGPURUN_MAX_ENV || !(plan->env[plan->envc] = strdup(buf)))
+        return -1;
+    plan->envc++;
+    return 0;
+}
+
+static void note_(struct vgpurun_plan *plan, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_(struct vgpurun_plan *plan, const char *fmt, ...)
+{
+    if (plan->notec >= VGPURUN_MAX_NOTES)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if ((plan->notes[plan->notec] = strdup(buf)))
+        plan->notec++;
+}
+
+static int forwarded_(const char *name)
+{
+    for (size_t i = 0; i < sizeof forward_prefixes_ / sizeof forward_prefixes_[0]; i++)
+        if (!strncmp(name, forward_prefixes_[i], strlen(forward_prefixes_[i])))
+            return 1;
+    return 0;
+}
+
+// Names to pass with mpirun -x: those the plan sets (set_names), then forwarded
+// ones already in the environment, each once.
+static int add_exports_(struct vgpurun_plan *plan, const struct vgpurun_facts *facts,
+                        const char *const *set_names, int set_count)
+{
+    const char *names[VGPURUN_MAX_ARGS / 2];
+    int n = 0, cap = (int)(sizeof names / sizeof names[0]);
+    for (int i = 0; i < set_count && n < cap; i++)
+        names[n++] = set_names[i];
+    for (int i = 0; facts->env_names && facts->env_names[i] && n < cap; i++)
+        if (forwarded_(facts->env_names[i]))
+            names[n++] = facts->env_names[i];
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(names[i], names[j]);
+        if (!seen && (add_arg_(plan, "-x") || add_arg_(plan, names[i])))
+            return -1;
+    }
+    return 0;
+}
+
+char *vgpurun_mps_limit(uint64_t limit_bytes, int gpu_count, char *buf, size_t buf_bytes)
+{
+    unsigned long long mib = (limit_bytes + (1ull << 20) - 1) >> 20;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < gpu_count && used < buf_bytes; d++)
+        used += (size_t)snprintf(buf + used, buf_bytes - used, "%s%d=%lluMB", d ? "," : "", d, mib);
+    return buf;
+}
+
+static int check_mps_(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
+                      char *err, size_t err_bytes)
+{
+    if (facts->gpu_count == 0)
+        return fail_(err, err_bytes,
+                     "--mps needs an NVIDIA GPU, and %s has none (no /dev/nvidia0); without --mps "
+                     "the ranks still keep to --mem-per-rank through vgpu's own allocator",
+                     facts->host);
+    if (!facts->have_mps_control)
+        return fail_(err, err_bytes,
+                     "--mps needs nvidia-cuda-mps-control (part of the NVIDIA driver utilities) "
+                     "on PATH; it is not on %s",
+                     facts->host);
+    if (!opts->mem_per_rank)
+        return fail_(err, err_bytes, "--mps needs --mem-per-rank SIZE (the per-rank hard cap)");
+    if (facts->host_count > 1 || facts->slurm_nnodes > 1)
+        return fail_(err, err_bytes,
+                     "--mps starts the MPS daemon on this host only, and the job spans %d hosts; "
+                     "start MPS on every node in the batch script instead",
+                     facts->host_count > 1 ? facts->host_count : facts->slurm_nnodes);
+    return 0;
+}
+
+int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
+                       struct vgpurun_plan *plan, char *err, size_t err_bytes)
+{
+    memset(plan, 0, sizeof *plan);
+    int srun = opts->launcher == VGPURUN_SRUN || (opts->launcher == VGPURUN_AUTO && facts->in_slurm);
+    plan->uses_srun = srun;
+    if (srun && (opts->hostfile || opts->hosts))
+        return fail_(err, err_bytes,
+                     "inside a Slurm allocation the hosts come from Slurm: drop %s, or use "
+                     "--launcher mpirun",
+                     opts->hostfile ? "--hostfile" : "-H");
+    if (opts->mps && check_mps_(opts, facts, err, err_bytes) < 0)
+        return -1;
+
+    int np = opts->np;
+    if (!np && srun)
+        np = facts->slurm_ntasks;
+    if (!np && !srun && facts->host_count > 0 && facts->slot_count > 0)
+        np = facts->slot_count;
+    if (!np)
+        return fail_(err, err_bytes, "give the number of ranks: -np N");
+
+    // Device settings travel as environment variables, so they reach any
+    // program and every host; the config layer reads them.
+    const char *set_names[8];
+    int set_count = 0;
+    char num[32];
+    if (opts->ranks_per_gpu) {
+        snprintf(num, sizeof num, "%d", opts->ranks_per_gpu);
+        if (add_env_(plan, VGPURUN_ENV_RANKS_PER_DEVICE, num))
+            goto no_memory;
+        set_names[set_count++] = VGPURUN_ENV_RANKS_PER_DEVICE;
+    }
+    if (opts->mem_per_rank) {
+        if (add_env_(plan, VGPURUN_ENV_MEMORY_LIMIT, opts->mem_per_rank))
+            goto no_memory;
+        set_names[set_count++] = VGPURUN_ENV_MEMORY_LIMIT;
+    }
+    if (opts->backend) {
+        if (add_env_(plan, VGPURUN_ENV_BACKEND, opts->backend))
+            goto no_memory;
+        set_names[set_count++] = VGPURUN_ENV_BACKEND;
+    }
+    if (opts->mps) {
+        char limit[512];
+        vgpurun_mps_limit(opts->mem_per_rank_bytes + VGPURUN_MPS_HEADROOM_BYTES, facts->gpu_count,
+                          limit, sizeof limit);
+        if (add_env_(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit))
+            goto no_memory;
+        // The directories are made when the daemon starts (vgpurun_mps.c).
+        set_names[set_count++] = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
+        set_names[set_count++] = "CUDA_MPS_PIPE_DIRECTORY";
+        set_names[set_count++] = "CUDA_MPS_LOG_DIRECTORY";
+        note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 512 MiB for "
+                    "cuBLAS/NCCL workspace), enforced by the driver",
+              limit);
+    }
+
+    snprintf(num, sizeof num, "%d", np);
+    if (srun) {
+        // --export=ALL: the variables above reach the ranks even when the
+        // batch script was submitted with --export=NONE.
+        if (add_arg_(plan, "srun") || add_arg_(plan, "--mpi=pmix") || add_arg_(plan, "--export=ALL") ||
+            add_arg_(plan, "-n") || add_arg_(plan, num))
+            goto no_memory;
+        note_(plan, "inside Slurm job: srun --mpi=pmix (Slurm places and binds the ranks)");
+    } else {
+        if (add_arg_(plan, "mpirun") || add_arg_(plan, "-np") || add_arg_(plan, num))
+            goto no_memory;
+        if (opts->hostfile && (add_arg_(plan, "--hostfile") || add_arg_(plan, opts->hostfile)))
+            goto no_memory;
+        if (opts->hosts && (add_arg_(plan, "-H") || add_arg_(plan, opts->hosts)))
+            goto no_memory;
+        if (facts->is_root && !facts->root_allowed_by_env) {
+            if (add_arg_(plan, "--allow-run-as-root"))
+                goto no_memory;
+            note_(plan, "--allow-run-as-root: running as root");
+        }
+        int slots = facts->host_count > 0 ? facts->slot_count : facts->cores;
+        int over = slots > 0 && np > slots;
+        if (over) {
+            if (add_arg_(plan, "--oversubscribe"))
+                goto no_memory;
+            note_(plan, "--oversubscribe: %d ranks on %d %s", np, slots,
+                  facts->host_count > 0 ? "slots" : "cores");
+        } else if (slots < 0) {
+            note_(plan, "hostfile without slots=: mpirun counts each host's cores");
+        }
+        // Consecutive ranks fill a host first, so local ranks 0..K-1 share
+        // GPU 0 as the binding policy expects. Pinning each rank to one core
+        // (mpirun's default) would squeeze its BLAS threads onto that core;
+        // a NUMA domain keeps a rank near its memory and GPU. Oversubscribed,
+        // pinned ranks would queue on their cores while others idle: no binding.
+        if (add_arg_(plan, "--map-by") || add_arg_(plan, "slot") || add_arg_(plan, "--bind-to") ||
+            add_arg_(plan, over ? "none" : "numa"))
+            goto no_memory;
+        note_(plan, "binding: --map-by slot --bind-to %s", over ? "none (oversubscribed)" : "numa");
+        if (add_exports_(plan, facts, set_names, set_count))
+            goto no_memory;
+    }
+    for (int i = 0; i < opts->program_count; i++)
+        if (add_arg_(plan, opts->program[i]))
+            goto no_memory;
+    plan->argv[plan->argc] = NULL;
+    return 0;
+no_memory:
+    return fail_(err, err_bytes, "the command is too long (at most %d arguments)", VGPURUN_MAX_ARGS);
+}
+
+void vgpurun_plan_free(struct vgpurun_plan *plan)
+{
+    if (!plan)
+        return;
+    for (int i = 0; i < plan->argc; i++)
+        free(plan->argv[i]);
+    for (int i = 0; i < plan->envc; i++)
+        free(plan->env[i]);
+    for (int i = 0; i < plan->notec; i++)
+        free(plan->notes[i]);
+    memset(plan, 0, sizeof *plan);
+}
+
+// ---- printing ----
+
+// Appends s to buf, single-quoted when it has characters the shell treats specially.
+static size_t append_quoted_(char *buf, size_t used, size_t buf_bytes, const char *s)
+{
+    int plain = *s != '\0';
+    for (const char *q = s; *q && plain; q++)
+        plain = isalnum((unsigned char)*q) || strchr("-_./=:,+@%", *q);
+    if (used >= buf_bytes)
+        return used;
+    if (plain)
+        return used + (size_t)snprintf(buf + used, buf_bytes - used, "%s", s);
+    used += (size_t)snprintf(buf + used, buf_bytes - used, "'");
+    for (const char *q = s; *q && used < buf_bytes; q++)
+        used += (size_t)snprintf(buf + used, buf_bytes - used, *q == '\'' ? "'\\''" : "%c", *q);
+    if (used < buf_bytes)
+        used += (size_t)snprintf(buf + used, buf_bytes - used, "'");
+    return used;
+}
+
+char *vgpurun_format_command(const struct vgpurun_plan *plan, char *buf, size_t buf_bytes)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < plan->envc; i++) {
+        used = append_quoted_(buf, used, buf_bytes, plan->env[i]);
+        if (used < buf_bytes)
+            used += (size_t)snprintf(buf + used, buf_bytes - used, " ");
+    }
+    for (int i = 0; i < plan->argc; i++) {
+        used = append_quoted_(buf, used, buf_bytes, plan->argv[i]);
+        if (i + 1 < plan->argc && used < buf_bytes)
+            used += (size_t)snprintf(buf + used, buf_bytes - used, " ");
+    }
+    return buf;
+}

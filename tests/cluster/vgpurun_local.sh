@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# vgpurun_local.sh: vgpurun on this machine: the command it builds, a real
+# 4-rank training through it, device settings reaching the ranks, exit status,
+# and --mps refused where there is no GPU.
+source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/lib.sh"
+VGPURUN="$VGPU_BUILD_DIR/vgpurun"
+HOSTFILES="$VGPU_SOURCE_DIR/configs/hostfiles"
+cores=$(nproc)
+
+run "dry run, 2x cores ranks" 10 "$VGPURUN" -np $((2 * cores)) --dry-run -- "$TRAIN" c.ini
+expect_rc 0
+expect_out "^mpirun -np $((2 * cores)) .*--oversubscribe --map-by slot --bind-to none( -x [A-Z_]+)* $TRAIN c.ini\$"
+if [ "$(id -u)" = 0 ]; then expect_out '--allow-run-as-root'; else expect_no_out '--allow-run-as-root'; fi
+
+run "dry run, localhost hostfile" 10 "$VGPURUN" --hostfile "$HOSTFILES/localhost" --mem-per-rank 48M --dry-run -- prog
+expect_rc 0
+expect_out '^VGPU_MEMORY_LIMIT=48M mpirun -np 4 --hostfile .*/localhost .*--bind-to numa -x VGPU_MEMORY_LIMIT( -x [A-Z_]+)* prog$'
+expect_no_out '--oversubscribe'
+
+run "4 ranks train through vgpurun" 120 "$VGPURUN" -np 4 --verbose -- "$TRAIN" "$CONFIGS/synthetic_small.ini"
+expect_rc 0
+expect_out '^vgpurun: mpirun -np 4 '
+expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+expect_out '^vgpu_train: done ranks=4 .*status=ok$'
+expect_no_shm
+
+# The ranks get the device settings as variables (any program)...
+run "variables reach every rank" 60 "$VGPURUN" -np 2 --ranks-per-gpu 2 --mem-per-rank 48M --backend mpi \
+  -- sh -c 'echo "rank=$OMPI_COMM_WORLD_RANK rpd=$VGPU_RANKS_PER_DEVICE mem=$VGPU_MEMORY_LIMIT backend=$VGPU_BACKEND"'
+expect_rc 0
+for r in 0 1; do expect_out "^rank=$r rpd=2 mem=48M backend=mpi\$"; done
+# ...and vgpu_train's config takes them (file < environment < --set).
+run "vgpu_train takes --mem-per-rank and --backend" 120 "$VGPURUN" -np 2 --mem-per-rank 48M --backend mpi \
+  -- "$TRAIN" "$CONFIGS/synthetic_small.ini"
+expect_rc 0
+expect_out '^ +1 +[^ ]+ +1 +cpu0 .* 48\.0 MiB$'
+expect_out 'collectives: mpi'
+expect_out '^vgpu_train: done ranks=2 .*backend=mpi .*status=ok$'
+
+run "the job's exit status comes back" 60 "$VGPURUN" -np 2 -- sh -c 'exit 3'
+expect_nonzero
+run "bad size refused" 10 "$VGPURUN" -np 2 --mem-per-rank lots -- prog
+expect_rc 2
+expect_out 'mem-per-rank lots: expected a size'
+
+if ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+  echo "--- --mps refusal not checked: this host has a GPU"
+else
+  run "--mps refused without a GPU" 10 "$VGPURUN" -np 2 --mps --mem-per-rank 1G -- prog
+  expect_rc 2
+  expect_out '--mps needs an NVIDIA GPU, and .* has none'
+fi
+finish

@@ -1,0 +1,211 @@
+// test_vgpurun.c: vgpurun's command building: options and machine facts in,
+// the mpirun/srun line and its environment out.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vgpurun_plan.h"
+
+// Builds the plan for `vgpurun ARGS...` on a machine described by facts and
+// returns its one-line form ("" and the message in err on refusal).
+static char line_[4096], err_[1024];
+static struct vgpurun_plan plan_;
+
+static const char *plan_for_(const struct vgpurun_facts *facts, int argc, char **argv)
+{
+    struct vgpurun_options opts;
+    line_[0] = err_[0] = '\0';
+    vgpurun_plan_free(&plan_);
+    if (vgpurun_parse_args(argc, argv, &opts, err_, sizeof err_) != 0)
+        return line_;
+    if (vgpurun_plan_build(&opts, facts, &plan_, err_, sizeof err_) == 0)
+        vgpurun_format_command(&plan_, line_, sizeof line_);
+    return line_;
+}
+#define PLAN(facts, ...)                                                       \
+    plan_for_(facts, sizeof((char *[]){__VA_ARGS__}) / sizeof(char *), (char *[]){__VA_ARGS__})
+
+static const struct vgpurun_facts user_2cores = {.cores = 2, .host = "box"};
+static const struct vgpurun_facts root_2cores = {.is_root = 1, .cores = 2, .host = "box"};
+
+static int teardown_(void **state)
+{
+    (void)state;
+    vgpurun_plan_free(&plan_);
+    return 0;
+}
+
+static void test_root_and_oversubscribe_only_when_needed(void **state)
+{
+    (void)state;
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "--", "prog", "c.ini"),
+                        "mpirun -np 2 --map-by slot --bind-to numa prog c.ini");
+    assert_string_equal(PLAN(&root_2cores, "vgpurun", "-np", "4", "--", "prog"),
+                        "mpirun -np 4 --allow-run-as-root --oversubscribe --map-by slot "
+                        "--bind-to none prog");
+    struct vgpurun_facts allowed = root_2cores;
+    allowed.root_allowed_by_env = 1;
+    assert_string_equal(PLAN(&allowed, "vgpurun", "-n", "1", "prog"),
+                        "mpirun -np 1 --map-by slot --bind-to numa prog");
+}
+
+static void test_device_settings_become_exported_variables(void **state)
+{
+    (void)state;
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "--ranks-per-gpu", "2",
+                             "--mem-per-rank", "1.5G", "--backend", "ring", "--", "prog"),
+                        "VGPU_RANKS_PER_DEVICE=2 VGPU_MEMORY_LIMIT=1.5G VGPU_BACKEND=ring "
+                        "mpirun -np 2 --map-by slot --bind-to numa -x VGPU_RANKS_PER_DEVICE "
+                        "-x VGPU_MEMORY_LIMIT -x VGPU_BACKEND prog");
+    // Variables already set that the ranks need travel too, each once; others do not.
+    const char *env[] = {"HOME", "VGPU_BACKEND", "NCCL_DEBUG", "OMPI_MCA_x", NULL};
+    struct vgpurun_facts facts = user_2cores;
+    facts.env_names = env;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--backend", "mpi", "prog"),
+                        "VGPU_BACKEND=mpi mpirun -np 2 --map-by slot --bind-to numa "
+                        "-x VGPU_BACKEND -x NCCL_DEBUG prog");
+}
+
+static void test_program_options_are_the_programs(void **state)
+{
+    (void)state;
+    // -n and --verbose after the program name belong to the program.
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "prog", "-n", "7", "--verbose",
+                             "it's"),
+                        "mpirun -np 2 --map-by slot --bind-to numa prog -n 7 --verbose 'it'\\''s'");
+}
+
+static void test_hosts_decide_slots(void **state)
+{
+    (void)state;
+    int hosts, slots;
+    assert_int_equal(vgpurun_count_hostfile("# two nodes\nnode1 slots=2\n\n  node2  slots=4 # gpu\n",
+                                            &hosts, &slots, err_, sizeof err_),
+                     0);
+    assert_int_equal(hosts, 2);
+    assert_int_equal(slots, 6);
+    assert_int_equal(vgpurun_count_hostfile("a slots=2\nb\n", &hosts, &slots, err_, sizeof err_), 0);
+    assert_int_equal(slots, -1);
+    assert_int_equal(vgpurun_count_hostfile("a slots=x\n", &hosts, &slots, err_, sizeof err_), -1);
+    assert_non_null(strstr(err_, "line 1"));
+    assert_int_equal(vgpurun_count_hostfile("# nothing\n", &hosts, &slots, err_, sizeof err_), -1);
+    assert_int_equal(vgpurun_count_host_list("a:2,b,c:4", &hosts, &slots, err_, sizeof err_), 0);
+    assert_int_equal(hosts, 3);
+    assert_int_equal(slots, 7);
+    assert_int_equal(vgpurun_count_host_list("a:0", &hosts, &slots, err_, sizeof err_), -1);
+
+    // 8 ranks on 2 hosts x 4 slots fit although this host has 2 cores.
+    struct vgpurun_facts facts = root_2cores;
+    facts.host_count = 2;
+    facts.slot_count = 8;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "8", "-H", "a:4,b:4", "--", "prog"),
+                        "mpirun -np 8 -H a:4,b:4 --allow-run-as-root --map-by slot --bind-to numa prog");
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "9", "-H", "a:4,b:4", "--", "prog"),
+                        "mpirun -np 9 -H a:4,b:4 --allow-run-as-root --oversubscribe --map-by slot "
+                        "--bind-to none prog");
+    // Without -np, all slots.
+    assert_string_equal(PLAN(&facts, "vgpurun", "--hostfile", "hf", "--", "prog"),
+                        "mpirun -np 8 --hostfile hf --allow-run-as-root --map-by slot --bind-to numa prog");
+    // Unknown slots: mpirun decides, no --oversubscribe guessed.
+    facts.slot_count = -1;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "9", "--hostfile", "hf", "--", "prog"),
+                        "mpirun -np 9 --hostfile hf --allow-run-as-root --map-by slot --bind-to numa prog");
+}
+
+static void test_slurm_uses_srun_pmix(void **state)
+{
+    (void)state;
+    struct vgpurun_facts facts = root_2cores;
+    facts.in_slurm = 1;
+    facts.slurm_ntasks = 4;
+    assert_string_equal(PLAN(&facts, "vgpurun", "--mem-per-rank", "64M", "--", "prog", "c.ini"),
+                        "VGPU_MEMORY_LIMIT=64M srun --mpi=pmix --export=ALL -n 4 prog c.ini");
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--launcher", "mpirun", "prog"),
+                        "mpirun -np 2 --allow-run-as-root --map-by slot --bind-to numa prog");
+    assert_string_equal(PLAN(&facts, "vgpurun", "--hostfile", "hf", "prog"), "");
+    assert_non_null(strstr(err_, "hosts come from Slurm"));
+}
+
+static void test_mps_needs_a_gpu_and_a_cap(void **state)
+{
+    (void)state;
+    assert_string_equal(PLAN(&root_2cores, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G",
+                             "prog"),
+                        "");
+    assert_non_null(strstr(err_, "--mps needs an NVIDIA GPU, and box has none"));
+
+    struct vgpurun_facts gpu = root_2cores;
+    gpu.gpu_count = 2;
+    gpu.have_mps_control = 1;
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "prog"), "");
+    assert_non_null(strstr(err_, "--mem-per-rank"));
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "mpirun -np 2 --allow-run-as-root --map-by slot --bind-to numa "
+                        "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
+                        "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY prog");
+    gpu.host_count = 2;
+    gpu.slot_count = 4;
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "4", "-H", "a:2,b:2", "--mps", "--mem-per-rank",
+                             "1G", "prog"),
+                        "");
+    assert_non_null(strstr(err_, "this host only"));
+    gpu.have_mps_control = 0;
+    gpu.host_count = 0;
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
+    assert_non_null(strstr(err_, "nvidia-cuda-mps-control"));
+}
+
+static void test_bad_command_lines_say_why(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *arg, *value, *says;
+    } cases[] = {
+        {"-np", "0", "rank count"},          {"-np", "x", "rank count"},
+        {"--mem-per-rank", "lots", "512M"},  {"--mem-per-rank", "0", "512M"},
+        {"--backend", "gloo", "auto, ring"}, {"--ranks-per-gpu", "-1", "count"},
+        {"--launcher", "pbs", "mpirun"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {"vgpurun", (char *)cases[i].arg, (char *)cases[i].value, "prog", NULL};
+        assert_string_equal(plan_for_(&user_2cores, 4, argv), "");
+        assert_non_null(strstr(err_, cases[i].says));
+    }
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2"), "");
+    assert_non_null(strstr(err_, "no program"));
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "prog"), "");
+    assert_non_null(strstr(err_, "-np N"));
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "--hostfile", "f", "-H", "a", "prog"), "");
+    assert_non_null(strstr(err_, "not both"));
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "--frobnicate", "prog"), "");
+    assert_non_null(strstr(err_, "unknown option"));
+}
+
+static void test_mps_limit_rounds_up_to_mib(void **state)
+{
+    (void)state;
+    char buf[128];
+    assert_string_equal(vgpurun_mps_limit((1ull << 20) + 1, 1, buf, sizeof buf), "0=2MB");
+    assert_string_equal(vgpurun_mps_limit(3ull << 30, 3, buf, sizeof buf),
+                        "0=3072MB,1=3072MB,2=3072MB");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_root_and_oversubscribe_only_when_needed, teardown_),
+        cmocka_unit_test_teardown(test_device_settings_become_exported_variables, teardown_),
+        cmocka_unit_test_teardown(test_program_options_are_the_programs, teardown_),
+        cmocka_unit_test_teardown(test_hosts_decide_slots, teardown_),
+        cmocka_unit_test_teardown(test_slurm_uses_srun_pmix, teardown_),
+        cmocka_unit_test_teardown(test_mps_needs_a_gpu_and_a_cap, teardown_),
+        cmocka_unit_test_teardown(test_bad_command_lines_say_why, teardown_),
+        cmocka_unit_test_teardown(test_mps_limit_rounds_up_to_mib, teardown_),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
