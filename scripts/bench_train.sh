@@ -4,22 +4,64 @@
 # Usage: scripts/bench_train.sh [CONFIG.ini] [extra vgpu_train args...]
 # Default: Fashion-MNIST, MLP 784-256-128-10, global batch 256, one epoch,
 # devices.cpu_threads=1.
+# Env: VGPU_BUILD_DIR (default build), VGPU_BENCH_NPS ("1 2 4"),
+#      VGPU_BENCH_REPEAT (runs per cell, default 1; the median is printed),
+#      VGPU_BENCH_TORCH=1: also run the PyTorch DDP reference (gloo, 1 thread
+#      per rank, same model, optimizer and global batch) for each np, in the
+#      same interleaved order, and print the ratio. The reference alone:
+#      /usr/bin/python3 scripts/bench_pytorch_ddp.py --nps 1,2,4
+#      (needs python3-torch; apt-get install python3-torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/vgpu_train ] || scripts/setup.sh
+build=${VGPU_BUILD_DIR:-build}
+[ -x "$build/vgpu_train" ] || VGPU_BUILD_DIR=$build scripts/setup.sh
 cfg=${1:-configs/default.ini}
 shift || true
 common=(--quiet --set train.epochs=1 --set train.batch_size=256 --set model.hidden=256,128
         --set devices.cpu_threads=1 "$@")
+nps=(${VGPU_BENCH_NPS:-1 2 4})
+repeat=${VGPU_BENCH_REPEAT:-1}
+torch=${VGPU_BENCH_TORCH:-0}
 echo "# bench_train: $cfg ${common[*]}"
 echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-printf '%4s %14s %12s %10s\n' np samples_per_s vs_np1 test_acc
+gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/dev/null |
+       sed -n 's/^# device  : device_gemm of this build: //p') || true
+echo "# GEMM: ${gemm:-unknown (no vgpu_gemm_perf)}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>};" \
+     "median of $repeat run(s) per cell"
+
+declare -A ours acc theirs
+for ((r = 0; r < repeat; r++)); do
+  for np in "${nps[@]}"; do
+    line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" | tail -1)
+    sps=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
+    [ -n "$sps" ] || { echo "np=$np failed: $line" >&2; exit 1; }
+    ours[$np]+="$sps "
+    acc[$np]=$(grep -oE 'test_acc=[0-9.]+' <<<"$line" | cut -d= -f2)
+    if [ "$torch" = 1 ]; then
+      t=$(/usr/bin/python3 scripts/bench_pytorch_ddp.py --nps "$np" | awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $2 }')
+      [ -n "$t" ] || { echo "PyTorch np=$np failed" >&2; exit 1; }
+      theirs[$np]+="$t "
+    fi
+  done
+done
+
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+if [ "$torch" = 1 ]; then
+  printf '%4s %14s %12s %10s %14s %10s\n' np samples_per_s vs_np1 test_acc torch_per_s vs_torch
+else
+  printf '%4s %14s %12s %10s\n' np samples_per_s vs_np1 test_acc
+fi
 base=
-for np in ${VGPU_BENCH_NPS:-1 2 4}; do
-  line=$(scripts/mpirun.sh -np "$np" build/vgpu_train "$cfg" "${common[@]}" | tail -1)
-  sps=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
-  acc=$(grep -oE 'test_acc=[0-9.]+' <<<"$line" | cut -d= -f2)
-  [ -n "$sps" ] || { echo "np=$np failed: $line" >&2; exit 1; }
+for np in "${nps[@]}"; do
+  sps=$(median "${ours[$np]}")
   base=${base:-$sps}
-  printf '%4d %14.0f %11.2fx %10s\n' "$np" "$sps" "$(echo "$sps / $base" | bc -l)" "$acc"
+  printf '%4d %14.0f %11.2fx %10s' "$np" "$sps" "$(echo "$sps / $base" | bc -l)" "${acc[$np]}"
+  if [ "$torch" = 1 ]; then
+    t=$(median "${theirs[$np]}")
+    printf ' %14.0f %9.2fx' "$t" "$(echo "$sps / $t" | bc -l)"
+  fi
+  printf '\n'
+done
+for np in "${nps[@]}"; do # every run, for judging the noise on a shared machine
+  echo "# np=$np runs: ${ours[$np]}${theirs[$np]:+(torch: ${theirs[$np]% })}"
 done

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
-          libinih-dev libcmocka-dev dataset-fashion-mnist)
+packages=(gcc make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libdnnl-dev
+          zlib1g-dev libinih-dev libcmocka-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

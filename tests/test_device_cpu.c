@@ -21,6 +21,7 @@
 
 #include "device.h"
 #include "device_internal.h"
+#include "kernels.h"
 #include "log.h"
 #include "status.h"
 #include "test_util.h"
@@ -419,7 +420,8 @@ static void test_gemm_empty_inner(void **state)
 static void test_bias_add_and_grad(void **state)
 {
     device_t *dev = *state;
-    static const int shapes[][2] = {{1, 1}, {6, 5}, {3, 17}, {64, 10}};
+    // 300 and 513 columns: more than one block of the CPU backend's column sums.
+    static const int shapes[][2] = {{1, 1}, {6, 5}, {3, 17}, {64, 10}, {37, 300}, {5, 513}};
     uint64_t seed = 11;
     for (size_t s = 0; s < TEST_ARRAY_LEN(shapes); s++) {
         int rows = shapes[s][0], cols = shapes[s][1];
@@ -728,6 +730,44 @@ static void test_adam_decay_modes_differ(void **state)
     assert_true(fabsf(out[0][0] - 0.9f) < 1e-5f);
 }
 
+// The CPU backend's vectorised Adam (16 lanes, then the kernel for the tail)
+// must give exactly what kernel_adam_step gives element by element.
+static void test_adam_vector_matches_kernel(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 16 * 37 + 11 };
+    static float p[N], g[N], m[N], v[N], rp[N], rm[N], rv[N], back[N];
+    uint64_t seed = 41;
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        test_fill_uniform(p, N, &seed, -1, 1);
+        test_fill_uniform(g, N, &seed, -1, 1);
+        test_fill_uniform(m, N, &seed, -0.1, 0.1);
+        test_fill_uniform(v, N, &seed, 0, 0.01);
+        memcpy(rp, p, sizeof p), memcpy(rm, m, sizeof m), memcpy(rv, v, sizeof v);
+        const float lr = 0.003f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+        const float c1 = 1.0f - powf(b1, 7.0f), c2 = 1.0f - powf(b2, 7.0f);
+        for (size_t i = 0; i < N; i++)
+            kernel_adam_step(i, rp, g, rm, rv, lr, b1, b2, eps, wd, c1, c2, decoupled);
+        float *dp = upload_(dev, p, N), *dg = upload_(dev, g, N), *dm = upload_(dev, m, N),
+              *dv = upload_(dev, v, N);
+        assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, c1, c2,
+                                          decoupled),
+                         0);
+        const struct { const char *what; const float *dev_ptr, *want; } out[] = {
+            {"param", dp, rp}, {"m", dm, rm}, {"v", dv, rv}};
+        for (size_t k = 0; k < TEST_ARRAY_LEN(out); k++) {
+            download_(dev, back, out[k].dev_ptr, N);
+            size_t i = 0;
+            while (i < N && !memcmp(&back[i], &out[k].want[i], sizeof(float)))
+                i++;
+            if (i < N)
+                fail_msg("adam decoupled=%d: %s[%zu] = %.9g, kernel gives %.9g", decoupled,
+                         out[k].what, i, back[i], out[k].want[i]);
+        }
+        device_free(dev, dv), device_free(dev, dm), device_free(dev, dg), device_free(dev, dp);
+    }
+}
+
 int main(int argc, char **argv)
 {
     log_set_trace(0);
@@ -768,6 +808,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_open_close),
         cmocka_unit_test(test_named_segment),
         cmocka_unit_test_setup_teardown(test_host_dereference_faults, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_adam_vector_matches_kernel, setup_dev, teardown_dev),
     };
     int failed = cmocka_run_group_tests_name("device_cpu", cpu_tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("device_cpu_kernels", kernel_tests, NULL, NULL);
