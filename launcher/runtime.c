@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "binding.h"
@@ -18,8 +21,24 @@
 #define MAX_DEVICES 64
 #define CUDA_CONTEXT_OVERHEAD (512ull << 20) // bytes a CUDA context takes outside the cap
 
+// Used for control-plane waits until the config (comm.timeout_s) is loaded.
+#define CONTROL_DEFAULT_TIMEOUT_S 300.0
+
 struct runtime_impl {
     MPI_Comm local;   // ranks on this host
+    int *local_world; // world rank of each local rank
+    // The arrival board, one slot per local rank in host shared memory: the
+    // control-plane collectives it has entered and when it last polled one.
+    // A rank stopped between collectives leaves its count behind; one
+    // stopped inside a collective stops beating. Its host-mates name it.
+    MPI_Win board_win;
+    struct board_slot *board;        // this rank's slot
+    struct board_slot **peer_board;  // [local_size] every local rank's slot
+};
+
+struct board_slot {
+    _Atomic uint64_t entered;  // control-plane collectives entered
+    _Atomic uint64_t beat_us;  // last poll inside one, microseconds (util_now_s)
 };
 
 static void abort_hook_(int exit_code)
@@ -83,6 +102,26 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, im->local));
     rt->node_index = node[0];
     rt->node_count = node[1];
+
+    im->local_world = malloc((size_t)rt->local_size * sizeof *im->local_world);
+    im->peer_board = malloc((size_t)rt->local_size * sizeof *im->peer_board);
+    if (!im->local_world || !im->peer_board)
+        return VGPU_ENOMEM;
+    MPI_CHECK(MPI_Allgather(&rt->rank, 1, MPI_INT, im->local_world, 1, MPI_INT, im->local));
+    void *mine = NULL;
+    MPI_CHECK(MPI_Win_allocate_shared(sizeof(struct board_slot), 1, MPI_INFO_NULL, im->local,
+                                      &mine, &im->board_win));
+    im->board = mine;
+    atomic_store(&im->board->entered, 0);
+    atomic_store(&im->board->beat_us, 0);
+    for (int q = 0; q < rt->local_size; q++) {
+        MPI_Aint bytes;
+        int unit;
+        void *slot;
+        MPI_CHECK(MPI_Win_shared_query(im->board_win, q, &bytes, &unit, &slot));
+        im->peer_board[q] = slot;
+    }
+    MPI_CHECK(MPI_Barrier(im->local));
     return 0;
 }
 
@@ -122,47 +161,137 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
 }
 
 // ---- control plane ----
+//
+// Small host-memory collectives on MPI. A rank that is stopped (SIGSTOP, a
+// debugger, a swapped-out node) must not leave the others waiting forever:
+// each collective is started nonblocking and waited for with the bound of
+// comm.timeout_s, a warning at half of it naming the host-mates that have
+// not arrived, then the job ends naming them.
+
+// A rank in the same collective that has not polled for this long is stopped.
+#define BOARD_STALE_S 1.0
+
+// Same-host ranks that are behind (not yet in this collective) or silent in
+// it, as "rank 2 (host h), rank 3 (host h)"; when none, the straggler is on
+// another host.
+static void laggards_(struct runtime *rt, char *buf, size_t bytes)
+{
+    struct runtime_impl *im = rt->impl;
+    const uint64_t mine = atomic_load(&im->board->entered);
+    const double now = util_now_s();
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int q = 0; q < rt->local_size && len + 64 < bytes; q++) {
+        const uint64_t entered = atomic_load(&im->peer_board[q]->entered);
+        const double beat = (double)atomic_load(&im->peer_board[q]->beat_us) * 1e-6;
+        if (entered < mine || (entered == mine && now - beat > BOARD_STALE_S))
+            len += (size_t)snprintf(buf + len, bytes - len, "%srank %d (host %s)", len ? ", " : "",
+                                    im->local_world[q], rt->host);
+    }
+    if (!len)
+        snprintf(buf, bytes, "a rank on another host (every rank on %s is here)", rt->host);
+}
+
+static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what)
+{
+    const double timeout = rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
+                                                      : CONTROL_DEFAULT_TIMEOUT_S;
+    const double t0 = util_now_s();
+    int done = 0, warned = 0;
+    struct runtime_impl *im = rt->impl;
+    for (unsigned polls = 0;; polls++) {
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return;
+        const double now = util_now_s();
+        atomic_store(&im->board->beat_us, (uint64_t)(now * 1e6));
+        double waited = now - t0;
+        if (waited >= timeout / 2 && !warned) {
+            char who[512];
+            laggards_(rt, who, sizeof who);
+            log_warn("collective (control plane: %s) still waiting for %s after %.1f s "
+                     "(timeout %.1f s)", what, who, waited, timeout);
+            warned = 1;
+        }
+        if (waited >= timeout) {
+            char who[512];
+            laggards_(rt, who, sizeof who);
+            FATAL(1, "collective timed out after %.1f s waiting for %s: stopped or stuck "
+                     "(control plane: %s; comm.timeout_s = %.1f)", waited, who, what, timeout);
+        }
+        // Spin briefly (the usual case is microseconds), then sleep so that
+        // oversubscribed ranks leave the core to the ones still computing.
+        if (polls < 200) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, polls < 2000 ? 50000 : 1000000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+// Marks this rank's arrival at the next control-plane collective.
+static void control_enter_(struct runtime *rt)
+{
+    struct runtime_impl *im = rt->impl;
+    atomic_store(&im->board->beat_us, (uint64_t)(util_now_s() * 1e6));
+    atomic_fetch_add(&im->board->entered, 1);
+}
 
 int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
 {
-    (void)rt;
-    MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+    MPI_Request req;
+    control_enter_(rt);
+    MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
+                             &req));
+    control_wait_(rt, &req, "all-gather");
     return 0;
 }
 
 int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
 {
-    (void)rt;
-    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    MPI_Request req;
+    control_enter_(rt);
+    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    control_wait_(rt, &req, "broadcast");
     return 0;
 }
 
 int runtime_agree_min(struct runtime *rt, int v)
 {
-    (void)rt;
+    MPI_Request req;
     int out;
-    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    control_enter_(rt);
+    MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
+    control_wait_(rt, &req, "agreement");
     return out;
+}
+
+static int all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
+{
+    MPI_Request req;
+    control_enter_(rt);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
+    control_wait_(rt, &req, "reduction");
+    return 0;
 }
 
 int runtime_sum_doubles(struct runtime *rt, double *values, int count)
 {
-    (void)rt;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    return 0;
+    return all_reduce_doubles_(rt, values, count, MPI_SUM);
 }
 
 int runtime_max_doubles(struct runtime *rt, double *values, int count)
 {
-    (void)rt;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    return 0;
+    return all_reduce_doubles_(rt, values, count, MPI_MAX);
 }
 
 int runtime_barrier(struct runtime *rt)
 {
-    (void)rt;
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request req;
+    control_enter_(rt);
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    control_wait_(rt, &req, "barrier");
     return 0;
 }
 
@@ -404,7 +533,11 @@ int runtime_close(struct runtime *rt, int exit_code)
     device_close(&rt->dev);
     struct runtime_impl *im = rt->impl;
     if (im) {
+        if (im->board_win != MPI_WIN_NULL && im->board)
+            MPI_Win_free(&im->board_win);
         MPI_Comm_free(&im->local);
+        free(im->local_world);
+        free(im->peer_board);
         free(im);
         rt->impl = NULL;
     }

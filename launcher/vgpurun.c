@@ -147,13 +147,20 @@ static void free_names_(char **names)
 // ---- running ----
 
 static volatile sig_atomic_t child_pid_ = 0;
+static volatile sig_atomic_t stop_signals_ = 0; // TERM/INT received so far
+static int translate_stop_ = 0; // the child is mpirun: first TERM/INT becomes USR1
 
 // Forward ^C / kill to the launcher, which passes it to the ranks; vgpurun
-// lives on to stop the MPS daemon.
+// lives on to stop the MPS daemon. mpirun cannot forward TERM or INT (it
+// kills the ranks instead, and exits 1) but forwards USR1 at once, which
+// vgpu_train takes as "checkpoint and exit 75"; a second TERM/INT aborts.
 static void forward_signal_(int sig)
 {
-    if (child_pid_ > 0)
-        kill((pid_t)child_pid_, sig);
+    if (child_pid_ <= 0)
+        return;
+    if (translate_stop_ && (sig == SIGTERM || sig == SIGINT) && stop_signals_++ == 0)
+        sig = SIGUSR1;
+    kill((pid_t)child_pid_, sig);
 }
 
 static int run_and_wait_(char **argv)
@@ -164,6 +171,9 @@ static int run_and_wait_(char **argv)
         return EXIT_NOT_RUN;
     }
     if (pid == 0) {
+        // Same process group: a signal to the whole group (a terminal's ^C,
+        // timeout(1)) still reaches mpirun itself and aborts; a stop with a
+        // checkpoint is a signal to vgpurun's PID (what Slurm and kill send).
         execvp(argv[0], argv);
         fprintf(stderr, "vgpurun: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(EXIT_NOT_RUN);
@@ -256,7 +266,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < plan.envc; i++)
         putenv(plan.env[i]); // the plan keeps owning the strings until exit
 
-    if (!opts.mps) {
+    // srun forwards signals to the tasks itself (SIGTERM reaches vgpu_train,
+    // which checkpoints), so it replaces vgpurun; mpirun is watched.
+    if (!opts.mps && plan.uses_srun) {
         execvp(plan.argv[0], plan.argv);
         fprintf(stderr, "vgpurun: cannot run %s: %s%s\n", plan.argv[0], strerror(errno),
                 errno == ENOENT ? (plan.uses_srun ? " (is Slurm installed?)"
@@ -264,6 +276,9 @@ int main(int argc, char **argv)
                                 : "");
         return EXIT_NOT_RUN;
     }
+    translate_stop_ = !plan.uses_srun;
+    if (!opts.mps)
+        return run_and_wait_(plan.argv);
     struct vgpurun_mps mps = {{0}};
     if (vgpurun_mps_start(&mps, err, sizeof err) < 0) {
         fprintf(stderr, "vgpurun: %s\n", err);

@@ -18,11 +18,13 @@ for _ in $(seq 1 300); do # up to 30 s for start-up
   sleep 0.1
 done
 id=$(sed -n 's/^# job id \([0-9a-f]*\)$/\1/p' "$out")
-[ -n "$id" ] || { kill -9 "$job"; fail "the benchmark did not start"; }
+[ -n "$id" ] || { pkill -9 -P "$job"; kill -9 "$job"; fail "the benchmark did not start"; }
 sleep 1
-# The ranks are mpirun's children; kill one of them (not the first).
-victim=$(pgrep -P "$job" | sed -n 2p)
-[ -n "$victim" ] || { kill -9 "$job"; fail "no rank process found under mpirun ($job)"; }
+# mpirun.sh runs mpirun as its child; the ranks are mpirun's children: kill
+# one of them (not the first).
+launcher=$(pgrep -P "$job" -x mpirun)
+victim=$(pgrep -P "${launcher:-0}" | sed -n 2p)
+[ -n "$victim" ] || { kill -9 "$job" $launcher; fail "no rank process found under mpirun ($launcher)"; }
 leaked_before=$(ls /dev/shm | grep -c "$id")
 kill -9 "$victim"
 for _ in $(seq 1 600); do # up to 60 s for the job to end
@@ -30,7 +32,7 @@ for _ in $(seq 1 600); do # up to 60 s for the job to end
   sleep 0.1
 done
 if kill -0 "$job" 2>/dev/null; then
-  kill -9 "$job"
+  kill -9 "$job" "$launcher"
   fail "the job did not end after a rank was killed"
 fi
 wait "$job"

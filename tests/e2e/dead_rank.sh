@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# dead_rank.sh: kill -9 one rank mid-training: every rank goes and the
+# launcher exits non-zero within 10 s, naming the dead rank; nothing of the
+# job is left (processes, /dev/shm, temp files) and the last finished
+# checkpoint resumes.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
+
+start_job dead 4
+if ! wait_for_checkpoints 2 30; then
+  out=$(cat "$job_out"); bad "no checkpoint within 30 s"; finish; exit
+fi
+victim=$(rank_pid 2)
+if [ -z "$victim" ]; then
+  out=$(cat "$job_out"); bad "rank 2 not found"; finish; exit
+fi
+mark
+kill -9 "$victim"
+wait_job 30
+expect_nonzero
+expect_within 10
+expect_out 'rank 2 .*(exited on signal 9|Killed)'
+expect_nothing_left
+expect_checkpoints_intact
+finish
