@@ -196,7 +196,7 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
 {
     const double timeout = rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
                                                       : CONTROL_DEFAULT_TIMEOUT_S;
-    const double t0 = util_now_s();
+    double t0 = util_now_s(), last = t0;
     int done = 0, warned = 0;
     struct runtime_impl *im = rt->impl;
     for (unsigned polls = 0;; polls++) {
@@ -205,6 +205,11 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
             return;
         const double now = util_now_s();
         atomic_store(&im->board->beat_us, (uint64_t)(now * 1e6));
+        // A gap between polls means this rank itself was stopped: that time
+        // is not the others' fault.
+        if (now - last > BOARD_STALE_S)
+            t0 += now - last;
+        last = now;
         double waited = now - t0;
         if (waited >= timeout / 2 && !warned) {
             char who[512];
