@@ -8,7 +8,7 @@ betas 0.9/0.999, eps 1e-8, weight decay 1e-4), 100 warm-up steps then cosine,
 global batch 256 split into contiguous per-rank pieces, incomplete last batch
 dropped, pixels scaled to [0, 1], one intra-op thread per rank. Like
 vgpu_train, the clock covers the training steps only (not data loading,
-process start or evaluation).
+process start, one warm-up forward/backward pass, or evaluation).
 
 Needs Debian's python3-torch (apt-get install python3-torch); run it with
 /usr/bin/python3. Usage:
@@ -93,6 +93,10 @@ def worker(rank, world, port, args, result):
     # Contiguous per-rank pieces of every global batch, as vgpu's sampler.
     lo, hi = args.batch * rank // world, args.batch * (rank + 1) // world
     gen = torch.Generator().manual_seed(args.seed)
+    # Warm-up as vgpu_train does: one forward/backward (and gradient
+    # all-reduce) with the step's shapes before the clock starts; no update.
+    loss_fn(model(x[:hi - lo]), y[:hi - lo]).backward()
+    opt.zero_grad(set_to_none=True)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.epochs):

@@ -11,6 +11,9 @@
 #      same interleaved order, and print the ratio. The reference alone:
 #      /usr/bin/python3 scripts/bench_pytorch_ddp.py --nps 1,2,4
 #      (needs python3-torch; apt-get install python3-torch).
+#      VGPU_BENCH_DET=0: leave out the deterministic-mode column (on by
+#      default: train.deterministic=true, same config; its params_crc is the
+#      same for every np).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${VGPU_BUILD_DIR:-build}
@@ -22,6 +25,7 @@ common=(--quiet --set train.epochs=1 --set train.batch_size=256 --set model.hidd
 nps=(${VGPU_BENCH_NPS:-1 2 4})
 repeat=${VGPU_BENCH_REPEAT:-1}
 torch=${VGPU_BENCH_TORCH:-0}
+det=${VGPU_BENCH_DET:-1}
 echo "# bench_train: $cfg ${common[*]}"
 echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/dev/null |
@@ -29,7 +33,7 @@ gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/
 echo "# GEMM: ${gemm:-unknown (no vgpu_gemm_perf)}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>};" \
      "median of $repeat run(s) per cell"
 
-declare -A ours acc theirs
+declare -A ours acc theirs dets dcrc
 for ((r = 0; r < repeat; r++)); do
   for np in "${nps[@]}"; do
     line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" | tail -1)
@@ -37,6 +41,14 @@ for ((r = 0; r < repeat; r++)); do
     [ -n "$sps" ] || { echo "np=$np failed: $line" >&2; exit 1; }
     ours[$np]+="$sps "
     acc[$np]=$(grep -oE 'test_acc=[0-9.]+' <<<"$line" | cut -d= -f2)
+    if [ "$det" = 1 ]; then
+      line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" \
+             --set train.deterministic=true | tail -1)
+      d=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
+      [ -n "$d" ] || { echo "np=$np deterministic failed: $line" >&2; exit 1; }
+      dets[$np]+="$d "
+      dcrc[$np]=$(grep -oE 'params_crc=[0-9a-f]+' <<<"$line" | cut -d= -f2)
+    fi
     if [ "$torch" = 1 ]; then
       t=$(/usr/bin/python3 scripts/bench_pytorch_ddp.py --nps "$np" | awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $2 }')
       [ -n "$t" ] || { echo "PyTorch np=$np failed" >&2; exit 1; }
@@ -46,16 +58,19 @@ for ((r = 0; r < repeat; r++)); do
 done
 
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-if [ "$torch" = 1 ]; then
-  printf '%4s %14s %12s %10s %14s %10s\n' np samples_per_s vs_np1 test_acc torch_per_s vs_torch
-else
-  printf '%4s %14s %12s %10s\n' np samples_per_s vs_np1 test_acc
-fi
+printf '%4s %14s %12s %10s' np samples_per_s vs_np1 test_acc
+[ "$det" = 1 ] && printf ' %12s %10s %9s' det_per_s det/ring det_crc
+[ "$torch" = 1 ] && printf ' %14s %10s' torch_per_s vs_torch
+printf '\n'
 base=
 for np in "${nps[@]}"; do
   sps=$(median "${ours[$np]}")
   base=${base:-$sps}
   printf '%4d %14.0f %11.2fx %10s' "$np" "$sps" "$(echo "$sps / $base" | bc -l)" "${acc[$np]}"
+  if [ "$det" = 1 ]; then
+    d=$(median "${dets[$np]}")
+    printf ' %12.0f %9.2fx %9s' "$d" "$(echo "$d / $sps" | bc -l)" "${dcrc[$np]}"
+  fi
   if [ "$torch" = 1 ]; then
     t=$(median "${theirs[$np]}")
     printf ' %14.0f %9.2fx' "$t" "$(echo "$sps / $t" | bc -l)"
@@ -63,5 +78,5 @@ for np in "${nps[@]}"; do
   printf '\n'
 done
 for np in "${nps[@]}"; do # every run, for judging the noise on a shared machine
-  echo "# np=$np runs: ${ours[$np]}${theirs[$np]:+(torch: ${theirs[$np]% })}"
+  echo "# np=$np runs: ${ours[$np]}${dets[$np]:+(deterministic: ${dets[$np]% }) }${theirs[$np]:+(torch: ${theirs[$np]% })}"
 done

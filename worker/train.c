@@ -563,6 +563,35 @@ static void trainer_free_(struct trainer *t)
         fclose(t->metrics);
 }
 
+// One forward and backward pass on zeros with this rank's step shapes, and
+// one gradient all-reduce, before the clock starts: the one-time costs (GEMM
+// kernels generated for each shape, first touch of buffers, the collective's
+// first connection; about 0.1 s on CPU devices) belong to start-up, as a
+// GPU's warm-up does, not to the training rate. Parameters are untouched and
+// the gradient is zeroed again by every step.
+static int warm_up_(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    struct mlp *m = &t->model;
+    long rows;
+    if (cfg->train.deterministic) {
+        rows = micro_rows_(cfg);
+    } else {
+        long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+        sampler_split(cfg->train.batch_size, t->rt->size, cfg->train.batch_weights.v,
+                      cfg->train.batch_weights.count, counts, offsets);
+        rows = counts[t->rt->rank];
+    }
+    if (rows > 0) {
+        TRY(device_zero(t->dev, m->acts[0], (size_t)rows * (size_t)m->dims[0] * sizeof(float)));
+        TRY(device_zero(t->dev, m->labels, (size_t)rows * sizeof(int32_t)));
+        TRY(mlp_forward(m, t->dev, (int)rows));
+        TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
+    }
+    TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
+    return device_zero(t->dev, m->grads, m->param_count * sizeof(float));
+}
+
 static int trainer_init_(struct trainer *t, const struct train_options *opts)
 {
     const struct config *cfg = t->cfg;
@@ -643,6 +672,7 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     const char *perturb = getenv("VGPU_TEST_PERTURB");
     if (perturb && sscanf(perturb, "%d@%ld", &t->perturb_rank, &t->perturb_step) != 2)
         t->perturb_rank = -1;
+    TRY(warm_up_(t));
     TRY(preempt_install());
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
     // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
