@@ -692,7 +692,13 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     char path[CONFIG_STR_MAX + 64] = "";
     TRY(save_checkpoint_(t, dir, path, sizeof path));
     res->steps = t->step;
+    res->train_loss = t->last_loss;
     if (t->rt->rank == 0) {
+        float *host = malloc(t->model.param_count * sizeof(float));
+        if (host && device_copy_to_host(t->dev, host, t->model.params,
+                                        t->model.param_count * sizeof(float)) == 0)
+            res->params_crc = util_crc32(0, host, t->model.param_count * sizeof(float));
+        free(host);
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
         printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: "
                "--resume %s\n", t->step, preempt_signal_name(), path, path);
