@@ -3,9 +3,11 @@
 // and the backend choice for comm.backend = auto.
 #include "comm_internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -132,6 +134,43 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
     int rc = c->ops->all_gather(c, send, recv, bytes);
     account_(c, bytes, t0);
     return rc;
+}
+
+int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
+{
+    const double t0 = util_now_s();
+    double last = t0, lost = 0;
+    int warned = 0;
+    for (unsigned polls = 0;; polls++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            log_error("%s: MPI failed", what);
+            return VGPU_ECOMM;
+        }
+        if (done)
+            return 0;
+        const double now = util_now_s();
+        if (now - last > 1.0) // this rank was itself stopped: not the others' time
+            lost += now - last;
+        last = now;
+        const double waited = now - t0 - lost;
+        if (waited >= c->timeout_s / 2 && !warned) {
+            log_warn("collective (%s) still waiting for another rank after %.1f s (timeout %.1f s)",
+                     what, waited, c->timeout_s);
+            warned = 1;
+        }
+        if (waited >= c->timeout_s) {
+            log_error("collective timed out after %.1f s in %s: a rank stopped or died "
+                      "(comm.timeout_s = %.1f)", waited, what, c->timeout_s);
+            return VGPU_ETIMEOUT;
+        }
+        if (polls < 200) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, polls < 2000 ? 50000 : 1000000};
+            nanosleep(&nap, NULL);
+        }
+    }
 }
 
 // ---- the deterministic all-reduce ----

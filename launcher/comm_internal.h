@@ -55,6 +55,11 @@ extern const struct comm_ops comm_mpi_ops;
 extern const struct comm_ops comm_ring_ops;
 extern const struct comm_ops comm_nccl_ops; // only when built with NCCL
 
+// Waits for a nonblocking MPI request of collective `what` with the bound
+// c->timeout_s: a warning at half of it, VGPU_ETIMEOUT at it (the caller
+// ends the job; a collective cannot be cancelled). VGPU_ECOMM if MPI fails.
+int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what);
+
 // Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.
 const struct comm_ops *comm_find_ops(const char *name);
 

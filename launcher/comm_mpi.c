@@ -158,6 +158,17 @@ static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes
     return 0;
 }
 
+// The deterministic all-reduce's exchange is bounded by comm.timeout_s like
+// the ring's waits (unlike this backend's other calls): a stopped rank must
+// not hang a deterministic run.
+static int all_to_all_bounded_(comm_t *c, const void *send, void *recv, MPI_Datatype type)
+{
+    struct mpi_comm *m = c->impl;
+    MPI_Request req;
+    TRY(check_(MPI_Ialltoall(send, 1, type, recv, 1, type, m->comm, &req), "MPI_Ialltoall"));
+    return comm_mpi_wait_bounded(c, &req, "all-to-all");
+}
+
 static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
 {
     struct mpi_comm *m = c->impl;
@@ -179,14 +190,14 @@ static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes
                 rc = device_copy_to_host(c->dev, hs + (size_t)q * len,
                                          (const char *)send + (size_t)q * bytes + done, len);
             if (rc == 0)
-                rc = check_(MPI_Alltoall(hs, 1, strided, hr, 1, strided, m->comm), "MPI_Alltoall");
+                rc = all_to_all_bounded_(c, hs, hr, strided);
             for (int q = 0; rc == 0 && q < n; q++)
                 rc = device_copy_to_device(c->dev, (char *)recv + (size_t)q * bytes + done,
                                            hr + (size_t)q * len, len);
         } else {
             const char *s = (const char *)device_cpu_view(c->dev, send) + done;
             char *r = (char *)device_cpu_view(c->dev, recv) + done;
-            rc = check_(MPI_Alltoall(s, 1, strided, r, 1, strided, m->comm), "MPI_Alltoall");
+            rc = all_to_all_bounded_(c, s, r, strided);
         }
         MPI_Type_free(&strided);
         MPI_Type_free(&block);

@@ -456,8 +456,8 @@ static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t byte
 
 // The deterministic all-reduce's exchange. Every block goes to a different
 // rank, so there is nothing to pipeline around a ring: MPI's all-to-all on
-// the host windows (shared memory between same-host ranks, TCP between hosts).
-// Its waits are MPI's, not bounded by comm.timeout_s.
+// the host windows (shared memory between same-host ranks, TCP between hosts),
+// waited for with the bound comm.timeout_s.
 static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
 {
     struct ring_comm *rc = c->impl;
@@ -476,13 +476,16 @@ static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t byte
         MPI_Type_commit(&strided);
         const char *s = len ? view_(rc, send) + done : NULL;
         char *r = len ? view_(rc, recv) + done : NULL;
-        int mpi_rc = MPI_Alltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided, rc->mpi);
+        MPI_Request req;
+        int mpi_rc = MPI_Ialltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided, rc->mpi, &req);
+        int wait_rc = mpi_rc == MPI_SUCCESS ? comm_mpi_wait_bounded(c, &req, "all-to-all") : 0;
         MPI_Type_free(&strided);
         MPI_Type_free(&block);
         if (mpi_rc != MPI_SUCCESS) {
-            log_error("ring backend: MPI_Alltoall failed (%d ranks)", n);
+            log_error("ring backend: MPI_Ialltoall failed (%d ranks)", n);
             return VGPU_ECOMM;
         }
+        TRY(wait_rc);
         if (bytes == 0)
             break;
     }

@@ -199,6 +199,8 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, floa
                               : comm_all_reduce(c, dsend, out, count, o->op))
     for (int i = 0; rc == 0 && i < o->warmup; i++)
         rc = CALL_ONCE_();
+    if (rc < 0) // before the barrier: a rank that timed out must not wait there
+        die_(c, rc, "warm-up");
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = util_now_s();
     for (int i = 0; rc == 0 && i < o->iters; i++)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # comm_timeout.sh: a rank that never enters a collective must not hang the
 # others: with comm timeout T they end within T + 5 s with a message that
-# names the rank they waited for, and the job is aborted.
+# names the rank they waited for, and the job is aborted. The same for the
+# deterministic all-reduce's all-to-all on the ring and mpi backends.
 set -uo pipefail
 build=${VGPU_BUILD_DIR:?}
 src=${VGPU_SOURCE_DIR:?}
@@ -33,4 +34,22 @@ done
 grep -q "comm_all_reduce -> timed out after" "$out" || fail "no rank returned VGPU_ETIMEOUT"
 elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 awk -v e="$elapsed" 'BEGIN { exit !(e < 30) }' || fail "the job took $elapsed s"
-echo "comm_timeout: OK (job ended after $elapsed s)"
+echo "comm_timeout: ring all-reduce OK (job ended after $elapsed s)"
+
+# The deterministic all-reduce's all-to-all (both backends) is bounded too.
+for backend in ring mpi; do
+  start=$(date +%s.%N)
+  timeout 60 "$src/scripts/mpirun.sh" -np 3 "$build/vgpu_allreduce_perf" --backend $backend \
+    --tree 6 --maxbytes 1M --timeout $timeout_s --sleep-rank 1 --sleep 60 >"$out" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  [ $rc -ne 0 ] || { cat "$out"; fail "tree ($backend): the job succeeded although rank 1 slept"; }
+  [ $rc -ne 124 ] || { cat "$out"; fail "tree ($backend): the job hung"; }
+  grep -q "collective (all-to-all) still waiting" "$out" || { cat "$out"; fail "tree ($backend): no warning"; }
+  grep -q "collective timed out after [0-9.]* s in all-to-all" "$out" ||
+    { cat "$out"; fail "tree ($backend): no 'timed out' message"; }
+  elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  awk -v e="$elapsed" -v lim=$((timeout_s + 10)) 'BEGIN { exit !(e < lim) }' ||
+    fail "tree ($backend): the job took $elapsed s"
+  echo "comm_timeout: tree all-to-all ($backend) OK (job ended after $elapsed s)"
+done

@@ -28,4 +28,24 @@ warnings=$(grep -c 'still waiting for rank' <<<"$out")
 if [ "$warnings" -le 3 ]; then ok "$warnings warning(s), at most one per waiting rank"; else bad "$warnings warnings"; fi
 expect_nothing_left
 expect_checkpoints_intact
+
+# Deterministic mode exchanges micro-batch gradients by all-to-all: that wait
+# is bounded too.
+start_job hung_det 4 --set comm.timeout_s=$timeout_s --set train.deterministic=true
+if ! wait_for_checkpoints 2 30; then
+  out=$(cat "$job_out"); bad "deterministic: no checkpoint within 30 s"; finish; exit
+fi
+victim=$(rank_pid 1)
+if [ -z "$victim" ]; then
+  out=$(cat "$job_out"); bad "deterministic: rank 1 not found"; finish; exit
+fi
+mark
+kill -STOP "$victim"
+wait_job 25
+expect_nonzero
+expect_within $((timeout_s + 6))
+expect_out "still waiting .*after [0-9.]+ s \(timeout $timeout_s"
+expect_out "timed out after [0-9.]+ s"
+expect_nothing_left
+expect_checkpoints_intact
 finish
