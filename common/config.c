@@ -92,6 +92,8 @@ static const struct key_spec keys_[] = {
      "deterministic mode: micro-batches per global batch"},
     {"train", "check_replicas_every", T_INT, F_(train, check_replicas_every), 0, "100", 0, BIG, NULL,
      "steps between replica hash checks; 0 = off"},
+    {"train", "shard_optimizer", T_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
+     "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 
     {"data", "dataset", T_ENUM, F_(data, dataset), S_(data, dataset), "fashion-mnist", 0, 0,
      "fashion-mnist|mnist-idx|synthetic", "training data"},

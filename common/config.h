@@ -57,6 +57,7 @@ struct config {
         int deterministic;
         long micro_batches;        // deterministic mode: micro-batches per global batch
         long check_replicas_every; // steps between replica hash checks; 0 = off
+        int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
     } train;
     struct {
         char dataset[16];          // fashion-mnist | mnist-idx | synthetic

@@ -267,6 +267,27 @@ int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_ran
     return rc;
 }
 
+int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
+                           comm_update_fn update, void *ctx)
+{
+    if (!c || !update || count > SIZE_MAX / sizeof(float))
+        return VGPU_EINVAL;
+    const size_t bytes = count * sizeof(float);
+    TRY(check_buffer_(c, grads, bytes, "grads", "comm_all_reduce_update"));
+    TRY(check_buffer_(c, params, bytes, "params", "comm_all_reduce_update"));
+    double t0 = util_now_s();
+    int rc;
+    if (c->ops->all_reduce_update) {
+        rc = c->ops->all_reduce_update(c, grads, params, count, update, ctx);
+    } else {
+        rc = c->ops->all_reduce(c, grads, grads, count, COMM_SUM);
+        if (rc == 0 && count)
+            rc = update(ctx, 0, count);
+    }
+    account_(c, bytes, t0);
+    return rc;
+}
+
 int comm_barrier(comm_t *c)
 {
     if (!c)

@@ -39,6 +39,21 @@ int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
 int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes);
 int comm_barrier(comm_t *c);
 
+// A sharded optimizer step fused into the gradient all-reduce (ZeRO stage 1
+// in spirit): grads (float32, in place) are summed over the ranks, and every
+// range [first, first + count) of the sum is handed to update(ctx, first,
+// count) on exactly one rank, which updates params there (and the optimizer
+// state it keeps for that range); then the ranks' updated params ranges are
+// all-gathered. Afterwards params are identical on every rank and each element
+// was updated once, from the same summed gradient an all-reduce gives, so the
+// result equals all-reduce + a full update on every rank; grads hold the sum
+// only in this rank's ranges, and optimizer state is current only there.
+// Which ranges a rank gets depends on the backend; a backend without a
+// sharded form all-reduces and updates [0, count) on every rank.
+typedef int (*comm_update_fn)(void *ctx, size_t first, size_t count);
+int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
+                           comm_update_fn update, void *ctx);
+
 // The deterministic all-reduce: the job holds `total` partial vectors of
 // `count` floats (one per micro-batch), rank r the partials
 // [first_r, first_r + parts_per_rank[r]) back to back in `parts` (device),

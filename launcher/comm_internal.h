@@ -32,6 +32,10 @@ struct comm_ops {
                       enum comm_reduce_op op);
     int (*broadcast)(comm_t *c, void *buf, size_t bytes, int root);
     int (*all_gather)(comm_t *c, const void *send, void *recv, size_t bytes);
+    // comm_all_reduce_update's sharded form; NULL where the backend has none
+    // (comm.c then all-reduces and updates everything on every rank).
+    int (*all_reduce_update)(comm_t *c, float *grads, float *params, size_t count,
+                             comm_update_fn update, void *ctx);
     // Block q of send (`bytes` each, N blocks) goes to rank q; recv block q
     // comes from rank q. NULL where the backend has none (the deterministic
     // all-reduce then says so).

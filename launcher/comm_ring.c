@@ -404,6 +404,41 @@ static int ring_all_reduce_(comm_t *c, const float *send, float *recv, size_t co
     return 0;
 }
 
+// The engine reports ranges from the start of one piece; the caller's are
+// from the start of the whole buffer.
+struct piece_update {
+    comm_update_fn update;
+    void *ctx;
+    uint64_t piece_lo;
+};
+
+static int piece_update_(void *arg, uint64_t lo, uint64_t n)
+{
+    struct piece_update *pu = arg;
+    return pu->update(pu->ctx, (size_t)(pu->piece_lo + lo), (size_t)n);
+}
+
+static int ring_all_reduce_update_(comm_t *c, float *grads, float *params, size_t count,
+                                   comm_update_fn update, void *ctx)
+{
+    struct ring_comm *rc = c->impl;
+    if (rc->staging) { // through staging windows: the plain form
+        TRY(ring_all_reduce_(c, grads, grads, count, COMM_SUM));
+        return count ? update(ctx, 0, count) : 0;
+    }
+    const uint64_t piece = rc->piece_bytes / sizeof(float);
+    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
+    float *g = (float *)view_(rc, grads), *p = (float *)view_(rc, params);
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = count - lo < piece ? count - lo : piece;
+        struct piece_update pu = {update, ctx, lo};
+        TRY(ring_core_all_reduce_update(&rc->core, len ? g + lo : NULL, len ? p + lo : NULL, len,
+                                        piece_update_, &pu));
+    }
+    return 0;
+}
+
 static int ring_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
 {
     struct ring_comm *rc = c->impl;
@@ -505,6 +540,7 @@ const struct comm_ops comm_ring_ops = {
     .broadcast = ring_broadcast_,
     .all_gather = ring_all_gather_,
     .all_to_all = ring_all_to_all_,
+    .all_reduce_update = ring_all_reduce_update_,
     .barrier = ring_barrier_,
     .destroy = ring_destroy_,
 };

@@ -179,7 +179,7 @@ static uint64_t off_(const struct ring_core *r, const void *p)
     return p ? (uint64_t)((const char *)p - r->win) : 0;
 }
 
-enum { KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_BROADCAST };
+enum { KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_BROADCAST, KIND_ALL_REDUCE_UPDATE };
 
 // Publishes this collective's buffers, then "arrived" (one step).
 static void arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
@@ -220,8 +220,13 @@ static int left_ptr_(struct ring_core *r, uint64_t off, uint64_t bytes, const ch
     return 0;
 }
 
-int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
-                         enum comm_reduce_op op)
+// The all-reduce engine. Plain form: update == NULL, out == recv. Update
+// form: in place on recv (the gradients); once this rank's chunk of a round
+// is fully reduced, and before it tells the right so, update(ctx, lo, n)
+// runs on that range; the all-gather phase then circulates `out` (the
+// parameters) instead of recv.
+static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint64_t count,
+                       enum comm_reduce_op op, ring_update_fn update, void *ctx, float *out)
 {
     if (r->broken)
         return VGPU_ECOMM;
@@ -229,24 +234,30 @@ int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, ui
     if (n == 1) {
         if (send != recv && count)
             memmove(recv, send, count * sizeof(float));
-        return 0;
+        return update && count ? update(ctx, 0, count) : 0;
     }
     const uint64_t base = r->progress;
     const uint64_t steps = 2 * (uint64_t)(n - 1);
     const uint64_t round = ring_round_floats(r);
     const uint64_t rounds = count ? (count + round - 1) / round : 1;
     const float div = op == COMM_AVG ? (float)n : 0.0f;
-    arrive_(r, KIND_ALL_REDUCE, send, recv, 0);
+    // The update form publishes the parameters as its "send" buffer: its
+    // reduction is in place on recv, so the left's input is its recv.
+    if (update)
+        arrive_(r, KIND_ALL_REDUCE_UPDATE, out, recv, 0);
+    else
+        arrive_(r, KIND_ALL_REDUCE, send, recv, 0);
 
-    const float *lsend = NULL, *lrecv = NULL;
+    const float *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
         const uint64_t bytes = count * sizeof(float);
         const char *ls, *lr;
         TRY(left_ptr_(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
         TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
-        lsend = (const float *)ls;
         lrecv = (const float *)lr;
+        lsend = update ? lrecv : (const float *)ls;
+        lout = update ? (const float *)ls : lrecv;
     }
     for (uint64_t k = 0; k < rounds; k++) {
         const uint64_t lo = k * round;
@@ -275,6 +286,15 @@ int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, ui
             if (chi > clo)
                 reduce_(recv + lo + clo, send + lo + clo, theirs, chi - clo,
                         s == n - 2 ? div : 0.0f);
+            // My chunk of this round is complete: update before the right
+            // may read its parameters (it waits for this step's publish).
+            if (update && s == n - 2 && chi > clo) {
+                int urc = update(ctx, lo + clo, chi - clo);
+                if (urc < 0) {
+                    r->broken = 1;
+                    return urc;
+                }
+            }
             publish_(r, rb + s + 1);
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
@@ -286,7 +306,7 @@ int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, ui
             MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) {
                 ring_chunk(len, n, mod_(p + 1 - t, n), &clo, &chi);
-                TRY(send_right_(r, chi > clo ? recv + lo + clo : NULL, (chi - clo) * 4, &sreq));
+                TRY(send_right_(r, chi > clo ? out + lo + clo : NULL, (chi - clo) * 4, &sreq));
             } else {
                 TRY(wait_peer_(r, &r->right, rb + (uint64_t)t + 1));
             }
@@ -294,9 +314,9 @@ int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, ui
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + t)));
                 if (chi > clo)
-                    memcpy(recv + lo + clo, lrecv + lo + clo, (chi - clo) * 4);
+                    memcpy(out + lo + clo, lout + lo + clo, (chi - clo) * 4);
             } else {
-                TRY(recv_left_(r, chi > clo ? recv + lo + clo : NULL, (chi - clo) * 4));
+                TRY(recv_left_(r, chi > clo ? out + lo + clo : NULL, (chi - clo) * 4));
             }
             publish_(r, rb + (uint64_t)(n - 1 + t) + 1);
             if (!r->right.local)
@@ -308,6 +328,18 @@ int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, ui
     if (r->right.local)
         TRY(wait_peer_(r, &r->right, base + 1 + rounds * steps));
     return 0;
+}
+
+int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
+                         enum comm_reduce_op op)
+{
+    return all_reduce_(r, send, recv, count, op, NULL, NULL, recv);
+}
+
+int ring_core_all_reduce_update(struct ring_core *r, float *grads, float *params, uint64_t count,
+                                ring_update_fn update, void *ctx)
+{
+    return all_reduce_(r, grads, grads, count, COMM_SUM, update, ctx, params);
 }
 
 int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint64_t bytes,

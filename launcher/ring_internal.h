@@ -85,6 +85,16 @@ void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
 // recv = op(send over ranks); send == recv is the in-place form.
 int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
                          enum comm_reduce_op op);
+// The all-reduce with a sharded update: grads (in place) are summed over the
+// ranks, but each range [lo, lo + n) of the result is complete on one rank
+// only, which calls update(ctx, lo, n) on it (lo in floats from grads); the
+// ranges cover [0, count) once over all ranks. The ranks' `params` ranges
+// are then all-gathered, so params end identical everywhere. update runs
+// before any peer reads those params; grads hold the sum only in this
+// rank's ranges afterwards.
+typedef int (*ring_update_fn)(void *ctx, uint64_t lo, uint64_t n);
+int ring_core_all_reduce_update(struct ring_core *r, float *grads, float *params, uint64_t count,
+                                ring_update_fn update, void *ctx);
 // Rank q's `bytes` land at recv + q * stride (stride >= bytes); send may be
 // recv + rank * stride (in place).
 int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint64_t bytes,

@@ -119,6 +119,64 @@ static long long total_(long long wrong)
 
 static float value_(int rank, size_t i) { return (float)((rank * 7 + i * 3) % 11 + 1); }
 
+// comm_all_reduce_update: params -= sum of grads, each element updated by
+// exactly one rank (or by every rank on a backend without the sharded form),
+// and params identical everywhere afterwards.
+struct update_ctx {
+    device_t *dev;
+    float *grads, *params;
+    int *updated; // host: times each element was updated here
+};
+
+static int update_range_(void *arg, size_t first, size_t n)
+{
+    struct update_ctx *u = arg;
+    for (size_t i = first; i < first + n; i++)
+        u->updated[i]++;
+    return device_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
+}
+
+static void test_all_reduce_update_(comm_t *c, device_t *dev, size_t count)
+{
+    const size_t bytes = count * sizeof(float);
+    float *host = malloc(bytes + sizeof(float));
+    int *updated = calloc(count + 1, sizeof(int)), *total = calloc(count + 1, sizeof(int));
+    struct update_ctx u = {.dev = dev, .updated = updated};
+    CALL(device_alloc(dev, bytes + 4, (void **)&u.grads));
+    CALL(device_alloc(dev, bytes + 4, (void **)&u.params));
+    for (size_t i = 0; i < count; i++)
+        host[i] = value_(rank_, i);
+    if (count)
+        CALL(device_copy_to_device(dev, u.grads, host, bytes));
+    for (size_t i = 0; i < count; i++)
+        host[i] = 1000.0f + (float)(i % 97);
+    if (count)
+        CALL(device_copy_to_device(dev, u.params, host, bytes));
+    CALL(comm_all_reduce_update(c, u.grads, u.params, count, update_range_, &u));
+    if (count)
+        CALL(device_copy_to_host(dev, host, u.params, bytes));
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        float sum = 0;
+        for (int q = 0; q < size_; q++)
+            sum += value_(q, i);
+        wrong += host[i] != 1000.0f + (float)(i % 97) - sum;
+    }
+    MPI_Allreduce(updated, total, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    const int sharded = strcmp(comm_backend_name(c), "ring") == 0 && !getenv("VGPU_RING_STAGING");
+    long long bad_cover = 0;
+    for (size_t i = 0; i < count; i++)
+        bad_cover += total[i] != (sharded ? 1 : size_);
+    CHECK(wrong == 0, "all_reduce_update count %zu: %lld wrong parameters", count, wrong);
+    CHECK(bad_cover == 0, "all_reduce_update count %zu: %lld elements not updated %s", count,
+          bad_cover, sharded ? "exactly once" : "on every rank");
+    CALL(device_free(dev, u.params));
+    CALL(device_free(dev, u.grads));
+    free(host);
+    free(updated);
+    free(total);
+}
+
 static void test_all_reduce_(comm_t *c, device_t *dev, size_t count, int in_place,
                              enum comm_reduce_op op)
 {
@@ -365,6 +423,9 @@ int main(int argc, char **argv)
     struct comm_stats st = comm_get_stats(c);
     CHECK(st.calls == 77 && st.bytes > 0, "stats: %llu calls, %llu bytes",
           (unsigned long long)st.calls, (unsigned long long)st.bytes);
+
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        test_all_reduce_update_(c, &dev, counts[k]);
 
     // The deterministic all-reduce (not through the staging windows: CPU only).
     if (!getenv("VGPU_RING_STAGING")) {

@@ -278,6 +278,48 @@ static void test_optimizers_differ(void **state)
     assert_memory_not_equal(out[0], out[2], sizeof out[0]);
 }
 
+// The sharded form (optim_begin_step, then optim_update_range on pieces that
+// cover the parameters, in any order) gives exactly optim_step's result, for
+// every optimizer, over three steps; a range past the end is refused.
+static void test_ranges_equal_full_step(void **state)
+{
+    struct fixture *f = *state;
+    static const char *names[] = {"sgd", "adam", "adamw"};
+    float full[N], pieces[N], p0[N], g[N];
+    uint64_t seed = 9;
+    test_fill_uniform(p0, N, &seed, -1, 1);
+    test_fill_uniform(g, N, &seed, -1, 1);
+    const size_t cut[] = {0, 5, N / 2, N / 2 + 3, N};
+    for (int k = 0; k < 3; k++) {
+        struct config cfg;
+        config_defaults(&cfg);
+        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", names[k]);
+        cfg.train.weight_decay = 0.25;
+        for (int sharded = 0; sharded < 2; sharded++) {
+            struct optimizer o;
+            assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
+            assert_int_equal(device_copy_to_device(f->dev, f->params, p0, sizeof p0), 0);
+            assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+            for (int step = 0; step < 3; step++) {
+                if (!sharded) {
+                    assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, 0.05f), 0);
+                    continue;
+                }
+                optim_begin_step(&o);
+                for (int i = 3; i >= 0; i--) // pieces out of order
+                    assert_int_equal(optim_update_range(&o, f->dev, f->params, f->grads, 0.05f,
+                                                        cut[i], cut[i + 1] - cut[i]), 0);
+            }
+            assert_int_equal(optim_update_range(&o, f->dev, f->params, f->grads, 0.05f, N - 1, 2),
+                             VGPU_EINVAL);
+            assert_int_equal(device_copy_to_host(f->dev, sharded ? pieces : full, f->params,
+                                                 sizeof full), 0);
+            optim_free(&o, f->dev);
+        }
+        assert_memory_equal(full, pieces, sizeof full);
+    }
+}
+
 int main(void)
 {
     log_set_trace(0);
@@ -287,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_sizes, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_steps_vs_reference, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_optimizers_differ, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_ranges_equal_full_step, setup_dev, teardown_dev),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

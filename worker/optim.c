@@ -38,15 +38,34 @@ void optim_free(struct optimizer *o, device_t *dev)
         o->state = NULL;
 }
 
+void optim_begin_step(struct optimizer *o) { o->t++; }
+
+int optim_update_range(struct optimizer *o, device_t *dev, float *params, const float *grads,
+                       float lr, size_t first, size_t count)
+{
+    if (first > o->n || count > o->n - first)
+        return VGPU_EINVAL;
+    if (o->kind == OPTIM_SGD)
+        return device_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
+                               o->momentum, o->weight_decay);
+    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
+    return device_adam_step(dev, params + first, grads + first, o->state + first,
+                            o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
+                            o->weight_decay, c1, c2, o->kind == OPTIM_ADAMW);
+}
+
 int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr)
 {
-    o->t++;
-    if (o->kind == OPTIM_SGD)
-        return device_sgd_step(dev, params, grads, o->state, o->n, lr, o->momentum,
-                               o->weight_decay);
-    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
-    return device_adam_step(dev, params, grads, o->state, o->state + o->n, o->n, lr, o->beta1,
-                            o->beta2, o->eps, o->weight_decay, c1, c2, o->kind == OPTIM_ADAMW);
+    optim_begin_step(o);
+    return optim_update_range(o, dev, params, grads, lr, 0, o->n);
+}
+
+int optim_state_arrays(const struct optimizer *o, float **arrays)
+{
+    int k = 0;
+    for (size_t at = 0; at < o->state_count; at += o->n)
+        arrays[k++] = o->state + at;
+    return k;
 }
 
 double optim_lr_at(const struct config *cfg, long step, long total_steps)

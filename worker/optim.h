@@ -29,6 +29,19 @@ void optim_free(struct optimizer *o, device_t *dev);
 // One update of params from grads (both device, [n]) with learning rate lr.
 int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr);
 
+// The same step in pieces, for a sharded update: optim_begin_step once per
+// step, then optim_update_range on ranges [first, first + count) that
+// together cover what this rank updates (params and grads are the whole
+// buffers; the ranges index into them and into the state). The result on
+// each element is the same as optim_step's.
+void optim_begin_step(struct optimizer *o);
+int optim_update_range(struct optimizer *o, device_t *dev, float *params, const float *grads,
+                       float lr, size_t first, size_t count);
+
+// The per-parameter state arrays ([n] floats each: SGD velocity; Adam m, v)
+// into arrays[0..]; returns how many (at most 2).
+int optim_state_arrays(const struct optimizer *o, float **arrays);
+
 // Learning rate for 0-based `step` of `total_steps`: linear warm-up over
 // train.warmup_steps, then constant, step decay or cosine to 0.
 double optim_lr_at(const struct config *cfg, long step, long total_steps);

@@ -244,10 +244,28 @@ static int evaluate_(struct trainer *t, double *loss, double *acc, double *top5)
 
 // ---- one step's gradient ----
 
-// Normal mode: this rank's piece of the batch in one pass, then the ring (or
-// the configured backend) sums the pieces. Each rank's gradient is already
-// divided by the global batch, so the sum is the mean over the global batch.
-static int gradient_piece_(struct trainer *t, const struct batch_slice *b, double *stats)
+// The sharded update's callback: this rank's optimizer step on one range.
+struct shard_update {
+    struct trainer *t;
+    float lr;
+};
+
+static int update_shard_(void *arg, size_t first, size_t count)
+{
+    struct shard_update *u = arg;
+    struct trainer *t = u->t;
+    return optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
+                              count);
+}
+
+// Normal mode: this rank's piece of the batch in one pass, then the
+// gradients are summed over the ranks with the optimizer step sharded into
+// the all-reduce: every rank updates only the ranges of the summed gradient
+// it completes, and the updated parameters are all-gathered (each rank runs
+// 1/N of the optimizer; the result is the same as a full update everywhere).
+// Each rank's gradient is already divided by the global batch, so the sum is
+// the mean over the global batch.
+static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr, double *stats)
 {
     struct mlp *m = &t->model;
     TRY(device_zero(t->dev, m->grads, m->param_count * sizeof(float)));
@@ -257,7 +275,39 @@ static int gradient_piece_(struct trainer *t, const struct batch_slice *b, doubl
         TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
         TRY(add_stats_(t, m, b->count, stats));
     }
-    return comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM);
+    if (!t->cfg->train.shard_optimizer) {
+        TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
+        return optim_step(&t->opt, t->dev, m->params, m->grads, lr);
+    }
+    optim_begin_step(&t->opt);
+    struct shard_update u = {t, lr};
+    return comm_all_reduce_update(t->rt->comm, m->grads, m->params, m->param_count, update_shard_,
+                                  &u);
+}
+
+// After sharded steps each rank's optimizer state is current only in its own
+// ranges: the same collective with zero gradients and no update all-gathers
+// those ranges, so that checkpoints and replica checks see the full state.
+// (Backends without the sharded form keep the full state everywhere: then
+// this changes nothing.)
+static int noop_update_(void *arg, size_t first, size_t count)
+{
+    (void)arg, (void)first, (void)count;
+    return 0;
+}
+
+static int gather_optimizer_state_(struct trainer *t)
+{
+    if (t->cfg->train.deterministic || !t->cfg->train.shard_optimizer) // full steps everywhere
+        return 0;
+    float *arrays[2];
+    int k = optim_state_arrays(&t->opt, arrays);
+    for (int i = 0; i < k; i++) {
+        TRY(device_zero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
+        TRY(comm_all_reduce_update(t->rt->comm, t->model.grads, arrays[i], t->model.param_count,
+                                   noop_update_, NULL));
+    }
+    return 0;
 }
 
 // Deterministic mode, the part every rank count shares: the global batch is
@@ -353,6 +403,7 @@ static float *replica_state_(struct trainer *t, size_t *count)
 static int check_replicas_(struct trainer *t)
 {
     struct runtime *rt = t->rt;
+    TRY(gather_optimizer_state_(t));
     size_t count = 0;
     float *mine = replica_state_(t, &count);
     if (!mine)
@@ -433,6 +484,7 @@ static int maybe_perturb_(struct trainer *t)
 static int save_checkpoint_(struct trainer *t, const char *dir, char *path, size_t path_bytes)
 {
     const struct config *cfg = t->cfg;
+    TRY(gather_optimizer_state_(t));
     int rc = 0;
     char err[512] = "";
     if (t->rt->rank == 0) {
@@ -722,16 +774,17 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
         int more = 0;
         while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
             double st[XENT_STATS] = {0, 0, 0};
-            if (cfg->train.deterministic)
+            lr = optim_lr_at(cfg, t->step, t->total_steps);
+            if (cfg->train.deterministic) {
                 TRY(gradient_deterministic_(t, &b, st));
-            else
-                TRY(gradient_piece_(t, &b, st));
+                TRY(optim_step(&t->opt, t->dev, t->model.params, t->model.grads, (float)lr));
+            } else {
+                TRY(step_normal_(t, &b, (float)lr, st));
+            }
             t->window[0] += st[0];
             t->window[1] += st[1];
             if (!cfg->train.deterministic || rt->rank == 0)
                 t->window[2] += (double)(cfg->train.deterministic ? b.global_count : b.count);
-            lr = optim_lr_at(cfg, t->step, t->total_steps);
-            TRY(optim_step(&t->opt, t->dev, t->model.params, t->model.grads, (float)lr));
             t->step++;
             t->samples_done += (double)b.global_count;
             TRY(maybe_perturb_(t));

@@ -36,13 +36,27 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
 fi
 
 # A planted divergence (test-only switch): rank 2's parameters change after
-# step 13; the check at step 20 names it.
-run "planted divergence" 120 env VGPU_TEST_PERTURB=2@13 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10
+# step 13; with every rank updating every parameter (shard_optimizer off),
+# the check at step 20 names it.
+run "planted divergence" 120 env VGPU_TEST_PERTURB=2@13 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10 --set train.shard_optimizer=false
 expect_rc 3
 expect_out 'replica check at step 20: rank 2 diverged from rank 0'
 expect_out 'rank 2: first difference in layer[0-9]\.(weight|bias)\['
 expect_out 'status=diverged'
 expect_no_shm
+# With the sharded optimizer (default) every step re-gathers the parameters
+# from the rank that updated them, so a stray change lives until the next
+# step: the check catches it at the step it happens.
+run "planted divergence, sharded optimizer" 120 env VGPU_TEST_PERTURB=2@20 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10
+expect_rc 3
+expect_out 'replica check at step 20: rank 2 diverged from rank 0'
+expect_out 'status=diverged'
+# --verify with and without the sharded optimizer.
+for shard in true false; do
+  run "--verify np=4 shard_optimizer=$shard" 120 "$MPIRUN" -np 4 "$TRAIN" "$syn" --quiet --verify --set train.shard_optimizer=$shard --set verify.rtol=1e-5
+  expect_rc 0
+  expect_out 'verify passed'
+done
 
 # --verify fails when the run is wrong (one rank, perturbed: no replica to disagree).
 run "--verify catches a wrong run" 120 env VGPU_TEST_PERTURB=0@5 "$MPIRUN" -np 1 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --verify --set train.deterministic=true
