@@ -136,34 +136,37 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
     return rc;
 }
 
-int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
+int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hooks *hooks,
+                  double *waited_s)
 {
     const double t0 = util_now_s();
-    double last = t0, lost = 0;
+    double last = t0, lost = 0, waited = 0;
     int warned = 0;
     for (unsigned polls = 0;; polls++) {
         int done = 0;
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            log_error("%s: MPI failed", what);
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return VGPU_ECOMM;
-        }
         if (done)
-            return 0;
+            break;
         const double now = util_now_s();
+        if (hooks && hooks->on_poll)
+            hooks->on_poll(hooks->arg, now);
         if (now - last > 1.0) // this rank was itself stopped: not the others' time
             lost += now - last;
         last = now;
-        const double waited = now - t0 - lost;
-        if (waited >= c->timeout_s / 2 && !warned) {
-            log_warn("collective (%s) still waiting for another rank after %.1f s (timeout %.1f s)",
-                     what, waited, c->timeout_s);
+        waited = now - t0 - lost;
+        if (waited >= timeout_s / 2 && !warned) {
+            if (hooks && hooks->on_half)
+                hooks->on_half(hooks->arg, waited);
             warned = 1;
         }
-        if (waited >= c->timeout_s) {
-            log_error("collective timed out after %.1f s in %s: a rank stopped or died "
-                      "(comm.timeout_s = %.1f)", waited, what, c->timeout_s);
+        if (waited >= timeout_s) {
+            if (waited_s)
+                *waited_s = waited;
             return VGPU_ETIMEOUT;
         }
+        // Spin briefly (the usual case is microseconds), then sleep so that
+        // oversubscribed ranks leave the core to the ones still computing.
         if (polls < 200) {
             sched_yield();
         } else {
@@ -171,6 +174,35 @@ int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
             nanosleep(&nap, NULL);
         }
     }
+    if (waited_s)
+        *waited_s = waited;
+    return 0;
+}
+
+struct bounded_what {
+    const char *what;
+    double timeout_s;
+};
+
+static void warn_waiting_(void *arg, double waited)
+{
+    const struct bounded_what *w = arg;
+    log_warn("collective (%s) still waiting for another rank after %.1f s (timeout %.1f s)",
+             w->what, waited, w->timeout_s);
+}
+
+int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
+{
+    struct bounded_what w = {what, c->timeout_s};
+    struct comm_wait_hooks hooks = {.on_half = warn_waiting_, .arg = &w};
+    double waited = 0;
+    int rc = comm_mpi_wait(req, c->timeout_s, &hooks, &waited);
+    if (rc == VGPU_ECOMM)
+        log_error("%s: MPI failed", what);
+    else if (rc == VGPU_ETIMEOUT)
+        log_error("collective timed out after %.1f s in %s: a rank stopped or died "
+                  "(comm.timeout_s = %.1f)", waited, what, c->timeout_s);
+    return rc;
 }
 
 // ---- the deterministic all-reduce ----

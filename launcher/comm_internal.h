@@ -59,9 +59,23 @@ extern const struct comm_ops comm_mpi_ops;
 extern const struct comm_ops comm_ring_ops;
 extern const struct comm_ops comm_nccl_ops; // only when built with NCCL
 
-// Waits for a nonblocking MPI request of collective `what` with the bound
-// c->timeout_s: a warning at half of it, VGPU_ETIMEOUT at it (the caller
-// ends the job; a collective cannot be cancelled). VGPU_ECOMM if MPI fails.
+// Waits for a nonblocking MPI request, bounded by timeout_s: every poll calls
+// on_poll (when set), half the bound calls on_half once, and at the bound it
+// returns VGPU_ETIMEOUT (a collective cannot be cancelled: the caller ends the
+// job). Time this process itself spent stopped (over a second between polls)
+// does not count. Spins briefly, then sleeps, so oversubscribed ranks leave
+// the core to the ones computing. *waited_s (may be NULL) gets the wait.
+// VGPU_ECOMM if MPI fails.
+struct comm_wait_hooks {
+    void (*on_poll)(void *arg, double now_s);
+    void (*on_half)(void *arg, double waited_s);
+    void *arg;
+};
+int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hooks *hooks,
+                  double *waited_s);
+
+// comm_mpi_wait with the bound c->timeout_s and the messages for collective
+// `what` (a warning at half, an error at the bound).
 int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what);
 
 // Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.

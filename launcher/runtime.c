@@ -6,10 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "binding.h"
@@ -192,46 +190,43 @@ static void laggards_(struct runtime *rt, char *buf, size_t bytes)
         snprintf(buf, bytes, "a rank on another host (every rank on %s is here)", rt->host);
 }
 
+struct control_wait {
+    struct runtime *rt;
+    const char *what;
+    double timeout_s;
+};
+
+static void beat_(void *arg, double now)
+{
+    const struct control_wait *w = arg;
+    struct runtime_impl *im = w->rt->impl;
+    atomic_store(&im->board->beat_us, (uint64_t)(now * 1e6));
+}
+
+static void warn_laggards_(void *arg, double waited)
+{
+    const struct control_wait *w = arg;
+    char who[512];
+    laggards_(w->rt, who, sizeof who);
+    log_warn("collective (control plane: %s) still waiting for %s after %.1f s "
+             "(timeout %.1f s)", w->what, who, waited, w->timeout_s);
+}
+
 static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what)
 {
-    const double timeout = rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
-                                                      : CONTROL_DEFAULT_TIMEOUT_S;
-    double t0 = util_now_s(), last = t0;
-    int done = 0, warned = 0;
-    struct runtime_impl *im = rt->impl;
-    for (unsigned polls = 0;; polls++) {
-        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        if (done)
-            return;
-        const double now = util_now_s();
-        atomic_store(&im->board->beat_us, (uint64_t)(now * 1e6));
-        // A gap between polls means this rank itself was stopped: that time
-        // is not the others' fault.
-        if (now - last > BOARD_STALE_S)
-            t0 += now - last;
-        last = now;
-        double waited = now - t0;
-        if (waited >= timeout / 2 && !warned) {
-            char who[512];
-            laggards_(rt, who, sizeof who);
-            log_warn("collective (control plane: %s) still waiting for %s after %.1f s "
-                     "(timeout %.1f s)", what, who, waited, timeout);
-            warned = 1;
-        }
-        if (waited >= timeout) {
-            char who[512];
-            laggards_(rt, who, sizeof who);
-            FATAL(1, "collective timed out after %.1f s waiting for %s: stopped or stuck "
-                     "(control plane: %s; comm.timeout_s = %.1f)", waited, who, what, timeout);
-        }
-        // Spin briefly (the usual case is microseconds), then sleep so that
-        // oversubscribed ranks leave the core to the ones still computing.
-        if (polls < 200) {
-            sched_yield();
-        } else {
-            struct timespec nap = {0, polls < 2000 ? 50000 : 1000000};
-            nanosleep(&nap, NULL);
-        }
+    struct control_wait w = {rt, what,
+                             rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
+                                                        : CONTROL_DEFAULT_TIMEOUT_S};
+    struct comm_wait_hooks hooks = {.on_poll = beat_, .on_half = warn_laggards_, .arg = &w};
+    double waited = 0;
+    int rc = comm_mpi_wait(req, w.timeout_s, &hooks, &waited);
+    if (rc == VGPU_ECOMM)
+        FATAL(1, "control plane: MPI failed in %s", what);
+    if (rc == VGPU_ETIMEOUT) {
+        char who[512];
+        laggards_(rt, who, sizeof who);
+        FATAL(1, "collective timed out after %.1f s waiting for %s: stopped or stuck "
+                 "(control plane: %s; comm.timeout_s = %.1f)", waited, who, what, w.timeout_s);
     }
 }
 

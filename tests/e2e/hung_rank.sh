@@ -8,17 +8,25 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/faults_lib.sh"
 timeout_s=4
 
-start_job hung 4 --set comm.timeout_s=$timeout_s
-if ! wait_for_checkpoints 2 30; then
-  out=$(cat "$job_out"); bad "no checkpoint within 30 s"; finish; exit
-fi
-victim=$(rank_pid 2)
-if [ -z "$victim" ]; then
-  out=$(cat "$job_out"); bad "rank 2 not found"; finish; exit
-fi
-mark
-kill -STOP "$victim"
-wait_job 25
+# stop_rank_mid_training NAME RANK ARGS...: starts the job, waits for two
+# checkpoints, stops RANK, waits for the job to end (exits on a set-up failure).
+stop_rank_mid_training() {
+  local name=$1 rank=$2
+  shift 2
+  start_job "$name" 4 --set comm.timeout_s=$timeout_s "$@"
+  if ! wait_for_checkpoints 2 30; then
+    out=$(cat "$job_out"); bad "$name: no checkpoint within 30 s"; finish; exit
+  fi
+  victim=$(rank_pid "$rank")
+  if [ -z "$victim" ]; then
+    out=$(cat "$job_out"); bad "$name: rank $rank not found"; finish; exit
+  fi
+  mark
+  kill -STOP "$victim"
+  wait_job 25
+}
+
+stop_rank_mid_training hung 2
 expect_nonzero
 expect_within $((timeout_s + 6))
 expect_out "still waiting for rank 2 .*after [0-9.]+ s \(timeout $timeout_s"
@@ -31,17 +39,7 @@ expect_checkpoints_intact
 
 # Deterministic mode exchanges micro-batch gradients by all-to-all: that wait
 # is bounded too.
-start_job hung_det 4 --set comm.timeout_s=$timeout_s --set train.deterministic=true
-if ! wait_for_checkpoints 2 30; then
-  out=$(cat "$job_out"); bad "deterministic: no checkpoint within 30 s"; finish; exit
-fi
-victim=$(rank_pid 1)
-if [ -z "$victim" ]; then
-  out=$(cat "$job_out"); bad "deterministic: rank 1 not found"; finish; exit
-fi
-mark
-kill -STOP "$victim"
-wait_job 25
+stop_rank_mid_training hung_det 1 --set train.deterministic=true
 expect_nonzero
 expect_within $((timeout_s + 6))
 expect_out "still waiting .*after [0-9.]+ s \(timeout $timeout_s"
