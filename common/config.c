@@ -80,6 +80,9 @@ static const struct key_spec keys_[] = {
      "step schedule: decay factor"},
     {"train", "batch_weights", T_FLOAT_LIST, F_(train, batch_weights), 0, "", 0, 1e6, NULL,
      "share of each global batch per rank, e.g. 0.8,0.2; empty = equal"},
+    {"train", "balance", T_ENUM, F_(train, balance), S_(train, balance), "static", 0, 0,
+     "static|dynamic", "split of each batch: static = equal or batch_weights; dynamic = re-split "
+     "every 10 steps by each rank's measured speed (normal mode; not bitwise reproducible)"},
     {"train", "drop_last", T_BOOL, F_(train, drop_last), 0, "true", 0, 0, NULL,
      "drop the incomplete last batch of each epoch (false: train on it too)"},
     {"train", "seed", T_INT, F_(train, seed), 0, "1", 0, BIG, NULL,
@@ -601,6 +604,10 @@ int config_validate(const struct config *cfg, char *err, size_t err_bytes)
     for (int i = 0; i < cfg->train.batch_weights.count; i++)
         if (!(cfg->train.batch_weights.v[i] > 0))
             return errf_(err, err_bytes, "train.batch_weights: every weight must be > 0");
+    if (cfg->train.deterministic && !strcmp(cfg->train.balance, "dynamic"))
+        return errf_(err, err_bytes,
+                     "train.balance = dynamic splits batches by timing, which train.deterministic "
+                     "= true rules out: set one of them");
     if (cfg->model.hidden.count == 0)
         return errf_(err, err_bytes, "model.hidden: at least one hidden layer is needed");
     return 0;

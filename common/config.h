@@ -51,6 +51,7 @@ struct config {
         long step_every;           // step schedule: decay period, steps
         double step_gamma;         // step schedule: decay factor
         struct config_float_list batch_weights; // per-rank share of each batch
+        char balance[16];          // static | dynamic
         int drop_last;
         long seed;
         long log_every;            // steps between progress lines

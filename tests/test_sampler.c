@@ -1,5 +1,6 @@
 // test_sampler.c: shuffles, per-rank pieces, epoch tails and resume of the
 // data-parallel sampler, checked against direct counting.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -363,6 +364,129 @@ static void test_resume(void **state)
     sampler_free(&resumed);
 }
 
+// Changing the shares mid-epoch: full batches and the epoch tail follow the
+// new weights from the next batch on; nweights 0 goes back to equal; invalid
+// weights are refused and change nothing.
+static void test_set_weights(void **state)
+{
+    (void)state;
+    struct sampler s[2];
+    struct batch_slice b[2];
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_init(&s[r], 1000, 256, 0, 5, 2, NULL, 0), 0);
+    // Batch 0 under the equal split.
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 1);
+        assert_int_equal(b[r].count, 128);
+        assert_int_equal(b[r].offset, 128 * r);
+    }
+    const double w[2] = {200, 56};
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_set_weights(&s[r], w, 2), 0);
+    // Batch 1: 200 / 56, contiguous.
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 1);
+    assert_int_equal(b[0].step_in_epoch, 1);
+    assert_int_equal(b[0].global_count, 256);
+    assert_int_equal(b[0].offset, 0);
+    assert_int_equal(b[0].count, 200);
+    assert_int_equal(b[1].offset, 200);
+    assert_int_equal(b[1].count, 56);
+
+    // Invalid weights: refused, the 200 / 56 split stays in force.
+    const double neg[2] = {300, -44}, zero[2] = {0, 0}, nan2[2] = {NAN, 1};
+    const double three[3] = {1, 1, 1};
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(sampler_set_weights(&s[r], neg, 2), VGPU_EINVAL);
+        assert_int_equal(sampler_set_weights(&s[r], zero, 2), VGPU_EINVAL);
+        assert_int_equal(sampler_set_weights(&s[r], nan2, 2), VGPU_EINVAL);
+        assert_int_equal(sampler_set_weights(&s[r], three, 3), VGPU_EINVAL);
+        assert_int_equal(sampler_set_weights(&s[r], w, 1), VGPU_EINVAL);
+        assert_int_equal(sampler_set_weights(&s[r], NULL, 2), VGPU_EINVAL);
+    }
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 1);
+    assert_int_equal(b[0].step_in_epoch, 2);
+    assert_int_equal(b[0].count, 200);
+    assert_int_equal(b[1].offset, 200);
+    assert_int_equal(b[1].count, 56);
+
+    // The epoch tail (1000 - 3 * 256 = 232) is split 200:56 too: 181.25 / 50.75.
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 1);
+    assert_int_equal(b[0].step_in_epoch, 3);
+    assert_int_equal(b[0].global_count, 232);
+    assert_int_equal(b[0].offset, 0);
+    assert_int_equal(b[0].count, 181);
+    assert_int_equal(b[1].offset, 181);
+    assert_int_equal(b[1].count, 51);
+    assert_int_equal(b[0].count + b[1].count, b[0].global_count);
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 0);
+
+    // nweights 0: back to the equal split, from the next epoch's first batch.
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(sampler_set_weights(&s[r], NULL, 0), 0);
+        sampler_set_position(&s[r], 1, 0);
+        assert_int_equal(sampler_next(&s[r], r, &b[r]), 1);
+        assert_int_equal(b[r].epoch, 1);
+        assert_int_equal(b[r].count, 128);
+        assert_int_equal(b[r].offset, 128 * r);
+    }
+    // Weights on a sampler that started weighted replace the old ones.
+    for (int r = 0; r < 2; r++)
+        sampler_free(&s[r]);
+    const double w82[2] = {0.8, 0.2};
+    assert_int_equal(sampler_init(&s[0], 1000, 256, 0, 5, 2, w82, 2), 0);
+    assert_int_equal(sampler_next(&s[0], 0, &b[0]), 1);
+    assert_int_equal(b[0].count, 205);
+    assert_int_equal(sampler_set_weights(&s[0], w, 2), 0);
+    assert_int_equal(sampler_next(&s[0], 1, &b[1]), 1);
+    assert_int_equal(b[1].offset, 200);
+    assert_int_equal(b[1].count, 56);
+    assert_int_equal(sampler_set_weights(&s[0], zero, 2), VGPU_EINVAL);
+    assert_int_equal(sampler_next(&s[0], 1, &b[1]), 1);
+    assert_int_equal(b[1].count, 56);
+    sampler_free(&s[0]);
+    sampler_free(&s[0]);
+
+    // Pieces stay disjoint and cover the epoch while the weights change every
+    // batch (one sampler per rank, all making the same calls).
+    struct sampler t[3];
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(sampler_init(&t[r], 777, 50, 0, 9, 3, NULL, 0), 0);
+    unsigned char seen[777] = {0};
+    long total = 0;
+    for (long step = 0;; step++) {
+        const double wv[3] = {1 + step % 3, (double)(step % 2), 0.5 + (double)(step % 5)};
+        struct batch_slice p[3];
+        int more = 0;
+        for (int r = 0; r < 3; r++) {
+            assert_int_equal(sampler_set_weights(&t[r], wv, 3), 0);
+            more = sampler_next(&t[r], r, &p[r]);
+        }
+        if (!more)
+            break;
+        long at = 0;
+        for (int r = 0; r < 3; r++) {
+            assert_int_equal(p[r].step_in_epoch, step);
+            assert_int_equal(p[r].offset, at);
+            if (wv[1] == 0 && r == 1)
+                assert_int_equal(p[r].count, 0);
+            for (long k = p[r].offset; k < p[r].offset + p[r].count; k++) {
+                assert_int_equal(seen[p[r].indices[k]], 0);
+                seen[p[r].indices[k]] = 1;
+            }
+            at += p[r].count;
+        }
+        assert_int_equal(at, p[0].global_count);
+        total += at;
+    }
+    assert_int_equal(total, 777);
+    for (int r = 0; r < 3; r++)
+        sampler_free(&t[r]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_epoch_weighted),
         cmocka_unit_test(test_epochs_differ),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_set_weights),
     };
     return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
 }

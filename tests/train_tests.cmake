@@ -19,3 +19,5 @@ vgpu_add_script_test(e2e_verify COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/verify.s
 # The README's main job on real Fashion-MNIST (about a minute on 2 cores).
 vgpu_add_script_test(e2e_full_fashion_mnist COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/full_fashion_mnist.sh
                      LABELS "mpi;e2e;slow" TIMEOUT 400)
+vgpu_add_script_test(e2e_balance COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/balance.sh
+                     LABELS "mpi;e2e" TIMEOUT 300)

@@ -1,4 +1,4 @@
-# Unit tests of the worker's host-side modules (data, sampler, checkpoint).
+# Unit tests of the worker's host-side modules (data, sampler, balance, checkpoint).
 # They compile the module sources directly against vgpu_common rather than
 # linking vgpu_worker, which pulls in the launcher (MPI, device backends).
 set(VGPU_WORKER_DIR ${PROJECT_SOURCE_DIR}/worker)
@@ -7,9 +7,11 @@ vgpu_add_unit_test(test_data SOURCES test_data.c ${VGPU_WORKER_DIR}/data.c
                    LIBS vgpu_common LABELS worker)
 vgpu_add_unit_test(test_sampler SOURCES test_sampler.c ${VGPU_WORKER_DIR}/sampler.c
                    LIBS vgpu_common LABELS worker)
+vgpu_add_unit_test(test_balance SOURCES test_balance.c ${VGPU_WORKER_DIR}/balance.c
+                   LIBS vgpu_common LABELS worker)
 vgpu_add_unit_test(test_checkpoint SOURCES test_checkpoint.c ${VGPU_WORKER_DIR}/checkpoint.c
                    LIBS vgpu_common LABELS worker)
-foreach(t test_data test_sampler test_checkpoint)
+foreach(t test_data test_sampler test_balance test_checkpoint)
   target_include_directories(${t} PRIVATE ${VGPU_WORKER_DIR})
 endforeach()
 # The same binary checks the real Fashion-MNIST files (Debian's

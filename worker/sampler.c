@@ -148,6 +148,21 @@ int sampler_init(struct sampler *s, long n_samples, long global_batch, int drop_
     return 0;
 }
 
+int sampler_set_weights(struct sampler *s, const double *weights, int nweights)
+{
+    if (nweights == 0) {
+        free(s->weights);
+        s->weights = NULL;
+        return 0;
+    }
+    if (!weights_valid_(s->nranks, weights, nweights))
+        return VGPU_EINVAL;
+    if (!s->weights && !(s->weights = malloc((size_t)s->nranks * sizeof(*s->weights))))
+        return VGPU_ENOMEM;
+    memcpy(s->weights, weights, (size_t)s->nranks * sizeof(*s->weights));
+    return 0;
+}
+
 void sampler_free(struct sampler *s)
 {
     if (!s)

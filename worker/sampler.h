@@ -41,6 +41,12 @@ struct sampler {
 int sampler_init(struct sampler *s, long n_samples, long global_batch, int drop_last,
                  uint64_t seed, int nranks, const double *weights, int nweights);
 
+// Replaces the per-rank shares from the next batch on (same rules as
+// sampler_init's weights; nweights 0 = equal split). Every rank must make the
+// same call at the same step. Returns 0, VGPU_EINVAL or VGPU_ENOMEM (then the
+// shares are unchanged).
+int sampler_set_weights(struct sampler *s, const double *weights, int nweights);
+
 // Releases what sampler_init allocated; NULL-safe and idempotent.
 void sampler_free(struct sampler *s);
 

@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
 #include "log.h"
 #include "optim.h"
 #include "preempt.h"
+#include "balance.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -100,6 +102,8 @@ int train_max_rows(const struct config *cfg, int nranks)
                       cfg->train.batch_weights.count, counts, offsets);
         for (int r = 0; r < nranks; r++)
             most = counts[r] > most ? counts[r] : most;
+        if (!strcmp(cfg->train.balance, "dynamic"))
+            most = balance_max_rows(cfg->train.batch_size, nranks, counts);
     }
     // Evaluation runs in chunks of EVAL_CHUNK rows through the same buffers.
     return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
@@ -166,9 +170,21 @@ struct trainer {
     int first_part;            // this rank's first micro-batch
     float *parts;              // device: this rank's micro-batch gradients [parts, param_count]
     double *micro_stats;       // [micro_batches, XENT_STATS]
+    // train.balance = dynamic (normal mode)
+    int balancing;
+    struct balancer bal;       // the split in force; rank 0 also estimates speeds
+    double busy_s, busy_rows;  // this rank's compute time and rows since the last exchange
+    double *exchange;          // [2 + 3 * ranks] the exchange's slots
+    long *proposal;            // rank 0: split to announce at the next exchange [ranks]
+    int proposing;             // rank 0: proposal holds a new split
+    double *rows_total;        // rank 0: rows each rank computed in this run [ranks]
     // test-only: perturb one rank's parameters at one step (VGPU_TEST_PERTURB=RANK@STEP)
     int perturb_rank;
     long perturb_step;
+    // test-only: one rank's compute lasts `slow_factor` times as long, standing
+    // in for a slower device (VGPU_TEST_SLOW=RANK:FACTOR)
+    int slow_rank;
+    double slow_factor;
 };
 
 // Copies rows `indices[0..count)` of ds into model m's input and label
@@ -265,15 +281,32 @@ static int update_shard_(void *arg, size_t first, size_t count)
 // 1/N of the optimizer; the result is the same as a full update everywhere).
 // Each rank's gradient is already divided by the global batch, so the sum is
 // the mean over the global batch.
+// VGPU_TEST_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
+static void maybe_slow_(const struct trainer *t, double start)
+{
+    if (t->slow_rank != t->rt->rank || t->slow_factor <= 1)
+        return;
+    double extra = (t->slow_factor - 1) * (util_now_s() - start);
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr, double *stats)
 {
     struct mlp *m = &t->model;
+    const double start = util_now_s();
     TRY(device_zero(t->dev, m->grads, m->param_count * sizeof(float)));
     if (b->count > 0) {
         TRY(load_rows_(t, m, &t->data->train, b->indices + b->offset, b->count));
         TRY(mlp_forward(m, t->dev, (int)b->count));
         TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
         TRY(add_stats_(t, m, b->count, stats));
+    }
+    maybe_slow_(t, start);
+    if (t->balancing) { // this rank's compute, before any wait for the others
+        TRY(device_sync(t->dev));
+        t->busy_s += util_now_s() - start;
+        t->busy_rows += (double)b->count;
     }
     if (!t->cfg->train.shard_optimizer) {
         TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
@@ -602,6 +635,10 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
 
 static void trainer_free_(struct trainer *t)
 {
+    balance_free(&t->bal);
+    free(t->exchange);
+    free(t->proposal);
+    free(t->rows_total);
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
     if (t->parts)
@@ -717,6 +754,19 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
                       cfg->train.batch_weights.count);
         return VGPU_ECONFIG;
     }
+    t->balancing = !cfg->train.deterministic && !strcmp(cfg->train.balance, "dynamic");
+    if (t->balancing) {
+        const size_t n = (size_t)rt->size;
+        long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+        sampler_split(cfg->train.batch_size, rt->size, cfg->train.batch_weights.v,
+                      cfg->train.batch_weights.count, counts, offsets);
+        TRY(balance_init(&t->bal, rt->size, cfg->train.batch_size, counts));
+        t->exchange = calloc(2 + 3 * n, sizeof *t->exchange);
+        t->proposal = calloc(n, sizeof *t->proposal);
+        t->rows_total = calloc(n, sizeof *t->rows_total);
+        if (!t->exchange || !t->proposal || !t->rows_total)
+            return VGPU_ENOMEM;
+    }
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
@@ -724,6 +774,10 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     const char *perturb = getenv("VGPU_TEST_PERTURB");
     if (perturb && sscanf(perturb, "%d@%ld", &t->perturb_rank, &t->perturb_step) != 2)
         t->perturb_rank = -1;
+    t->slow_rank = -1;
+    const char *slow = getenv("VGPU_TEST_SLOW");
+    if (slow && sscanf(slow, "%d:%lf", &t->slow_rank, &t->slow_factor) != 2)
+        t->slow_rank = -1;
     TRY(warm_up_(t));
     TRY(preempt_install());
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
@@ -759,6 +813,73 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     return VGPU_EPREEMPTED;
 }
 
+// Every PREEMPT_CHECK_STEPS steps the ranks learn whether any of them got a
+// stop signal. Under train.balance = dynamic the same control-plane sum also
+// carries each rank's compute time and rows since the last exchange, and the
+// split rank 0 announces, which every rank adopts for the following steps;
+// rank 0 then proposes the next split from the speeds. Slots: [0] signals,
+// [1 + r] rank r's seconds, [1 + N + r] its rows, [1 + 2N + r] the announced
+// split, [1 + 3N] 1 if there is one. Each slot has one contributor, so the
+// sums are exact. Returns 1 to stop for preemption, 0 to go on, or a negative
+// status.
+static int exchange_(struct trainer *t)
+{
+    if (!t->balancing)
+        return runtime_agree_min(t->rt, preempt_requested() ? VGPU_EPREEMPTED : 0) < 0;
+    const int n = t->rt->size, me = t->rt->rank;
+    double *x = t->exchange, *seconds = x + 1, *rows = x + 1 + n, *split = x + 1 + 2 * n;
+    const int slots = 2 + 3 * n;
+    memset(x, 0, (size_t)slots * sizeof *x);
+    x[0] = preempt_requested() ? 1 : 0;
+    seconds[me] = t->busy_s;
+    rows[me] = t->busy_rows;
+    if (me == 0 && t->proposing) {
+        for (int r = 0; r < n; r++)
+            split[r] = (double)t->proposal[r];
+        split[n] = 1;
+    }
+    t->busy_s = t->busy_rows = 0;
+    TRY(runtime_sum_doubles(t->rt, x, slots));
+    if (split[n] > 0) {
+        long counts[TRAIN_MAX_RANKS];
+        for (int r = 0; r < n; r++)
+            counts[r] = (long)split[r];
+        // Same numbers and bounds on every rank: all adopt, or none.
+        if (balance_adopt(&t->bal, counts) == 0)
+            TRY(sampler_set_weights(&t->sampler, split, n));
+    }
+    if (me == 0) {
+        for (int r = 0; r < n; r++)
+            t->rows_total[r] += rows[r];
+        t->proposing = balance_propose(&t->bal, rows, seconds, t->proposal);
+    }
+    return x[0] > 0;
+}
+
+// Rank 0, dynamic balance: each rank's share of the rows computed in this run,
+// as rows of a full batch ("141,115"); the range for many ranks.
+static void describe_split_(const struct trainer *t, char *buf, size_t bytes)
+{
+    const int n = t->rt->size;
+    double total = 0, lo = INFINITY, hi = 0;
+    for (int r = 0; r < n; r++) {
+        total += t->rows_total[r];
+        lo = fmin(lo, t->rows_total[r]);
+        hi = fmax(hi, t->rows_total[r]);
+    }
+    buf[0] = '\0';
+    if (total <= 0)
+        return;
+    const double scale = (double)t->cfg->train.batch_size / total;
+    if (n > 8) {
+        snprintf(buf, bytes, "%.0f..%.0f", lo * scale, hi * scale);
+        return;
+    }
+    for (int r = 0, len = 0; r < n && len < (int)bytes; r++)
+        len += snprintf(buf + len, bytes - (size_t)len, "%s%.0f", r ? "," : "",
+                        t->rows_total[r] * scale);
+}
+
 static int train_loop_(struct trainer *t, const struct train_options *opts, struct train_result *res)
 {
     const struct config *cfg = t->cfg;
@@ -790,10 +911,13 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
             TRY(maybe_perturb_(t));
             // Every rank learns of a signal that reached any of them, at the
             // same step: an extra synchronisation, so every few steps only.
-            if (t->step % PREEMPT_CHECK_STEPS == 0 &&
-                runtime_agree_min(rt, preempt_requested() ? VGPU_EPREEMPTED : 0) < 0) {
-                t->train_seconds += util_now_s() - t0;
-                return stop_for_preemption_(t, res);
+            if (t->step % PREEMPT_CHECK_STEPS == 0) {
+                int stop = exchange_(t);
+                TRY(stop < 0 ? stop : 0);
+                if (stop) {
+                    t->train_seconds += util_now_s() - t0;
+                    return stop_for_preemption_(t, res);
+                }
             }
             int log_now = t->step % cfg->train.log_every == 0;
             int save_now = checkpoints && t->step % cfg->checkpoint.every_steps == 0;
@@ -845,6 +969,8 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
     res->steps = t->step;
     res->train_loss = t->last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
+    if (rt->rank == 0 && t->balancing)
+        describe_split_(t, res->split, sizeof res->split);
     if (rt->rank == 0) {
         float *host = malloc(t->model.param_count * sizeof(float));
         if (!host)

@@ -29,6 +29,8 @@ struct train_result {
     uint32_t params_crc;       // CRC32 of the final parameter bytes
     double verify_max_rel;     // --verify: largest relative difference of a tensor
     char checkpoint[320];      // rank 0: the last checkpoint written ("" = none)
+    char split[256];           // rank 0, train.balance = dynamic: each rank's mean rows per
+                               // full batch over the run, e.g. "141,115" ("" otherwise)
 };
 
 // The job's data, loaded by every rank (host memory).

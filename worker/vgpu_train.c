@@ -202,10 +202,11 @@ int main(int argc, char **argv)
         }
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
-               "peak_mem=%s params_crc=%08x status=%s\n",
+               "peak_mem=%s%s%s params_crc=%08x status=%s\n",
                rt.size, rt.physical_devices, rt.dev.info.kind, rt.size, comm_backend_name(rt.comm),
                res.epochs, res.steps, res.train_loss, res.test_loss, res.test_acc,
-               res.samples_per_s, wall, peak_list, res.params_crc, status);
+               res.samples_per_s, wall, peak_list, res.split[0] ? " split=" : "", res.split,
+               res.params_crc, status);
     }
     free(peaks);
     train_free_data(&data);
