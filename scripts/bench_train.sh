@@ -5,7 +5,8 @@
 # Default: Fashion-MNIST, MLP 784-256-128-10, global batch 256, one epoch,
 # devices.cpu_threads=1.
 # Env: VGPU_BUILD_DIR (default build), VGPU_BENCH_NPS ("1 2 4"),
-#      VGPU_BENCH_REPEAT (runs per cell, default 1; the median is printed),
+#      VGPU_BENCH_REPEAT (runs per cell, default 1; the median is printed,
+#      and with more than one run the median of paired ratios too),
 #      VGPU_BENCH_TORCH=1: also run the PyTorch DDP reference (gloo, 1 thread
 #      per rank, same model, optimizer and global batch) for each np, in the
 #      same interleaved order, and print the ratio. The reference alone:
@@ -14,6 +15,8 @@
 #      VGPU_BENCH_DET=0: leave out the deterministic-mode column (on by
 #      default: train.deterministic=true, same config; its params_crc is the
 #      same for every np).
+#      VGPU_BENCH_BALANCE=0: leave out the train.balance=dynamic column (on by
+#      default, np > 1: the split follows each rank's measured speed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${VGPU_BUILD_DIR:-build}
@@ -26,6 +29,7 @@ nps=(${VGPU_BENCH_NPS:-1 2 4})
 repeat=${VGPU_BENCH_REPEAT:-1}
 torch=${VGPU_BENCH_TORCH:-0}
 det=${VGPU_BENCH_DET:-1}
+bal=${VGPU_BENCH_BALANCE:-1}
 echo "# bench_train: $cfg ${common[*]}"
 echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/dev/null |
@@ -33,7 +37,7 @@ gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/
 echo "# GEMM: ${gemm:-unknown (no vgpu_gemm_perf)}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>};" \
      "median of $repeat run(s) per cell"
 
-declare -A ours acc theirs dets dcrc
+declare -A ours acc theirs dets dcrc dyns
 for ((r = 0; r < repeat; r++)); do
   for np in "${nps[@]}"; do
     line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" | tail -1)
@@ -41,6 +45,13 @@ for ((r = 0; r < repeat; r++)); do
     [ -n "$sps" ] || { echo "np=$np failed: $line" >&2; exit 1; }
     ours[$np]+="$sps "
     acc[$np]=$(grep -oE 'test_acc=[0-9.]+' <<<"$line" | cut -d= -f2)
+    if [ "$bal" = 1 ] && [ "$np" -gt 1 ]; then
+      line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" \
+             --set train.balance=dynamic | tail -1)
+      d=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
+      [ -n "$d" ] || { echo "np=$np dynamic balance failed: $line" >&2; exit 1; }
+      dyns[$np]+="$d "
+    fi
     if [ "$det" = 1 ]; then
       line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" \
              --set train.deterministic=true | tail -1)
@@ -59,6 +70,7 @@ done
 
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 printf '%4s %14s %12s %10s' np samples_per_s vs_np1 test_acc
+[ "$bal" = 1 ] && printf ' %12s %10s' dynamic_per_s dyn_vs_np1
 [ "$det" = 1 ] && printf ' %12s %10s %9s' det_per_s det/ring det_crc
 [ "$torch" = 1 ] && printf ' %14s %10s' torch_per_s vs_torch
 printf '\n'
@@ -67,6 +79,10 @@ for np in "${nps[@]}"; do
   sps=$(median "${ours[$np]}")
   base=${base:-$sps}
   printf '%4d %14.0f %11.2fx %10s' "$np" "$sps" "$(echo "$sps / $base" | bc -l)" "${acc[$np]}"
+  if [ "$bal" = 1 ]; then
+    d=$(median "${dyns[$np]:-$sps}") # np=1: nothing to balance
+    printf ' %12.0f %9.2fx' "$d" "$(echo "$d / $base" | bc -l)"
+  fi
   if [ "$det" = 1 ]; then
     d=$(median "${dets[$np]}")
     printf ' %12.0f %9.2fx %9s' "$d" "$(echo "$d / $sps" | bc -l)" "${dcrc[$np]}"
@@ -77,6 +93,22 @@ for np in "${nps[@]}"; do
   fi
   printf '\n'
 done
+# Paired ratios: run r against run r of the other cell, which ran seconds
+# apart, then the median over r. Less swayed by the machine's slow drifts
+# than a ratio of medians taken minutes apart.
+pair_median() {
+  paste -d' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) |
+    awk '{ print $1 / $2 }' | sort -g | awk '{ v[NR] = $1 } END { printf "%.2fx", v[int((NR + 1) / 2)] }'
+}
+if [ "$repeat" -gt 1 ]; then
+  for np in "${nps[@]}"; do
+    parts=()
+    [ "$np" != "${nps[0]}" ] && parts+=("vs np=${nps[0]} $(pair_median "${ours[$np]}" "${ours[${nps[0]}]}")")
+    [ -n "${dyns[$np]:-}" ] && parts+=("dynamic vs np=${nps[0]} $(pair_median "${dyns[$np]}" "${ours[${nps[0]}]}")")
+    [ "$torch" = 1 ] && parts+=("vs torch $(pair_median "${ours[$np]}" "${theirs[$np]}")")
+    [ ${#parts[@]} -gt 0 ] && (IFS=';'; echo "# paired medians np=$np: ${parts[*]}" | sed 's/;/; /g')
+  done
+fi
 for np in "${nps[@]}"; do # every run, for judging the noise on a shared machine
-  echo "# np=$np runs: ${ours[$np]}${dets[$np]:+(deterministic: ${dets[$np]% }) }${theirs[$np]:+(torch: ${theirs[$np]% })}"
+  echo "# np=$np runs: ${ours[$np]}${dyns[$np]:+(dynamic: ${dyns[$np]% }) }${dets[$np]:+(deterministic: ${dets[$np]% }) }${theirs[$np]:+(torch: ${theirs[$np]% })}"
 done

@@ -126,7 +126,9 @@ static void assert_good_pair_(const struct dataset *ds)
     assert_int_equal(ds->features, 6);
     assert_int_equal(ds->classes, 10);
     for (int k = 0; k < 30; k++)
-        assert_true(ds->images[k] == (float)((7 * k + 3) % 256) / 255.0f);
+        assert_true(dataset_value(ds, (size_t)k) == (float)((7 * k + 3) % 256) / 255.0f);
+    assert_null(ds->images); // held as codes: a quarter of the memory
+    assert_non_null(ds->codes);
     for (int i = 0; i < 5; i++)
         assert_int_equal(ds->labels[i], labels5_[i]);
 }
@@ -145,6 +147,7 @@ static void expect_load_error_(const char *images, const char *labels, int want,
     assert_non_null(strstr(err, needle));
     assert_non_null(strstr(err, file_named));
     assert_null(ds.images);
+    assert_null(ds.codes);
     assert_null(ds.labels);
     assert_int_equal(ds.count, 0);
 }
@@ -401,8 +404,8 @@ static void test_load_dir(void **state)
     write_in_dir_(dir, "t10k-labels-idx1-ubyte", 0, 1, 2);
     assert_int_equal(dataset_load_dir(&train, &test, dir, err, sizeof(err)), VGPU_EFORMAT);
     assert_non_null(strstr(err, "t10k-labels-idx1-ubyte.gz: holds 2 labels"));
-    assert_null(train.images);
-    assert_null(test.images);
+    assert_null(train.codes);
+    assert_null(test.codes);
     remove_dir_(dir);
 }
 
@@ -554,6 +557,72 @@ static void test_standardize(void **state)
     dataset_free(&flat);
 }
 
+// Coded (IDX) data: dataset_gather decodes rows in the order asked for, as the
+// float path copies them; standardising transforms the table with the same
+// bits a per-value transform gives; truncation keeps the codes.
+static void test_coded_values(void **state)
+{
+    (void)state;
+    char im[512], lb[512];
+    write_good_pair_(tmp_path_(im, "c-images"), tmp_path_(lb, "c-labels"), 0);
+    struct dataset train, test;
+    char err[256];
+    assert_int_equal(dataset_load_idx(&train, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&test, im, lb, err, sizeof(err)), 0);
+    const uint32_t idx[3] = {4, 0, 2};
+    float rows[3 * 6];
+    dataset_gather(&train, idx, 3, rows);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 6; j++)
+            assert_true(rows[i * 6 + j] == (float)((7 * ((int)idx[i] * 6 + j) + 3) % 256) / 255.0f);
+
+    // The same values as floats (what a float-held set would hold), standardised per value.
+    double mean, std;
+    dataset_pixel_stats(&train, &mean, &std);
+    float expect[30];
+    for (int k = 0; k < 30; k++)
+        expect[k] = (float)((dataset_value(&train, (size_t)k) - mean) / std);
+    dataset_standardize(&train, &test);
+    assert_non_null(train.codes);
+    for (int k = 0; k < 30; k++) {
+        assert_memory_equal(&expect[k], &(float){dataset_value(&train, (size_t)k)}, sizeof(float));
+        assert_memory_equal(&expect[k], &(float){dataset_value(&test, (size_t)k)}, sizeof(float));
+    }
+    double m1, s1;
+    dataset_pixel_stats(&train, &m1, &s1);
+    assert_true(fabs(m1) < 1e-6 && fabs(s1 - 1.0) < 1e-5);
+
+    dataset_truncate(&train, 2);
+    assert_int_equal(train.count, 2);
+    dataset_gather(&train, (const uint32_t[]){1}, 1, rows);
+    assert_memory_equal(rows, expect + 6, 6 * sizeof(float));
+    dataset_free(&train);
+    dataset_free(&test);
+    assert_null(train.codes);
+
+    // Rows wide enough for the vector decoder (63 values: 3 vectors and a
+    // tail), every code 0..255 present: bitwise the table's values, plain,
+    // standardised once (vector formula) and twice (table only).
+    write_images_(tmp_path_(im, "w-images"), 0x803, 5, 7, 9, 5 * 63, 0);
+    write_labels_(tmp_path_(lb, "w-labels"), 0x801, 5, labels5_, 5, 0);
+    struct dataset wide;
+    assert_int_equal(dataset_load_idx(&wide, im, lb, err, sizeof(err)), 0);
+    const uint32_t order[5] = {3, 0, 4, 1, 2};
+    float got[5 * 63];
+    for (int round = 0; round < 3; round++) {
+        if (round > 0)
+            dataset_standardize(&wide, NULL);
+        dataset_gather(&wide, order, 5, got);
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 63; j++) {
+                float want = dataset_value(&wide, (size_t)order[i] * 63 + (size_t)j);
+                assert_memory_equal(&got[i * 63 + j], &want, sizeof want);
+            }
+        assert_int_equal(wide.code_affine, round < 2);
+    }
+    dataset_free(&wide);
+}
+
 static void test_truncate_and_free(void **state)
 {
     (void)state;
@@ -629,8 +698,9 @@ static void test_fashion_mnist(void **state)
     // std 0.3530 over the training pixels.
     float lo = 1.0f, hi = 0.0f;
     for (long k = 0; k < train.count * 784; k++) {
-        lo = train.images[k] < lo ? train.images[k] : lo;
-        hi = train.images[k] > hi ? train.images[k] : hi;
+        float v = dataset_value(&train, (size_t)k);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
     }
     assert_true(lo == 0.0f && hi == 1.0f);
     double mean, std;
@@ -679,6 +749,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_synthetic_learnable),
         cmocka_unit_test(test_synthetic_bad_args),
         cmocka_unit_test(test_standardize),
+        cmocka_unit_test(test_coded_values),
         cmocka_unit_test(test_truncate_and_free),
     };
     return cmocka_run_group_tests_name("data", tests, make_tmpdir_, remove_tmpdir_);

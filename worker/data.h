@@ -9,17 +9,37 @@
 #define DATA_MAX_SIDE 4096 // pixels; larger rows/cols in an IDX header are refused
 #define DATA_IDX_CLASSES 10 // classes of every IDX dataset this loader reads (MNIST, Fashion-MNIST)
 
+// Values are held one of two ways: as floats (`images`; the synthetic set),
+// or as 8-bit codes with a 256-entry table (`codes`, `lut`; IDX files), a
+// quarter of the memory: value k is lut[codes[k]]. Read them through
+// dataset_value / dataset_gather.
 struct dataset {
     long count;       // samples
     int rows, cols;   // image size, pixels (28 x 28 for MNIST; 1 x features for synthetic)
-    int features;     // rows * cols, floats per sample
+    int features;     // rows * cols, values per sample
     int classes;      // label range is [0, classes)
-    float *images;    // [count, features], host memory, owned; pixels in [0, 1] until standardised
+    float *images;    // [count, features] values, host memory, owned; NULL when coded
+    uint8_t *codes;   // [count, features] pixel codes, owned; NULL when `images` holds the values
+    float lut[256];   // code -> value: pixel / 255 in [0, 1], standardised if asked
+    // lut[c] == (float)(((double)((float)c / 255) - code_shift) / code_scale)
+    // while code_affine is 1 (loaded: shift 0, scale 1; standardised once:
+    // the train mean and std), so rows can be decoded with vector arithmetic.
+    int code_affine;
+    double code_shift, code_scale;
     int32_t *labels;  // [count], owned
 };
 
+// Value k of the flat [count, features] array.
+static inline float dataset_value(const struct dataset *ds, size_t k)
+{
+    return ds->codes ? ds->lut[ds->codes[k]] : ds->images[k];
+}
+
+// Writes the values of samples indices[0..n) into out[n, features], in order.
+void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out);
+
 // Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
-// *ds, pixels scaled to [0, 1], classes = DATA_IDX_CLASSES. *ds is overwritten
+// *ds as codes, pixels scaled to [0, 1] by the table, classes = DATA_IDX_CLASSES. *ds is overwritten
 // (not freed first) and is left zeroed on error.
 // Checks: magic (0x00000803 images, 0x00000801 labels), 0 < rows, cols <=
 // DATA_MAX_SIDE, count > 0, equal counts, data size exactly as the header says

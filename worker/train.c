@@ -193,17 +193,9 @@ static int load_rows_(struct trainer *t, struct mlp *m, const struct dataset *ds
                       const uint32_t *indices, long count)
 {
     size_t f = (size_t)ds->features;
-    for (long i = 0; i < count; i++) {
-        uint32_t idx = indices[i];
-        // Rows are scattered over the whole set: fetch row i+2 while copying row i.
-        if (i + 2 < count) {
-            const char *next = (const char *)(ds->images + (size_t)indices[i + 2] * f);
-            for (size_t b = 0; b < f * sizeof(float); b += 64)
-                __builtin_prefetch(next + b);
-        }
-        memcpy(t->host_rows + (size_t)i * f, ds->images + (size_t)idx * f, f * sizeof(float));
-        t->host_labels[i] = ds->labels[idx];
-    }
+    dataset_gather(ds, indices, count, t->host_rows);
+    for (long i = 0; i < count; i++)
+        t->host_labels[i] = ds->labels[indices[i]];
     TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, (size_t)count * f * sizeof(float)));
     TRY(device_copy_to_device(t->dev, m->labels, t->host_labels, (size_t)count * sizeof(int32_t)));
     return 0;

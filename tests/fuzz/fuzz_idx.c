@@ -32,10 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (ds.labels[i] < 0 || ds.labels[i] >= ds.classes)
                 abort();
         for (long i = 0; i < ds.count * ds.features; i++)
-            if (!(ds.images[i] >= 0.0f && ds.images[i] <= 1.0f))
+            if (!(dataset_value(&ds, (size_t)i) >= 0.0f && dataset_value(&ds, (size_t)i) <= 1.0f))
                 abort();
         dataset_free(&ds);
-    } else if (ds.images || ds.labels || ds.count) {
+    } else if (ds.images || ds.codes || ds.labels || ds.count) {
         abort(); // documented: left zeroed on error
     }
     close(images_fd);
