@@ -178,6 +178,7 @@ struct trainer {
     long *proposal;            // rank 0: split to announce at the next exchange [ranks]
     int proposing;             // rank 0: proposal holds a new split
     double *rows_total;        // rank 0: rows each rank computed in this run [ranks]
+    double *log_slots;         // [3 + ranks] a progress line's sums and peak memories
     // test-only: perturb one rank's parameters at one step (VGPU_TEST_PERTURB=RANK@STEP)
     int perturb_rank;
     long perturb_step;
@@ -595,10 +596,34 @@ static int resume_(struct trainer *t, const char *path)
     return 0;
 }
 
+void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n)
+{
+    double most = 0;
+    int at = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < n; r++) {
+        if (peak_bytes[r] > most)
+            most = peak_bytes[r], at = r;
+    }
+    if (n > 8) {
+        snprintf(buf, bytes, "max %.1fM (rank %d)", most / (1024.0 * 1024.0), at);
+        return;
+    }
+    for (int r = 0, len = 0; r < n && len < (int)bytes; r++)
+        len += snprintf(buf + len, bytes - (size_t)len, "%s%.1fM", r ? "," : "",
+                        peak_bytes[r] / (1024.0 * 1024.0));
+}
+
+// A collective: every rank's window sums and its peak device memory (slot
+// 3 + rank) reach rank 0, which prints the progress line.
 static void log_progress_(struct trainer *t, long epoch, double lr, int final, int quiet)
 {
-    double sums[3] = {t->window[0], t->window[1], t->window[2]};
-    runtime_sum_doubles(t->rt, sums, 3);
+    const int n = t->rt->size;
+    double *sums = t->log_slots;
+    memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
+    memcpy(sums, t->window, sizeof t->window);
+    sums[3 + t->rt->rank] = (double)t->dev->arena.stats.peak_bytes;
+    runtime_sum_doubles(t->rt, sums, 3 + n);
     memset(t->window, 0, sizeof t->window);
     if (sums[2] == 0)
         return;
@@ -607,6 +632,11 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
     t->last_loss = loss;
     if (t->rt->rank != 0 || quiet)
         return;
+    char mem[256], split[160] = "";
+    train_format_mem(mem, sizeof mem, sums + 3, n);
+    for (int r = 0, len = 0; t->balancing && n <= 8 && r < n; r++)
+        len += snprintf(split + len, sizeof split - (size_t)len, "%s%ld", r ? "," : "  split ",
+                        t->bal.counts[r]);
     if (t->metrics)
         fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
                 acc, sps, t->train_seconds);
@@ -616,11 +646,11 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
         for (int i = 0; i < width; i++)
             bar[i] = i < done ? '#' : '.';
         bar[width] = '\0';
-        printf("\r[%s] epoch %ld step %ld/%ld loss %.4f acc %.3f %.0f samples/s%s", bar, epoch + 1,
-               t->step, t->total_steps, loss, acc, sps, final ? "\n" : "");
+        printf("\r[%s] epoch %ld step %ld/%ld loss %.4f acc %.3f %.0f samples/s mem %s%s", bar,
+               epoch + 1, t->step, t->total_steps, loss, acc, sps, mem, final ? "\n" : "");
     } else {
-        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.3g  %8.0f samples/s\n",
-               epoch + 1, t->step, t->total_steps, loss, acc, lr, sps);
+        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.3g  %8.0f samples/s  mem %s%s\n",
+               epoch + 1, t->step, t->total_steps, loss, acc, lr, sps, mem, split);
     }
     fflush(stdout);
 }
@@ -631,6 +661,7 @@ static void trainer_free_(struct trainer *t)
     free(t->exchange);
     free(t->proposal);
     free(t->rows_total);
+    free(t->log_slots);
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
     if (t->parts)
@@ -746,6 +777,8 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
                       cfg->train.batch_weights.count);
         return VGPU_ECONFIG;
     }
+    if (!(t->log_slots = calloc(3 + (size_t)rt->size, sizeof *t->log_slots)))
+        return VGPU_ENOMEM;
     t->balancing = !cfg->train.deterministic && !strcmp(cfg->train.balance, "dynamic");
     if (t->balancing) {
         const size_t n = (size_t)rt->size;

@@ -47,6 +47,9 @@ void train_free_data(struct train_data *data);
 // The model shape for the data: input width, the hidden sizes, classes.
 int train_model_dims(const struct config *cfg, const struct train_data *data, int *dims, int *n_dims);
 
+// "6.3M,6.3M": per-rank peak device memory for logs (n > 8: the largest and its rank).
+void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n);
+
 // Rows of the largest piece of a global batch any rank gets.
 int train_max_rows(const struct config *cfg, int nranks);
 

@@ -7,6 +7,8 @@ expect_rc 0
 expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
 for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 "; done
 expect_out 'collectives: ring'
+# Progress lines: loss, accuracy, samples/s and every rank's peak device memory.
+expect_out '^epoch +1  step +20/64 +loss [0-9.]+  acc [0-9.]+  lr [0-9.e-]+ +[0-9]+ samples/s  mem [0-9.]+M,[0-9.]+M,[0-9.]+M,[0-9.]+M$'
 last=$(tail -n 1 <<<"$out")
 if grep -qE '^vgpu_train: done ranks=4 .*devices=1xcpu/4vgpu .*peak_mem=[0-9.]+M,[0-9.]+M,[0-9.]+M,[0-9.]+M .*status=ok$' <<<"$last"; then
   ok "last line is the summary"
