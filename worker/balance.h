@@ -36,7 +36,9 @@ long balance_max_rows(long global_batch, int nranks, const long *initial);
 
 // Starts from the split `initial[nranks]` (summing to global_batch; e.g. the
 // equal or train.batch_weights split). A rank keeps at least a quarter of an
-// equal share so its speed stays measured. Returns 0, VGPU_EINVAL or VGPU_ENOMEM.
+// equal share so its speed stays measured: lower if the starting split gives
+// it less, but at least one row while the batch has a row for every rank.
+// Returns 0, VGPU_EINVAL or VGPU_ENOMEM.
 int balance_init(struct balancer *b, int nranks, long global_batch, const long *initial);
 void balance_free(struct balancer *b);
 

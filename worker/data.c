@@ -414,13 +414,15 @@ int dataset_make_synthetic(struct dataset *ds, long count, int features, int cla
 
 // ---- public: access ----
 
-// One row of codes to values by the table's formula, 16 at a time: the same
-// IEEE operations as the scalar table (exact conversions, correctly rounded
-// division, subtraction and narrowing), so the same bits; 1.5x faster than
-// copying the row as floats was, and the table lookup is slower than both.
+// Codes to values by the table's formula, 16 (AVX-512) or 8 (AVX2) at a
+// time: the same IEEE operations as the table was built with (exact
+// conversions, correctly rounded division, subtraction and narrowing; nothing
+// to contract into FMA), so the same bits. Measured on 256 random rows of
+// Fashion-MNIST: 157 us with AVX-512, against 236 us for copying the rows as
+// floats (before codes) and 351 us for the table lookup.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define DATA_DECODE_AVX512_ 1
+#define DATA_DECODE_SIMD_ 1
 __attribute__((target("avx512f"))) static size_t
 decode_avx512_(const uint8_t *src, float *dst, size_t n, int plain, double shift, double scale)
 {
@@ -446,15 +448,71 @@ decode_avx512_(const uint8_t *src, float *dst, size_t n, int plain, double shift
     }
     return j;
 }
+
+__attribute__((target("avx2"))) static size_t
+decode_avx2_(const uint8_t *src, float *dst, size_t n, int plain, double shift, double scale)
+{
+    const __m256 k255 = _mm256_set1_ps(255.0f);
+    const __m256d vs = _mm256_set1_pd(shift), vk = _mm256_set1_pd(scale);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        long long c8;
+        memcpy(&c8, src + j, sizeof c8);
+        __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(c8))), k255);
+        if (!plain) {
+            __m128 lo = _mm256_cvtpd_ps(_mm256_div_pd(
+                _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), vs), vk));
+            __m128 hi = _mm256_cvtpd_ps(_mm256_div_pd(
+                _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), vs), vk));
+            x = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+        }
+        _mm256_storeu_ps(dst + j, x);
+    }
+    return j;
+}
 #endif
+
+// The widest decoder up to `want` that this CPU and the table's form allow.
+static int decoder_for_(const struct dataset *ds, int want)
+{
+    if (!ds->code_affine)
+        return DATA_DECODE_TABLE;
+#ifdef DATA_DECODE_SIMD_
+    if (want >= DATA_DECODE_AVX512 && __builtin_cpu_supports("avx512f"))
+        return DATA_DECODE_AVX512;
+    if (want >= DATA_DECODE_AVX2 && __builtin_cpu_supports("avx2"))
+        return DATA_DECODE_AVX2;
+#endif
+    return DATA_DECODE_TABLE;
+}
+
+static void decode_(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int decoder)
+{
+    size_t j = 0;
+#ifdef DATA_DECODE_SIMD_
+    const int plain = ds->code_shift == 0.0 && ds->code_scale == 1.0;
+    if (decoder == DATA_DECODE_AVX512)
+        j = decode_avx512_(src, dst, n, plain, ds->code_shift, ds->code_scale);
+    else if (decoder == DATA_DECODE_AVX2)
+        j = decode_avx2_(src, dst, n, plain, ds->code_shift, ds->code_scale);
+#else
+    (void)decoder;
+#endif
+    for (; j < n; j++)
+        dst[j] = ds->lut[src[j]];
+}
+
+int dataset_decode(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int want)
+{
+    int decoder = decoder_for_(ds, want);
+    decode_(ds, src, dst, n, decoder);
+    return decoder;
+}
 
 void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out)
 {
     const size_t f = (size_t)ds->features;
-#ifdef DATA_DECODE_AVX512_
-    const int vector = ds->codes && ds->code_affine && __builtin_cpu_supports("avx512f");
-    const int plain = ds->code_shift == 0.0 && ds->code_scale == 1.0;
-#endif
+    const int decoder = ds->codes ? decoder_for_(ds, DATA_DECODE_AVX512) : DATA_DECODE_TABLE;
     for (long i = 0; i < n; i++) {
         const size_t row = (size_t)indices[i] * f;
         float *dst = out + (size_t)i * f;
@@ -466,18 +524,10 @@ void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, f
             for (size_t b = 0; b < bytes; b += 64)
                 __builtin_prefetch(p + b);
         }
-        if (!ds->codes) {
+        if (ds->codes)
+            decode_(ds, ds->codes + row, dst, f, decoder);
+        else
             memcpy(dst, ds->images + row, f * sizeof(float));
-            continue;
-        }
-        const uint8_t *src = ds->codes + row;
-        size_t j = 0;
-#ifdef DATA_DECODE_AVX512_
-        if (vector)
-            j = decode_avx512_(src, dst, f, plain, ds->code_shift, ds->code_scale);
-#endif
-        for (; j < f; j++)
-            dst[j] = ds->lut[src[j]];
     }
 }
 

@@ -35,8 +35,17 @@ static inline float dataset_value(const struct dataset *ds, size_t k)
     return ds->codes ? ds->lut[ds->codes[k]] : ds->images[k];
 }
 
-// Writes the values of samples indices[0..n) into out[n, features], in order.
+// Writes the values of samples indices[0..n) into out[n, features], in order
+// (coded sets: with the widest decoder the CPU has).
 void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out);
+
+// Decoders of coded values; every one gives the table's bits.
+enum { DATA_DECODE_TABLE, DATA_DECODE_AVX2, DATA_DECODE_AVX512 };
+
+// Decodes n codes of coded set ds into dst with the widest decoder up to
+// `want` that the CPU (and the table's form) allows; returns the one used.
+// For tests; dataset_gather picks by itself.
+int dataset_decode(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int want);
 
 // Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
 // *ds as codes, pixels scaled to [0, 1] by the table, classes = DATA_IDX_CLASSES. *ds is overwritten

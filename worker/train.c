@@ -295,9 +295,12 @@ static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr
         TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
         TRY(add_stats_(t, m, b->count, stats));
     }
-    maybe_slow_(t, start);
-    if (t->balancing) { // this rank's compute, before any wait for the others
+    // This rank's compute, before any wait for the others (on an
+    // asynchronous device: the work done, not its launch).
+    if (t->balancing || t->slow_rank == t->rt->rank)
         TRY(device_sync(t->dev));
+    maybe_slow_(t, start);
+    if (t->balancing) {
         t->busy_s += util_now_s() - start;
         t->busy_rows += (double)b->count;
     }
@@ -634,7 +637,15 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
         return;
     char mem[256], split[160] = "";
     train_format_mem(mem, sizeof mem, sums + 3, n);
-    for (int r = 0, len = 0; t->balancing && n <= 8 && r < n; r++)
+    if (t->balancing && n > 8) {
+        long lo = t->bal.counts[0], hi = lo;
+        for (int r = 1; r < n; r++) {
+            lo = t->bal.counts[r] < lo ? t->bal.counts[r] : lo;
+            hi = t->bal.counts[r] > hi ? t->bal.counts[r] : hi;
+        }
+        snprintf(split, sizeof split, "  split %ld..%ld", lo, hi);
+    }
+    for (int r = 0, len = 0; t->balancing && n <= 8 && r < n && len < (int)sizeof split; r++)
         len += snprintf(split + len, sizeof split - (size_t)len, "%s%ld", r ? "," : "  split ",
                         t->bal.counts[r]);
     if (t->metrics)
@@ -786,6 +797,16 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
         sampler_split(cfg->train.batch_size, rt->size, cfg->train.batch_weights.v,
                       cfg->train.batch_weights.count, counts, offsets);
         TRY(balance_init(&t->bal, rt->size, cfg->train.batch_size, counts));
+        // The sampler takes its weights from the split in force from now on:
+        // set them once here, so adopting a split never needs an allocation.
+        double *weights = calloc(n, sizeof *weights);
+        if (!weights)
+            return VGPU_ENOMEM;
+        for (size_t r = 0; r < n; r++)
+            weights[r] = (double)counts[r];
+        int set = sampler_set_weights(&t->sampler, weights, (int)n);
+        free(weights);
+        TRY(set);
         t->exchange = calloc(2 + 3 * n, sizeof *t->exchange);
         t->proposal = calloc(n, sizeof *t->proposal);
         t->rows_total = calloc(n, sizeof *t->rows_total);

@@ -51,13 +51,19 @@ else
   bad "expected rank 1's mean share above 13 of 64, split '$a,$b'"
 fi
 
-# The re-split batches still give the global-batch mean: 60 steps (five
-# re-splits) replayed on one device.
+# The re-split batches still give the global-batch mean: 60 steps (splits
+# adopted at steps 20..50) replayed on one device; the slowed rank's mean
+# share shows that rows did move.
 run "--verify with a slowed rank" 120 env VGPU_TEST_SLOW=2:3 "$MPIRUN" -np 3 -x VGPU_TEST_SLOW \
   "$TRAIN" "$syn" --quiet --verify --set verify.steps=60 --set verify.rtol=1e-5 --set train.balance=dynamic
 expect_rc 0
 expect_out 'verify passed'
-expect_out 'split='
+read -r s0 s1 s2 <<<"$(split_of)"
+if [ -n "$s2" ] && [ "$s2" -lt "$s0" ] && [ "$s2" -lt "$s1" ]; then
+  ok "rows moved off the slowed rank during the verified steps: $s0,$s1,$s2"
+else
+  bad "expected rank 2's mean share to be the smallest, split '$s0,$s1,$s2'"
+fi
 
 run "dynamic with deterministic" 60 "$MPIRUN" -np 2 "$TRAIN" "$syn" --quiet \
   --set train.balance=dynamic --set train.deterministic=true

@@ -21,6 +21,12 @@ if head -1 "$WORK/m.csv" | grep -q '^kind,epoch,step,lr,loss,accuracy,top5,sampl
    grep -q '^eval,2,' "$WORK/m.csv"; then ok "metrics CSV"; else bad "metrics CSV: $(head -3 "$WORK/m.csv")"; fi
 expect_no_shm
 
+# More than 8 ranks: the progress line names the largest peak and its rank.
+run "9 ranks" 120 "$MPIRUN" -np 9 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.batch_size=72 \
+  --set train.epochs=1 --set train.balance=dynamic
+expect_rc 0
+expect_out '^epoch +1  step +20/28 .* samples/s  mem max [0-9.]+M \(rank [0-8]\)  split [0-9]+\.\.[0-9]+$'
+
 run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set devices.memory_limit=64M --quiet
 expect_rc 0
 expect_out '64.0 MiB|status=ok'
