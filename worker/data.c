@@ -178,7 +178,8 @@ static int read_pixels_(gzFile gz, const char *path, const struct idx_header_ *h
             pixels = grown;
             cap = new_cap;
         }
-        memcpy(pixels + done, chunk, got);
+        if (got) // pixels is still NULL after an empty first read
+            memcpy(pixels + done, chunk, got);
         done += got;
         if (got < want) {
             rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
