@@ -37,27 +37,29 @@ gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/
 echo "# GEMM: ${gemm:-unknown (no vgpu_gemm_perf)}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>};" \
      "median of $repeat run(s) per cell"
 
+# train_run WHAT NP [ARGS...]: one vgpu_train run; sets $line (its summary)
+# and $sps, or stops the benchmark naming WHAT.
+train_run() {
+  local what=$1 n=$2
+  shift 2
+  line=$(scripts/mpirun.sh -np "$n" "$build/vgpu_train" "$cfg" "${common[@]}" "$@" | tail -1)
+  sps=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
+  [ -n "$sps" ] || { echo "np=$n${what:+ $what} failed: $line" >&2; exit 1; }
+}
+
 declare -A ours acc theirs dets dcrc dyns
 for ((r = 0; r < repeat; r++)); do
   for np in "${nps[@]}"; do
-    line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" | tail -1)
-    sps=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
-    [ -n "$sps" ] || { echo "np=$np failed: $line" >&2; exit 1; }
+    train_run "" "$np"
     ours[$np]+="$sps "
     acc[$np]=$(grep -oE 'test_acc=[0-9.]+' <<<"$line" | cut -d= -f2)
     if [ "$bal" = 1 ] && [ "$np" -gt 1 ]; then
-      line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" \
-             --set train.balance=dynamic | tail -1)
-      d=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
-      [ -n "$d" ] || { echo "np=$np dynamic balance failed: $line" >&2; exit 1; }
-      dyns[$np]+="$d "
+      train_run "dynamic balance" "$np" --set train.balance=dynamic
+      dyns[$np]+="$sps "
     fi
     if [ "$det" = 1 ]; then
-      line=$(scripts/mpirun.sh -np "$np" "$build/vgpu_train" "$cfg" "${common[@]}" \
-             --set train.deterministic=true | tail -1)
-      d=$(grep -oE 'samples_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
-      [ -n "$d" ] || { echo "np=$np deterministic failed: $line" >&2; exit 1; }
-      dets[$np]+="$d "
+      train_run deterministic "$np" --set train.deterministic=true
+      dets[$np]+="$sps "
       dcrc[$np]=$(grep -oE 'params_crc=[0-9a-f]+' <<<"$line" | cut -d= -f2)
     fi
     if [ "$torch" = 1 ]; then

@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "balance.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "optim.h"
 #include "preempt.h"
-#include "balance.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -267,13 +267,6 @@ static int update_shard_(void *arg, size_t first, size_t count)
                               count);
 }
 
-// Normal mode: this rank's piece of the batch in one pass, then the
-// gradients are summed over the ranks with the optimizer step sharded into
-// the all-reduce: every rank updates only the ranges of the summed gradient
-// it completes, and the updated parameters are all-gathered (each rank runs
-// 1/N of the optimizer; the result is the same as a full update everywhere).
-// Each rank's gradient is already divided by the global batch, so the sum is
-// the mean over the global batch.
 // VGPU_TEST_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
 static void maybe_slow_(const struct trainer *t, double start)
 {
@@ -284,6 +277,13 @@ static void maybe_slow_(const struct trainer *t, double start)
     nanosleep(&ts, NULL);
 }
 
+// Normal mode: this rank's piece of the batch in one pass, then the
+// gradients are summed over the ranks with the optimizer step sharded into
+// the all-reduce: every rank updates only the ranges of the summed gradient
+// it completes, and the updated parameters are all-gathered (each rank runs
+// 1/N of the optimizer; the result is the same as a full update everywhere).
+// Each rank's gradient is already divided by the global batch, so the sum is
+// the mean over the global batch.
 static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr, double *stats)
 {
     struct mlp *m = &t->model;
@@ -599,22 +599,41 @@ static int resume_(struct trainer *t, const char *path)
     return 0;
 }
 
-void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n)
+// Per-rank values for a log line, each times `scale` in format `fmt` (one
+// double): "a,b,c" for up to 8 ranks, else "lo..hi".
+static void format_ranks_(char *buf, size_t bytes, const double *v, int n, double scale,
+                          const char *fmt)
 {
-    double most = 0;
-    int at = 0;
+    char one[64];
     buf[0] = '\0';
-    for (int r = 0; r < n; r++) {
-        if (peak_bytes[r] > most)
-            most = peak_bytes[r], at = r;
-    }
     if (n > 8) {
-        snprintf(buf, bytes, "max %.1fM (rank %d)", most / (1024.0 * 1024.0), at);
+        double lo = v[0], hi = v[0];
+        for (int r = 1; r < n; r++)
+            lo = fmin(lo, v[r]), hi = fmax(hi, v[r]);
+        snprintf(one, sizeof one, fmt, hi * scale);
+        int len = snprintf(buf, bytes, fmt, lo * scale);
+        if (len >= 0 && (size_t)len < bytes)
+            snprintf(buf + len, bytes - (size_t)len, "..%s", one);
         return;
     }
-    for (int r = 0, len = 0; r < n && len < (int)bytes; r++)
-        len += snprintf(buf + len, bytes - (size_t)len, "%s%.1fM", r ? "," : "",
-                        peak_bytes[r] / (1024.0 * 1024.0));
+    for (int r = 0, len = 0; r < n && len >= 0 && (size_t)len < bytes; r++) {
+        snprintf(one, sizeof one, fmt, v[r] * scale);
+        len += snprintf(buf + len, bytes - (size_t)len, "%s%s", r ? "," : "", one);
+    }
+}
+
+#define MIB_ (1.0 / (1024.0 * 1024.0))
+
+void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n)
+{
+    if (n <= 8) {
+        format_ranks_(buf, bytes, peak_bytes, n, MIB_, "%.1fM");
+        return;
+    }
+    int at = 0;
+    for (int r = 1; r < n; r++)
+        at = peak_bytes[r] > peak_bytes[at] ? r : at;
+    snprintf(buf, bytes, "max %.1fM (rank %d)", peak_bytes[at] * MIB_, at);
 }
 
 // A collective: every rank's window sums and its peak device memory (slot
@@ -637,17 +656,12 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
         return;
     char mem[256], split[160] = "";
     train_format_mem(mem, sizeof mem, sums + 3, n);
-    if (t->balancing && n > 8) {
-        long lo = t->bal.counts[0], hi = lo;
-        for (int r = 1; r < n; r++) {
-            lo = t->bal.counts[r] < lo ? t->bal.counts[r] : lo;
-            hi = t->bal.counts[r] > hi ? t->bal.counts[r] : hi;
-        }
-        snprintf(split, sizeof split, "  split %ld..%ld", lo, hi);
+    if (t->balancing) { // the memory slots are formatted: reuse them for the split
+        for (int r = 0; r < n; r++)
+            sums[3 + r] = (double)t->bal.counts[r];
+        memcpy(split, "  split ", 9);
+        format_ranks_(split + 8, sizeof split - 8, sums + 3, n, 1.0, "%.0f");
     }
-    for (int r = 0, len = 0; t->balancing && n <= 8 && r < n && len < (int)sizeof split; r++)
-        len += snprintf(split + len, sizeof split - (size_t)len, "%s%ld", r ? "," : "  split ",
-                        t->bal.counts[r]);
     if (t->metrics)
         fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
                 acc, sps, t->train_seconds);
@@ -797,21 +811,16 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
         sampler_split(cfg->train.batch_size, rt->size, cfg->train.batch_weights.v,
                       cfg->train.batch_weights.count, counts, offsets);
         TRY(balance_init(&t->bal, rt->size, cfg->train.batch_size, counts));
-        // The sampler takes its weights from the split in force from now on:
-        // set them once here, so adopting a split never needs an allocation.
-        double *weights = calloc(n, sizeof *weights);
-        if (!weights)
-            return VGPU_ENOMEM;
-        for (size_t r = 0; r < n; r++)
-            weights[r] = (double)counts[r];
-        int set = sampler_set_weights(&t->sampler, weights, (int)n);
-        free(weights);
-        TRY(set);
         t->exchange = calloc(2 + 3 * n, sizeof *t->exchange);
         t->proposal = calloc(n, sizeof *t->proposal);
         t->rows_total = calloc(n, sizeof *t->rows_total);
         if (!t->exchange || !t->proposal || !t->rows_total)
             return VGPU_ENOMEM;
+        // The sampler takes its weights from the split in force from now on:
+        // set them once here, so adopting a split never needs an allocation.
+        for (size_t r = 0; r < n; r++)
+            t->exchange[r] = (double)counts[r];
+        TRY(sampler_set_weights(&t->sampler, t->exchange, (int)n));
     }
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
@@ -906,24 +915,13 @@ static int exchange_(struct trainer *t)
 // as rows of a full batch ("141,115"); the range for many ranks.
 static void describe_split_(const struct trainer *t, char *buf, size_t bytes)
 {
-    const int n = t->rt->size;
-    double total = 0, lo = INFINITY, hi = 0;
-    for (int r = 0; r < n; r++) {
+    double total = 0;
+    for (int r = 0; r < t->rt->size; r++)
         total += t->rows_total[r];
-        lo = fmin(lo, t->rows_total[r]);
-        hi = fmax(hi, t->rows_total[r]);
-    }
     buf[0] = '\0';
-    if (total <= 0)
-        return;
-    const double scale = (double)t->cfg->train.batch_size / total;
-    if (n > 8) {
-        snprintf(buf, bytes, "%.0f..%.0f", lo * scale, hi * scale);
-        return;
-    }
-    for (int r = 0, len = 0; r < n && len < (int)bytes; r++)
-        len += snprintf(buf + len, bytes - (size_t)len, "%s%.0f", r ? "," : "",
-                        t->rows_total[r] * scale);
+    if (total > 0)
+        format_ranks_(buf, bytes, t->rows_total, t->rt->size,
+                      (double)t->cfg->train.batch_size / total, "%.0f");
 }
 
 static int train_loop_(struct trainer *t, const struct train_options *opts, struct train_result *res)
