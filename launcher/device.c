@@ -198,33 +198,26 @@ int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, fl
     return dev->ops->gemm(dev, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
-int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols)
+int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu)
 {
     if (rows <= 0 || cols <= 0)
         return rows < 0 || cols < 0 ? VGPU_EINVAL : 0;
     DEV_(out, (size_t)rows * cols * F_, "out", "bias_add");
     DEV_(bias, (size_t)cols * F_, "bias", "bias_add");
-    return dev->ops->bias_add(dev, out, bias, rows, cols);
+    return dev->ops->bias_add(dev, out, bias, rows, cols, relu != 0);
 }
 
 int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols)
 {
     if (rows < 0 || cols < 0)
         return VGPU_EINVAL;
-    if (rows == 0 || cols == 0)
+    if (cols == 0)
         return 0;
     DEV_(dbias, (size_t)cols * F_, "dbias", "bias_grad");
+    if (rows == 0) // the sum of no rows
+        return device_zero(dev, dbias, (size_t)cols * F_);
     DEV_(dout, (size_t)rows * cols * F_, "dout", "bias_grad");
     return dev->ops->bias_grad(dev, dbias, dout, rows, cols);
-}
-
-int device_relu_forward(device_t *dev, float *out, const float *in, size_t n)
-{
-    if (!n)
-        return 0;
-    DEV_(out, n * F_, "out", "relu_forward");
-    DEV_(in, n * F_, "in", "relu_forward");
-    return dev->ops->relu_forward(dev, out, in, n);
 }
 
 int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n)

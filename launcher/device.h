@@ -54,9 +54,8 @@ struct device_ops {
     // Math (row-major). See the device_* wrappers below for shapes.
     int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
-    int (*bias_add)(device_t *dev, float *out, const float *bias, int rows, int cols);
+    int (*bias_add)(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
     int (*bias_grad)(device_t *dev, float *dbias, const float *dout, int rows, int cols);
-    int (*relu_forward)(device_t *dev, float *out, const float *in, size_t n);
     int (*relu_backward)(device_t *dev, float *din, const float *dout, const float *out, size_t n);
     int (*softmax_xent)(device_t *dev, float *dlogits, float *stats, const float *logits,
                         const int32_t *labels, int rows, int classes, float grad_scale);
@@ -117,12 +116,10 @@ int device_sync(device_t *dev);
 // a is stored [m,k] (or [k,m] when trans_a), b [k,n] (or [n,k] when trans_b).
 int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
-// out[r,c] += bias[c]; out is [rows, cols].
-int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols);
-// dbias[c] += sum_r dout[r,c].
+// out[r,c] += bias[c], then out = max(out, 0) when relu != 0; out is [rows, cols].
+int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
+// dbias[c] = sum_r dout[r,c] (overwritten; zeros when rows is 0).
 int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols);
-// out = max(in, 0); in-place allowed.
-int device_relu_forward(device_t *dev, float *out, const float *in, size_t n);
 // din = out > 0 ? dout : 0 (out is the ReLU output); in-place (din == dout) allowed.
 int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n);
 // Numerically stable softmax cross-entropy per row of logits[rows, classes]:

@@ -232,46 +232,36 @@ static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int 
 // kernel keeps the compiler from vectorising: bias_add (a modulo per element)
 // and bias_grad (strided column sums) are the same arithmetic, row by row.
 
-static int cpu_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols)
+static int cpu_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols, int relu)
 {
     float *o = V_(out);
     const float *bv = CV_(bias);
-    for (size_t r = 0; r < (size_t)rows; r++) { // out[r, c] += bias[c], as kernel_bias_add
-        float *row = o + r * (size_t)cols;
-        for (size_t c = 0; c < (size_t)cols; c++)
-            row[c] += bv[c];
+    for (size_t r = 0; r < (size_t)rows; r++) { // as kernel_bias_add
+        float *restrict row = o + r * (size_t)cols;
+        if (relu)
+            for (size_t c = 0; c < (size_t)cols; c++) {
+                float x = row[c] + bv[c];
+                row[c] = x > 0.0f ? x : 0.0f;
+            }
+        else
+            for (size_t c = 0; c < (size_t)cols; c++)
+                row[c] += bv[c];
     }
     return 0;
 }
 
 static int cpu_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
 {
-    enum { BLOCK = 256 }; // columns summed at once, in a stack buffer
-    float *db = V_(dbias);
+    float *restrict db = V_(dbias);
     const float *d = CV_(dout);
-    float sum[BLOCK];
-    // As kernel_bias_grad: per column, rows added in order from 0, then
-    // += dbias; but reading dout row by row (contiguous, vectorisable).
-    for (size_t c0 = 0; c0 < (size_t)cols; c0 += BLOCK) {
-        size_t w = (size_t)cols - c0 < BLOCK ? (size_t)cols - c0 : BLOCK;
-        memset(sum, 0, w * sizeof(float));
-        for (size_t r = 0; r < (size_t)rows; r++) {
-            const float *row = d + r * (size_t)cols + c0;
-            for (size_t c = 0; c < w; c++)
-                sum[c] += row[c];
-        }
-        for (size_t c = 0; c < w; c++)
-            db[c0 + c] += sum[c];
+    // As kernel_bias_grad: per column, rows added in order from 0; but
+    // reading dout row by row (contiguous, vectorisable).
+    memset(db, 0, (size_t)cols * sizeof(float));
+    for (size_t r = 0; r < (size_t)rows; r++) {
+        const float *row = d + r * (size_t)cols;
+        for (size_t c = 0; c < (size_t)cols; c++)
+            db[c] += row[c];
     }
-    return 0;
-}
-
-static int cpu_relu_forward_(device_t *dev, float *out, const float *in, size_t n)
-{
-    float *o = V_(out);
-    const float *x = CV_(in);
-    for (size_t i = 0; i < n; i++)
-        kernel_relu_forward(i, o, x);
     return 0;
 }
 
@@ -397,7 +387,6 @@ const struct device_ops device_cpu_ops = {
     .gemm = cpu_gemm_,
     .bias_add = cpu_bias_add_,
     .bias_grad = cpu_bias_grad_,
-    .relu_forward = cpu_relu_forward_,
     .relu_backward = cpu_relu_backward_,
     .softmax_xent = cpu_softmax_xent_,
     .axpby = cpu_axpby_,

@@ -182,19 +182,14 @@ static unsigned blocks_(size_t n)
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-__global__ void bias_add_kernel(float *out, const float *bias, size_t n, int cols)
+__global__ void bias_add_kernel(float *out, const float *bias, size_t n, int cols, int relu)
 {
-    GRID_STRIDE(i, n) kernel_bias_add(i, out, bias, cols);
+    GRID_STRIDE(i, n) kernel_bias_add(i, out, bias, cols, relu);
 }
 
 __global__ void bias_grad_kernel(float *dbias, const float *dout, int rows, int cols)
 {
     GRID_STRIDE(c, (size_t)cols) kernel_bias_grad(c, dbias, dout, rows, cols);
-}
-
-__global__ void relu_forward_kernel(float *out, const float *in, size_t n)
-{
-    GRID_STRIDE(i, n) kernel_relu_forward(i, out, in);
 }
 
 __global__ void relu_backward_kernel(float *din, const float *dout, const float *out, size_t n)
@@ -236,22 +231,17 @@ __global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, s
         CUDA_CHECK(cudaGetLastError());                                              \
     } while (0)
 
-static int cuda_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols)
+static int cuda_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols,
+                          int relu)
 {
     size_t n = (size_t)rows * cols;
-    LAUNCH(bias_add_kernel, n, out, bias, n, cols);
+    LAUNCH(bias_add_kernel, n, out, bias, n, cols, relu);
     return 0;
 }
 
 static int cuda_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
 {
     LAUNCH(bias_grad_kernel, (size_t)cols, dbias, dout, rows, cols);
-    return 0;
-}
-
-static int cuda_relu_forward_(device_t *dev, float *out, const float *in, size_t n)
-{
-    LAUNCH(relu_forward_kernel, n, out, in, n);
     return 0;
 }
 
@@ -313,7 +303,6 @@ extern "C" const struct device_ops device_cuda_ops = {
     /* .gemm = */ cuda_gemm_,
     /* .bias_add = */ cuda_bias_add_,
     /* .bias_grad = */ cuda_bias_grad_,
-    /* .relu_forward = */ cuda_relu_forward_,
     /* .relu_backward = */ cuda_relu_backward_,
     /* .softmax_xent = */ cuda_softmax_xent_,
     /* .axpby = */ cuda_axpby_,

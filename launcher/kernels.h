@@ -14,26 +14,22 @@
 #define KERNEL_FN static inline
 #endif
 
-// out[i] += bias[i % cols]; i over rows * cols.
-KERNEL_FN void kernel_bias_add(size_t i, float *out, const float *bias, int cols)
+// out[i] += bias[i % cols], then max(out[i], 0) when relu; i over rows * cols.
+// One pass for a hidden layer's bias and activation.
+KERNEL_FN void kernel_bias_add(size_t i, float *out, const float *bias, int cols, int relu)
 {
-    out[i] += bias[i % (size_t)cols];
+    float x = out[i] + bias[i % (size_t)cols];
+    out[i] = relu && !(x > 0.0f) ? 0.0f : x; // as x > 0 ? x : 0, NaN included
 }
 
-// dbias[c] += sum over rows of dout[r, c]; c over cols. Sums rows in order,
+// dbias[c] = sum over rows of dout[r, c]; c over cols. Sums rows in order,
 // so the result does not depend on how columns are spread over threads.
 KERNEL_FN void kernel_bias_grad(size_t c, float *dbias, const float *dout, int rows, int cols)
 {
     float sum = 0.0f;
     for (int r = 0; r < rows; r++)
         sum += dout[(size_t)r * (size_t)cols + c];
-    dbias[c] += sum;
-}
-
-KERNEL_FN void kernel_relu_forward(size_t i, float *out, const float *in)
-{
-    float x = in[i];
-    out[i] = x > 0.0f ? x : 0.0f;
+    dbias[c] = sum;
 }
 
 // Both operands are read unconditionally, so the select compiles without a

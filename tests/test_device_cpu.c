@@ -273,9 +273,9 @@ static void test_pointer_checks(void **state)
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, host, d, 0.0f, d2), VGPU_EINVAL);
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, host, 0.0f, d2), VGPU_EINVAL);
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, d2, 0.0f, host2), VGPU_EINVAL);
-    assert_int_equal(device_bias_add(dev, d, host, 8, 8), VGPU_EINVAL);
+    assert_int_equal(device_bias_add(dev, d, host, 8, 8, 0), VGPU_EINVAL);
+    assert_int_equal(device_bias_add(dev, host2, d, 8, 8, 1), VGPU_EINVAL);
     assert_int_equal(device_bias_grad(dev, host2, d, 8, 8), VGPU_EINVAL);
-    assert_int_equal(device_relu_forward(dev, d, host, 64), VGPU_EINVAL);
     assert_int_equal(device_relu_backward(dev, d, d2, host, 64), VGPU_EINVAL);
     assert_int_equal(device_axpby(dev, host2, 1.0f, d, 1.0f, 64), VGPU_EINVAL);
     assert_int_equal(device_sgd_step(dev, d, host, d2, 64, 0.1f, 0.9f, 0.0f), VGPU_EINVAL);
@@ -420,43 +420,53 @@ static void test_gemm_empty_inner(void **state)
 static void test_bias_add_and_grad(void **state)
 {
     device_t *dev = *state;
-    // 300 and 513 columns: more than one block of the CPU backend's column sums.
     static const int shapes[][2] = {{1, 1}, {6, 5}, {3, 17}, {64, 10}, {37, 300}, {5, 513}};
     uint64_t seed = 11;
-    for (size_t s = 0; s < TEST_ARRAY_LEN(shapes); s++) {
-        int rows = shapes[s][0], cols = shapes[s][1];
-        size_t n = (size_t)rows * cols;
-        float *out = malloc(n * 4), *bias = malloc(cols * 4), *db = malloc(cols * 4);
-        double *want = malloc(n * 8), *want_db = malloc(cols * 8);
-        test_fill_uniform(out, n, &seed, -2, 2);
-        test_fill_uniform(bias, cols, &seed, -2, 2);
-        test_fill_uniform(db, cols, &seed, -2, 2);
-        for (size_t i = 0; i < n; i++)
-            want[i] = (double)out[i] + bias[i % cols];
-        for (int c = 0; c < cols; c++) {
-            want_db[c] = db[c];
-            for (int r = 0; r < rows; r++)
-                want_db[c] += out[(size_t)r * cols + c];
+    for (size_t s = 0; s < TEST_ARRAY_LEN(shapes); s++)
+        for (int relu = 0; relu <= 1; relu++) {
+            int rows = shapes[s][0], cols = shapes[s][1];
+            size_t n = (size_t)rows * cols;
+            float *out = malloc(n * 4), *bias = malloc(cols * 4), *db = malloc(cols * 4);
+            double *want = malloc(n * 8), *want_db = malloc(cols * 8);
+            test_fill_uniform(out, n, &seed, -2, 2);
+            test_fill_uniform(bias, cols, &seed, -2, 2);
+            for (size_t i = 0; i < n; i++) {
+                want[i] = (double)out[i] + bias[i % cols];
+                if (relu && want[i] < 0)
+                    want[i] = 0;
+            }
+            for (int c = 0; c < cols; c++) {
+                want_db[c] = 0;
+                for (int r = 0; r < rows; r++)
+                    want_db[c] += out[(size_t)r * cols + c];
+            }
+            // dbias starts as garbage: bias_grad overwrites it.
+            float *dout = upload_(dev, out, n), *dbias = upload_(dev, bias, cols),
+                  *ddb = upload_(dev, bias, cols);
+            // bias_grad first (it reads the original out).
+            assert_int_equal(device_bias_grad(dev, ddb, dout, rows, cols), 0);
+            assert_int_equal(device_bias_add(dev, dout, dbias, rows, cols, relu), 0);
+            download_(dev, out, dout, n);
+            download_(dev, db, ddb, cols);
+            assert_allclose(out, want, n, 1e-6, 1e-6);
+            assert_allclose(db, want_db, cols, 1e-5, 1e-5);
+            // The sum of no rows is zero.
+            assert_int_equal(device_bias_grad(dev, ddb, dout, 0, cols), 0);
+            download_(dev, db, ddb, cols);
+            for (int c = 0; c < cols; c++)
+                assert_true(db[c] == 0.0f);
+            device_free(dev, ddb), device_free(dev, dbias), device_free(dev, dout);
+            free(out), free(bias), free(db), free(want), free(want_db);
         }
-        float *dout = upload_(dev, out, n), *dbias = upload_(dev, bias, cols),
-              *ddb = upload_(dev, db, cols);
-        // bias_grad first (it reads the original out) and accumulates into db.
-        assert_int_equal(device_bias_grad(dev, ddb, dout, rows, cols), 0);
-        assert_int_equal(device_bias_add(dev, dout, dbias, rows, cols), 0);
-        download_(dev, out, dout, n);
-        download_(dev, db, ddb, cols);
-        assert_allclose(out, want, n, 1e-6, 1e-6);
-        assert_allclose(db, want_db, cols, 1e-5, 1e-5);
-        device_free(dev, ddb), device_free(dev, dbias), device_free(dev, dout);
-        free(out), free(bias), free(db), free(want), free(want_db);
-    }
 }
 
+// ReLU forward (bias_add with relu on a zero bias) and backward, exact, with
+// the edge cases at zero.
 static void test_relu(void **state)
 {
     device_t *dev = *state;
     enum { N = 301 };
-    float in[N], dout[N], out[N], din[N];
+    float in[N], dout[N], out[N], din[N], zero[N] = {0};
     double want_out[N], want_din[N];
     uint64_t seed = 3;
     test_fill_uniform(in, N, &seed, -1, 1);
@@ -464,29 +474,27 @@ static void test_relu(void **state)
     in[0] = 0.0f;
     in[1] = -0.0f;
     in[2] = 1e-30f;
+    in[3] = NAN;
     for (int i = 0; i < N; i++) {
         want_out[i] = in[i] > 0 ? in[i] : 0.0;
         want_din[i] = want_out[i] > 0 ? dout[i] : 0.0;
     }
-    float *d_in = upload_(dev, in, N), *d_out, *d_dout = upload_(dev, dout, N), *d_din;
-    assert_int_equal(device_alloc_floats(dev, N, &d_out), 0);
+    float *d_out = upload_(dev, in, N), *d_bias = upload_(dev, zero, N),
+          *d_dout = upload_(dev, dout, N), *d_din;
     assert_int_equal(device_alloc_floats(dev, N, &d_din), 0);
-    assert_int_equal(device_relu_forward(dev, d_out, d_in, N), 0);
+    assert_int_equal(device_bias_add(dev, d_out, d_bias, 1, N, 1), 0);
     download_(dev, out, d_out, N);
     assert_allclose(out, want_out, N, 0, 0);
     assert_int_equal(device_relu_backward(dev, d_din, d_dout, d_out, N), 0);
     download_(dev, din, d_din, N);
     assert_allclose(din, want_din, N, 0, 0);
-    // In place: forward on the input, backward on dout.
-    assert_int_equal(device_relu_forward(dev, d_in, d_in, N), 0);
-    download_(dev, out, d_in, N);
-    assert_allclose(out, want_out, N, 0, 0);
-    assert_int_equal(device_relu_backward(dev, d_dout, d_dout, d_in, N), 0);
+    // In place on dout.
+    assert_int_equal(device_relu_backward(dev, d_dout, d_dout, d_out, N), 0);
     download_(dev, din, d_dout, N);
     assert_allclose(din, want_din, N, 0, 0);
-    assert_int_equal(device_relu_forward(dev, d_in, d_in, 0), 0);
-    device_free(dev, d_din), device_free(dev, d_dout), device_free(dev, d_out),
-        device_free(dev, d_in);
+    assert_int_equal(device_bias_add(dev, d_out, d_bias, 0, N, 1), 0);
+    device_free(dev, d_din), device_free(dev, d_dout), device_free(dev, d_bias),
+        device_free(dev, d_out);
 }
 
 // Reference softmax cross-entropy of one row, in double.

@@ -106,9 +106,9 @@ int mlp_forward(struct mlp *m, device_t *dev, int rows)
         // acts[l+1][rows, out] = acts[l][rows, in] @ W[in, out] + b
         TRY(device_gemm(dev, 0, 0, rows, out, in, 1.0f, m->acts[l], m->params + m->w_offset[l],
                         0.0f, m->acts[l + 1]));
-        TRY(device_bias_add(dev, m->acts[l + 1], m->params + m->b_offset[l], rows, out));
-        if (l + 1 < m->n_layers)
-            TRY(device_relu_forward(dev, m->acts[l + 1], m->acts[l + 1], (size_t)rows * out));
+        // + b, and the ReLU of hidden layers, in the same pass.
+        TRY(device_bias_add(dev, m->acts[l + 1], m->params + m->b_offset[l], rows, out,
+                            l + 1 < m->n_layers));
     }
     return 0;
 }
@@ -123,14 +123,16 @@ int mlp_backward(struct mlp *m, device_t *dev, int rows, float grad_scale)
 {
     int L = m->n_layers;
     float *dout = m->dbuf[0], *din = m->dbuf[1];
+    if (rows == 0) // the gradient of no samples
+        return device_zero(dev, m->grads, m->param_count * sizeof(float));
     // dlogits[rows, classes]
     TRY(device_softmax_xent(dev, dout, m->stats, m->acts[L], m->labels, rows, m->dims[L], grad_scale));
     for (int l = L - 1; l >= 0; l--) {
         int in = m->dims[l], out = m->dims[l + 1];
         if (l + 1 < L) // through the ReLU that produced acts[l+1]
             TRY(device_relu_backward(dev, dout, dout, m->acts[l + 1], (size_t)rows * out));
-        // dW[in, out] += acts[l]^T [in, rows] @ dout[rows, out]
-        TRY(device_gemm(dev, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 1.0f,
+        // dW[in, out] = acts[l]^T [in, rows] @ dout[rows, out]
+        TRY(device_gemm(dev, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 0.0f,
                         m->grads + m->w_offset[l]));
         TRY(device_bias_grad(dev, m->grads + m->b_offset[l], dout, rows, out));
         if (l > 0) {

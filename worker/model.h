@@ -47,8 +47,9 @@ void mlp_init_params_host(const struct mlp *m, float *host_params, uint64_t seed
 int mlp_forward(struct mlp *m, device_t *dev, int rows);
 
 // Loss on the labels already in m->labels, writes stats[rows, XENT_STATS]
-// and ACCUMULATES (+=) the gradient of sum(loss) * grad_scale into grads.
-// grad_scale = 1 / global batch makes the all-reduced sum the mean gradient.
+// and the gradient of sum(loss) * grad_scale into grads, overwriting them
+// (no separate zeroing pass; zeros when rows is 0). grad_scale = 1 / global
+// batch makes the all-reduced sum the mean gradient.
 int mlp_backward(struct mlp *m, device_t *dev, int rows, float grad_scale);
 
 // Loss and top-1/top-5 stats only (evaluation), into m->stats.

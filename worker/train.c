@@ -288,13 +288,12 @@ static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr
 {
     struct mlp *m = &t->model;
     const double start = util_now_s();
-    TRY(device_zero(t->dev, m->grads, m->param_count * sizeof(float)));
     if (b->count > 0) {
         TRY(load_rows_(t, m, &t->data->train, b->indices + b->offset, b->count));
         TRY(mlp_forward(m, t->dev, (int)b->count));
-        TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
-        TRY(add_stats_(t, m, b->count, stats));
     }
+    TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
+    TRY(add_stats_(t, m, b->count, stats));
     // This rank's compute, before any wait for the others (on an
     // asynchronous device: the work done, not its launch).
     if (t->balancing || t->slow_rank == t->rt->rank)
@@ -357,12 +356,12 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
     int rc = 0;
     for (int k = 0; k < n && rc == 0; k++) {
         const int mb = first + k;
-        // The model accumulates its gradient wherever m->grads points.
+        // The model writes its gradient wherever m->grads points.
         m->grads = parts + (size_t)k * m->param_count;
-        rc = device_zero(t->dev, m->grads, m->param_count * sizeof(float));
-        if (rc == 0 && rows[mb] > 0 &&
-            (rc = load_rows_(t, m, &t->data->train, b->indices + offsets[mb], rows[mb])) == 0 &&
-            (rc = mlp_forward(m, t->dev, (int)rows[mb])) == 0 &&
+        if (rows[mb] > 0 &&
+            (rc = load_rows_(t, m, &t->data->train, b->indices + offsets[mb], rows[mb])) == 0)
+            rc = mlp_forward(m, t->dev, (int)rows[mb]);
+        if (rc == 0 &&
             (rc = mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count)) == 0)
             rc = add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb);
     }
@@ -705,7 +704,7 @@ static void trainer_free_(struct trainer *t)
 // kernels generated for each shape, first touch of buffers, the collective's
 // first connection; about 0.1 s on CPU devices) belong to start-up, as a
 // GPU's warm-up does, not to the training rate. Parameters are untouched and
-// the gradient is zeroed again by every step.
+// every step overwrites the gradient.
 static int warm_up_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
@@ -725,8 +724,7 @@ static int warm_up_(struct trainer *t)
         TRY(mlp_forward(m, t->dev, (int)rows));
         TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
     }
-    TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
-    return device_zero(t->dev, m->grads, m->param_count * sizeof(float));
+    return comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM);
 }
 
 static int trainer_init_(struct trainer *t, const struct train_options *opts)
@@ -1078,8 +1076,7 @@ static int replay_(struct trainer *t, float *ref_params)
                 rc = comm_tree_sum(t->dev, leaves, (int)M, ref.param_count);
             if (rc == 0)
                 rc = device_copy(t->dev, ref.grads, parts, ref.param_count * sizeof(float));
-        } else if ((rc = device_zero(t->dev, ref.grads, ref.param_count * sizeof(float))) == 0 &&
-                   (rc = load_rows_(t, &ref, &t->data->train, b.indices, b.count)) == 0 &&
+        } else if ((rc = load_rows_(t, &ref, &t->data->train, b.indices, b.count)) == 0 &&
                    (rc = mlp_forward(&ref, t->dev, (int)b.count)) == 0) {
             rc = mlp_backward(&ref, t->dev, (int)b.count, 1.0f / (float)b.global_count);
         }
