@@ -198,6 +198,16 @@ int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, fl
     return dev->ops->gemm(dev, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
+int device_decode_u8(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n)
+{
+    if (!n)
+        return 0;
+    DEV_(out, n * F_, "out", "decode_u8");
+    DEV_(codes, n, "codes", "decode_u8");
+    DEV_(table, 256 * F_, "table", "decode_u8");
+    return dev->ops->decode_u8(dev, out, codes, table, n);
+}
+
 int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu)
 {
     if (rows <= 0 || cols <= 0)

@@ -54,6 +54,7 @@ struct device_ops {
     // Math (row-major). See the device_* wrappers below for shapes.
     int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
+    int (*decode_u8)(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
     int (*bias_add)(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
     int (*bias_grad)(device_t *dev, float *dbias, const float *dout, int rows, int cols);
     int (*relu_backward)(device_t *dev, float *din, const float *dout, const float *out, size_t n);
@@ -116,6 +117,9 @@ int device_sync(device_t *dev);
 // a is stored [m,k] (or [k,m] when trans_a), b [k,n] (or [n,k] when trans_b).
 int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
+// out[i] = table[codes[i]] for i < n; table holds 256 floats. Input batches
+// cross to the device as 8-bit codes, a quarter of the bytes of floats.
+int device_decode_u8(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
 // out[r,c] += bias[c], then out = max(out, 0) when relu != 0; out is [rows, cols].
 int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
 // dbias[c] = sum_r dout[r,c] (overwritten; zeros when rows is 0).

@@ -228,6 +228,17 @@ static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int 
     return cpu_gemm(trans_a, trans_b, m, n, k, alpha, CV_(a), CV_(b), beta, V_(c));
 }
 
+static int cpu_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
+                          size_t n)
+{
+    float *o = V_(out);
+    const uint8_t *c = device_cpu_view(dev, codes);
+    const float *tb = CV_(table);
+    for (size_t i = 0; i < n; i++)
+        kernel_decode_u8(i, o, c, tb);
+    return 0;
+}
+
 // The elementwise loops call the kernels.h kernels, except where a per-element
 // kernel keeps the compiler from vectorising: bias_add (a modulo per element)
 // and bias_grad (strided column sums) are the same arithmetic, row by row.
@@ -385,6 +396,7 @@ const struct device_ops device_cpu_ops = {
     .memset_zero = cpu_memset_zero_,
     .sync = cpu_sync_,
     .gemm = cpu_gemm_,
+    .decode_u8 = cpu_decode_u8_,
     .bias_add = cpu_bias_add_,
     .bias_grad = cpu_bias_grad_,
     .relu_backward = cpu_relu_backward_,

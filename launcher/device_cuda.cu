@@ -182,6 +182,11 @@ static unsigned blocks_(size_t n)
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
+__global__ void decode_u8_kernel(float *out, const uint8_t *codes, const float *table, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_decode_u8(i, out, codes, table);
+}
+
 __global__ void bias_add_kernel(float *out, const float *bias, size_t n, int cols, int relu)
 {
     GRID_STRIDE(i, n) kernel_bias_add(i, out, bias, cols, relu);
@@ -230,6 +235,13 @@ __global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, s
         kernel<<<blocks_(n), THREADS, 0, impl_(dev)->stream>>>(__VA_ARGS__);         \
         CUDA_CHECK(cudaGetLastError());                                              \
     } while (0)
+
+static int cuda_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
+                           size_t n)
+{
+    LAUNCH(decode_u8_kernel, n, out, codes, table, n);
+    return 0;
+}
 
 static int cuda_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols,
                           int relu)
@@ -301,6 +313,7 @@ extern "C" const struct device_ops device_cuda_ops = {
     /* .memset_zero = */ cuda_memset_zero_,
     /* .sync = */ cuda_sync_,
     /* .gemm = */ cuda_gemm_,
+    /* .decode_u8 = */ cuda_decode_u8_,
     /* .bias_add = */ cuda_bias_add_,
     /* .bias_grad = */ cuda_bias_grad_,
     /* .relu_backward = */ cuda_relu_backward_,

@@ -14,6 +14,12 @@
 #define KERNEL_FN static inline
 #endif
 
+// out[i] = table[codes[i]]: 8-bit samples to values by their 256-entry table.
+KERNEL_FN void kernel_decode_u8(size_t i, float *out, const uint8_t *codes, const float *table)
+{
+    out[i] = table[codes[i]];
+}
+
 // out[i] += bias[i % cols], then max(out[i], 0) when relu; i over rows * cols.
 // One pass for a hidden layer's bias and activation.
 KERNEL_FN void kernel_bias_add(size_t i, float *out, const float *bias, int cols, int relu)

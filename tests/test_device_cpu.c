@@ -273,6 +273,8 @@ static void test_pointer_checks(void **state)
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, host, d, 0.0f, d2), VGPU_EINVAL);
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, host, 0.0f, d2), VGPU_EINVAL);
     assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, d2, 0.0f, host2), VGPU_EINVAL);
+    assert_int_equal(device_decode_u8(dev, d, (const uint8_t *)host, d2, 64), VGPU_EINVAL);
+    assert_int_equal(device_decode_u8(dev, d, (const uint8_t *)d2, host, 64), VGPU_EINVAL);
     assert_int_equal(device_bias_add(dev, d, host, 8, 8, 0), VGPU_EINVAL);
     assert_int_equal(device_bias_add(dev, host2, d, 8, 8, 1), VGPU_EINVAL);
     assert_int_equal(device_bias_grad(dev, host2, d, 8, 8), VGPU_EINVAL);
@@ -415,6 +417,31 @@ static void test_gemm_empty_inner(void **state)
     assert_int_equal(device_gemm(dev, 0, 0, -1, 3, 2, 1.0f, da, db, 0.0f, da), VGPU_EINVAL);
     device_free(dev, db);
     device_free(dev, da);
+}
+
+// decode_u8: every code to its table entry, exactly (a table of distinct
+// values, negatives included, and all 256 codes in a scrambled order).
+static void test_decode_u8(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 1000 };
+    float table[256], out[N];
+    uint8_t codes[N];
+    for (int c = 0; c < 256; c++)
+        table[c] = ((float)c - 100.5f) / 3.0f;
+    for (int i = 0; i < N; i++)
+        codes[i] = (uint8_t)(37 * i + 11);
+    float *d_table = upload_(dev, table, 256), *d_out;
+    uint8_t *d_codes;
+    assert_int_equal(device_alloc(dev, N, (void **)&d_codes), 0);
+    assert_int_equal(device_copy_to_device(dev, d_codes, codes, N), 0);
+    assert_int_equal(device_alloc_floats(dev, N, &d_out), 0);
+    assert_int_equal(device_decode_u8(dev, d_out, d_codes, d_table, N), 0);
+    download_(dev, out, d_out, N);
+    for (int i = 0; i < N; i++)
+        assert_memory_equal(&out[i], &table[codes[i]], sizeof(float));
+    assert_int_equal(device_decode_u8(dev, d_out, d_codes, d_table, 0), 0);
+    device_free(dev, d_out), device_free(dev, d_codes), device_free(dev, d_table);
 }
 
 static void test_bias_add_and_grad(void **state)
@@ -786,6 +813,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pointer_checks, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm_empty_inner, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_decode_u8, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_bias_add_and_grad, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_relu, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_softmax_xent, setup_dev, teardown_dev),

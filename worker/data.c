@@ -290,9 +290,6 @@ int dataset_load_idx(struct dataset *ds, const char *images_path, const char *la
     ds->codes = pixels;
     for (int b = 0; b < 256; b++)
         ds->lut[b] = (float)b / 255.0f;
-    ds->code_affine = 1;
-    ds->code_shift = 0.0;
-    ds->code_scale = 1.0;
     ds->labels = labels;
     return 0;
 }
@@ -415,121 +412,39 @@ int dataset_make_synthetic(struct dataset *ds, long count, int features, int cla
 
 // ---- public: access ----
 
-// Codes to values by the table's formula, 16 (AVX-512) or 8 (AVX2) at a
-// time: the same IEEE operations as the table was built with (exact
-// conversions, correctly rounded division, subtraction and narrowing; nothing
-// to contract into FMA), so the same bits. Measured on 256 random rows of
-// Fashion-MNIST: 157 us with AVX-512, against 236 us for copying the rows as
-// floats (before codes) and 351 us for the table lookup.
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define DATA_DECODE_SIMD_ 1
-__attribute__((target("avx512f"))) static size_t
-decode_avx512_(const uint8_t *src, float *dst, size_t n, int plain, double shift, double scale)
+// Copies samples indices[0..n) of an array of `bytes`-long rows into dst, in
+// order. Rows are scattered over the whole set: row i+2 is fetched while row
+// i is copied.
+static void gather_rows_(const void *base, size_t bytes, const uint32_t *indices, long n, void *dst)
 {
-    const __m512 k255 = _mm512_set1_ps(255.0f);
-    const __m512d vs = _mm512_set1_pd(shift), vk = _mm512_set1_pd(scale);
-    size_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m128i c8;
-        memcpy(&c8, src + j, sizeof c8);
-        __m512 x = _mm512_div_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c8)), k255);
-        if (!plain) {
-            __m256 lo = _mm512_cvtpd_ps(_mm512_div_pd(
-                _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), vs), vk));
-            __m256 hi = _mm512_cvtpd_ps(_mm512_div_pd(
-                _mm512_sub_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                  _mm512_castps_pd(x), 1))),
-                              vs),
-                vk));
-            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)),
-                                                    _mm256_castps_pd(hi), 1));
+    for (long i = 0; i < n; i++) {
+        if (i + 2 < n) {
+            const char *next = (const char *)base + (size_t)indices[i + 2] * bytes;
+            for (size_t b = 0; b < bytes; b += 64)
+                __builtin_prefetch(next + b);
         }
-        _mm512_storeu_ps(dst + j, x);
+        memcpy((char *)dst + (size_t)i * bytes, (const char *)base + (size_t)indices[i] * bytes,
+               bytes);
     }
-    return j;
-}
-
-__attribute__((target("avx2"))) static size_t
-decode_avx2_(const uint8_t *src, float *dst, size_t n, int plain, double shift, double scale)
-{
-    const __m256 k255 = _mm256_set1_ps(255.0f);
-    const __m256d vs = _mm256_set1_pd(shift), vk = _mm256_set1_pd(scale);
-    size_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        long long c8;
-        memcpy(&c8, src + j, sizeof c8);
-        __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(c8))), k255);
-        if (!plain) {
-            __m128 lo = _mm256_cvtpd_ps(_mm256_div_pd(
-                _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), vs), vk));
-            __m128 hi = _mm256_cvtpd_ps(_mm256_div_pd(
-                _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), vs), vk));
-            x = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
-        }
-        _mm256_storeu_ps(dst + j, x);
-    }
-    return j;
-}
-#endif
-
-// The widest decoder up to `want` that this CPU and the table's form allow.
-static int decoder_for_(const struct dataset *ds, int want)
-{
-    if (!ds->code_affine)
-        return DATA_DECODE_TABLE;
-#ifdef DATA_DECODE_SIMD_
-    if (want >= DATA_DECODE_AVX512 && __builtin_cpu_supports("avx512f"))
-        return DATA_DECODE_AVX512;
-    if (want >= DATA_DECODE_AVX2 && __builtin_cpu_supports("avx2"))
-        return DATA_DECODE_AVX2;
-#endif
-    return DATA_DECODE_TABLE;
-}
-
-static void decode_(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int decoder)
-{
-    size_t j = 0;
-#ifdef DATA_DECODE_SIMD_
-    const int plain = ds->code_shift == 0.0 && ds->code_scale == 1.0;
-    if (decoder == DATA_DECODE_AVX512)
-        j = decode_avx512_(src, dst, n, plain, ds->code_shift, ds->code_scale);
-    else if (decoder == DATA_DECODE_AVX2)
-        j = decode_avx2_(src, dst, n, plain, ds->code_shift, ds->code_scale);
-#else
-    (void)decoder;
-#endif
-    for (; j < n; j++)
-        dst[j] = ds->lut[src[j]];
-}
-
-int dataset_decode(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int want)
-{
-    int decoder = decoder_for_(ds, want);
-    decode_(ds, src, dst, n, decoder);
-    return decoder;
 }
 
 void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out)
 {
     const size_t f = (size_t)ds->features;
-    const int decoder = ds->codes ? decoder_for_(ds, DATA_DECODE_AVX512) : DATA_DECODE_TABLE;
-    for (long i = 0; i < n; i++) {
-        const size_t row = (size_t)indices[i] * f;
-        float *dst = out + (size_t)i * f;
-        // Rows are scattered over the whole set: fetch row i+2 while copying row i.
-        if (i + 2 < n) {
-            const size_t next = (size_t)indices[i + 2] * f;
-            const char *p = ds->codes ? (const char *)(ds->codes + next) : (const char *)(ds->images + next);
-            size_t bytes = ds->codes ? f : f * sizeof(float);
-            for (size_t b = 0; b < bytes; b += 64)
-                __builtin_prefetch(p + b);
-        }
-        if (ds->codes)
-            decode_(ds, ds->codes + row, dst, f, decoder);
-        else
-            memcpy(dst, ds->images + row, f * sizeof(float));
+    if (!ds->codes) {
+        gather_rows_(ds->images, f * sizeof(float), indices, n, out);
+        return;
     }
+    for (long i = 0; i < n; i++) {
+        const uint8_t *row = ds->codes + (size_t)indices[i] * f;
+        for (size_t j = 0; j < f; j++)
+            out[(size_t)i * f + j] = ds->lut[row[j]];
+    }
+}
+
+void dataset_gather_codes(const struct dataset *ds, const uint32_t *indices, long n, uint8_t *out)
+{
+    gather_rows_(ds->codes, (size_t)ds->features, indices, n, out);
 }
 
 // ---- public: preprocessing ----
@@ -563,10 +478,6 @@ static void apply_standardize_(struct dataset *ds, double mean, double std)
     // transforming every value, with the same bits.
     for (int b = 0; ds->codes && b < 256; b++)
         ds->lut[b] = (float)((ds->lut[b] - mean) / std);
-    // The first standardisation keeps the table's formula; a second does not.
-    ds->code_affine = ds->code_affine && ds->code_shift == 0.0 && ds->code_scale == 1.0;
-    ds->code_shift = mean;
-    ds->code_scale = std;
     if (!ds->images)
         return;
     size_t n = (size_t)ds->count * (size_t)ds->features;

@@ -12,7 +12,8 @@
 // Values are held one of two ways: as floats (`images`; the synthetic set),
 // or as 8-bit codes with a 256-entry table (`codes`, `lut`; IDX files), a
 // quarter of the memory: value k is lut[codes[k]]. Read them through
-// dataset_value / dataset_gather.
+// dataset_value / dataset_gather, or move the codes themselves
+// (dataset_gather_codes) and decode them where they are used.
 struct dataset {
     long count;       // samples
     int rows, cols;   // image size, pixels (28 x 28 for MNIST; 1 x features for synthetic)
@@ -21,11 +22,6 @@ struct dataset {
     float *images;    // [count, features] values, host memory, owned; NULL when coded
     uint8_t *codes;   // [count, features] pixel codes, owned; NULL when `images` holds the values
     float lut[256];   // code -> value: pixel / 255 in [0, 1], standardised if asked
-    // lut[c] == (float)(((double)((float)c / 255) - code_shift) / code_scale)
-    // while code_affine is 1 (loaded: shift 0, scale 1; standardised once:
-    // the train mean and std), so rows can be decoded with vector arithmetic.
-    int code_affine;
-    double code_shift, code_scale;
     int32_t *labels;  // [count], owned
 };
 
@@ -35,17 +31,12 @@ static inline float dataset_value(const struct dataset *ds, size_t k)
     return ds->codes ? ds->lut[ds->codes[k]] : ds->images[k];
 }
 
-// Writes the values of samples indices[0..n) into out[n, features], in order
-// (coded sets: with the widest decoder the CPU has).
+// Writes the values of samples indices[0..n) into out[n, features], in order.
 void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out);
 
-// Decoders of coded values; every one gives the table's bits.
-enum { DATA_DECODE_TABLE, DATA_DECODE_AVX2, DATA_DECODE_AVX512 };
-
-// Decodes n codes of coded set ds into dst with the widest decoder up to
-// `want` that the CPU (and the table's form) allows; returns the one used.
-// For tests; dataset_gather picks by itself.
-int dataset_decode(const struct dataset *ds, const uint8_t *src, float *dst, size_t n, int want);
+// Coded sets only: writes the codes of samples indices[0..n) into
+// out[n, features], in order.
+void dataset_gather_codes(const struct dataset *ds, const uint32_t *indices, long n, uint8_t *out);
 
 // Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
 // *ds as codes, pixels scaled to [0, 1] by the table, classes = DATA_IDX_CLASSES. *ds is overwritten

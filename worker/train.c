@@ -109,6 +109,13 @@ int train_max_rows(const struct config *cfg, int nranks)
     return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
 }
 
+// Rows of the batch staging: a step's piece or an evaluation chunk, and
+// whole global batches for the verify replay.
+static long staging_rows_(const struct config *cfg, int max_rows)
+{
+    return max_rows > cfg->train.batch_size ? max_rows : cfg->train.batch_size;
+}
+
 uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks,
                             int verify)
 {
@@ -120,6 +127,9 @@ uint64_t train_device_bytes(const struct config *cfg, const struct train_data *d
     const int state = optim_state_per_param(cfg->train.optimizer);
     const uint64_t param_bytes = layout.param_count * sizeof(float);
     uint64_t bytes = mlp_device_bytes(&layout, state);
+    if (data->train.codes) // dev_codes and dev_lut
+        bytes += (uint64_t)staging_rows_(cfg, layout.max_rows) * (uint64_t)dims[0] + ARENA_ALIGN +
+                 sizeof data->train.lut + ARENA_ALIGN;
     if (cfg->train.deterministic) {
         int per_rank[TRAIN_MAX_RANKS], most = 0;
         micro_split_(cfg, nranks, per_rank);
@@ -154,7 +164,14 @@ struct trainer {
     struct mlp model;
     struct optimizer opt;
     struct sampler sampler;
-    float *host_rows;          // staging for one piece of a batch [host_rows_cap, features]
+    // Staging for one piece of a batch, [host_rows_cap, features]: float
+    // values, or for coded sets their 8-bit codes, which cross to the device
+    // (dev_codes) and are decoded there by the table in dev_lut.
+    float *host_rows;
+    uint8_t *host_codes;
+    uint8_t *dev_codes;
+    float *dev_lut;            // device: [256], the table of lut_set
+    const struct dataset *lut_set;
     int32_t *host_labels;      // [host_rows_cap]
     float *host_stats;         // [host_rows_cap, XENT_STATS]
     long host_rows_cap;
@@ -193,11 +210,21 @@ struct trainer {
 static int load_rows_(struct trainer *t, struct mlp *m, const struct dataset *ds,
                       const uint32_t *indices, long count)
 {
-    size_t f = (size_t)ds->features;
-    dataset_gather(ds, indices, count, t->host_rows);
+    const size_t values = (size_t)count * (size_t)ds->features;
+    if (ds->codes) {
+        if (t->lut_set != ds) { // the test set's table after the train set's, or back
+            TRY(device_copy_to_device(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
+            t->lut_set = ds;
+        }
+        dataset_gather_codes(ds, indices, count, t->host_codes);
+        TRY(device_copy_to_device(t->dev, t->dev_codes, t->host_codes, values));
+        TRY(device_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
+    } else {
+        dataset_gather(ds, indices, count, t->host_rows);
+        TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
+    }
     for (long i = 0; i < count; i++)
         t->host_labels[i] = ds->labels[indices[i]];
-    TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, (size_t)count * f * sizeof(float)));
     TRY(device_copy_to_device(t->dev, m->labels, t->host_labels, (size_t)count * sizeof(int32_t)));
     return 0;
 }
@@ -690,8 +717,13 @@ static void trainer_free_(struct trainer *t)
     optim_free(&t->opt, t->dev);
     if (t->parts)
         device_free(t->dev, t->parts);
+    if (t->dev_lut)
+        device_free(t->dev, t->dev_lut);
+    if (t->dev_codes)
+        device_free(t->dev, t->dev_codes);
     mlp_free(&t->model, t->dev);
     free(t->host_rows);
+    free(t->host_codes);
     free(t->host_labels);
     free(t->host_stats);
     free(t->micro_stats);
@@ -748,12 +780,18 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     size_t f = (size_t)t->data->train.features;
-    // The verify replay takes whole global batches through the same staging.
-    t->host_rows_cap = max_rows > cfg->train.batch_size ? max_rows : cfg->train.batch_size;
-    t->host_rows = malloc((size_t)t->host_rows_cap * f * sizeof(float));
+    t->host_rows_cap = staging_rows_(cfg, max_rows);
+    const size_t values = (size_t)t->host_rows_cap * f;
+    if (t->data->train.codes) {
+        t->host_codes = malloc(values);
+        TRY(device_alloc(t->dev, values, (void **)&t->dev_codes));
+        TRY(device_alloc(t->dev, sizeof t->data->train.lut, (void **)&t->dev_lut));
+    } else {
+        t->host_rows = malloc(values * sizeof(float));
+    }
     t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
     t->host_stats = malloc((size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
-    if (!t->host_rows || !t->host_labels || !t->host_stats)
+    if (!(t->host_rows || t->host_codes) || !t->host_labels || !t->host_stats)
         return VGPU_ENOMEM;
     if (cfg->train.deterministic) {
         micro_split_(cfg, rt->size, t->parts_per_rank);
