@@ -228,13 +228,56 @@ static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int 
     return cpu_gemm(trans_a, trans_b, m, n, k, alpha, CV_(a), CV_(b), beta, V_(c));
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CPU_X86_AVX512_ 1
+
+// kernel_decode_u8 on 16 codes at a time, the table held in 16 registers:
+// eight two-register permutes pick by the code's low 5 bits, and bits 5-7
+// choose among them in three rounds of blends. Returns how many it did.
+// About 1.5x the scalar loop, which costs 1 cycle per value (a quarter of the
+// values of an np=1 step's time outside GEMM).
+__attribute__((target("avx512f"))) static size_t
+decode_u8_avx512_(float *out, const uint8_t *codes, const float *table, size_t n)
+{
+    __m512 t[16];
+    for (int k = 0; k < 16; k++)
+        t[k] = _mm512_loadu_ps(table + 16 * k);
+    const __m512i bit5 = _mm512_set1_epi32(32), bit6 = _mm512_set1_epi32(64),
+                  bit7 = _mm512_set1_epi32(128);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i c8;
+        memcpy(&c8, codes + i, sizeof c8);
+        const __m512i idx = _mm512_cvtepu8_epi32(c8);
+        __m512 r[8];
+        for (int k = 0; k < 8; k++)
+            r[k] = _mm512_permutex2var_ps(t[2 * k], idx, t[2 * k + 1]);
+        const __mmask16 m5 = _mm512_test_epi32_mask(idx, bit5),
+                        m6 = _mm512_test_epi32_mask(idx, bit6),
+                        m7 = _mm512_test_epi32_mask(idx, bit7);
+        for (int k = 0; k < 4; k++)
+            r[k] = _mm512_mask_blend_ps(m5, r[2 * k], r[2 * k + 1]);
+        for (int k = 0; k < 2; k++)
+            r[k] = _mm512_mask_blend_ps(m6, r[2 * k], r[2 * k + 1]);
+        _mm512_storeu_ps(out + i, _mm512_mask_blend_ps(m7, r[0], r[1]));
+    }
+    return i;
+}
+#endif
+
 static int cpu_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
                           size_t n)
 {
     float *o = V_(out);
     const uint8_t *c = device_cpu_view(dev, codes);
     const float *tb = CV_(table);
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+#ifdef CPU_X86_AVX512_
+    if (__builtin_cpu_supports("avx512f"))
+        i = decode_u8_avx512_(o, c, tb, n);
+#endif
+    for (; i < n; i++)
         kernel_decode_u8(i, o, c, tb);
     return 0;
 }
@@ -319,10 +362,7 @@ static int cpu_sgd_step_(device_t *dev, float *param, const float *grad, float *
     return 0;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define CPU_ADAM_AVX512_ 1
-
+#ifdef CPU_X86_AVX512_
 // kernel_adam_step on 16 floats at a time; returns how many it did (the
 // caller finishes the tail). The compiler keeps the kernel's loop scalar
 // (sqrtf may set errno), and Adam took 1.6 ms of an 8.6 ms step (np=1,
@@ -375,7 +415,7 @@ static int cpu_adam_step_(device_t *dev, float *param, const float *grad, float 
     float *p = V_(param), *mv = V_(m), *vv = V_(v);
     const float *g = CV_(grad);
     size_t i = 0;
-#ifdef CPU_ADAM_AVX512_
+#ifdef CPU_X86_AVX512_
     if (__builtin_cpu_supports("avx512f"))
         i = adam_avx512_(p, g, mv, vv, n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
                          bias_corr2, decoupled);
