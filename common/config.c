@@ -209,7 +209,9 @@ int config_parse_size(const char *text, uint64_t *bytes)
         end++;
     if (*end)
         return VGPU_EINVAL;
-    double b = v * mult;
+    // A fraction of a unit ("6.4M") is rounded down to whole bytes; a plain
+    // count of bytes must be whole.
+    double b = mult > 1 ? floor(v * mult) : v;
     if (b >= 18446744073709551615.0 || b != floor(b))
         return VGPU_EINVAL;
     *bytes = (uint64_t)b;

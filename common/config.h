@@ -105,7 +105,8 @@ int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);
 
-// Parses a byte size such as "512", "64K", "512M", "2G", "1.5G" (binary units).
+// Parses a byte size such as "512", "64K", "512M", "2G", "1.5G" (binary units;
+// a fraction of a unit is rounded down to whole bytes, "6.4M" = 6710886).
 // Returns 0 and sets *bytes, or VGPU_EINVAL.
 int config_parse_size(const char *text, uint64_t *bytes);
 

@@ -234,9 +234,9 @@ static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int 
 
 // kernel_decode_u8 on 16 codes at a time, the table held in 16 registers:
 // eight two-register permutes pick by the code's low 5 bits, and bits 5-7
-// choose among them in three rounds of blends. Returns how many it did.
-// About 1.5x the scalar loop, which costs 1 cycle per value (a quarter of the
-// values of an np=1 step's time outside GEMM).
+// choose among them in three rounds of blends; only bits move, so the values
+// are the table's exactly. Returns how many it did. Half the time of the
+// scalar loop (perf, np=1 on Fashion-MNIST: 2.3% of the run against 4.7%).
 __attribute__((target("avx512f"))) static size_t
 decode_u8_avx512_(float *out, const uint8_t *codes, const float *table, size_t n)
 {

@@ -131,7 +131,7 @@ static int load_dnnl_(struct lib *l, int threads)
 struct shape {
     char what[16];      // "fwd L0", "dW  L1", "dX  L2"
     int ta, tb, m, n, k;
-    float beta;         // 1 where the model accumulates (+=) into gradients
+    float beta;         // as the model calls it (0 everywhere: products overwrite)
 };
 
 #define MAX_SHAPES 16
@@ -145,7 +145,7 @@ static int mlp_shapes_(const int *dims, int n_dims, int batch, struct shape *out
         int in = dims[l], o = dims[l + 1];
         out[count] = (struct shape){"", 0, 0, batch, o, in, 0.0f}; // acts @ W
         snprintf(out[count++].what, 16, "fwd L%d", l);
-        out[count] = (struct shape){"", 1, 0, in, o, batch, 1.0f}; // acts^T @ dout, +=
+        out[count] = (struct shape){"", 1, 0, in, o, batch, 0.0f}; // acts^T @ dout
         snprintf(out[count++].what, 16, "dW  L%d", l);
         if (l > 0) {
             out[count] = (struct shape){"", 0, 1, batch, in, o, 0.0f}; // dout @ W^T

@@ -154,6 +154,8 @@ static void test_parse_size(void **state)
         {"2G", 0, 2ull << 30},
         {"1.5G", 0, 3ull << 29},
         {"0.5K", 0, 512},
+        {"6.4M", 0, 6710886},          // 6710886.4 bytes, rounded down
+        {"1.3G", 0, 1395864371},
         {"1T", 0, 1ull << 40},
         {"16KiB", 0, 16ull << 10},
         {"8MB", 0, 8ull << 20},

@@ -111,9 +111,9 @@ int train_max_rows(const struct config *cfg, int nranks)
 
 // Rows of the batch staging: a step's piece or an evaluation chunk, and
 // whole global batches for the verify replay.
-static long staging_rows_(const struct config *cfg, int max_rows)
+static long staging_rows_(const struct config *cfg, int max_rows, int verify)
 {
-    return max_rows > cfg->train.batch_size ? max_rows : cfg->train.batch_size;
+    return verify && cfg->train.batch_size > max_rows ? cfg->train.batch_size : max_rows;
 }
 
 uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks,
@@ -128,7 +128,7 @@ uint64_t train_device_bytes(const struct config *cfg, const struct train_data *d
     const uint64_t param_bytes = layout.param_count * sizeof(float);
     uint64_t bytes = mlp_device_bytes(&layout, state);
     if (data->train.codes) // dev_codes and dev_lut
-        bytes += (uint64_t)staging_rows_(cfg, layout.max_rows) * (uint64_t)dims[0] + ARENA_ALIGN +
+        bytes += (uint64_t)staging_rows_(cfg, layout.max_rows, verify) * (uint64_t)dims[0] + ARENA_ALIGN +
                  sizeof data->train.lut + ARENA_ALIGN;
     if (cfg->train.deterministic) {
         int per_rank[TRAIN_MAX_RANKS], most = 0;
@@ -731,8 +731,9 @@ static void trainer_free_(struct trainer *t)
         fclose(t->metrics);
 }
 
-// One forward and backward pass on zeros with this rank's step shapes, and
-// one gradient all-reduce, before the clock starts: the one-time costs (GEMM
+// One forward and backward pass on the first training samples with this
+// rank's step shapes, through the same input path as a step, and one
+// gradient all-reduce, before the clock starts: the one-time costs (GEMM
 // kernels generated for each shape, first touch of buffers, the collective's
 // first connection; about 0.1 s on CPU devices) belong to start-up, as a
 // GPU's warm-up does, not to the training rate. Parameters are untouched and
@@ -750,9 +751,16 @@ static int warm_up_(struct trainer *t)
                       cfg->train.batch_weights.count, counts, offsets);
         rows = counts[t->rt->rank];
     }
+    rows = rows < t->data->train.count ? rows : t->data->train.count;
     if (rows > 0) {
-        TRY(device_zero(t->dev, m->acts[0], (size_t)rows * (size_t)m->dims[0] * sizeof(float)));
-        TRY(device_zero(t->dev, m->labels, (size_t)rows * sizeof(int32_t)));
+        uint32_t *first = malloc((size_t)rows * sizeof *first);
+        if (!first)
+            return VGPU_ENOMEM;
+        for (long i = 0; i < rows; i++)
+            first[i] = (uint32_t)i;
+        int rc = load_rows_(t, m, &t->data->train, first, rows);
+        free(first);
+        TRY(rc);
         TRY(mlp_forward(m, t->dev, (int)rows));
         TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
     }
@@ -780,7 +788,7 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     size_t f = (size_t)t->data->train.features;
-    t->host_rows_cap = staging_rows_(cfg, max_rows);
+    t->host_rows_cap = staging_rows_(cfg, max_rows, opts->verify);
     const size_t values = (size_t)t->host_rows_cap * f;
     if (t->data->train.codes) {
         t->host_codes = malloc(values);
