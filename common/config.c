@@ -292,10 +292,17 @@ static int set_list_(const struct key_spec *k, void *field, char *value, char *m
     struct config_float_list fl = {0};
     char *s = trim_(value);
     if (*s) {
-        char *save = NULL;
-        for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        // Split at every comma: an empty element ("256,,128", "256,") is a
+        // typo to report, not something to skip.
+        for (char *tok = s, *next; tok; tok = next) {
+            next = strchr(tok, ',');
+            if (next)
+                *next++ = '\0';
             tok = trim_(tok);
             int n = is_int ? il.count : fl.count;
+            if (!*tok)
+                return snprintf(msg, msg_bytes, "value %d of the list is empty", n + 1),
+                       VGPU_ECONFIG;
             if (n == CONFIG_LIST_MAX)
                 return snprintf(msg, msg_bytes, "too many values (at most %d)", CONFIG_LIST_MAX),
                        VGPU_ECONFIG;
