@@ -41,14 +41,17 @@ fi
 
 # A starting split of 0.9,0.1 on equal ranks: rows move to rank 1 (it would
 # need to be 9x slower to deserve 0.1).
-run "skewed start, equal speeds" 120 "$MPIRUN" -np 2 "$TRAIN" "$syn" "${long[@]}" \
-  --set train.balance=dynamic --set train.batch_weights=0.9,0.1
+# Judged by the split in force at the end (progress lines): how fast it moves
+# depends on the per-step costs that do not scale with rows (large under the
+# sanitizers), which make a small share look slow.
+run "skewed start, equal speeds" 120 "$MPIRUN" -np 2 "$TRAIN" "$syn" --set train.epochs=8 \
+  --set train.log_every=10 --set train.balance=dynamic --set train.batch_weights=0.9,0.1
 expect_rc 0
-read -r a b <<<"$(split_of)"
-if [ -n "$b" ] && [ "$b" -gt 13 ]; then # 0.1 of 64 is 6.4
-  ok "rank 1's share grew from 6 to a mean of $b"
+read -r a b <<<"$(sed -n 's/.* split \([0-9]*\),\([0-9]*\).*/\1 \2/p' <<<"$out" | tail -1)"
+if [ -n "$b" ] && [ "$b" -ge 13 ]; then # 0.1 of 64 is 6.4
+  ok "rank 1's share grew from 6 to $b of 64"
 else
-  bad "expected rank 1's mean share above 13 of 64, split '$a,$b'"
+  bad "expected rank 1 to end with at least 13 of 64 rows, split in force '$a,$b'"
 fi
 
 # The re-split batches still give the global-batch mean: 60 steps (splits
