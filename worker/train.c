@@ -128,8 +128,8 @@ uint64_t train_device_bytes(const struct config *cfg, const struct train_data *d
     const uint64_t param_bytes = layout.param_count * sizeof(float);
     uint64_t bytes = mlp_device_bytes(&layout, state);
     if (data->train.codes) // dev_codes and dev_lut
-        bytes += (uint64_t)staging_rows_(cfg, layout.max_rows, verify) * (uint64_t)dims[0] + ARENA_ALIGN +
-                 sizeof data->train.lut + ARENA_ALIGN;
+        bytes += (uint64_t)staging_rows_(cfg, layout.max_rows, verify) * (uint64_t)dims[0] +
+                 ARENA_ALIGN + sizeof data->train.lut + ARENA_ALIGN;
     if (cfg->train.deterministic) {
         int per_rank[TRAIN_MAX_RANKS], most = 0;
         micro_split_(cfg, nranks, per_rank);
