@@ -81,8 +81,10 @@ for np in "${nps[@]}"; do
   sps=$(median "${ours[$np]}")
   base=${base:-$sps}
   printf '%4d %14.0f %11.2fx %10s' "$np" "$sps" "$(echo "$sps / $base" | bc -l)" "${acc[$np]}"
-  if [ "$bal" = 1 ]; then
-    d=$(median "${dyns[$np]:-$sps}") # np=1: nothing to balance
+  if [ "$bal" = 1 ] && [ -z "${dyns[$np]:-}" ]; then # np=1: nothing to balance, not run
+    printf ' %12s %10s' - -
+  elif [ "$bal" = 1 ]; then
+    d=$(median "${dyns[$np]}")
     printf ' %12.0f %9.2fx' "$d" "$(echo "$d / $base" | bc -l)"
   fi
   if [ "$det" = 1 ]; then
