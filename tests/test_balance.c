@@ -33,7 +33,7 @@ static double step_time_(const struct balancer *b, const long *c)
 {
     double worst = 0;
     for (int r = 0; r < b->nranks; r++) {
-        double t = (double)c[r] / b->rate[r];
+        double t = b->fixed[r] + (double)c[r] / b->rate[r];
         worst = t > worst ? t : worst;
     }
     return worst;
@@ -41,21 +41,23 @@ static double step_time_(const struct balancer *b, const long *c)
 
 // The shortest step any real-valued split within the bounds allows, found
 // independently of balance.c: every rank needs at least min_rows (so T >=
-// min_rows / rate), and the ranks must take the batch with c[r] <= T * rate[r]
-// and c[r] <= max_rows. Bisection on T.
+// fixed + min_rows / rate), and the ranks must take the batch with c[r] <=
+// (T - fixed[r]) * rate[r] and c[r] <= max_rows. Bisection on T.
 static double optimum_time_(const struct balancer *b)
 {
-    double floor_t = 0, min_rate = INFINITY;
+    double floor_t = 0, hi = 0;
     for (int r = 0; r < b->nranks; r++) {
-        double t = (double)b->min_rows / b->rate[r];
+        double t = b->fixed[r] + (double)b->min_rows / b->rate[r];
         floor_t = t > floor_t ? t : floor_t;
-        min_rate = b->rate[r] < min_rate ? b->rate[r] : min_rate;
+        t = b->fixed[r] + (double)b->max_rows / b->rate[r]; // every rank at max_rows: enough
+        hi = t > hi ? t : hi;
     }
-    double lo = 0, hi = (double)b->max_rows / min_rate; // every rank at max_rows: enough
+    double lo = 0;
     for (int it = 0; it < 200; it++) {
         double mid = 0.5 * (lo + hi), take = 0;
         for (int r = 0; r < b->nranks; r++) {
-            double c = mid * b->rate[r];
+            double c = (mid - b->fixed[r]) * b->rate[r];
+            c = c > 0 ? c : 0;
             take += c < (double)b->max_rows ? c : (double)b->max_rows;
         }
         if (take >= (double)b->global_batch)
@@ -442,6 +444,48 @@ static void test_propose_clamped(void **state)
     balance_free(&b);
 }
 
+// Fixed costs per step: equal devices whose steps cost 2 ms plus 0.1 ms a row
+// look unequal by rows per second at a 58/6 split (rank 1 seems 4x slower);
+// with the fixed cost known, the first proposal is the equal split. Unequal
+// fixed costs: the rank with 1 ms more per step gets 5 rows fewer.
+static void test_propose_fixed_costs(void **state)
+{
+    (void)state;
+    struct balancer b;
+    const long skew[2] = {58, 6};
+    const double per_row = 1e-4, fix = 2e-3;
+    const double rows[2] = {58, 6};
+    // What the trainer passes: the per-row part of the time.
+    const double busy[2] = {58 * per_row, 6 * per_row};
+    long prop[2];
+    assert_int_equal(balance_init(&b, 2, 64, skew), 0);
+    const double bad[2] = {-1, 0}, nan2[2] = {NAN, 0}, fixed[2] = {fix, fix};
+    assert_int_equal(balance_set_fixed(&b, bad), VGPU_EINVAL);
+    assert_int_equal(balance_set_fixed(&b, nan2), VGPU_EINVAL);
+    assert_true(b.fixed[0] == 0 && b.fixed[1] == 0);
+    // Without it: the whole time counted per row, rank 1 looks slow.
+    const double whole[2] = {fix + 58 * per_row, fix + 6 * per_row};
+    assert_int_equal(balance_propose(&b, rows, whole, prop), 1);
+    assert_true(prop[1] < 20);
+    balance_free(&b);
+    // With it: equal.
+    assert_int_equal(balance_init(&b, 2, 64, skew), 0);
+    assert_int_equal(balance_set_fixed(&b, fixed), 0);
+    assert_int_equal(balance_propose(&b, rows, busy, prop), 1);
+    assert_int_equal(prop[0], 32);
+    assert_int_equal(prop[1], 32);
+    assert_float_equal(step_time_(&b, prop), fix + 32 * per_row, 1e-12);
+    assert_int_equal(balance_adopt(&b, prop), 0);
+    // Unequal fixed costs, equal speeds: 1 ms is 10 rows' time, split 5/5.
+    const double fixed2[2] = {fix + 1e-3, fix};
+    assert_int_equal(balance_set_fixed(&b, fixed2), 0);
+    const double rows2[2] = {32, 32}, busy2[2] = {32 * per_row, 32 * per_row};
+    assert_int_equal(balance_propose(&b, rows2, busy2, prop), 1);
+    assert_int_equal(prop[0], 27);
+    assert_int_equal(prop[1], 37);
+    balance_free(&b);
+}
+
 // Many random balancers, speeds and starting splits: every proposal is a
 // valid split, a returned one is within a row per rank of the optimum and
 // beats the split in force by BALANCE_MIN_GAIN, and a refusal only happens
@@ -472,9 +516,14 @@ static void test_propose_random(void **state)
         assert_int_equal(balance_init(&b, nranks, batch, init), 0);
         assert_int_equal(b.max_rows, balance_max_rows(batch, nranks, init));
         assert_memory_equal(b.counts, init, (size_t)nranks * sizeof *init);
-        double speed[MAX_RANKS];
+        double speed[MAX_RANKS], fixed[MAX_RANKS] = {0};
         for (int r = 0; r < nranks; r++) // 1 .. 100 rows per ms, log-uniform-ish
             speed[r] = pow(100.0, (double)rng_below(&rng, 1u << 20) / (1u << 20));
+        if (trial % 3 == 1) { // fixed costs per step, 0 .. 50 ms
+            for (int r = 0; r < nranks; r++)
+                fixed[r] = 0.05 * (double)rng_below(&rng, 1000) / 1000.0;
+            assert_int_equal(balance_set_fixed(&b, fixed), 0);
+        }
         for (int interval = 0; interval < 6; interval++) {
             double rows[MAX_RANKS], secs[MAX_RANKS];
             for (int r = 0; r < nranks; r++) {
@@ -495,9 +544,12 @@ static void test_propose_random(void **state)
                 slack = fmax(slack, 1.0 / b.rate[r]);
             if (got) {
                 returned++;
-                // Each piece within one row of what the optimum allows it.
+                // Each piece within one row of what the optimum allows it
+                // (or at the floor, where a fixed cost leaves it no time).
                 for (int r = 0; r < nranks; r++)
-                    assert_true((double)prop[r] <= opt * b.rate[r] * (1 + 1e-9) + 1.0 + 1e-9);
+                    assert_true(prop[r] == b.min_rows ||
+                                (double)prop[r] <=
+                                    (opt - b.fixed[r]) * b.rate[r] * (1 + 1e-9) + 1.0 + 1e-9);
                 assert_true(step_time_(&b, prop) <= opt + slack + 1e-9 * opt);
                 assert_true(step_time_(&b, prop) <
                             (1 - BALANCE_MIN_GAIN) * step_time_(&b, before));
@@ -532,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_propose_smoothing),
         cmocka_unit_test(test_propose_hysteresis),
         cmocka_unit_test(test_propose_clamped),
+        cmocka_unit_test(test_propose_fixed_costs),
         cmocka_unit_test(test_propose_random),
     };
     return cmocka_run_group_tests_name("balance", tests, NULL, NULL);

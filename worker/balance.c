@@ -27,9 +27,10 @@ int balance_init(struct balancer *b, int nranks, long global_batch, const long *
     b->max_rows = balance_max_rows(global_batch, nranks, initial);
     b->min_rows = (global_batch + nranks - 1) / nranks / 4;
     b->rate = calloc((size_t)nranks, sizeof *b->rate);
+    b->fixed = calloc((size_t)nranks, sizeof *b->fixed);
     b->counts = calloc((size_t)nranks, sizeof *b->counts);
     b->target = calloc((size_t)nranks, sizeof *b->target);
-    if (!b->rate || !b->counts || !b->target) {
+    if (!b->rate || !b->fixed || !b->counts || !b->target) {
         balance_free(b);
         return VGPU_ENOMEM;
     }
@@ -57,10 +58,20 @@ void balance_free(struct balancer *b)
     if (!b)
         return;
     free(b->rate);
+    free(b->fixed);
     free(b->counts);
     free(b->target);
-    b->rate = b->target = NULL;
+    b->rate = b->fixed = b->target = NULL;
     b->counts = NULL;
+}
+
+int balance_set_fixed(struct balancer *b, const double *seconds)
+{
+    for (int r = 0; r < b->nranks; r++)
+        if (!(seconds[r] >= 0) || !isfinite(seconds[r]))
+            return VGPU_EINVAL;
+    memcpy(b->fixed, seconds, (size_t)b->nranks * sizeof *seconds);
+    return 0;
 }
 
 int balance_adopt(struct balancer *b, const long *counts)
@@ -82,24 +93,28 @@ static double step_time_(const struct balancer *b, const long *c)
 {
     double worst = 0;
     for (int r = 0; r < b->nranks; r++)
-        worst = fmax(worst, (double)c[r] / b->rate[r]);
+        worst = fmax(worst, b->fixed[r] + (double)c[r] / b->rate[r]);
     return worst;
 }
 
-// Real-valued shares proportional to the rates within [min_rows, max_rows]
-// (water-filling): a rank pushed over a bound is held at it and the others
-// share what is left, until no free rank crosses a bound.
+// Real-valued shares that give the free ranks one step time T (x[r] =
+// (T - fixed[r]) * rate[r], summing to what the held ranks leave), within
+// [min_rows, max_rows] (water-filling): a rank pushed over a bound is held at
+// it and the others share what is left, until no free rank crosses a bound.
+// Without fixed costs the shares are proportional to the rates.
 static void shares_(struct balancer *b, double *x)
 {
     const int n = b->nranks;
     char *held = calloc((size_t)n, 1);
     for (int round = 0; round <= n; round++) {
-        double left = (double)b->global_batch, rates = 0;
+        double left = (double)b->global_batch, rates = 0, fixed_rows = 0;
         for (int r = 0; r < n; r++) {
-            if (held && held[r])
+            if (held && held[r]) {
                 left -= x[r];
-            else
+            } else {
                 rates += b->rate[r];
+                fixed_rows += b->fixed[r] * b->rate[r]; // rows rank r could do in its fixed time
+            }
         }
         if (rates <= 0)
             break;
@@ -107,7 +122,7 @@ static void shares_(struct balancer *b, double *x)
         for (int r = 0; r < n; r++) {
             if (held && held[r])
                 continue;
-            x[r] = left * b->rate[r] / rates;
+            x[r] = (left + fixed_rows) * b->rate[r] / rates - b->fixed[r] * b->rate[r];
             over |= x[r] > (double)b->max_rows;
             under |= x[r] < (double)b->min_rows;
         }

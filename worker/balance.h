@@ -11,6 +11,12 @@
 // and compute seconds per rank over an interval of steps, summed over the
 // ranks by the trainer). One rank proposes a split and every rank adopts the
 // proposal it receives, so all agree even if their arithmetic differed.
+//
+// A rank's step is modelled as fixed[r] + rows / rate[r]: a cost per step
+// that does not grow with rows (kernel launches, per-call overheads; measured
+// once at start by the trainer) plus a per-row cost. Without the fixed part
+// a small share looks slow (its rows per second are low) and the split moves
+// toward the right one only over many exchanges.
 #ifndef VGPU_BALANCE_H
 #define VGPU_BALANCE_H
 
@@ -24,7 +30,8 @@ struct balancer {
     int nranks;
     long global_batch;
     long min_rows, max_rows; // bounds on a rank's piece of a full batch
-    double *rate;            // [nranks] smoothed rows per second; 0 = not measured yet
+    double *rate;            // [nranks] smoothed rows per second of the per-row part; 0 = not measured yet
+    double *fixed;           // [nranks] seconds per step that do not grow with rows (0 until set)
     long *counts;            // [nranks] the split in force for a full batch
     double *target;          // [nranks] scratch
 };
@@ -42,12 +49,17 @@ long balance_max_rows(long global_batch, int nranks, const long *initial);
 int balance_init(struct balancer *b, int nranks, long global_batch, const long *initial);
 void balance_free(struct balancer *b);
 
+// Sets every rank's fixed cost per step, seconds[nranks], each finite and
+// >= 0. Returns 0 or VGPU_EINVAL (nothing changed).
+int balance_set_fixed(struct balancer *b, const double *seconds);
+
 // Takes one interval's measurements (rank r computed rows[r] samples in
-// seconds[r]; ranks without a sample keep their estimate) and writes the split
-// it proposes into proposal[nranks]: shares proportional to the estimated
-// speeds, within [min_rows, max_rows], summing to global_batch. Returns 1 if
-// the proposal predicts a step at least BALANCE_MIN_GAIN shorter than the
-// split in force; else 0 and proposal is the split in force.
+// seconds[r] of per-row work, its fixed costs already taken off; ranks without
+// a sample keep their estimate) and writes the split it proposes into
+// proposal[nranks]: the split that equalises fixed[r] + rows / rate[r] as far
+// as [min_rows, max_rows] allow, summing to global_batch. Returns 1 if the
+// proposal predicts a step at least BALANCE_MIN_GAIN shorter than the split in
+// force; else 0 and proposal is the split in force.
 int balance_propose(struct balancer *b, const double *rows, const double *seconds, long *proposal);
 
 // Makes counts[nranks] the split in force. Returns VGPU_EINVAL (and changes

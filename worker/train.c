@@ -191,6 +191,8 @@ struct trainer {
     int balancing;
     struct balancer bal;       // the split in force; rank 0 also estimates speeds
     double busy_s, busy_rows;  // this rank's compute time and rows since the last exchange
+    long busy_steps;           // and steps
+    double fixed_s;            // this rank's compute per step that does not grow with rows
     double *exchange;          // [2 + 3 * ranks] the exchange's slots
     long *proposal;            // rank 0: split to announce at the next exchange [ranks]
     int proposing;             // rank 0: proposal holds a new split
@@ -329,6 +331,7 @@ static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr
     if (t->balancing) {
         t->busy_s += util_now_s() - start;
         t->busy_rows += (double)b->count;
+        t->busy_steps++;
     }
     if (!t->cfg->train.shard_optimizer) {
         TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
@@ -731,13 +734,54 @@ static void trainer_free_(struct trainer *t)
         fclose(t->metrics);
 }
 
+// One step's compute on training samples first[0..rows), timed as a step's
+// is (up to device_sync, with the test-only slowdown).
+static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
+{
+    struct mlp *m = &t->model;
+    double stats[XENT_STATS] = {0};
+    const double start = util_now_s();
+    TRY(load_rows_(t, m, &t->data->train, first, rows));
+    TRY(mlp_forward(m, t->dev, (int)rows));
+    TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
+    TRY(add_stats_(t, m, rows, stats));
+    TRY(device_sync(t->dev));
+    maybe_slow_(t, start);
+    *seconds = util_now_s() - start;
+    return 0;
+}
+
+// Dynamic balance: this rank's compute per step that does not grow with rows
+// (launches, per-call overheads), read off the line through the best of three
+// timed passes at its rows and at a quarter of them. Kept to three quarters
+// of the smaller pass, so noise cannot claim all of a step.
+static int measure_fixed_(struct trainer *t, const uint32_t *first, long rows, double *fixed)
+{
+    *fixed = 0;
+    const long small = rows / 4;
+    if (small < 1)
+        return 0;
+    double best[2] = {INFINITY, INFINITY};
+    for (int rep = 0; rep < 3; rep++)
+        for (int k = 0; k < 2; k++) {
+            double s;
+            TRY(timed_pass_(t, first, k ? small : rows, &s));
+            best[k] = fmin(best[k], s);
+        }
+    const double per_row = (best[0] - best[1]) / (double)(rows - small);
+    const double f = best[1] - per_row * (double)small;
+    *fixed = f > 0 ? fmin(f, 0.75 * best[1]) : 0;
+    return 0;
+}
+
 // One forward and backward pass on the first training samples with this
 // rank's step shapes, through the same input path as a step, and one
 // gradient all-reduce, before the clock starts: the one-time costs (GEMM
 // kernels generated for each shape, first touch of buffers, the collective's
 // first connection; about 0.1 s on CPU devices) belong to start-up, as a
 // GPU's warm-up does, not to the training rate. Parameters are untouched and
-// every step overwrites the gradient.
+// every step overwrites the gradient. Under dynamic balance the ranks then
+// measure and share their fixed costs per step.
 static int warm_up_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
@@ -752,19 +796,26 @@ static int warm_up_(struct trainer *t)
         rows = counts[t->rt->rank];
     }
     rows = rows < t->data->train.count ? rows : t->data->train.count;
-    if (rows > 0) {
-        uint32_t *first = malloc((size_t)rows * sizeof *first);
-        if (!first)
-            return VGPU_ENOMEM;
-        for (long i = 0; i < rows; i++)
-            first[i] = (uint32_t)i;
-        int rc = load_rows_(t, m, &t->data->train, first, rows);
-        free(first);
-        TRY(rc);
-        TRY(mlp_forward(m, t->dev, (int)rows));
-        TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
-    }
-    return comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM);
+    uint32_t *first = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *first);
+    if (!first)
+        return VGPU_ENOMEM;
+    for (long i = 0; i < rows; i++)
+        first[i] = (uint32_t)i;
+    double seconds, fixed = 0;
+    int rc = rows > 0 ? timed_pass_(t, first, rows, &seconds) : 0;
+    if (rc == 0 && t->balancing && rows > 0)
+        rc = measure_fixed_(t, first, rows, &fixed);
+    free(first);
+    TRY(rc);
+    TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
+    if (!t->balancing)
+        return 0;
+    const int n = t->rt->size;
+    memset(t->exchange, 0, (size_t)n * sizeof *t->exchange);
+    t->exchange[t->rt->rank] = fixed;
+    TRY(runtime_sum_doubles(t->rt, t->exchange, n));
+    t->fixed_s = fixed;
+    return balance_set_fixed(&t->bal, t->exchange);
 }
 
 static int trainer_init_(struct trainer *t, const struct train_options *opts)
@@ -930,7 +981,9 @@ static int exchange_(struct trainer *t)
     const int slots = 2 + 3 * n;
     memset(x, 0, (size_t)slots * sizeof *x);
     x[0] = preempt_requested() ? 1 : 0;
-    seconds[me] = t->busy_s;
+    // The per-row part of the compute: each step's fixed cost comes off (at
+    // least a quarter of the time stays, in case the fixed cost was measured high).
+    seconds[me] = fmax(t->busy_s - (double)t->busy_steps * t->fixed_s, 0.25 * t->busy_s);
     rows[me] = t->busy_rows;
     if (me == 0 && t->proposing) {
         for (int r = 0; r < n; r++)
@@ -938,6 +991,7 @@ static int exchange_(struct trainer *t)
         split[n] = 1;
     }
     t->busy_s = t->busy_rows = 0;
+    t->busy_steps = 0;
     TRY(runtime_sum_doubles(t->rt, x, slots));
     if (split[n] > 0) {
         long counts[TRAIN_MAX_RANKS];
