@@ -306,6 +306,30 @@ static void maybe_slow_(const struct trainer *t, double start)
     nanosleep(&ts, NULL);
 }
 
+// This rank's compute of one step on training samples indices[0..count):
+// forward, backward (the gradient of the loss sum times grad_scale, written
+// to m->grads; zeros for no rows) and the stats, added into acc. With
+// `timed`, it waits for the device (on an asynchronous device: the work done,
+// not its launch), applies the test-only slowdown and sets *seconds.
+static int compute_rows_(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
+                         double *acc, int timed, double *seconds)
+{
+    struct mlp *m = &t->model;
+    const double start = util_now_s();
+    if (count > 0) {
+        TRY(load_rows_(t, m, &t->data->train, indices, count));
+        TRY(mlp_forward(m, t->dev, (int)count));
+    }
+    TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
+    TRY(add_stats_(t, m, count, acc));
+    if (!timed)
+        return 0;
+    TRY(device_sync(t->dev));
+    maybe_slow_(t, start);
+    *seconds = util_now_s() - start;
+    return 0;
+}
+
 // Normal mode: this rank's piece of the batch in one pass, then the
 // gradients are summed over the ranks with the optimizer step sharded into
 // the all-reduce: every rank updates only the ranges of the summed gradient
@@ -316,20 +340,12 @@ static void maybe_slow_(const struct trainer *t, double start)
 static int step_normal_(struct trainer *t, const struct batch_slice *b, float lr, double *stats)
 {
     struct mlp *m = &t->model;
-    const double start = util_now_s();
-    if (b->count > 0) {
-        TRY(load_rows_(t, m, &t->data->train, b->indices + b->offset, b->count));
-        TRY(mlp_forward(m, t->dev, (int)b->count));
-    }
-    TRY(mlp_backward(m, t->dev, (int)b->count, 1.0f / (float)b->global_count));
-    TRY(add_stats_(t, m, b->count, stats));
-    // This rank's compute, before any wait for the others (on an
-    // asynchronous device: the work done, not its launch).
-    if (t->balancing || t->slow_rank == t->rt->rank)
-        TRY(device_sync(t->dev));
-    maybe_slow_(t, start);
+    // This rank's compute, timed before any wait for the others.
+    double seconds = 0;
+    TRY(compute_rows_(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count, stats,
+                      t->balancing || t->slow_rank == t->rt->rank, &seconds));
     if (t->balancing) {
-        t->busy_s += util_now_s() - start;
+        t->busy_s += seconds;
         t->busy_rows += (double)b->count;
         t->busy_steps++;
     }
@@ -734,21 +750,11 @@ static void trainer_free_(struct trainer *t)
         fclose(t->metrics);
 }
 
-// One step's compute on training samples first[0..rows), timed as a step's
-// is (up to device_sync, with the test-only slowdown).
+// One step's compute on training samples first[0..rows), timed as a step's is.
 static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
 {
-    struct mlp *m = &t->model;
     double stats[XENT_STATS] = {0};
-    const double start = util_now_s();
-    TRY(load_rows_(t, m, &t->data->train, first, rows));
-    TRY(mlp_forward(m, t->dev, (int)rows));
-    TRY(mlp_backward(m, t->dev, (int)rows, 1.0f));
-    TRY(add_stats_(t, m, rows, stats));
-    TRY(device_sync(t->dev));
-    maybe_slow_(t, start);
-    *seconds = util_now_s() - start;
-    return 0;
+    return compute_rows_(t, first, rows, 1.0f, stats, 1, seconds);
 }
 
 // Dynamic balance: this rank's compute per step that does not grow with rows
