@@ -378,15 +378,14 @@ static int cpu_sgd_step_(device_t *dev, float *param, const float *grad, float *
 #define ADAM_AVX512_FN_ __attribute__((target("avx512f"), optimize("fp-contract=off")))
 #endif
 ADAM_AVX512_FN_ static size_t
-adam_avx512_(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-             float beta2, float eps, float weight_decay, float bias_corr1, float bias_corr2,
-             int decoupled)
+adam_avx512_(float *p, const float *g, float *m, float *v, size_t n, float beta1, float beta2,
+             float eps, float weight_decay, struct adam_coefs c, int decoupled)
 {
     const __m512 b1 = _mm512_set1_ps(beta1), b2 = _mm512_set1_ps(beta2);
     const __m512 one_b1 = _mm512_set1_ps(1.0f - beta1), one_b2 = _mm512_set1_ps(1.0f - beta2);
-    const __m512 c1 = _mm512_set1_ps(bias_corr1), c2 = _mm512_set1_ps(bias_corr2);
     const __m512 ve = _mm512_set1_ps(eps), wd = _mm512_set1_ps(weight_decay);
-    const __m512 vlr = _mm512_set1_ps(lr);
+    const __m512 step = _mm512_set1_ps(c.step_size), rs2 = _mm512_set1_ps(c.inv_sqrt_bc2);
+    const __m512 lr_wd = _mm512_set1_ps(c.lr_decay);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 gi = _mm512_loadu_ps(g + i), pi = _mm512_loadu_ps(p + i);
@@ -398,11 +397,11 @@ adam_avx512_(float *p, const float *g, float *m, float *v, size_t n, float lr, f
                                   _mm512_mul_ps(_mm512_mul_ps(one_b2, gi), gi));
         _mm512_storeu_ps(m + i, mi);
         _mm512_storeu_ps(v + i, vi);
-        __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vi, c2)), ve);
-        __m512 update = _mm512_div_ps(_mm512_div_ps(mi, c1), den);
+        __m512 den = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi), rs2), ve);
+        __m512 delta = _mm512_mul_ps(step, _mm512_div_ps(mi, den));
         if (decoupled)
-            update = _mm512_add_ps(update, _mm512_mul_ps(wd, pi));
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(vlr, update)));
+            delta = _mm512_add_ps(delta, _mm512_mul_ps(lr_wd, pi));
+        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, delta));
     }
     return i;
 }
@@ -414,15 +413,14 @@ static int cpu_adam_step_(device_t *dev, float *param, const float *grad, float 
 {
     float *p = V_(param), *mv = V_(m), *vv = V_(v);
     const float *g = CV_(grad);
+    const struct adam_coefs c = kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2);
     size_t i = 0;
 #ifdef CPU_X86_AVX512_
     if (__builtin_cpu_supports("avx512f"))
-        i = adam_avx512_(p, g, mv, vv, n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
-                         bias_corr2, decoupled);
+        i = adam_avx512_(p, g, mv, vv, n, beta1, beta2, eps, weight_decay, c, decoupled);
 #endif
     for (; i < n; i++)
-        kernel_adam_step(i, p, g, mv, vv, lr, beta1, beta2, eps, weight_decay, bias_corr1,
-                         bias_corr2, decoupled);
+        kernel_adam_step(i, p, g, mv, vv, beta1, beta2, eps, weight_decay, c, decoupled);
     return 0;
 }
 

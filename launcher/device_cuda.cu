@@ -222,11 +222,10 @@ __global__ void sgd_step_kernel(float *p, const float *g, float *v, size_t n, fl
     GRID_STRIDE(i, n) kernel_sgd_step(i, p, g, v, lr, mu, wd);
 }
 
-__global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                                 float b1, float b2, float eps, float wd, float c1, float c2,
-                                 int decoupled)
+__global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, size_t n, float b1,
+                                 float b2, float eps, float wd, struct adam_coefs c, int decoupled)
 {
-    GRID_STRIDE(i, n) kernel_adam_step(i, p, g, m, v, lr, b1, b2, eps, wd, c1, c2, decoupled);
+    GRID_STRIDE(i, n) kernel_adam_step(i, p, g, m, v, b1, b2, eps, wd, c, decoupled);
 }
 
 // Checks the launch itself; execution errors surface at the next sync.
@@ -298,8 +297,8 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
                            size_t n, float lr, float beta1, float beta2, float eps,
                            float weight_decay, float bias_corr1, float bias_corr2, int decoupled)
 {
-    LAUNCH(adam_step_kernel, n, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
-           bias_corr1, bias_corr2, decoupled);
+    LAUNCH(adam_step_kernel, n, param, grad, m, v, n, beta1, beta2, eps, weight_decay,
+           kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2), decoupled);
     return 0;
 }
 

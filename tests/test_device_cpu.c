@@ -787,8 +787,9 @@ static void test_adam_vector_matches_kernel(void **state)
         memcpy(rp, p, sizeof p), memcpy(rm, m, sizeof m), memcpy(rv, v, sizeof v);
         const float lr = 0.003f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
         const float c1 = 1.0f - powf(b1, 7.0f), c2 = 1.0f - powf(b2, 7.0f);
+        const struct adam_coefs coefs = kernel_adam_coefs(lr, wd, c1, c2);
         for (size_t i = 0; i < N; i++)
-            kernel_adam_step(i, rp, g, rm, rv, lr, b1, b2, eps, wd, c1, c2, decoupled);
+            kernel_adam_step(i, rp, g, rm, rv, b1, b2, eps, wd, coefs, decoupled);
         float *dp = upload_(dev, p, N), *dg = upload_(dev, g, N), *dm = upload_(dev, m, N),
               *dv = upload_(dev, v, N);
         assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, c1, c2,
