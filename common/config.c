@@ -67,8 +67,8 @@ static const struct key_spec keys_[] = {
     {"train", "momentum", T_FLOAT, F_(train, momentum), 0, "0.9", 0, 1, NULL, "SGD momentum"},
     {"train", "weight_decay", T_FLOAT, F_(train, weight_decay), 0, "0", 0, 10, NULL,
      "weight decay (L2 for sgd/adam, decoupled for adamw)"},
-    {"train", "beta1", T_FLOAT, F_(train, beta1), 0, "0.9", 0, 0.999999, NULL, "Adam beta1"},
-    {"train", "beta2", T_FLOAT, F_(train, beta2), 0, "0.999", 0, 0.999999999, NULL, "Adam beta2"},
+    {"train", "beta1", T_FLOAT, F_(train, beta1), 0, "0.9", 0, 0.9999999, NULL, "Adam beta1"},
+    {"train", "beta2", T_FLOAT, F_(train, beta2), 0, "0.999", 0, 0.9999999, NULL, "Adam beta2"},
     {"train", "eps", T_FLOAT, F_(train, eps), 0, "1e-8", 1e-30, 1, NULL, "Adam epsilon"},
     {"train", "schedule", T_ENUM, F_(train, schedule), S_(train, schedule), "constant", 0, 0,
      "constant|step|cosine", "learning-rate schedule after warm-up"},
@@ -357,7 +357,8 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
         if (parse_double_(v, &d))
             return snprintf(msg, msg_bytes, "'%s' is not a number", v), VGPU_ECONFIG;
         if (d < k->min || d > k->max)
-            return snprintf(msg, msg_bytes, "value %g out of range [%g, %g]", d, k->min, k->max),
+            return snprintf(msg, msg_bytes, "value %s out of range [%.10g, %.10g]", v, k->min,
+                            k->max),
                    VGPU_ECONFIG;
         *(double *)field = d;
         return 0;

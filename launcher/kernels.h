@@ -75,9 +75,13 @@ KERNEL_FN int kernel_softmax_xent(size_t row, float *dlogits, float *stats, cons
             d[j] = e;
         sum += e;
     }
-    stats[row * 3 + 0] = logf(sum) - (zy - zmax);
-    stats[row * 3 + 1] = better == 0 ? 1.0f : 0.0f;
-    stats[row * 3 + 2] = better < 5 ? 1.0f : 0.0f;
+    // A row whose loss is not finite (NaN or infinite logits) is wrong: NaN
+    // compares false, so it would otherwise rank first.
+    float loss = logf(sum) - (zy - zmax);
+    int finite = isfinite(loss);
+    stats[row * 3 + 0] = loss;
+    stats[row * 3 + 1] = finite && better == 0 ? 1.0f : 0.0f;
+    stats[row * 3 + 2] = finite && better < 5 ? 1.0f : 0.0f;
     if (d)
         for (int j = 0; j < classes; j++)
             d[j] = (d[j] / sum - (j == y ? 1.0f : 0.0f)) * grad_scale;

@@ -2,6 +2,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,8 @@ static void control_enter_(struct runtime *rt)
 
 int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
 {
+    if (bytes > INT_MAX) // the same on every rank, so every rank returns here
+        return VGPU_EINVAL;
     MPI_Request req;
     control_enter_(rt);
     MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
@@ -250,10 +253,18 @@ int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t 
 
 int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
 {
-    MPI_Request req;
-    control_enter_(rt);
-    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "broadcast");
+    // MPI counts are ints: pieces of at most 1 GiB (a replica check's state
+    // can be larger).
+    const size_t piece = (size_t)1 << 30;
+    size_t done = 0;
+    do {
+        const size_t len = bytes - done < piece ? bytes - done : piece;
+        MPI_Request req;
+        control_enter_(rt);
+        MPI_CHECK(MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+        control_wait_(rt, &req, "broadcast");
+        done += len;
+    } while (done < bytes);
     return 0;
 }
 

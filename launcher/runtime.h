@@ -47,7 +47,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
 
 // Control-plane helpers over MPI on host memory (small data: stats, verdicts;
 // training data goes through rt->comm on device memory).
-// recv = concatenation over ranks of `bytes` from each rank's send.
+// recv = concatenation over ranks of `bytes` from each rank's send (at most
+// INT_MAX bytes a rank, else VGPU_EINVAL).
 int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);
 // Copies `bytes` of root's buf to every rank's buf.
 int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);

@@ -483,8 +483,8 @@ static void test_compatible(void **state)
     char err[512];
     fill_meta_(&have);
     fill_meta_(&want);
-    // Position, seed and rank count may differ on resume.
-    want.step = 0, want.epoch = 0, want.step_in_epoch = 0, want.seed = 1, want.nranks = 2;
+    // Position and rank count may differ on resume.
+    want.step = 0, want.epoch = 0, want.step_in_epoch = 0, want.nranks = 2;
     assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), 0);
     assert_string_equal(err, "");
 
@@ -503,6 +503,12 @@ static void test_compatible(void **state)
                              "784-256-128-10; checkpoint optimizer sgd does not match configured "
                              "adam; checkpoint global batch 128 does not match configured 256 "
                              "(resume must keep train.batch_size)");
+
+    // The seed fixes the data order (and a synthetic set): it must match.
+    fill_meta_(&have);
+    have.seed = want.seed + 1;
+    assert_int_equal(checkpoint_check_compatible(&have, &want, err, sizeof(err)), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "train.seed"));
 
     // Counts are compared only when the caller fills them in.
     fill_meta_(&have);

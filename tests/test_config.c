@@ -302,6 +302,8 @@ static void test_ini_errors(void **state)
         {"fraction above 1", "[devices]\nmemory_fraction = 1.5\n", "bad.ini:2: ", "out of range",
          "memory_fraction"},
         {"float inf", "[train]\nlr = inf\n", "bad.ini:2: ", "train.lr", "inf"},
+        {"beta that rounds to 1 as a float", "[train]\nbeta2 = 0.99999999\n", "bad.ini:2: ",
+         "value 0.99999999 out of range", "[0, 0.9999999]"},
         {"bool", "[train]\ndrop_last = perhaps\n", "bad.ini:2: ", "perhaps", "boolean"},
         {"size", "[devices]\nmemory_limit = 12Q\n", "bad.ini:2: ", "devices.memory_limit", "12Q"},
         {"size negative", "[devices]\nmemory_limit = -1\n", "bad.ini:2: ", "memory_limit", "-1"},

@@ -649,6 +649,31 @@ static void test_softmax_xent_bad_label(void **state)
     device_free(dev, d_y), device_free(dev, d_dz), device_free(dev, d_st), device_free(dev, d_z);
 }
 
+// Rows with a NaN or infinite logit count as wrong, for top-1 and top-5 (a
+// NaN compares false, so a diverged model would otherwise score 100%).
+static void test_softmax_xent_nonfinite(void **state)
+{
+    device_t *dev = *state;
+    enum { ROWS = 4, C = 3 };
+    const float nan = NAN, inf = INFINITY;
+    const float z[ROWS * C] = {nan, nan, nan, 0.0f, nan, 1.0f, inf, 0.0f, 0.0f, 2.0f, 0.0f, 0.0f};
+    const int32_t y[ROWS] = {0, 0, 0, 0};
+    float *d_z = upload_(dev, z, ROWS * C), *d_st;
+    assert_int_equal(device_alloc_floats(dev, ROWS * 3, &d_st), 0);
+    void *d_y;
+    assert_int_equal(device_alloc(dev, sizeof y, &d_y), 0);
+    assert_int_equal(device_copy_to_device(dev, d_y, y, sizeof y), 0);
+    assert_int_equal(device_softmax_xent(dev, NULL, d_st, d_z, d_y, ROWS, C, 0.0f), 0);
+    float st[ROWS * 3];
+    download_(dev, st, d_st, ROWS * 3);
+    for (int r = 0; r < 3; r++) {
+        assert_false(isfinite(st[r * 3]));
+        assert_true(st[r * 3 + 1] == 0.0f && st[r * 3 + 2] == 0.0f);
+    }
+    assert_true(isfinite(st[9]) && st[10] == 1.0f && st[11] == 1.0f); // a finite row still counts
+    device_free(dev, d_y), device_free(dev, d_st), device_free(dev, d_z);
+}
+
 static void test_axpby(void **state)
 {
     device_t *dev = *state;
@@ -825,6 +850,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_relu, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_softmax_xent, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_softmax_xent_bad_label, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_softmax_xent_nonfinite, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_axpby, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_sgd_step, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_adam_step, setup_dev, teardown_dev),

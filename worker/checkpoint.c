@@ -503,6 +503,13 @@ int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_
                 (long long)have->global_batch, (long long)want->global_batch);
         differs = 1;
     }
+    if (have->seed != want->seed) {
+        append_(err, err_bytes, &used,
+                "checkpoint train.seed %llu does not match configured %llu (resume must keep "
+                "train.seed: it fixes the data order)",
+                (unsigned long long)have->seed, (unsigned long long)want->seed);
+        differs = 1;
+    }
     if (want->param_count > 0 && have->param_count != want->param_count) {
         append_(err, err_bytes, &used,
                 "checkpoint holds %lld parameters, the configured model has %lld",

@@ -48,9 +48,9 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
                     char *err, size_t err_bytes);
 
 // Whether a checkpoint (have) fits the configured job (want): same layer
-// widths, optimizer and global batch; also the same param_count and
+// widths, optimizer, global batch and seed; also the same param_count and
 // opt_state_count when want->param_count > 0 (the caller knows them). The
-// position fields, seed and nranks are not compared. Returns 0, or
+// position fields and nranks are not compared. Returns 0, or
 // VGPU_ECONFIG with every difference in err, e.g. "checkpoint model
 // 784-256-10 does not match configured 784-256-128-10".
 int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_meta *want,

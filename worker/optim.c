@@ -48,10 +48,11 @@ int optim_update_range(struct optimizer *o, device_t *dev, float *params, const 
     if (o->kind == OPTIM_SGD)
         return device_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
                                o->momentum, o->weight_decay);
-    float c1 = 1.0f - powf(o->beta1, (float)o->t), c2 = 1.0f - powf(o->beta2, (float)o->t);
+    // 1 - beta^t in double, as PyTorch does (the float beta itself is exact).
+    double c1 = 1.0 - pow(o->beta1, (double)o->t), c2 = 1.0 - pow(o->beta2, (double)o->t);
     return device_adam_step(dev, params + first, grads + first, o->state + first,
                             o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
-                            o->weight_decay, c1, c2, o->kind == OPTIM_ADAMW);
+                            o->weight_decay, (float)c1, (float)c2, o->kind == OPTIM_ADAMW);
 }
 
 int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr)

@@ -179,6 +179,7 @@ struct trainer {
     long step, total_steps;
     double window[3];          // loss sum, correct, samples since the last log line
     double last_loss;          // mean loss of the last logged window (all ranks)
+    int warned_nonfinite;      // rank 0 said the loss went NaN / infinite
     double train_seconds;      // time in the training loop proper
     double samples_done;       // global samples trained on
     int live;                  // progress bar on a terminal
@@ -480,14 +481,16 @@ static int check_replicas_(struct trainer *t)
     TRY(gather_optimizer_state_(t));
     size_t count = 0;
     float *mine = replica_state_(t, &count);
-    if (!mine)
-        return runtime_agree_min(rt, VGPU_ENOMEM);
-    uint64_t hash = util_hash64(0, mine, count * sizeof(float));
     uint64_t *hashes = malloc((size_t)rt->size * sizeof *hashes);
-    if (!hashes) {
+    // One verdict on the allocations, so no rank gathers while another has
+    // given up.
+    int rc = runtime_agree_min(rt, mine && hashes ? 0 : VGPU_ENOMEM);
+    if (rc < 0) {
+        free(hashes);
         free(mine);
-        return runtime_agree_min(rt, VGPU_ENOMEM);
+        return rc;
     }
+    uint64_t hash = util_hash64(0, mine, count * sizeof(float));
     runtime_gather_all(rt, &hash, hashes, sizeof hash);
     int diverged = 0;
     for (int r = 1; r < rt->size; r++)
@@ -610,7 +613,8 @@ static int resume_(struct trainer *t, const char *path)
             struct ckpt_meta want = {.n_dims = t->model.n_dims,
                                      .param_count = (int64_t)t->model.param_count,
                                      .opt_state_count = (int64_t)t->opt.state_count,
-                                     .global_batch = t->cfg->train.batch_size};
+                                     .global_batch = t->cfg->train.batch_size,
+                                     .seed = (uint64_t)t->cfg->train.seed};
             for (int i = 0; i < t->model.n_dims; i++)
                 want.dims[i] = t->model.dims[i];
             snprintf(want.optimizer, sizeof want.optimizer, "%s", t->cfg->train.optimizer);
@@ -636,11 +640,15 @@ static int resume_(struct trainer *t, const char *path)
     TRY(comm_broadcast(t->rt->comm, t->opt.state, t->opt.state_count * sizeof(float), 0));
     t->step = hdr.meta.step;
     t->opt.t = hdr.meta.step;
-    sampler_set_position(&t->sampler, hdr.meta.epoch, hdr.meta.step_in_epoch);
+    // A checkpoint written at an epoch's last step resumes at the next epoch
+    // (that epoch's evaluation was the run's, not this one's to repeat).
+    long epoch = (long)hdr.meta.epoch, in_epoch = (long)hdr.meta.step_in_epoch;
+    if (in_epoch >= sampler_batches_per_epoch(&t->sampler))
+        epoch++, in_epoch = 0;
+    sampler_set_position(&t->sampler, epoch, in_epoch);
     if (t->rt->rank == 0)
-        printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
-               path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
-               (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);
+        printf("vgpu_train: resumed from %s at step %lld (epoch %ld, batch %ld; written by %d ranks)\n",
+               path, (long long)hdr.meta.step, epoch + 1, in_epoch, hdr.meta.nranks);
     return 0;
 }
 
@@ -697,7 +705,14 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
     double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
     double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     t->last_loss = loss;
-    if (t->rt->rank != 0 || quiet)
+    if (t->rt->rank != 0)
+        return;
+    if (!isfinite(loss) && !t->warned_nonfinite) {
+        t->warned_nonfinite = 1;
+        log_warn("training loss is %g at step %ld: the model diverged (a lower train.lr or more "
+                 "train.warmup_steps may help)", loss, t->step);
+    }
+    if (quiet)
         return;
     char mem[256], split[160] = "";
     train_format_mem(mem, sizeof mem, sums + 3, n);
@@ -824,7 +839,10 @@ static int warm_up_(struct trainer *t)
     return balance_set_fixed(&t->bal, t->exchange);
 }
 
-static int trainer_init_(struct trainer *t, const struct train_options *opts)
+// Set-up that each rank does alone (checks, allocations, rank 0's files and
+// initial parameters): no collectives, so a failure on one rank can be agreed
+// on by all (train_run) before any of them waits for the others.
+static int trainer_prepare_(struct trainer *t, const struct train_options *opts)
 {
     const struct config *cfg = t->cfg;
     struct runtime *rt = t->rt;
@@ -876,11 +894,12 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
         t->metrics = fopen(opts->metrics_path, "w");
         if (!t->metrics) {
             log_error("cannot write metrics to %s: %s", opts->metrics_path, strerror(errno));
-            return -errno;
+            return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
         }
         fprintf(t->metrics, "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n");
     }
-    // Identical replicas: rank 0 draws the initial parameters, all receive them.
+    // Identical replicas: rank 0 draws the initial parameters (trainer_start_
+    // broadcasts them).
     if (rt->rank == 0) {
         float *host = malloc(t->model.param_count * sizeof(float));
         if (!host)
@@ -891,7 +910,6 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
         free(host);
         TRY(rc);
     }
-    TRY(comm_broadcast(rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
     int rc = sampler_init(&t->sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, rt->size,
                           cfg->train.batch_weights.v, cfg->train.batch_weights.count);
@@ -923,6 +941,16 @@ static int trainer_init_(struct trainer *t, const struct train_options *opts)
             t->exchange[r] = (double)counts[r];
         TRY(sampler_set_weights(&t->sampler, t->exchange, (int)n));
     }
+    return 0;
+}
+
+// Set-up in lockstep, once every rank has prepared: the initial parameters
+// reach every replica, and the warm-up runs.
+static int trainer_start_(struct trainer *t, const struct train_options *opts)
+{
+    const struct config *cfg = t->cfg;
+    struct runtime *rt = t->rt;
+    TRY(comm_broadcast(rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
@@ -1038,6 +1066,16 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
     const int checkpoints = cfg->checkpoint.dir[0] && cfg->checkpoint.every_steps;
     char path[CONFIG_STR_MAX + 64];
     long epoch = sampler_epoch(&t->sampler);
+    if (epoch >= cfg->train.epochs || t->step >= t->total_steps) {
+        // Resumed from a checkpoint of a finished run: nothing to train, so
+        // evaluate what was restored (no training loss to report).
+        if (rt->rank == 0)
+            printf("vgpu_train: nothing left to train at step %ld (epoch %ld of %ld, %ld steps "
+                   "in all)\n", t->step, epoch, cfg->train.epochs, t->total_steps);
+        t->last_loss = NAN;
+        TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
+        res->epochs = epoch < cfg->train.epochs ? epoch : cfg->train.epochs;
+    }
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
         double t0 = util_now_s();
         int more = 0;
@@ -1280,8 +1318,13 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
 {
     struct trainer t = {.rt = rt, .dev = &rt->dev, .cfg = &rt->cfg, .data = data};
     memset(result, 0, sizeof *result);
-    int rc = trainer_init_(&t, opts);
+    int rc = trainer_prepare_(&t, opts);
     rc = runtime_agree_min(rt, rc < 0 ? rc : 0);
+    // Past this point the ranks are in lockstep: a failure on one rank would
+    // leave the others waiting in the next collective, so it ends the job.
+    // Agreed verdicts (a bad checkpoint, divergence, preemption) do not.
+    if (rc == 0 && (rc = trainer_start_(&t, opts)) < 0)
+        FATAL(1, "training set-up failed: %s", status_str(rc));
     if (rc == 0 && opts->resume_path)
         rc = resume_(&t, opts->resume_path); // same verdict on every rank
     if (rc == 0) {
@@ -1289,9 +1332,6 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         result->steps = t.step;
         if (rc == 0 && opts->verify)
             rc = verify_(&t, result);
-        // Past set-up the ranks are in lockstep: a failure on one rank would
-        // leave the others waiting in the next collective, so end the job.
-        // Divergence and preemption are verdicts every rank already shares.
         if (rc < 0 && rc != VGPU_EMISMATCH && rc != VGPU_EPREEMPTED)
             FATAL(1, "training failed: %s", status_str(rc));
     }

@@ -34,5 +34,11 @@ expect_out 'nope.ini: cannot open config'
 run "conflicting keys" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set devices.memory_fraction=0.5
 expect_rc 2
 expect_out 'memory_limit and devices.memory_fraction conflict'
+
+# Only rank 0 opens the metrics file: the others must not wait for it.
+run "metrics file in a missing directory" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --metrics "$WORK/no/such/dir/m.csv"
+expect_rc 2
+expect_out 'cannot write metrics to .*m.csv: No such file or directory'
+expect_within 15
 expect_no_shm
 finish

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # resume.sh: a run interrupted at a checkpoint and resumed continues the same
 # run: bitwise with the same rank count, within float reassociation with
-# another; damaged or mismatched checkpoints are refused with exit 2.
+# another, also from an epoch's last step and from a finished run; damaged or
+# mismatched checkpoints (another model, another seed) are refused with exit 2.
 source "$(dirname "$0")/lib.sh"
 cfg="$CONFIGS/synthetic_small.ini"
 field() { grep -oE "$1=[^ ]+" <<<"$2" | tail -1 | cut -d= -f2; }
 
-run "uninterrupted" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet
+# 32 steps an epoch: checkpoints at the end of epoch 1 and of the run.
+run "uninterrupted" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set "checkpoint.dir=$WORK/ck32" --set checkpoint.every_steps=32
 expect_rc 0
 full=$(tail -1 <<<"$out")
 
@@ -23,6 +25,22 @@ run "resume with 2 ranks" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$
 expect_rc 0
 a=$(field test_loss "$out"); b=$(field test_loss "$full")
 if [ "$(echo "d = $a - $b; if (d < 0) d = -d; d < 0.002" | bc -l)" = 1 ]; then ok "test_loss $a ~ $b"; else bad "test_loss $a vs $b"; fi
+
+run "resume from an epoch's last step" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --resume "$WORK/ck32/ckpt-0000000032.bin" --metrics "$WORK/boundary.csv"
+expect_rc 0
+if [ "$(field params_crc "$out")" = "$(field params_crc "$full")" ]; then ok "same params_crc as uninterrupted"; else bad "params_crc $(field params_crc "$out") != $(field params_crc "$full")"; fi
+if grep -q '^eval,1,' "$WORK/boundary.csv"; then bad "epoch 1 evaluated again: $(grep '^eval' "$WORK/boundary.csv")"; else ok "epoch 1 not evaluated again"; fi
+
+run "resume a finished run" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --resume "$WORK/ck32/ckpt-0000000064.bin"
+expect_rc 0
+expect_out 'nothing left to train at step 64'
+if [ "$(field test_acc "$out")" = "$(field test_acc "$full")" ] && [ "$(field epochs "$out")" = 2 ]; then
+  ok "evaluates what it restored: test_acc $(field test_acc "$out"), epochs 2"
+else bad "summary: $(tail -1 <<<"$out")"; fi
+
+run "resume with another train.seed" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$ckpt" --set train.seed=99
+expect_rc 2
+expect_out 'cannot resume: .*train.seed'
 
 cp "$ckpt" "$WORK/bad.bin"
 printf '\xff' | dd of="$WORK/bad.bin" bs=1 seek=300 conv=notrunc status=none
