@@ -3,6 +3,8 @@
 vgpu_add_unit_test(test_preempt SOURCES test_preempt.c ${PROJECT_SOURCE_DIR}/worker/preempt.c
                    LABELS "worker;faults")
 target_include_directories(test_preempt PRIVATE ${PROJECT_SOURCE_DIR}/worker)
+find_package(Threads REQUIRED)
+target_link_libraries(test_preempt PRIVATE Threads::Threads)
 
 foreach(scenario dead_rank hung_rank preempt)
   vgpu_add_script_test(e2e_${scenario} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${scenario}.sh

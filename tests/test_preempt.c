@@ -1,12 +1,17 @@
-// test_preempt.c: the stop-request flag: the first signal sets it and the
-// process lives on; a repeat within the grace window is ignored; a later one
-// kills the process with that signal. Each case runs in a fork()ed child so a
-// signal that kills cannot take the test runner with it.
+// test_preempt.c: the stop-request flag: before it is armed a signal ends the
+// process; armed, the first signal sets it and the process lives on, a repeat
+// within the grace window is ignored and a later one ends the process with
+// that signal. Signals go to the process (kill), as the batch system and the
+// launcher send them, and are taken by preempt.c's waiting thread, so the
+// flag is polled for. Each case runs in a fork()ed child so a signal that
+// kills cannot take the test runner with it.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,15 @@ static void sleep_ms_(long ms)
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&t, &t) != 0) {
     }
+}
+
+// Signals the whole process and waits up to 2 s for the flag to name sig.
+static int signal_and_wait_(int sig)
+{
+    kill(getpid(), sig);
+    for (int i = 0; i < 2000 && preempt_signal() != sig; i++)
+        sleep_ms_(1);
+    return preempt_signal() == sig;
 }
 
 // Runs body in a child; returns its wait status.
@@ -40,12 +54,14 @@ static int run_in_child_(void (*body)(void))
 // Exit codes name the check that failed inside the child.
 static void first_signal_body_(void)
 {
+    if (preempt_install() != -ESRCH) _exit(9); // not started yet
+    if (preempt_start() != 0 || preempt_start() != 0) _exit(10);
     if (preempt_install() != 0) _exit(10);
     if (preempt_requested() || preempt_signal() != 0) _exit(11);
-    raise(SIGTERM);
-    if (!preempt_requested()) _exit(12);
-    if (preempt_signal() != SIGTERM) _exit(13);
-    raise(SIGINT); // within the grace window: the same request again
+    if (!signal_and_wait_(SIGTERM)) _exit(12);
+    if (!preempt_requested()) _exit(13);
+    kill(getpid(), SIGINT); // within the grace window: the same request again
+    sleep_ms_(100);
     if (preempt_signal() != SIGTERM) _exit(14);
 }
 
@@ -59,11 +75,11 @@ static void first_signal_sets_flag(void **state)
 
 static void second_signal_body_(void)
 {
-    if (preempt_install() != 0) _exit(10);
-    raise(SIGUSR1);
-    if (preempt_signal() != SIGUSR1) _exit(11);
+    if (preempt_start() != 0 || preempt_install() != 0) _exit(10);
+    if (!signal_and_wait_(SIGUSR1)) _exit(11);
     sleep_ms_(PREEMPT_REPEAT_GRACE_MS + 100);
-    raise(SIGTERM); // the user insists: dies of SIGTERM here
+    kill(getpid(), SIGTERM); // the user insists: dies of SIGTERM
+    sleep_ms_(5000);
     _exit(12);
 }
 
@@ -75,11 +91,28 @@ static void second_signal_kills(void **state)
     assert_int_equal(WTERMSIG(wstatus), SIGTERM);
 }
 
+static void before_install_body_(void)
+{
+    if (preempt_start() != 0) _exit(10);
+    kill(getpid(), SIGTERM); // not armed yet: the default action
+    sleep_ms_(5000);
+    _exit(11);
+}
+
+static void before_install_kills(void **state)
+{
+    (void)state;
+    int wstatus = run_in_child_(before_install_body_);
+    assert_true(WIFSIGNALED(wstatus));
+    assert_int_equal(WTERMSIG(wstatus), SIGTERM);
+}
+
 static void uninstall_body_(void)
 {
-    if (preempt_install() != 0) _exit(10);
+    if (preempt_start() != 0 || preempt_install() != 0) _exit(10);
     if (preempt_uninstall() != 0) _exit(11);
-    raise(SIGINT); // default action again: dies
+    kill(getpid(), SIGINT); // default action again: dies
+    sleep_ms_(5000);
     _exit(12);
 }
 
@@ -93,13 +126,11 @@ static void uninstall_restores_default(void **state)
 
 static void signal_name_body_(void)
 {
-    if (preempt_install() != 0) _exit(10);
+    if (preempt_start() != 0 || preempt_install() != 0) _exit(10);
     if (strcmp(preempt_signal_name(), "none") != 0) _exit(11);
-    raise(SIGINT);
-    if (strcmp(preempt_signal_name(), "SIGINT") != 0) _exit(12);
+    if (!signal_and_wait_(SIGINT) || strcmp(preempt_signal_name(), "SIGINT") != 0) _exit(12);
     if (preempt_install() != 0 || strcmp(preempt_signal_name(), "none") != 0) _exit(13);
-    raise(SIGUSR1);
-    if (strcmp(preempt_signal_name(), "SIGUSR1") != 0) _exit(14);
+    if (!signal_and_wait_(SIGUSR1) || strcmp(preempt_signal_name(), "SIGUSR1") != 0) _exit(14);
 }
 
 static void signal_names(void **state)
@@ -110,13 +141,34 @@ static void signal_names(void **state)
     assert_int_equal(WEXITSTATUS(wstatus), 0);
 }
 
+// The calling thread (and any it starts) no longer receives the signals.
+static void blocked_in_caller_body_(void)
+{
+    if (preempt_start() != 0) _exit(10);
+    sigset_t mask;
+    if (pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0) _exit(11);
+    if (!sigismember(&mask, SIGTERM) || !sigismember(&mask, SIGINT) ||
+        !sigismember(&mask, SIGUSR1))
+        _exit(12);
+}
+
+static void signals_blocked_in_caller(void **state)
+{
+    (void)state;
+    int wstatus = run_in_child_(blocked_in_caller_body_);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(first_signal_sets_flag),
         cmocka_unit_test(second_signal_kills),
+        cmocka_unit_test(before_install_kills),
         cmocka_unit_test(uninstall_restores_default),
         cmocka_unit_test(signal_names),
+        cmocka_unit_test(signals_blocked_in_caller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 // preempt.h: stop requests from outside (the batch system, the user): the
-// first SIGTERM, SIGINT or SIGUSR1 asks the run to stop at the next step
-// boundary and checkpoint; a later one ends the process at once.
+// first SIGTERM, SIGINT or SIGUSR1 asks the run to stop at its next check
+// (every few steps) and checkpoint; a later one ends the process at once.
 //
 // Why SIGUSR1 too: mpirun (Open MPI 4.1) cannot forward SIGTERM or SIGINT; it
 // answers them by killing the job (SIGCONT, then SIGTERM and SIGKILL
@@ -15,14 +15,26 @@
 // launcher forwards its own copy), not a second request: it is ignored.
 #define PREEMPT_REPEAT_GRACE_MS 1000
 
-// Installs the handlers for SIGTERM, SIGINT and SIGUSR1 (sigaction, SA_RESTART,
-// each blocking the others while it runs) and clears any earlier request.
-// After the first signal preempt_requested() is true; a signal that comes
-// PREEMPT_REPEAT_GRACE_MS or more later restores the default action and
-// re-raises it, so the process dies of that signal. Returns 0 or -errno.
+// Call first in main, before any other thread exists: blocks SIGTERM, SIGINT
+// and SIGUSR1 in the calling thread, and so in every thread started after it
+// (MPI's, OpenMP's), and starts one thread that takes them with sigwait.
+// Why: oneDNN 2.6's AVX-512 GEMM points the stack pointer into a heap buffer
+// while it runs (oneDNN issue #4845, fixed upstream in 2026); a signal handled
+// on that thread writes its frame there and corrupts the heap. A process
+// whose signals only a waiting thread receives never runs a handler on a
+// computing thread. Until preempt_install, and after preempt_uninstall, a
+// signal ends the process as its default action would. Idempotent. Returns 0
+// or -errno. Signals sent to one thread (raise, pthread_kill) are not taken:
+// the batch system, the launcher and kill(1) signal the process.
+int preempt_start(void);
+
+// Arms the flag (preempt_start must have run; else -ESRCH) and clears any
+// earlier request. After the first signal preempt_requested() is true; a
+// signal that comes PREEMPT_REPEAT_GRACE_MS or more later ends the process
+// by that signal's default action. Returns 0 or -errno.
 int preempt_install(void);
 
-// Puts back the dispositions preempt_install replaced. Returns 0 or -errno.
+// Disarms: signals end the process again. Returns 0.
 int preempt_uninstall(void);
 
 // Whether a stop was requested. Async-signal-safe read of a flag.

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "preempt.h"
 #include "runtime.h"
 #include "train.h"
 #include "util.h"
@@ -118,6 +119,12 @@ static int launcher_rank_(void)
 
 int main(int argc, char **argv)
 {
+    // Before MPI or OpenMP start threads: they must inherit the blocked
+    // stop signals (preempt.h says why).
+    if (preempt_start() != 0) {
+        fprintf(stderr, "vgpu_train: cannot start the signal thread\n");
+        return 1;
+    }
     struct cli cli;
     char err[1024] = "";
     // The command line is checked before MPI starts: help and usage errors
