@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_gemm.h"
 #include "preempt.h"
 
 static void sleep_ms_(long ms)
@@ -160,6 +161,53 @@ static void signals_blocked_in_caller(void **state)
     assert_int_equal(WEXITSTATUS(wstatus), 0);
 }
 
+// A burst of stop signals while the CPU GEMM runs (oneDNN's AVX-512 kernel
+// points rsp into the heap: a signal frame pushed on the computing thread
+// corrupts it). 2000 signals in 0.4 s, all within the grace window, so only
+// the first counts; the GEMM's results and the heap must stay intact.
+static void *signal_burst_(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 2000; i++) {
+        kill(getpid(), SIGUSR1);
+        struct timespec t = {0, 200000};
+        nanosleep(&t, NULL);
+    }
+    return NULL;
+}
+
+static void gemm_under_signals_body_(void)
+{
+    enum { M = 256, N = 256, K = 784 };
+    if (preempt_start() != 0 || preempt_install() != 0) _exit(10);
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N),
+          *c = malloc(sizeof(float) * M * N), *c0 = malloc(sizeof(float) * M * N);
+    if (!a || !b || !c || !c0) _exit(11);
+    for (int i = 0; i < M * K; i++) a[i] = (float)(i % 7) * 0.125f;
+    for (int i = 0; i < K * N; i++) b[i] = (float)(i % 5) * 0.25f;
+    if (cpu_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c0) != 0) _exit(12);
+    pthread_t sender;
+    if (pthread_create(&sender, NULL, signal_burst_, NULL) != 0) _exit(13);
+    for (int round = 0; round < 400; round++) {
+        if (cpu_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c) != 0) _exit(14);
+        if (memcmp(c, c0, sizeof(float) * M * N) != 0) _exit(15);
+        free(malloc((size_t)(round % 64 + 1) * 1024)); // heap in use
+    }
+    pthread_join(sender, NULL);
+    if (preempt_signal() != SIGUSR1) _exit(16);
+    free(a), free(b), free(c), free(c0);
+}
+
+static void gemm_under_signals(void **state)
+{
+    (void)state;
+    int wstatus = run_in_child_(gemm_under_signals_body_);
+    if (WIFSIGNALED(wstatus))
+        fail_msg("the child died of signal %d (heap corrupted?)", WTERMSIG(wstatus));
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +217,7 @@ int main(void)
         cmocka_unit_test(uninstall_restores_default),
         cmocka_unit_test(signal_names),
         cmocka_unit_test(signals_blocked_in_caller),
+        cmocka_unit_test(gemm_under_signals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
