@@ -141,12 +141,13 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
             verdict.rc = config_apply_env(&rt->cfg, verdict.msg, sizeof verdict.msg);
         for (int i = 0; i < n_overrides && !verdict.rc; i++)
             verdict.rc = config_apply_override(&rt->cfg, overrides[i], verdict.msg, sizeof verdict.msg);
-        if (!verdict.rc)
-            verdict.rc = config_validate(&rt->cfg, verdict.msg, sizeof verdict.msg);
-        if (verdict.rc && path && !strstr(verdict.msg, path) && strncmp(verdict.msg, "--set", 5) &&
-            strncmp(verdict.msg, "VGPU_", 5)) {
+        // A rule across keys names the sources its values came from.
+        if (!verdict.rc &&
+            (verdict.rc = config_validate(&rt->cfg, verdict.msg, sizeof verdict.msg)) != 0 &&
+            (path || n_overrides)) {
             char tmp[1024];
-            snprintf(tmp, sizeof tmp, "%s: %s", path, verdict.msg);
+            snprintf(tmp, sizeof tmp, "%s%s%s: %s", path ? path : "", path && n_overrides ? " with " : "",
+                     n_overrides ? "--set" : "", verdict.msg);
             memcpy(verdict.msg, tmp, sizeof tmp);
         }
     }
@@ -501,7 +502,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                              sizeof rt->backend_reason);
     if (rc < 0) {
         if (rt->rank == 0)
-            log_error("comm.backend = %s: %s", cfg->comm.backend, rt->backend_reason);
+            log_error("%s", rt->backend_reason); // names comm.backend itself
         free(rows);
         device_close(&rt->dev);
         return agree_(rt, rc);

@@ -571,6 +571,32 @@ static void test_naming(void **state)
     assert_string_equal(buf, want);
 }
 
+// The checkpoint directory is made with its parents; a file in the way, or
+// an empty name, is an error naming the path.
+static void test_make_dir(void **state)
+{
+    (void)state;
+    char dir[512], deep[600], file[600], err[512];
+    test_dir_(dir, "make_dir");
+    snprintf(deep, sizeof deep, "%s/a/b/c/", dir);
+    assert_int_equal(checkpoint_make_dir(deep, err, sizeof err), 0);
+    struct stat st;
+    assert_int_equal(stat(deep, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(checkpoint_make_dir(deep, err, sizeof err), 0); // exists: fine
+
+    snprintf(file, sizeof file, "%s/plain", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(checkpoint_make_dir(file, err, sizeof err), -ENOTDIR);
+    assert_non_null(strstr(err, "plain: Not a directory"));
+    snprintf(deep, sizeof deep, "%s/plain/sub", dir);
+    assert_int_equal(checkpoint_make_dir(deep, err, sizeof err), -ENOTDIR);
+    assert_non_null(strstr(err, "cannot create checkpoint directory"));
+    assert_int_equal(checkpoint_make_dir("", err, sizeof err), VGPU_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_failed_write_keeps_old),
         cmocka_unit_test(test_compatible),
         cmocka_unit_test(test_naming),
+        cmocka_unit_test(test_make_dir),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, setup_, teardown_);
 }

@@ -555,6 +555,42 @@ static int64_t parse_name_(const char *name)
     return step;
 }
 
+int checkpoint_make_dir(const char *dir, char *err, size_t err_bytes)
+{
+    char path[4096];
+    size_t len = strlen(dir);
+    if (len == 0 || len >= sizeof path) {
+        snprintf(err, err_bytes, "checkpoint directory '%s': empty or too long", dir);
+        return VGPU_EINVAL;
+    }
+    memcpy(path, dir, len + 1);
+    // Each parent in turn, as mkdir -p: "a/b/c" makes a, a/b, a/b/c.
+    for (size_t i = 1; i <= len; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        char keep = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            snprintf(err, err_bytes, "cannot create checkpoint directory %s: %s", path, strerror(e));
+            return -e;
+        }
+        path[i] = keep;
+    }
+    struct stat st;
+    int e = stat(dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR; // a file: EEXIST above
+    if (e) {
+        snprintf(err, err_bytes, "checkpoint directory %s: %s", dir, strerror(e));
+        return -e;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        e = errno;
+        snprintf(err, err_bytes, "checkpoint directory %s is not writable: %s", dir, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
 int checkpoint_find_latest(const char *dir, char *buf, size_t buf_bytes)
 {
     DIR *d = opendir(dir);

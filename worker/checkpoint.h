@@ -60,6 +60,11 @@ int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_
 // VGPU_EINVAL when step < 0 or buf is too small.
 int checkpoint_path(const char *dir, int64_t step, char *buf, size_t buf_bytes);
 
+// Creates dir and its missing parents (as mkdir -p, mode 0755) and checks
+// that it is a directory this process can write into. Returns 0, or -errno /
+// VGPU_EINVAL (empty or over-long name) with a message naming the path in err.
+int checkpoint_make_dir(const char *dir, char *err, size_t err_bytes);
+
 // Finds the checkpoint with the highest step in dir (names as made by
 // checkpoint_path; temporary files and other names are ignored) and writes
 // its path into buf. Returns 0; -ENOENT when dir holds none or does not

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +29,8 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s", c->data.dataset, c->data.path);
         } else if (rc == -ENOENT && c->data.fallback_synthetic) {
-            log_warn("%s; using the synthetic dataset instead (data.fallback_synthetic = true; "
+            snprintf(data->fallback, sizeof data->fallback,
+                     "%.400s; using the synthetic dataset instead (data.fallback_synthetic = true; "
                      "install dataset-fashion-mnist or set data.path)", err);
         } else {
             return rc;
@@ -582,11 +582,8 @@ static int save_checkpoint_(struct trainer *t, const char *dir, char *path, size
             rc = device_copy_to_host(t->dev, params, t->model.params, np * sizeof(float));
         if (!rc)
             rc = device_copy_to_host(t->dev, state, t->opt.state, ns * sizeof(float));
-        if (!rc && mkdir(dir, 0755) && errno != EEXIST) {
-            rc = -errno;
-            snprintf(err, sizeof err, "cannot create checkpoint directory %s: %s", dir,
-                     strerror(errno));
-        }
+        if (!rc)
+            rc = checkpoint_make_dir(dir, err, sizeof err);
         if (!rc && (rc = checkpoint_path(dir, t->step, path, path_bytes)) == 0)
             rc = checkpoint_save(path, &meta, params, state, err, sizeof err);
         if (rc)
@@ -634,7 +631,9 @@ static int resume_(struct trainer *t, const char *path)
     if (hdr.rc) {
         if (t->rt->rank == 0)
             log_error("cannot resume: %s", hdr.err);
-        return hdr.rc;
+        // -errno (no such file, a directory, no permission): a bad --resume
+        // path is bad input (exit 2), as a damaged or mismatched file is.
+        return hdr.rc > VGPU_EINVAL ? VGPU_ECONFIG : hdr.rc;
     }
     TRY(comm_broadcast(t->rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
     TRY(comm_broadcast(t->rt->comm, t->opt.state, t->opt.state_count * sizeof(float), 0));
@@ -712,6 +711,11 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
         log_warn("training loss is %g at step %ld: the model diverged (a lower train.lr or more "
                  "train.warmup_steps may help)", loss, t->step);
     }
+    if (t->metrics) { // flushed per row: a killed run keeps what it logged
+        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
+                acc, sps, t->train_seconds);
+        fflush(t->metrics);
+    }
     if (quiet)
         return;
     char mem[256], split[160] = "";
@@ -722,9 +726,6 @@ static void log_progress_(struct trainer *t, long epoch, double lr, int final, i
         memcpy(split, "  split ", 9);
         format_ranks_(split + 8, sizeof split - 8, sums + 3, n, 1.0, "%.0f");
     }
-    if (t->metrics)
-        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
-                acc, sps, t->train_seconds);
     if (t->live) {
         int width = 30, done = (int)(width * t->step / (t->total_steps ? t->total_steps : 1));
         char bar[64];
@@ -890,6 +891,15 @@ static int trainer_prepare_(struct trainer *t, const struct train_options *opts)
                      "but some ranks compute more micro-batches than others",
                      cfg->train.micro_batches, rt->size);
     }
+    // A checkpoint directory that cannot be made is bad input, found now
+    // rather than after the training it was to keep.
+    if (rt->rank == 0 && cfg->checkpoint.dir[0]) {
+        char err[512];
+        if (checkpoint_make_dir(cfg->checkpoint.dir, err, sizeof err) < 0) {
+            log_error("%s", err);
+            return VGPU_ECONFIG;
+        }
+    }
     if (rt->rank == 0 && opts->metrics_path) {
         t->metrics = fopen(opts->metrics_path, "w");
         if (!t->metrics) {
@@ -897,6 +907,7 @@ static int trainer_prepare_(struct trainer *t, const struct train_options *opts)
             return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
         }
         fprintf(t->metrics, "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n");
+        fflush(t->metrics);
     }
     // Identical replicas: rank 0 draws the initial parameters (trainer_start_
     // broadcasts them).
@@ -914,11 +925,22 @@ static int trainer_prepare_(struct trainer *t, const struct train_options *opts)
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, rt->size,
                           cfg->train.batch_weights.v, cfg->train.batch_weights.count);
     if (rc < 0) {
-        if (rt->rank == 0)
-            log_error("cannot sample batches: train.batch_size = %ld with %ld training samples, "
-                      "%d ranks, %d batch weights (train.batch_weights needs one weight per rank)",
-                      cfg->train.batch_size, t->data->train.count, rt->size,
-                      cfg->train.batch_weights.count);
+        const long samples = t->data->train.count, batch = cfg->train.batch_size;
+        const int weights = cfg->train.batch_weights.count;
+        if (rc == VGPU_ENOMEM)
+            return rc;
+        if (rt->rank != 0)
+            return VGPU_ECONFIG;
+        if (weights && weights != rt->size)
+            log_error("train.batch_weights has %d weights for %d ranks: give one per rank", weights,
+                      rt->size);
+        else if (cfg->train.drop_last && batch > samples)
+            log_error("train.batch_size = %ld is larger than the %ld training samples, so with "
+                      "train.drop_last = true an epoch holds no batch: lower it, or set "
+                      "train.drop_last = false", batch, samples);
+        else
+            log_error("cannot sample batches: train.batch_size = %ld, %ld training samples, %d "
+                      "ranks, %d batch weights", batch, samples, rt->size, weights);
         return VGPU_ECONFIG;
     }
     if (!(t->log_slots = calloc(3 + (size_t)rt->size, sizeof *t->log_slots)))
@@ -983,6 +1005,7 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     TRY(save_checkpoint_(t, dir, path, sizeof path));
     res->steps = t->step;
     res->train_loss = t->last_loss;
+    res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     if (t->rt->rank == 0) {
         float *host = malloc(t->model.param_count * sizeof(float));
         if (host && device_copy_to_host(t->dev, host, t->model.params,
@@ -1072,7 +1095,6 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
         if (rt->rank == 0)
             printf("vgpu_train: nothing left to train at step %ld (epoch %ld of %ld, %ld steps "
                    "in all)\n", t->step, epoch, cfg->train.epochs, t->total_steps);
-        t->last_loss = NAN;
         TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
         res->epochs = epoch < cfg->train.epochs ? epoch : cfg->train.epochs;
     }
@@ -1136,9 +1158,11 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
             if (!opts->quiet)
                 printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n",
                        epoch - ended + 1, res->test_loss, res->test_acc, res->test_top5);
-            if (t->metrics)
+            if (t->metrics) {
                 fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", epoch - ended + 1,
                         t->step, lr, res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
+                fflush(t->metrics);
+            }
             fflush(stdout);
         }
     }
@@ -1318,6 +1342,10 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
 {
     struct trainer t = {.rt = rt, .dev = &rt->dev, .cfg = &rt->cfg, .data = data};
     memset(result, 0, sizeof *result);
+    // Not measured until an evaluation runs (a run preempted before its first
+    // epoch ends reports nan, not 0).
+    result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;
+    t.last_loss = NAN;
     int rc = trainer_prepare_(&t, opts);
     rc = runtime_agree_min(rt, rc < 0 ? rc : 0);
     // Past this point the ranks are in lockstep: a failure on one rank would

@@ -37,9 +37,11 @@ struct train_result {
 struct train_data {
     struct dataset train, test;
     char source[128];          // what was loaded, for the job's log
+    char fallback[640];        // why the synthetic set stands in; "" when it does not
 };
 
-// Loads the configured dataset (with the synthetic fallback when allowed).
+// Loads the configured dataset (with the synthetic fallback when allowed:
+// then data->fallback says why, for the caller to report once a host).
 // Returns 0 or a negative status with a message in err.
 int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes);
 void train_free_data(struct train_data *data);

@@ -37,7 +37,7 @@ static void usage_(FILE *f)
             "Without CONFIG.ini the defaults are used (see configs/default.ini).\n"
             "Exit status: 0 done, 1 runtime failure, 2 bad command line or config,\n"
             "3 replicas diverged or --verify failed, 75 preempted (checkpoint written; resume it).\n"
-            "SIGTERM/SIGINT: stop after the current step and checkpoint; a second one aborts.\n");
+            "SIGTERM/SIGINT/SIGUSR1: stop within 10 steps and checkpoint; a second one aborts.\n");
 }
 
 struct cli {
@@ -68,6 +68,11 @@ static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t 
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if ((c == OPT_METRICS || c == OPT_RESUME) && !optarg[0]) {
+            snprintf(err, err_bytes, "option %s needs a path, not an empty string",
+                     c == OPT_METRICS ? "--metrics" : "--resume");
+            return EXIT_USAGE;
+        }
         switch (c) {
         case OPT_SET:
             if (cli->n_overrides == MAX_OVERRIDES) {
@@ -166,6 +171,8 @@ int main(int argc, char **argv)
     rc = train_load_data(&rt.cfg, &data, err, sizeof err);
     if (rc < 0 && rt.local_rank == 0)
         log_error("%s", err);
+    if (rc == 0 && data.fallback[0] && rt.local_rank == 0)
+        log_warn("%s", data.fallback);
     if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : 0)) < 0) {
         train_free_data(&data);
         return runtime_close(&rt, EXIT_USAGE);

@@ -40,5 +40,11 @@ run "metrics file in a missing directory" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --m
 expect_rc 2
 expect_out 'cannot write metrics to .*m.csv: No such file or directory'
 expect_within 15
+
+: >"$WORK/afile"
+run "checkpoint.dir is a file" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set "checkpoint.dir=$WORK/afile"
+expect_rc 2
+expect_out 'checkpoint directory .*afile: Not a directory'
+expect_no_out 'epoch'
 expect_no_shm
 finish
