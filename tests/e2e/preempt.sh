@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # preempt.sh: SIGTERM or SIGINT to the launcher (what Slurm or a user sends
-# before killing a job): the ranks stop after the current step, write a
+# before killing a job): the ranks stop within 10 steps, write a
 # checkpoint and the launcher exits 75 ("preempted, resumable") naming it; the
 # checkpoint resumes and nothing is left behind. Two signals in a row abort:
 # non-zero at once, nothing left, no finished checkpoint damaged.
