@@ -161,6 +161,58 @@ static void signals_blocked_in_caller(void **state)
     assert_int_equal(WEXITSTATUS(wstatus), 0);
 }
 
+// A thread that already ran when preempt_start blocked the signals (as
+// OpenBLAS starts one from its library constructor) does not block them: a
+// signal delivered to it must set the flag, not take the default action.
+static void *idle_(void *arg)
+{
+    (void)arg;
+    for (;;)
+        sleep_ms_(1000);
+    return NULL;
+}
+
+static void earlier_thread_body_(void)
+{
+    pthread_t early;
+    if (pthread_create(&early, NULL, idle_, NULL) != 0) _exit(10);
+    if (preempt_start() != 0 || preempt_install() != 0) _exit(11);
+    pthread_kill(early, SIGTERM); // to that thread alone
+    for (int i = 0; i < 2000 && !preempt_requested(); i++)
+        sleep_ms_(1);
+    if (preempt_signal() != SIGTERM) _exit(12);
+}
+
+static void earlier_thread_sets_flag(void **state)
+{
+    (void)state;
+    int wstatus = run_in_child_(earlier_thread_body_);
+    if (WIFSIGNALED(wstatus))
+        fail_msg("the child died of signal %d", WTERMSIG(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
+// A signal ignored when preempt_start runs (a background job of a script
+// ignores SIGINT) stays ignored until armed; armed, it asks to stop.
+static void ignored_body_(void)
+{
+    signal(SIGINT, SIG_IGN);
+    if (preempt_start() != 0) _exit(10);
+    kill(getpid(), SIGINT);
+    sleep_ms_(200); // still alive
+    if (preempt_install() != 0) _exit(11);
+    if (!signal_and_wait_(SIGINT)) _exit(12);
+}
+
+static void ignored_stays_ignored(void **state)
+{
+    (void)state;
+    int wstatus = run_in_child_(ignored_body_);
+    if (WIFSIGNALED(wstatus))
+        fail_msg("the child died of signal %d", WTERMSIG(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
 // A burst of stop signals while the CPU GEMM runs (oneDNN's AVX-512 kernel
 // points rsp into the heap: a signal frame pushed on the computing thread
 // corrupts it). 2000 signals in 0.4 s, all within the grace window, so only
@@ -218,6 +270,8 @@ int main(void)
         cmocka_unit_test(signal_names),
         cmocka_unit_test(signals_blocked_in_caller),
         cmocka_unit_test(gemm_under_signals),
+        cmocka_unit_test(earlier_thread_sets_flag),
+        cmocka_unit_test(ignored_stays_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

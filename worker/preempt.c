@@ -1,8 +1,9 @@
 // preempt.c: the stop-request flag set by SIGTERM/SIGINT/SIGUSR1 (see preempt.h).
 //
-// The signals are blocked in every thread and taken by one waiting thread
-// (sigwait), so no signal frame is ever pushed onto a thread that is running
-// oneDNN's JIT GEMM, whose stack pointer may point into the heap.
+// The signals are blocked in every thread we start and taken by one waiting
+// thread (sigwait), so no signal frame is ever pushed onto a thread that is
+// running oneDNN's JIT GEMM, whose stack pointer may point into the heap. A
+// handler with the same logic serves threads that predate preempt_start.
 #include "preempt.h"
 
 #include <errno.h>
@@ -15,9 +16,10 @@
 static const int preempt_signals_[] = {SIGTERM, SIGINT, SIGUSR1};
 #define PREEMPT_SIGNAL_COUNT (int)(sizeof preempt_signals_ / sizeof preempt_signals_[0])
 
-static atomic_int requested_signal_; // 0 until the first signal while armed
-static atomic_int armed_;            // between preempt_install and preempt_uninstall
-static long long first_signal_ms_;   // the waiter's own
+static atomic_int requested_signal_;  // 0 until the first signal while armed
+static atomic_int armed_;             // between preempt_install and preempt_uninstall
+static atomic_llong first_signal_ms_; // when requested_signal_ was set; 0 = not yet known
+static int ignored_[PREEMPT_SIGNAL_COUNT]; // SIG_IGN when preempt_start ran (`cmd &` in a script)
 static int started_;
 
 static void signal_set_(sigset_t *set)
@@ -30,12 +32,11 @@ static void signal_set_(sigset_t *set)
 static long long monotonic_ms_(void)
 {
     struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    clock_gettime(CLOCK_MONOTONIC, &now); // async-signal-safe (POSIX)
     return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-// The default action of sig (these three end the process), taken on this
-// thread: the only one that may receive it.
+// The default action of sig (these three end the process), on this thread.
 static void die_of_(int sig)
 {
     struct sigaction dfl;
@@ -47,7 +48,38 @@ static void die_of_(int sig)
     sigemptyset(&one);
     sigaddset(&one, sig);
     pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-    raise(sig); // pending on this thread, delivered on return
+    raise(sig); // pending on this thread; delivered once unblocked
+}
+
+// What a stop signal does, wherever it is taken: by the waiting thread, or
+// by the handler on a thread that already ran when preempt_start blocked the
+// signals (a library's, started by its constructor), which therefore does
+// not block them. Only async-signal-safe calls (atomics are lock-free here).
+static void take_(int sig)
+{
+    long long now_ms = monotonic_ms_();
+    if (!atomic_load(&armed_)) {
+        for (int i = 0; i < PREEMPT_SIGNAL_COUNT; i++)
+            if (preempt_signals_[i] == sig && ignored_[i])
+                return; // ignored before we came: stays ignored until armed
+        die_of_(sig);
+        return;
+    }
+    int none = 0;
+    if (atomic_compare_exchange_strong(&requested_signal_, &none, sig)) {
+        atomic_store(&first_signal_ms_, now_ms);
+        return;
+    }
+    long long first_ms = atomic_load(&first_signal_ms_);
+    if (first_ms && now_ms - first_ms >= PREEMPT_REPEAT_GRACE_MS)
+        die_of_(sig); // the user insists
+}
+
+static void on_signal_(int sig)
+{
+    int saved_errno = errno;
+    take_(sig);
+    errno = saved_errno;
 }
 
 static void *waiter_(void *arg)
@@ -57,17 +89,8 @@ static void *waiter_(void *arg)
     signal_set_(&set);
     for (;;) {
         int sig = 0;
-        if (sigwait(&set, &sig) != 0)
-            continue;
-        long long now_ms = monotonic_ms_();
-        if (!atomic_load(&armed_)) {
-            die_of_(sig);
-        } else if (!atomic_load(&requested_signal_)) {
-            first_signal_ms_ = now_ms;
-            atomic_store(&requested_signal_, sig);
-        } else if (now_ms - first_signal_ms_ >= PREEMPT_REPEAT_GRACE_MS) {
-            die_of_(sig); // the user insists
-        }
+        if (sigwait(&set, &sig) == 0)
+            take_(sig);
     }
     return NULL;
 }
@@ -81,6 +104,19 @@ int preempt_start(void)
     int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (rc)
         return -rc;
+    // The handler covers threads that were already running; every thread
+    // started from here on inherits the blocked mask.
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_;
+    sa.sa_flags = SA_RESTART; // a signal must not turn a read or a wait into an error
+    sa.sa_mask = set;
+    for (int i = 0; i < PREEMPT_SIGNAL_COUNT; i++) {
+        struct sigaction old;
+        if (sigaction(preempt_signals_[i], &sa, &old) != 0)
+            return -errno;
+        ignored_[i] = old.sa_handler == SIG_IGN;
+    }
     pthread_attr_t attr;
     pthread_t thread;
     if ((rc = pthread_attr_init(&attr)) != 0)
@@ -88,10 +124,8 @@ int preempt_start(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&thread, &attr, waiter_, NULL);
     pthread_attr_destroy(&attr);
-    if (rc) {
-        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    if (rc)
         return -rc;
-    }
     started_ = 1;
     return 0;
 }
@@ -101,6 +135,7 @@ int preempt_install(void)
     if (!started_)
         return -ESRCH;
     atomic_store(&requested_signal_, 0);
+    atomic_store(&first_signal_ms_, 0);
     atomic_store(&armed_, 1);
     return 0;
 }

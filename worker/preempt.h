@@ -22,22 +22,26 @@
 // while it runs (oneDNN issue #4845, fixed upstream in 2026); a signal handled
 // on that thread writes its frame there and corrupts the heap. A process
 // whose signals only a waiting thread receives never runs a handler on a
-// computing thread. Until preempt_install, and after preempt_uninstall, a
-// signal ends the process as its default action would. Idempotent. Returns 0
-// or -errno. Signals sent to one thread (raise, pthread_kill) are not taken:
-// the batch system, the launcher and kill(1) signal the process.
+// computing thread. Threads that a library started before main (OpenBLAS's)
+// do not block them: a handler with the same logic serves those. Until
+// preempt_install, and after preempt_uninstall, a signal ends the process as
+// its default action would, or stays ignored if it was ignored when
+// preempt_start ran. Idempotent. Returns 0 or -errno. Signals sent to one
+// thread that blocks them (raise, pthread_kill) stay pending: the batch
+// system, the launcher and kill(1) signal the process.
 int preempt_start(void);
 
 // Arms the flag (preempt_start must have run; else -ESRCH) and clears any
 // earlier request. After the first signal preempt_requested() is true; a
 // signal that comes PREEMPT_REPEAT_GRACE_MS or more later ends the process
-// by that signal's default action. Returns 0 or -errno.
+// by that signal's default action (an ignored one too: the user insists).
+// Returns 0 or -errno.
 int preempt_install(void);
 
 // Disarms: signals end the process again. Returns 0.
 int preempt_uninstall(void);
 
-// Whether a stop was requested. Async-signal-safe read of a flag.
+// Whether a stop was requested (an atomic read).
 int preempt_requested(void);
 
 // The signal that asked to stop (SIGTERM, SIGINT, SIGUSR1), 0 when none.
