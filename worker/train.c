@@ -631,23 +631,24 @@ static int resume_(struct trainer *t, const char *path)
     if (hdr.rc) {
         if (t->rt->rank == 0)
             log_error("cannot resume: %s", hdr.err);
-        // -errno (no such file, a directory, no permission): a bad --resume
-        // path is bad input (exit 2), as a damaged or mismatched file is.
-        return hdr.rc > VGPU_EINVAL ? VGPU_ECONFIG : hdr.rc;
+        // A bad --resume path is bad input (exit 2), as a damaged or
+        // mismatched file is; other errors (EIO) stay what they are.
+        const int bad_path = hdr.rc == -ENOENT || hdr.rc == -EISDIR || hdr.rc == -ENOTDIR ||
+                             hdr.rc == -EACCES;
+        return bad_path ? VGPU_ECONFIG : hdr.rc;
     }
     TRY(comm_broadcast(t->rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
     TRY(comm_broadcast(t->rt->comm, t->opt.state, t->opt.state_count * sizeof(float), 0));
     t->step = hdr.meta.step;
     t->opt.t = hdr.meta.step;
-    // A checkpoint written at an epoch's last step resumes at the next epoch
-    // (that epoch's evaluation was the run's, not this one's to repeat).
-    long epoch = (long)hdr.meta.epoch, in_epoch = (long)hdr.meta.step_in_epoch;
-    if (in_epoch >= sampler_batches_per_epoch(&t->sampler))
-        epoch++, in_epoch = 0;
-    sampler_set_position(&t->sampler, epoch, in_epoch);
+    // At an epoch's last step the checkpoint precedes that epoch's
+    // evaluation (checkpoints are written right after their step): the
+    // resumed run does it, as everything after the checkpoint.
+    sampler_set_position(&t->sampler, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
     if (t->rt->rank == 0)
-        printf("vgpu_train: resumed from %s at step %lld (epoch %ld, batch %ld; written by %d ranks)\n",
-               path, (long long)hdr.meta.step, epoch + 1, in_epoch, hdr.meta.nranks);
+        printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
+               path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
+               (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);
     return 0;
 }
 
@@ -1079,24 +1080,49 @@ static void describe_split_(const struct trainer *t, char *buf, size_t bytes)
                       (double)t->cfg->train.batch_size / total, "%.0f");
 }
 
+// The test-set evaluation after an epoch (number: 1-based), reported by
+// rank 0 on stdout and as a metrics row; lr is the last step's.
+static int evaluate_epoch_(struct trainer *t, const struct train_options *opts,
+                           struct train_result *res, long number, double lr)
+{
+    TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
+    if (t->rt->rank != 0)
+        return 0;
+    if (!opts->quiet)
+        printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
+               res->test_loss, res->test_acc, res->test_top5);
+    if (t->metrics) {
+        fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", number, t->step, lr,
+                res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
+        fflush(t->metrics);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int train_loop_(struct trainer *t, const struct train_options *opts, struct train_result *res)
 {
     const struct config *cfg = t->cfg;
     struct runtime *rt = t->rt;
     struct batch_slice b;
-    double lr = 0;
+    double lr = t->step > 0 ? optim_lr_at(cfg, t->step - 1, t->total_steps) : 0; // a resumed run's
     const long check_every = cfg->train.check_replicas_every;
     const int checkpoints = cfg->checkpoint.dir[0] && cfg->checkpoint.every_steps;
     char path[CONFIG_STR_MAX + 64];
     long epoch = sampler_epoch(&t->sampler);
     if (epoch >= cfg->train.epochs || t->step >= t->total_steps) {
         // Resumed from a checkpoint of a finished run: nothing to train, so
-        // evaluate what was restored (no training loss to report).
+        // evaluate what was restored (no training loss to report). The
+        // epoch it is in, or the last it finished.
+        long in_epoch = sampler_step_in_epoch(&t->sampler);
+        long number = in_epoch > 0 ? epoch + 1 : epoch;
         if (rt->rank == 0)
             printf("vgpu_train: nothing left to train at step %ld (epoch %ld of %ld, %ld steps "
-                   "in all)\n", t->step, epoch, cfg->train.epochs, t->total_steps);
-        TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
-        res->epochs = epoch < cfg->train.epochs ? epoch : cfg->train.epochs;
+                   "in all)\n", t->step, number, cfg->train.epochs, t->total_steps);
+        TRY(evaluate_epoch_(t, opts, res, number, lr));
+        res->epochs = in_epoch >= sampler_batches_per_epoch(&t->sampler) ? epoch + 1 : epoch;
+        if (res->epochs > cfg->train.epochs)
+            res->epochs = cfg->train.epochs;
     }
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
         double t0 = util_now_s();
@@ -1152,19 +1178,8 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
             sampler_set_position(&t->sampler, epoch, 0);
         }
         log_progress_(t, epoch - ended, lr, 1, opts->quiet);
-        TRY(evaluate_(t, &res->test_loss, &res->test_acc, &res->test_top5));
+        TRY(evaluate_epoch_(t, opts, res, epoch - ended + 1, lr));
         res->epochs = epoch;
-        if (rt->rank == 0) {
-            if (!opts->quiet)
-                printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n",
-                       epoch - ended + 1, res->test_loss, res->test_acc, res->test_top5);
-            if (t->metrics) {
-                fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", epoch - ended + 1,
-                        t->step, lr, res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
-                fflush(t->metrics);
-            }
-            fflush(stdout);
-        }
     }
     if (check_every || opts->verify) {
         int rc = check_replicas_(t);

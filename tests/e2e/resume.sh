@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # resume.sh: a run interrupted at a checkpoint and resumed continues the same
 # run: bitwise with the same rank count, within float reassociation with
-# another, also from an epoch's last step and from a finished run; damaged or
-# mismatched checkpoints (another model, another seed) are refused with exit 2.
+# another, also from an epoch's last step (its evaluation follows) and from a
+# finished run (evaluated, nothing trained); damaged or mismatched checkpoints
+# (another model, another seed) and bad paths are refused with exit 2.
 source "$(dirname "$0")/lib.sh"
 cfg="$CONFIGS/synthetic_small.ini"
 field() { grep -oE "$1=[^ ]+" <<<"$2" | tail -1 | cut -d= -f2; }
 
 # 32 steps an epoch: checkpoints at the end of epoch 1 and of the run.
-run "uninterrupted" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set "checkpoint.dir=$WORK/ck32" --set checkpoint.every_steps=32
+run "uninterrupted" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set "checkpoint.dir=$WORK/ck32" --set checkpoint.every_steps=32 --metrics "$WORK/full.csv"
 expect_rc 0
 full=$(tail -1 <<<"$out")
 
@@ -29,7 +30,10 @@ if [ "$(echo "d = $a - $b; if (d < 0) d = -d; d < 0.002" | bc -l)" = 1 ]; then o
 run "resume from an epoch's last step" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --resume "$WORK/ck32/ckpt-0000000032.bin" --metrics "$WORK/boundary.csv"
 expect_rc 0
 if [ "$(field params_crc "$out")" = "$(field params_crc "$full")" ]; then ok "same params_crc as uninterrupted"; else bad "params_crc $(field params_crc "$out") != $(field params_crc "$full")"; fi
-if grep -q '^eval,1,' "$WORK/boundary.csv"; then bad "epoch 1 evaluated again: $(grep '^eval' "$WORK/boundary.csv")"; else ok "epoch 1 not evaluated again"; fi
+# The checkpoint precedes epoch 1's evaluation: the resumed run does it, with
+# the uninterrupted run's figures and learning rate (all but elapsed_s).
+want=$(grep '^eval,1,' "$WORK/full.csv" | cut -d, -f1-7); got=$(grep '^eval,1,' "$WORK/boundary.csv" | cut -d, -f1-7)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "epoch 1 evaluated once, as uninterrupted: $got"; else bad "eval row '$got', uninterrupted '$want'"; fi
 
 run "resume a finished run" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --resume "$WORK/ck32/ckpt-0000000064.bin"
 expect_rc 0
@@ -51,6 +55,10 @@ expect_out 'cannot resume: .*bad.bin.*CRC'
 run "checkpoint of another model" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$ckpt" --set model.hidden=32
 expect_rc 2
 expect_out 'cannot resume: .*64-64-32-10'
+
+run "checkpoint path that does not exist" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$WORK/none.bin"
+expect_rc 2
+expect_out 'cannot resume: .*none.bin: cannot open: No such file'
 
 head -c 100 "$ckpt" >"$WORK/short.bin"
 run "truncated checkpoint" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$WORK/short.bin"
