@@ -14,17 +14,6 @@
 #define KERNEL_FN static inline
 #endif
 
-// On the host each mul and add rounds on its own, whatever -march says: the
-// CPU backend's vector loops (kept apart by hand) must give these kernels'
-// bits, and a compiler that fused a * b + c into an FMA here would not.
-#if !defined(__CUDACC__) && defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif !defined(__CUDACC__) && defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-#define KERNELS_H_POP_OPTIONS_
-#endif
-
 // out[i] = table[codes[i]]: 8-bit samples to values by their 256-entry table.
 KERNEL_FN void kernel_decode_u8(size_t i, float *out, const uint8_t *codes, const float *table)
 {
@@ -147,10 +136,5 @@ KERNEL_FN void kernel_adam_step(size_t i, float *param, const float *grad, float
         delta += c.lr_decay * param[i];
     param[i] -= delta;
 }
-
-#ifdef KERNELS_H_POP_OPTIONS_
-#pragma GCC pop_options
-#undef KERNELS_H_POP_OPTIONS_
-#endif
 
 #endif
