@@ -52,6 +52,25 @@ static int run_in_child_(void (*body)(void))
     return wstatus;
 }
 
+// body, run in a child, must exit 0 (other codes name the check that failed).
+static void expect_child_ok_(void (*body)(void))
+{
+    int wstatus = run_in_child_(body);
+    if (WIFSIGNALED(wstatus))
+        fail_msg("the child died of signal %d", WTERMSIG(wstatus));
+    if (WEXITSTATUS(wstatus) != 0)
+        fail_msg("the child failed its check %d", WEXITSTATUS(wstatus));
+}
+
+// body, run in a child, must die of sig.
+static void expect_child_killed_(void (*body)(void), int sig)
+{
+    int wstatus = run_in_child_(body);
+    if (!WIFSIGNALED(wstatus))
+        fail_msg("the child exited %d; it should have died of signal %d", WEXITSTATUS(wstatus), sig);
+    assert_int_equal(WTERMSIG(wstatus), sig);
+}
+
 // Exit codes name the check that failed inside the child.
 static void first_signal_body_(void)
 {
@@ -69,9 +88,7 @@ static void first_signal_body_(void)
 static void first_signal_sets_flag(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(first_signal_body_);
-    assert_true(WIFEXITED(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(first_signal_body_);
 }
 
 static void second_signal_body_(void)
@@ -87,9 +104,7 @@ static void second_signal_body_(void)
 static void second_signal_kills(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(second_signal_body_);
-    assert_true(WIFSIGNALED(wstatus));
-    assert_int_equal(WTERMSIG(wstatus), SIGTERM);
+    expect_child_killed_(second_signal_body_, SIGTERM);
 }
 
 static void before_install_body_(void)
@@ -103,9 +118,7 @@ static void before_install_body_(void)
 static void before_install_kills(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(before_install_body_);
-    assert_true(WIFSIGNALED(wstatus));
-    assert_int_equal(WTERMSIG(wstatus), SIGTERM);
+    expect_child_killed_(before_install_body_, SIGTERM);
 }
 
 static void uninstall_body_(void)
@@ -120,9 +133,7 @@ static void uninstall_body_(void)
 static void uninstall_restores_default(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(uninstall_body_);
-    assert_true(WIFSIGNALED(wstatus));
-    assert_int_equal(WTERMSIG(wstatus), SIGINT);
+    expect_child_killed_(uninstall_body_, SIGINT);
 }
 
 static void signal_name_body_(void)
@@ -137,9 +148,7 @@ static void signal_name_body_(void)
 static void signal_names(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(signal_name_body_);
-    assert_true(WIFEXITED(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(signal_name_body_);
 }
 
 // The calling thread (and any it starts) no longer receives the signals.
@@ -156,9 +165,7 @@ static void blocked_in_caller_body_(void)
 static void signals_blocked_in_caller(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(blocked_in_caller_body_);
-    assert_true(WIFEXITED(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(blocked_in_caller_body_);
 }
 
 // A thread that already ran when preempt_start blocked the signals (as
@@ -186,10 +193,7 @@ static void earlier_thread_body_(void)
 static void earlier_thread_sets_flag(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(earlier_thread_body_);
-    if (WIFSIGNALED(wstatus))
-        fail_msg("the child died of signal %d", WTERMSIG(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(earlier_thread_body_);
 }
 
 // A signal ignored when preempt_start runs (a background job of a script
@@ -207,10 +211,7 @@ static void ignored_body_(void)
 static void ignored_stays_ignored(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(ignored_body_);
-    if (WIFSIGNALED(wstatus))
-        fail_msg("the child died of signal %d", WTERMSIG(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(ignored_body_);
 }
 
 // A burst of stop signals while the CPU GEMM runs (oneDNN's AVX-512 kernel
@@ -253,11 +254,7 @@ static void gemm_under_signals_body_(void)
 static void gemm_under_signals(void **state)
 {
     (void)state;
-    int wstatus = run_in_child_(gemm_under_signals_body_);
-    if (WIFSIGNALED(wstatus))
-        fail_msg("the child died of signal %d (heap corrupted?)", WTERMSIG(wstatus));
-    assert_true(WIFEXITED(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    expect_child_ok_(gemm_under_signals_body_);
 }
 
 int main(void)
