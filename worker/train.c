@@ -999,20 +999,33 @@ static int trainer_start_(struct trainer *t, const struct train_options *opts)
 
 // A signal reached some rank: every rank stops after this step and rank 0
 // writes a checkpoint (into checkpoint.dir, or ./checkpoints when unset).
+// What every ending reports: steps, the last training loss, the rate and
+// (rank 0) a CRC32 of the parameters.
+static int fill_result_(struct trainer *t, struct train_result *res)
+{
+    res->steps = t->step;
+    res->train_loss = t->last_loss;
+    res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
+    if (t->rt->rank != 0)
+        return 0;
+    const size_t bytes = t->model.param_count * sizeof(float);
+    float *host = malloc(bytes);
+    if (!host)
+        return VGPU_ENOMEM;
+    int rc = device_copy_to_host(t->dev, host, t->model.params, bytes);
+    if (rc == 0)
+        res->params_crc = util_crc32(0, host, bytes);
+    free(host);
+    return rc;
+}
+
 static int stop_for_preemption_(struct trainer *t, struct train_result *res)
 {
     const char *dir = t->cfg->checkpoint.dir[0] ? t->cfg->checkpoint.dir : "checkpoints";
     char path[CONFIG_STR_MAX + 64] = "";
     TRY(save_checkpoint_(t, dir, path, sizeof path));
-    res->steps = t->step;
-    res->train_loss = t->last_loss;
-    res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
+    (void)fill_result_(t, res); // the checkpoint is what counts: a CRC not taken stays 0
     if (t->rt->rank == 0) {
-        float *host = malloc(t->model.param_count * sizeof(float));
-        if (host && device_copy_to_host(t->dev, host, t->model.params,
-                                        t->model.param_count * sizeof(float)) == 0)
-            res->params_crc = util_crc32(0, host, t->model.param_count * sizeof(float));
-        free(host);
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
         printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: "
                "--resume %s\n", t->step, preempt_signal_name(), path, path);
@@ -1191,21 +1204,9 @@ static int train_loop_(struct trainer *t, const struct train_options *opts, stru
         if (rt->rank == 0)
             snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
     }
-    res->steps = t->step;
-    res->train_loss = t->last_loss;
-    res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     if (rt->rank == 0 && t->balancing)
         describe_split_(t, res->split, sizeof res->split);
-    if (rt->rank == 0) {
-        float *host = malloc(t->model.param_count * sizeof(float));
-        if (!host)
-            return VGPU_ENOMEM;
-        int rc = device_copy_to_host(t->dev, host, t->model.params, t->model.param_count * sizeof(float));
-        res->params_crc = util_crc32(0, host, t->model.param_count * sizeof(float));
-        free(host);
-        TRY(rc);
-    }
-    return 0;
+    return fill_result_(t, res);
 }
 
 // ---- --verify: a single-device replay on rank 0 ----
