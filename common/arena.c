@@ -31,7 +31,7 @@ int arena_init(arena_t *a, void *base, uint64_t cap_bytes)
     return 0;
 }
 
-void arena_free(arena_t *a)
+void arena_destroy(arena_t *a)
 {
     if (!a)
         return;
@@ -71,7 +71,7 @@ int arena_alloc(arena_t *a, uint64_t bytes, void **out)
     return 0;
 }
 
-int arena_release(arena_t *a, void *ptr)
+int arena_free(arena_t *a, void *ptr)
 {
     if (!ptr)
         return 0;

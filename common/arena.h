@@ -31,8 +31,8 @@ typedef struct arena {
 // ARENA_ALIGN-aligned. Returns 0, VGPU_EINVAL or VGPU_ENOMEM.
 int arena_init(arena_t *a, void *base, uint64_t cap_bytes);
 
-// Releases the bookkeeping (not the region). arena_free(NULL) is a no-op.
-void arena_free(arena_t *a);
+// Releases the bookkeeping (not the region). arena_destroy(NULL) is a no-op.
+void arena_destroy(arena_t *a);
 
 // Allocates `bytes` (rounded up to ARENA_ALIGN; 0 bytes gives a valid unique
 // block of ARENA_ALIGN). Returns 0 and sets *out, or VGPU_EDEVMEM when the
@@ -41,7 +41,7 @@ int arena_alloc(arena_t *a, uint64_t bytes, void **out);
 
 // Returns a block to the arena, merging it with free neighbours. Freeing NULL
 // is a no-op; freeing a pointer the arena did not hand out returns VGPU_EINVAL.
-int arena_release(arena_t *a, void *ptr);
+int arena_free(arena_t *a, void *ptr);
 
 // Whether ptr lies inside the region (any byte of it).
 int arena_contains(const arena_t *a, const void *ptr);

@@ -72,7 +72,7 @@ void device_close(device_t *dev)
 {
     if (!dev || !dev->ops)
         return;
-    arena_free(&dev->arena);
+    arena_destroy(&dev->arena);
     dev->ops->release(dev);
     dev->ops = NULL;
 }
@@ -100,7 +100,7 @@ int device_alloc_floats(device_t *dev, size_t count, float **ptr)
     TRY(device_alloc(dev, count * sizeof(float), &p));
     int rc = device_zero(dev, p, count * sizeof(float));
     if (rc < 0) {
-        arena_release(&dev->arena, p);
+        arena_free(&dev->arena, p);
         return rc;
     }
     *ptr = p;
@@ -109,7 +109,7 @@ int device_alloc_floats(device_t *dev, size_t count, float **ptr)
 
 int device_free(device_t *dev, void *ptr)
 {
-    int rc = arena_release(&dev->arena, ptr);
+    int rc = arena_free(&dev->arena, ptr);
     if (rc < 0)
         log_error("device_free: %p is not a live allocation of virtual GPU %d", ptr, dev->virtual_id);
     return rc;

@@ -60,7 +60,7 @@ static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t t
     if (shm_flag_read(&l->slot->progress) >= target)
         return 0;
     struct slow_arg_ arg = {r, l->rank};
-    struct shm_wait_opts o = {.timeout_s = r->timeout_s,
+    struct shm_flag_wait_opts o = {.timeout_s = r->timeout_s,
                               .spin_count = r->spin_count,
                               .on_slow = on_slow_,
                               .arg = &arg};

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "shm_wait.h"
+#include "shm_flag.h"
 
 // One rank's part of the control segment; two cache lines so that one rank's
 // publishing never evicts another's counter from a waiter's cache.

@@ -126,7 +126,7 @@ static int load_dnnl_(struct lib *l, int threads)
     return 0;
 }
 
-// ---- shapes: what worker/model.c runs per step, per layer ----
+// ---- shapes: what worker/mlp.c runs per step, per layer ----
 
 struct shape {
     char what[16];      // "fwd L0", "dW  L1", "dX  L2"
@@ -235,7 +235,7 @@ static void usage_(FILE *f)
             "  -m, --min-ms MS      each trial runs a shape for at least MS ms (default 20)\n"
             "  -l, --libs LIST      any of openblas,blis,dnnl,device (default all)\n"
             "  -h, --help\n"
-            "Shapes: MLP 784-256-128-10 as worker/model.c calls them (row-major).\n"
+            "Shapes: MLP 784-256-128-10 as worker/mlp.c calls them (row-major).\n"
             "OPENBLAS_CORETYPE is honoured as OpenBLAS reads it (at load).\n");
 }
 

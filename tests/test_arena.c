@@ -27,7 +27,7 @@ static int setup_arena(void **state)
 
 static int teardown_arena(void **state)
 {
-    arena_free(*state);
+    arena_destroy(*state);
     free(*state);
     return 0;
 }
@@ -72,7 +72,7 @@ static void test_init(void **state)
     (void)state;
     arena_t a;
     assert_int_equal(arena_init(&a, (void *)0x100010, CAP), VGPU_EINVAL); // misaligned base
-    arena_free(&a);
+    arena_destroy(&a);
     // The cap is rounded down to the alignment.
     assert_int_equal(arena_init(&a, BASE, CAP + 100), 0);
     struct arena_stats s = arena_get_stats(&a);
@@ -82,14 +82,14 @@ static void test_init(void **state)
     assert_int_equal(s.live_count, 0);
     assert_int_equal(s.total_allocs, 0);
     assert_int_equal(s.largest_free_bytes, CAP);
-    arena_free(&a);
+    arena_destroy(&a);
     // A zero cap holds nothing.
     assert_int_equal(arena_init(&a, BASE, 0), 0);
     void *p = (void *)1;
     assert_int_equal(arena_alloc(&a, 1, &p), VGPU_EDEVMEM);
     assert_null(p);
-    arena_free(&a);
-    arena_free(NULL);
+    arena_destroy(&a);
+    arena_destroy(NULL);
 }
 
 static void test_alignment_and_rounding(void **state)
@@ -112,7 +112,7 @@ static void test_alignment_and_rounding(void **state)
     void *z2;
     assert_int_equal(arena_alloc(a, 0, &z2), 0);
     assert_ptr_not_equal(z2, p[4]);
-    assert_int_equal(arena_release(a, z2), 0);
+    assert_int_equal(arena_free(a, z2), 0);
 }
 
 static void test_contains(void **state)
@@ -143,14 +143,14 @@ static void test_cap_enforced(void **state)
     assert_int_equal(s.total_allocs, 64);
     assert_int_equal(s.live_count, 64);
     for (int i = 0; i < 64; i++)
-        assert_int_equal(arena_release(a, p[i]), 0);
+        assert_int_equal(arena_free(a, p[i]), 0);
 
     // One block of the whole cap fits; cap + 1 does not.
     void *big;
     assert_int_equal(arena_alloc(a, CAP + 1, &big), VGPU_EDEVMEM);
     assert_int_equal(arena_alloc(a, CAP, &big), 0);
     assert_ptr_equal(big, BASE);
-    assert_int_equal(arena_release(a, big), 0);
+    assert_int_equal(arena_free(a, big), 0);
 }
 
 static void test_huge_request(void **state)
@@ -183,14 +183,14 @@ static void test_coalescing(void **state)
         for (int i = 0; i < 3; i++)
             assert_int_equal(arena_alloc(a, third, &p[i]), 0);
         for (int i = 0; i < 3; i++)
-            assert_int_equal(arena_release(a, p[orders[o][i]]), 0);
+            assert_int_equal(arena_free(a, p[orders[o][i]]), 0);
         struct arena_stats s = arena_get_stats(a);
         if (s.largest_free_bytes != CAP)
             fail_msg("free order %d,%d,%d: largest free %llu, want %d", orders[o][0], orders[o][1],
                      orders[o][2], (unsigned long long)s.largest_free_bytes, CAP);
         void *whole;
         assert_int_equal(arena_alloc(a, CAP, &whole), 0);
-        assert_int_equal(arena_release(a, whole), 0);
+        assert_int_equal(arena_free(a, whole), 0);
     }
 }
 
@@ -202,7 +202,7 @@ static void test_fragmentation(void **state)
     for (int i = 0; i < 64; i++)
         assert_int_equal(arena_alloc(a, ARENA_ALIGN, &p[i]), 0);
     for (int i = 0; i < 64; i += 2)
-        assert_int_equal(arena_release(a, p[i]), 0);
+        assert_int_equal(arena_free(a, p[i]), 0);
     struct arena_stats s = arena_get_stats(a);
     assert_int_equal(s.in_use_bytes, CAP / 2);
     assert_int_equal(s.largest_free_bytes, ARENA_ALIGN);
@@ -210,13 +210,13 @@ static void test_fragmentation(void **state)
     void *two;
     assert_int_equal(arena_alloc(a, 2 * ARENA_ALIGN, &two), VGPU_EDEVMEM);
     // Freeing one more block joins three holes into one.
-    assert_int_equal(arena_release(a, p[1]), 0);
+    assert_int_equal(arena_free(a, p[1]), 0);
     assert_int_equal(arena_get_stats(a).largest_free_bytes, 3 * ARENA_ALIGN);
     assert_int_equal(arena_alloc(a, 3 * ARENA_ALIGN, &two), 0);
     assert_ptr_equal(two, p[0]); // first fit: the lowest hole that fits
-    assert_int_equal(arena_release(a, two), 0);
+    assert_int_equal(arena_free(a, two), 0);
     for (int i = 3; i < 64; i += 2)
-        assert_int_equal(arena_release(a, p[i]), 0);
+        assert_int_equal(arena_free(a, p[i]), 0);
     assert_int_equal(arena_get_stats(a).largest_free_bytes, CAP);
 }
 
@@ -232,7 +232,7 @@ static void test_stats(void **state)
     assert_int_equal(s.live_count, 2);
     assert_int_equal(s.total_allocs, 2);
     assert_int_equal(s.largest_free_bytes, CAP - 1280);
-    assert_int_equal(arena_release(a, x), 0);
+    assert_int_equal(arena_free(a, x), 0);
     s = arena_get_stats(a);
     assert_int_equal(s.in_use_bytes, 256);
     assert_int_equal(s.peak_bytes, 1280); // the high-water mark stays
@@ -243,8 +243,8 @@ static void test_stats(void **state)
     assert_int_equal(s.in_use_bytes, 768);
     assert_int_equal(s.peak_bytes, 1280);
     assert_int_equal(s.total_allocs, 3);
-    assert_int_equal(arena_release(a, y), 0);
-    assert_int_equal(arena_release(a, z), 0);
+    assert_int_equal(arena_free(a, y), 0);
+    assert_int_equal(arena_free(a, z), 0);
     s = arena_get_stats(a);
     assert_int_equal(s.in_use_bytes, 0);
     assert_int_equal(s.live_count, 0);
@@ -260,21 +260,21 @@ static void test_misuse(void **state)
     assert_int_equal(arena_alloc(a, 256, &q), 0);
     struct arena_stats before = arena_get_stats(a);
 
-    assert_int_equal(arena_release(a, NULL), 0); // no-op
-    assert_int_equal(arena_release(a, (char *)p + 256), VGPU_EINVAL); // inside a block
-    assert_int_equal(arena_release(a, (char *)p + 1), VGPU_EINVAL);
+    assert_int_equal(arena_free(a, NULL), 0); // no-op
+    assert_int_equal(arena_free(a, (char *)p + 256), VGPU_EINVAL); // inside a block
+    assert_int_equal(arena_free(a, (char *)p + 1), VGPU_EINVAL);
     int on_stack;
-    assert_int_equal(arena_release(a, &on_stack), VGPU_EINVAL); // foreign pointer
-    assert_int_equal(arena_release(a, (char *)BASE + CAP), VGPU_EINVAL); // one past the end
-    assert_int_equal(arena_release(a, (char *)BASE + CAP - ARENA_ALIGN), VGPU_EINVAL); // free tail
+    assert_int_equal(arena_free(a, &on_stack), VGPU_EINVAL); // foreign pointer
+    assert_int_equal(arena_free(a, (char *)BASE + CAP), VGPU_EINVAL); // one past the end
+    assert_int_equal(arena_free(a, (char *)BASE + CAP - ARENA_ALIGN), VGPU_EINVAL); // free tail
     struct arena_stats after = arena_get_stats(a);
     assert_memory_equal(&before, &after, sizeof before);
 
-    assert_int_equal(arena_release(a, p), 0);
-    assert_int_equal(arena_release(a, p), VGPU_EINVAL); // double free
+    assert_int_equal(arena_free(a, p), 0);
+    assert_int_equal(arena_free(a, p), VGPU_EINVAL); // double free
     assert_int_equal(arena_get_stats(a).live_count, 1);
-    assert_int_equal(arena_release(a, q), 0);
-    assert_int_equal(arena_release(a, q), VGPU_EINVAL); // double free after merging
+    assert_int_equal(arena_free(a, q), 0);
+    assert_int_equal(arena_free(a, q), VGPU_EINVAL); // double free after merging
     assert_int_equal(arena_get_stats(a).in_use_bytes, 0);
     assert_int_equal(arena_get_stats(a).largest_free_bytes, CAP);
 }
@@ -290,7 +290,7 @@ static void test_random_churn(void **state)
     for (int step = 0; step < 3000; step++) {
         int i = (int)(test_rand_u64(&seed) % N);
         if (p[i]) {
-            assert_int_equal(arena_release(a, p[i]), 0);
+            assert_int_equal(arena_free(a, p[i]), 0);
             p[i] = NULL;
         } else {
             uint64_t bytes = test_rand_u64(&seed) % (CAP / 6);
@@ -310,7 +310,7 @@ static void test_random_churn(void **state)
         assert_int_equal(s.peak_bytes, peak);
     }
     for (int i = 0; i < N; i++)
-        assert_int_equal(arena_release(a, p[i]), 0);
+        assert_int_equal(arena_free(a, p[i]), 0);
     assert_int_equal(arena_get_stats(a).largest_free_bytes, CAP);
 }
 

@@ -1,4 +1,4 @@
-// test_comm_shm.c: the futex wait (shm_wait) and the ring schedule
+// test_comm_shm.c: the futex wait (shm_flag) and the ring schedule
 // (ring_core) run by fork()ed processes over anonymous shared memory, with no
 // MPI: every ring link is a same-host link here.
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ring_internal.h"
-#include "shm_wait.h"
+#include "shm_flag.h"
 #include "status.h"
 #include "util.h"
 
@@ -40,7 +40,7 @@ static int reap_(pid_t *pids, int n)
     return bad;
 }
 
-// ---- shm_wait ----
+// ---- shm_flag ----
 
 // Two processes hand a token back and forth through two flags. With no
 // spinning every wait goes through the futex: a lost wake-up would cost a
@@ -49,7 +49,7 @@ static void ping_pong_(unsigned spin)
 {
     enum { ROUNDS = 20000 };
     struct shm_flag *f = shared_alloc_(2 * sizeof *f);
-    struct shm_wait_opts o = {.timeout_s = 10, .spin_count = spin};
+    struct shm_flag_wait_opts o = {.timeout_s = 10, .spin_count = spin};
     double t0 = util_now_s();
     pid_t pids[2];
     for (int who = 0; who < 2; who++) {
@@ -96,7 +96,7 @@ static void test_wait_timeout(void **state)
     (void)state;
     struct shm_flag f = {0};
     shm_flag_publish(&f, 5);
-    struct shm_wait_opts o = {.timeout_s = 0.4, .spin_count = 10, .on_slow = on_slow_};
+    struct shm_flag_wait_opts o = {.timeout_s = 0.4, .spin_count = 10, .on_slow = on_slow_};
     assert_int_equal(shm_flag_wait(&f, 5, &o), 0); // already there: no wait
     double t0 = util_now_s();
     assert_int_equal(shm_flag_wait(&f, 6, &o), VGPU_ETIMEOUT);
@@ -118,7 +118,7 @@ static void test_wait_wakes(void **state)
         shm_flag_publish(f, 1);
         _exit(0);
     }
-    struct shm_wait_opts o = {.timeout_s = 5, .spin_count = 0};
+    struct shm_flag_wait_opts o = {.timeout_s = 5, .spin_count = 0};
     double t0 = util_now_s();
     assert_int_equal(shm_flag_wait(f, 1, &o), 0);
     double took = util_now_s() - t0;

@@ -9,7 +9,7 @@
 #include "status.h"
 
 // The shuffle's rng streams carry this tag in the top byte, apart from the
-// synthetic data's streams (data.c), so one train.seed can drive both.
+// synthetic data's streams (dataset.c), so one train.seed can drive both.
 #define SAMPLER_STREAM_TAG (0x5Aull << 56)
 
 // ---- split ----

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "data.h"
-#include "model.h"
+#include "dataset.h"
+#include "mlp.h"
 #include "runtime.h"
 
 struct train_options {

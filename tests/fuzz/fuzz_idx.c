@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
+#include "dataset.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,4 +1,4 @@
-// test_model.c: the MLP against a double-precision host reference: forward
+// test_mlp.c: the MLP against a double-precision host reference: forward
 // logits, per-row loss, and every parameter's gradient against central finite
 // differences; accumulation; layout and memory accounting; He initialisation.
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 
 #include "device.h"
 #include "log.h"
-#include "model.h"
+#include "mlp.h"
 #include "optim.h"
 #include "status.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
-// model.c: MLP forward and backward on device ops.
-#include "model.h"
+// mlp.c: MLP forward and backward on device ops.
+#include "mlp.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-// data.h: datasets in host memory: MNIST-format IDX files (plain or gzip) and
+// dataset.h: datasets in host memory: MNIST-format IDX files (plain or gzip) and
 // a seeded synthetic stand-in, plus the usual preprocessing.
-#ifndef VGPU_DATA_H
-#define VGPU_DATA_H
+#ifndef VGPU_DATASET_H
+#define VGPU_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-// shm_wait.c: spin-then-futex waiting on a shared progress counter.
-#include "shm_wait.h"
+// shm_flag.c: spin-then-futex waiting on a shared progress counter.
+#include "shm_flag.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -57,7 +57,7 @@ uint64_t shm_flag_read(struct shm_flag *f)
     return atomic_load_explicit(&f->value, memory_order_acquire);
 }
 
-int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_wait_opts *o)
+int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wait_opts *o)
 {
     for (unsigned i = 0; i < o->spin_count; i++) {
         if (atomic_load_explicit(&f->value, memory_order_acquire) >= target)

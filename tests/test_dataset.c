@@ -1,4 +1,4 @@
-// test_data.c: IDX loading (plain and gzip, every validation path), synthetic
+// test_dataset.c: IDX loading (plain and gzip, every validation path), synthetic
 // data, preprocessing; and, with argument "fashion-mnist", the real data set.
 #include <errno.h>
 #include <dirent.h>
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "data.h"
+#include "dataset.h"
 #include "rng.h"
 #include "status.h"
 

@@ -1,8 +1,8 @@
-// model.h: a multi-layer perceptron (Linear -> ReLU ... -> Linear) with
+// mlp.h: a multi-layer perceptron (Linear -> ReLU ... -> Linear) with
 // softmax cross-entropy, on device memory. All parameters live in one flat
 // device buffer and all gradients in another, so one collective covers them.
-#ifndef VGPU_MODEL_H
-#define VGPU_MODEL_H
+#ifndef VGPU_MLP_H
+#define VGPU_MLP_H
 
 #include <stddef.h>
 #include <stdint.h>

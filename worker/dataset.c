@@ -1,5 +1,5 @@
-// data.c: IDX (MNIST format) loading through zlib, synthetic clusters, preprocessing.
-#include "data.h"
+// dataset.c: IDX (MNIST format) loading through zlib, synthetic clusters, preprocessing.
+#include "dataset.h"
 
 #include <errno.h>
 #include <fcntl.h>

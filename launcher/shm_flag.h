@@ -1,12 +1,12 @@
-// shm_wait.h: bounded waiting on a progress counter in memory shared between
+// shm_flag.h: bounded waiting on a progress counter in memory shared between
 // processes: spin briefly, then sleep on a futex that the publisher wakes.
 //
 // Why a futex and not pure spinning: ranks routinely outnumber cores (4 ranks
 // on 2 cores), and a spinning waiter would burn the time slice that the peer
 // it waits for needs. Why spin first: when a core is free the peer usually
 // publishes within microseconds, and a sleep/wake costs several.
-#ifndef VGPU_SHM_WAIT_H
-#define VGPU_SHM_WAIT_H
+#ifndef VGPU_SHM_FLAG_H
+#define VGPU_SHM_FLAG_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -19,7 +19,7 @@ struct shm_flag {
     _Atomic uint32_t sleepers; // waiters that may be asleep on seq, count
 };
 
-struct shm_wait_opts {
+struct shm_flag_wait_opts {
     double timeout_s;    // give up after this long, seconds (<= 0: never)
     unsigned spin_count; // polls before the first sleep, iterations
     // Called once, when half of timeout_s has passed without progress (may be NULL).
@@ -37,6 +37,6 @@ uint64_t shm_flag_read(struct shm_flag *f);
 
 // Waits until the flag's value is >= target. Returns 0, or VGPU_ETIMEOUT
 // after o->timeout_s (nothing is logged here: the caller knows who it waited for).
-int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_wait_opts *o);
+int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wait_opts *o);
 
 #endif
