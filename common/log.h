@@ -45,6 +45,17 @@ void log_trace_at(const char *file, int line, const char *expr, int status);
         }                                                    \
     } while (0)
 
+// TRY_GOTO(expr, rc, label): as TRY, but stores the status in rc and jumps
+// to label, for functions that release what they hold before returning.
+#define TRY_GOTO(expr, rc, label)                         \
+    do {                                                  \
+        (rc) = (expr);                                    \
+        if ((rc) < 0) {                                   \
+            log_trace_at(__FILE__, __LINE__, #expr, (rc)); \
+            goto label;                                   \
+        }                                                 \
+    } while (0)
+
 // Whether TRY prints its trace lines (default: on; tests turn it off).
 void log_set_trace(int enabled);
 

@@ -99,6 +99,11 @@ int device_open(device_t *dev, const struct device_info *info, int rank, const c
 // Frees everything; device_close(NULL) is a no-op.
 void device_close(device_t *dev);
 
+// The backend's name ("cpu" or "cuda") and the most device memory the arena
+// has handed out at once since device_open, bytes.
+const char *device_kind(const device_t *dev);
+uint64_t device_peak_bytes(const device_t *dev);
+
 // Allocates from the capped arena. Over the cap: logs
 // "device memory cap exceeded: requested X, in use Y of CAP (virtual GPU v on
 // physical device d)" and returns VGPU_EDEVMEM.

@@ -1,0 +1,107 @@
+// env.c: the environment switches, parsed once.
+#include "env.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct env_var {
+    const char *name;
+    const char *form;
+    const char *doc;
+};
+
+// The table env_print_reference prints; env_parse_ below reads the same names.
+static const struct env_var vars_[] = {
+    {"VGPU_PROGRESS", "bar|lines",
+     "progress display of vgpu_train's rank 0: a live bar, or one line per log_every steps "
+     "(default: a bar when stdout is a terminal and no launcher started the job)"},
+    {"VGPU_RING_STAGING", "1",
+     "the ring all-reduce copies through host staging segments on CPU devices too, as it does "
+     "on GPUs (tests the GPU data path without a GPU)"},
+    {"VGPU_RING_SPIN", "COUNT",
+     "polls before a ring wait sleeps on its futex (default: more when each rank has a core)"},
+    {"VGPU_TEST_PERTURB", "RANK@STEP",
+     "test hook: vgpu_train nudges one parameter of RANK after STEP (the replica check must "
+     "catch it)"},
+    {"VGPU_TEST_SLOW", "RANK:FACTOR",
+     "test hook: RANK's compute lasts FACTOR times as long, standing in for a slower device"},
+};
+
+// Launchers' rank variables, most specific first.
+static const char *const launcher_rank_vars_[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                                  "SLURM_PROCID"};
+
+static struct vgpu_env env_;
+static int parsed_;
+
+static void malformed_(const char *name, const char *value, const char *form)
+{
+    log_warn("ignoring %s=%s: expected %s", name, value, form);
+}
+
+static void env_parse_(struct vgpu_env *e)
+{
+    *e = (struct vgpu_env){.progress = -1, .ring_spin = -1, .launcher_rank = -1,
+                           .perturb_rank = -1, .slow_rank = -1};
+    const char *v;
+    char end;
+    if ((v = getenv("VGPU_PROGRESS")) && *v) {
+        if (!strcmp(v, "bar"))
+            e->progress = 1;
+        else if (!strcmp(v, "lines"))
+            e->progress = 0;
+        else
+            malformed_("VGPU_PROGRESS", v, vars_[0].form);
+    }
+    if ((v = getenv("VGPU_RING_STAGING")) && *v)
+        e->ring_staging = !strcmp(v, "1");
+    if ((v = getenv("VGPU_RING_SPIN")) && *v) {
+        long n;
+        if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= 0)
+            e->ring_spin = n;
+        else
+            malformed_("VGPU_RING_SPIN", v, "a count >= 0");
+    }
+    for (size_t i = 0; i < sizeof launcher_rank_vars_ / sizeof *launcher_rank_vars_; i++) {
+        int r;
+        if ((v = getenv(launcher_rank_vars_[i])) && sscanf(v, "%d", &r) == 1 && r >= 0) {
+            e->launcher_rank = r;
+            break;
+        }
+    }
+    e->under_launcher = e->launcher_rank >= 0 || getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+    if ((v = getenv("VGPU_TEST_PERTURB")) && *v &&
+        (sscanf(v, "%d@%ld%c", &e->perturb_rank, &e->perturb_step, &end) != 2 ||
+         e->perturb_rank < 0 || e->perturb_step < 0)) {
+        malformed_("VGPU_TEST_PERTURB", v, "RANK@STEP");
+        e->perturb_rank = -1;
+    }
+    if ((v = getenv("VGPU_TEST_SLOW")) && *v &&
+        (sscanf(v, "%d:%lf%c", &e->slow_rank, &e->slow_factor, &end) != 2 || e->slow_rank < 0 ||
+         !(e->slow_factor >= 1))) {
+        malformed_("VGPU_TEST_SLOW", v, "RANK:FACTOR with FACTOR >= 1");
+        e->slow_rank = -1;
+    }
+}
+
+const struct vgpu_env *env_get(void)
+{
+    if (!parsed_) {
+        env_parse_(&env_);
+        parsed_ = 1;
+    }
+    return &env_;
+}
+
+void env_reset(void)
+{
+    parsed_ = 0;
+}
+
+void env_print_reference(FILE *f)
+{
+    for (size_t i = 0; i < sizeof vars_ / sizeof *vars_; i++)
+        fprintf(f, "  %s=%s\n      %s\n", vars_[i].name, vars_[i].form, vars_[i].doc);
+}
