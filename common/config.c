@@ -19,12 +19,23 @@ struct key_spec {
     const char *key;
     enum key_type type;
     size_t offset;        // into struct config
-    size_t str_bytes;     // T_STR / T_ENUM: field size
+    size_t str_bytes;     // T_STR: field size
     const char *def;      // default, parsed like a user value
     double min, max;      // numeric range (T_INT, T_FLOAT, list elements)
-    const char *choices;  // T_ENUM: "a|b|c"
+    const char *const *choices; // T_ENUM: the values' texts in enum order, NULL-terminated
     const char *doc;
 };
+
+#define CONFIG_ENUM_TEXT_(name, text) text,
+static const char *const device_kinds_[] = {CONFIG_DEVICE_KINDS(CONFIG_ENUM_TEXT_) NULL};
+static const char *const backends_[] = {CONFIG_BACKENDS(CONFIG_ENUM_TEXT_) NULL};
+static const char *const optimizers_[] = {CONFIG_OPTIMIZERS(CONFIG_ENUM_TEXT_) NULL};
+static const char *const schedules_[] = {CONFIG_SCHEDULES(CONFIG_ENUM_TEXT_) NULL};
+static const char *const balances_[] = {CONFIG_BALANCES(CONFIG_ENUM_TEXT_) NULL};
+static const char *const datasets_[] = {CONFIG_DATASETS(CONFIG_ENUM_TEXT_) NULL};
+#undef CONFIG_ENUM_TEXT_
+// set_value_ stores an enum key's value through an int.
+_Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as int");
 
 #define F_(sec, field) offsetof(struct config, sec.field)
 #define S_(sec, field) sizeof(((struct config *)0)->sec.field)
@@ -33,7 +44,7 @@ struct key_spec {
 // The schema: one row per key. The reference printed by --help-config and the
 // comments in configs/*.ini come from here.
 static const struct key_spec keys_[] = {
-    {"devices", "kind", T_ENUM, F_(devices, kind), S_(devices, kind), "auto", 0, 0, "auto|cpu|cuda",
+    {"devices", "kind", T_ENUM, F_(devices, kind), 0, "auto", 0, 0, device_kinds_,
      "device backend: cuda needs a GPU; auto falls back to CPU simulation"},
     {"devices", "ranks_per_device", T_INT, F_(devices, ranks_per_device), 0, "0", 0, 1024, NULL,
      "ranks sharing one physical device; 0 = ceil(local ranks / devices)"},
@@ -46,8 +57,8 @@ static const struct key_spec keys_[] = {
     {"devices", "cpu_threads", T_INT, F_(devices, cpu_threads), 0, "0", 0, 1024, NULL,
      "BLAS threads per rank; 0 = cores / local ranks, at least 1"},
 
-    {"comm", "backend", T_ENUM, F_(comm, backend), S_(comm, backend), "auto", 0, 0,
-     "auto|ring|mpi|nccl", "collective backend; auto = nccl if every rank has its own GPU, else ring"},
+    {"comm", "backend", T_ENUM, F_(comm, backend), 0, "auto", 0, 0, backends_,
+     "collective backend; auto = nccl if every rank has its own GPU, else ring"},
     {"comm", "timeout_s", T_FLOAT, F_(comm, timeout_s), 0, "300", 0.1, 86400, NULL,
      "bound on every collective wait, seconds; a peer that does not arrive ends the job"},
     {"comm", "slice_bytes", T_SIZE, F_(comm, slice_bytes), 0, "1M", 0, 0, NULL,
@@ -62,16 +73,15 @@ static const struct key_spec keys_[] = {
     {"train", "max_steps", T_INT, F_(train, max_steps), 0, "0", 0, BIG, NULL,
      "stop after this many optimizer steps; 0 = no limit"},
     {"train", "lr", T_FLOAT, F_(train, lr), 0, "0.001", 0, 100, NULL, "peak learning rate"},
-    {"train", "optimizer", T_ENUM, F_(train, optimizer), S_(train, optimizer), "adamw", 0, 0,
-     "sgd|adam|adamw", "optimizer"},
+    {"train", "optimizer", T_ENUM, F_(train, optimizer), 0, "adamw", 0, 0, optimizers_, "optimizer"},
     {"train", "momentum", T_FLOAT, F_(train, momentum), 0, "0.9", 0, 1, NULL, "SGD momentum"},
     {"train", "weight_decay", T_FLOAT, F_(train, weight_decay), 0, "0", 0, 10, NULL,
      "weight decay (L2 for sgd/adam, decoupled for adamw)"},
     {"train", "beta1", T_FLOAT, F_(train, beta1), 0, "0.9", 0, 0.9999999, NULL, "Adam beta1"},
     {"train", "beta2", T_FLOAT, F_(train, beta2), 0, "0.999", 0, 0.9999999, NULL, "Adam beta2"},
     {"train", "eps", T_FLOAT, F_(train, eps), 0, "1e-8", 1e-30, 1, NULL, "Adam epsilon"},
-    {"train", "schedule", T_ENUM, F_(train, schedule), S_(train, schedule), "constant", 0, 0,
-     "constant|step|cosine", "learning-rate schedule after warm-up"},
+    {"train", "schedule", T_ENUM, F_(train, schedule), 0, "constant", 0, 0, schedules_,
+     "learning-rate schedule after warm-up"},
     {"train", "warmup_steps", T_INT, F_(train, warmup_steps), 0, "0", 0, BIG, NULL,
      "linear warm-up from 0 to lr over this many steps"},
     {"train", "step_every", T_INT, F_(train, step_every), 0, "1000", 1, BIG, NULL,
@@ -80,8 +90,8 @@ static const struct key_spec keys_[] = {
      "step schedule: decay factor"},
     {"train", "batch_weights", T_FLOAT_LIST, F_(train, batch_weights), 0, "", 0, 1e6, NULL,
      "share of each global batch per rank, e.g. 0.8,0.2; empty = equal"},
-    {"train", "balance", T_ENUM, F_(train, balance), S_(train, balance), "static", 0, 0,
-     "static|dynamic", "split of each batch: static = equal or batch_weights; dynamic = re-split "
+    {"train", "balance", T_ENUM, F_(train, balance), 0, "static", 0, 0, balances_,
+     "split of each batch: static = equal or batch_weights; dynamic = re-split "
      "every 10 steps by each rank's measured speed (normal mode; not bitwise reproducible)"},
     {"train", "drop_last", T_BOOL, F_(train, drop_last), 0, "true", 0, 0, NULL,
      "drop the incomplete last batch of each epoch (false: train on it too)"},
@@ -98,8 +108,8 @@ static const struct key_spec keys_[] = {
     {"train", "shard_optimizer", T_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 
-    {"data", "dataset", T_ENUM, F_(data, dataset), S_(data, dataset), "fashion-mnist", 0, 0,
-     "fashion-mnist|mnist-idx|synthetic", "training data"},
+    {"data", "dataset", T_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
+     "training data"},
     {"data", "path", T_STR, F_(data, path), S_(data, path), "/usr/share/datasets/fashion-mnist", 0, 0,
      NULL, "directory holding the four MNIST-format IDX files (.gz or plain)"},
     {"data", "standardize", T_BOOL, F_(data, standardize), 0, "false", 0, 0, NULL,
@@ -331,6 +341,16 @@ static int set_list_(const struct key_spec *k, void *field, char *value, char *m
     return 0;
 }
 
+// An enum key's values as "a|b|c".
+static const char *choices_text_(const struct key_spec *k, char *buf, size_t bytes)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; k->choices[i] && len < bytes; i++)
+        len += (size_t)snprintf(buf + len, bytes - len, "%s%s", i ? "|" : "", k->choices[i]);
+    return buf;
+}
+
 // Parses `raw` for key k into cfg; on error writes a message without location.
 static int set_value_(struct config *cfg, const struct key_spec *k, const char *raw, char *msg,
                       size_t msg_bytes)
@@ -379,16 +399,15 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
         strcpy(field, v);
         return 0;
     case T_ENUM: {
-        size_t n = strlen(v);
-        for (const char *c = k->choices; *c;) {
-            size_t len = strcspn(c, "|");
-            if (len == n && !strncmp(c, v, n)) {
-                strcpy(field, v);
+        for (int i = 0; k->choices[i]; i++)
+            if (!strcmp(k->choices[i], v)) {
+                *(int *)field = i;
                 return 0;
             }
-            c += len + (c[len] == '|');
-        }
-        return snprintf(msg, msg_bytes, "'%s' is not one of %s", v, k->choices), VGPU_ECONFIG;
+        char all[128];
+        return snprintf(msg, msg_bytes, "'%s' is not one of %s", v,
+                        choices_text_(k, all, sizeof all)),
+               VGPU_ECONFIG;
     }
     case T_INT_LIST:
     case T_FLOAT_LIST:
@@ -609,18 +628,29 @@ int config_validate(const struct config *cfg, char *err, size_t err_bytes)
     if (cfg->devices.map.count && cfg->devices.ranks_per_device)
         return errf_(err, err_bytes,
                      "devices.map and devices.ranks_per_device conflict: set one of them");
-    if (!strcmp(cfg->data.dataset, "mnist-idx") && !cfg->data.path[0])
+    if (cfg->data.dataset == DATASET_MNIST_IDX && !cfg->data.path[0])
         return errf_(err, err_bytes, "data.dataset = mnist-idx needs data.path");
     for (int i = 0; i < cfg->train.batch_weights.count; i++)
         if (!(cfg->train.batch_weights.v[i] > 0))
             return errf_(err, err_bytes, "train.batch_weights: every weight must be > 0");
-    if (cfg->train.deterministic && !strcmp(cfg->train.balance, "dynamic"))
+    if (cfg->train.deterministic && cfg->train.balance == BALANCE_DYNAMIC)
         return errf_(err, err_bytes,
                      "train.balance = dynamic splits batches by timing, which train.deterministic "
                      "= true rules out: set one of them");
     if (cfg->model.hidden.count == 0)
         return errf_(err, err_bytes, "model.hidden: at least one hidden layer is needed");
     return 0;
+}
+
+const char *config_enum_name(const char *section, const char *key, int value)
+{
+    const struct key_spec *k = find_key_(section, key);
+    if (!k || k->type != T_ENUM || value < 0)
+        return NULL;
+    for (int i = 0; k->choices[i]; i++)
+        if (i == value)
+            return k->choices[i];
+    return NULL;
 }
 
 void config_print_reference(void *file)
@@ -634,8 +664,9 @@ void config_print_reference(void *file)
             fprintf(f, "%s[%s]\n", i ? "\n" : "", section);
         }
         fprintf(f, "# %s", k->doc);
+        char all[128];
         if (k->type == T_ENUM)
-            fprintf(f, " (%s)", k->choices);
+            fprintf(f, " (%s)", choices_text_(k, all, sizeof all));
         fprintf(f, "\n%s = %s\n", k->key, k->def);
     }
 }

@@ -19,10 +19,31 @@ struct config_float_list {
     double v[CONFIG_LIST_MAX];
 };
 
+// Keys with a fixed set of values are stored as enums. Each list gives the
+// enum constant and the text a config file uses, in the enum's order.
+#define CONFIG_DEVICE_KINDS(X) X(DEVICE_KIND_AUTO, "auto") X(DEVICE_KIND_CPU, "cpu") X(DEVICE_KIND_CUDA, "cuda")
+#define CONFIG_BACKENDS(X) \
+    X(BACKEND_AUTO, "auto") X(BACKEND_RING, "ring") X(BACKEND_MPI, "mpi") X(BACKEND_NCCL, "nccl")
+#define CONFIG_OPTIMIZERS(X) X(OPTIM_SGD, "sgd") X(OPTIM_ADAM, "adam") X(OPTIM_ADAMW, "adamw")
+#define CONFIG_SCHEDULES(X) \
+    X(SCHEDULE_CONSTANT, "constant") X(SCHEDULE_STEP, "step") X(SCHEDULE_COSINE, "cosine")
+#define CONFIG_BALANCES(X) X(BALANCE_STATIC, "static") X(BALANCE_DYNAMIC, "dynamic")
+#define CONFIG_DATASETS(X) \
+    X(DATASET_FASHION_MNIST, "fashion-mnist") X(DATASET_MNIST_IDX, "mnist-idx") X(DATASET_SYNTHETIC, "synthetic")
+
+#define CONFIG_ENUM_CONSTANT_(name, text) name,
+enum device_kind { CONFIG_DEVICE_KINDS(CONFIG_ENUM_CONSTANT_) };
+enum comm_backend_choice { CONFIG_BACKENDS(CONFIG_ENUM_CONSTANT_) };
+enum optim_kind { CONFIG_OPTIMIZERS(CONFIG_ENUM_CONSTANT_) };
+enum lr_schedule { CONFIG_SCHEDULES(CONFIG_ENUM_CONSTANT_) };
+enum batch_balance { CONFIG_BALANCES(CONFIG_ENUM_CONSTANT_) };
+enum dataset_kind { CONFIG_DATASETS(CONFIG_ENUM_CONSTANT_) };
+#undef CONFIG_ENUM_CONSTANT_
+
 // Plain old data: the launcher broadcasts it from rank 0 as bytes.
 struct config {
     struct {
-        char kind[16];             // auto | cpu | cuda
+        enum device_kind kind;     // auto | cpu | cuda
         long ranks_per_device;     // ranks sharing one device; 0 = auto
         uint64_t memory_limit;     // bytes per rank; 0 = auto
         double memory_fraction;    // share of free device memory per device; 0 = unset
@@ -30,7 +51,7 @@ struct config {
         long cpu_threads;          // BLAS threads per rank; 0 = auto
     } devices;
     struct {
-        char backend[16];          // auto | ring | mpi | nccl
+        enum comm_backend_choice backend; // auto | ring | mpi | nccl
         double timeout_s;          // bound on every collective wait, seconds
         uint64_t slice_bytes;      // ring pipelining granularity, bytes
     } comm;
@@ -42,16 +63,16 @@ struct config {
         long batch_size;           // global batch, samples
         long max_steps;            // stop after this many steps; 0 = no limit
         double lr;
-        char optimizer[16];        // sgd | adam | adamw
+        enum optim_kind optimizer; // sgd | adam | adamw
         double momentum;
         double weight_decay;
         double beta1, beta2, eps;  // Adam
-        char schedule[16];         // constant | step | cosine
+        enum lr_schedule schedule; // constant | step | cosine
         long warmup_steps;
         long step_every;           // step schedule: decay period, steps
         double step_gamma;         // step schedule: decay factor
         struct config_float_list batch_weights; // per-rank share of each batch
-        char balance[16];          // static | dynamic
+        enum batch_balance balance; // static | dynamic
         int drop_last;
         long seed;
         long log_every;            // steps between progress lines
@@ -61,7 +82,7 @@ struct config {
         int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
     } train;
     struct {
-        char dataset[16];          // fashion-mnist | mnist-idx | synthetic
+        enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic
         char path[CONFIG_STR_MAX]; // directory with the four IDX files
         int standardize;
         int fallback_synthetic;    // use synthetic data if the dataset is missing
@@ -104,6 +125,11 @@ int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
 
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);
+
+// The config-file text of an enum key's value, e.g. config_enum_name("train",
+// "optimizer", OPTIM_ADAM) = "adam". NULL for a key that is not an enum or a
+// value out of range.
+const char *config_enum_name(const char *section, const char *key, int value);
 
 // Parses a byte size such as "512", "64K", "512M", "2G", "1.5G" (binary units;
 // a fraction of a unit is rounded down to whole bytes, "6.4M" = 6710886).

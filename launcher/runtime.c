@@ -318,12 +318,12 @@ static int discover_(struct runtime *rt, struct device_info *devs, int *ndev, ch
         int rc, count;
         char msg[256];
     } found = {0, 0, ""};
-    const char *want = rt->cfg.devices.kind;
+    const enum device_kind want = rt->cfg.devices.kind;
     if (rt->local_rank == 0) {
         int rc = VGPU_EUNSUPPORTED, n = 0;
-        if (strcmp(want, "cpu"))
+        if (want != DEVICE_KIND_CPU)
             rc = device_discover("cuda", devs, MAX_DEVICES, &n);
-        if (!strcmp(want, "cuda") && (rc < 0 || n == 0)) {
+        if (want == DEVICE_KIND_CUDA && (rc < 0 || n == 0)) {
             found.rc = VGPU_ENODEV;
             snprintf(found.msg, sizeof found.msg,
                      rc == VGPU_EUNSUPPORTED
@@ -338,7 +338,7 @@ static int discover_(struct runtime *rt, struct device_info *devs, int *ndev, ch
             found.rc = device_discover("cpu", devs, MAX_DEVICES, &n);
             found.count = n;
             // Negative count marks "fell back to CPU" for the message below.
-            if (!strcmp(want, "auto"))
+            if (want == DEVICE_KIND_AUTO)
                 found.count = -n;
         }
     }
@@ -497,7 +497,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 #endif
     const char *multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
     const char *chosen = NULL;
-    rc = comm_choose_backend(cfg->comm.backend, nccl_built, shared, all_cuda, nccl_version,
+    rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), nccl_built, shared, all_cuda, nccl_version,
                              multi && !strcmp(multi, "1"), &chosen, rt->backend_reason,
                              sizeof rt->backend_reason);
     if (rc < 0) {

@@ -50,10 +50,10 @@ static void test_apply_env(void **state)
     assert_int_equal(config_apply_env(&cfg, err, sizeof err), 0);
     assert_int_equal(cfg.devices.memory_limit, 48ull << 20);
     assert_int_equal(cfg.devices.ranks_per_device, 2);
-    assert_string_equal(cfg.comm.backend, "mpi");
+    assert_int_equal(cfg.comm.backend, BACKEND_MPI);
     // --set still wins.
     assert_int_equal(config_apply_override(&cfg, "comm.backend=ring", err, sizeof err), 0);
-    assert_string_equal(cfg.comm.backend, "ring");
+    assert_int_equal(cfg.comm.backend, BACKEND_RING);
     setenv("VGPU_BACKEND", "carrier-pigeon", 1);
     assert_int_equal(config_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
     assert_non_null(strstr(err, "VGPU_BACKEND=carrier-pigeon (comm.backend)"));
@@ -68,12 +68,12 @@ static void test_apply_env(void **state)
 static void test_defaults(void **state)
 {
     const struct config *c = *state;
-    assert_string_equal(c->devices.kind, "auto");
+    assert_int_equal(c->devices.kind, DEVICE_KIND_AUTO);
     assert_int_equal(c->devices.ranks_per_device, 0);
     assert_int_equal(c->devices.memory_limit, 0);
     assert_true(c->devices.memory_fraction == 0.0);
     assert_int_equal(c->devices.map.count, 0);
-    assert_string_equal(c->comm.backend, "auto");
+    assert_int_equal(c->comm.backend, BACKEND_AUTO);
     assert_true(c->comm.timeout_s == 300.0);
     assert_int_equal(c->comm.slice_bytes, 1u << 20);
     assert_int_equal(c->model.hidden.count, 2);
@@ -83,12 +83,12 @@ static void test_defaults(void **state)
     assert_int_equal(c->train.batch_size, 256);
     assert_int_equal(c->train.max_steps, 0);
     assert_true(c->train.lr == 0.001);
-    assert_string_equal(c->train.optimizer, "adamw");
+    assert_int_equal(c->train.optimizer, OPTIM_ADAMW);
     assert_true(c->train.momentum == 0.9);
     assert_true(c->train.beta1 == 0.9);
     assert_true(c->train.beta2 == 0.999);
     assert_true(c->train.eps == 1e-8);
-    assert_string_equal(c->train.schedule, "constant");
+    assert_int_equal(c->train.schedule, SCHEDULE_CONSTANT);
     assert_int_equal(c->train.step_every, 1000);
     assert_true(c->train.step_gamma == 0.1);
     assert_int_equal(c->train.batch_weights.count, 0);
@@ -96,7 +96,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->train.seed, 1);
     assert_int_equal(c->train.deterministic, 0);
     assert_int_equal(c->train.micro_batches, 8);
-    assert_string_equal(c->data.dataset, "fashion-mnist");
+    assert_int_equal(c->data.dataset, DATASET_FASHION_MNIST);
     assert_string_equal(c->data.path, "/usr/share/datasets/fashion-mnist");
     assert_int_equal(c->data.fallback_synthetic, 1);
     assert_int_equal(c->data.synthetic_features, 784);
@@ -109,6 +109,39 @@ static void test_defaults(void **state)
 }
 
 // The printed reference is itself a valid config that reproduces the defaults.
+// Enum keys are stored as enums; config_enum_name gives each value's text
+// back, and every text a file may use parses to the constant of that name.
+static void test_enum_names(void **state)
+{
+    struct config *c = *state;
+    static const struct {
+        const char *key, *text;
+        int value;
+    } cases[] = {
+        {"devices.kind", "cuda", DEVICE_KIND_CUDA},   {"comm.backend", "nccl", BACKEND_NCCL},
+        {"train.optimizer", "sgd", OPTIM_SGD},        {"train.schedule", "step", SCHEDULE_STEP},
+        {"train.balance", "dynamic", BALANCE_DYNAMIC}, {"data.dataset", "mnist-idx", DATASET_MNIST_IDX},
+    };
+    char err[256], assignment[64], section[16];
+    for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
+        snprintf(assignment, sizeof assignment, "%s=%s", cases[i].key, cases[i].text);
+        assert_int_equal(config_apply_override(c, assignment, err, sizeof err), 0);
+        size_t dot = strcspn(cases[i].key, ".");
+        snprintf(section, sizeof section, "%.*s", (int)dot, cases[i].key);
+        assert_string_equal(config_enum_name(section, cases[i].key + dot + 1, cases[i].value),
+                            cases[i].text);
+    }
+    assert_int_equal(c->train.optimizer, OPTIM_SGD);
+    assert_int_equal(c->data.dataset, DATASET_MNIST_IDX);
+    assert_null(config_enum_name("train", "optimizer", OPTIM_ADAMW + 1)); // out of range
+    assert_null(config_enum_name("train", "optimizer", -1));
+    assert_null(config_enum_name("train", "lr", 0));                    // not an enum
+    assert_null(config_enum_name("train", "nonesuch", 0));
+    // The message for a bad value lists the choices.
+    assert_int_equal(config_apply_override(c, "train.optimizer=lbfgs", err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "'lbfgs' is not one of sgd|adam|adamw"));
+}
+
 static void test_reference_round_trip(void **state)
 {
     const struct config *defaults = *state;
@@ -223,14 +256,14 @@ static void test_every_type(void **state)
     if (rc)
         fprintf(stderr, "  %s\n", err);
     assert_int_equal(rc, 0);
-    assert_string_equal(c->devices.kind, "cpu");
+    assert_int_equal(c->devices.kind, DEVICE_KIND_CPU);
     assert_int_equal(c->devices.memory_limit, 1610612736ull);
     assert_int_equal(c->devices.cpu_threads, 3);
     assert_int_equal(c->devices.map.count, 4);
     long want_map[] = {0, 0, 1, 1};
     for (int i = 0; i < 4; i++)
         assert_int_equal(c->devices.map.v[i], want_map[i]);
-    assert_string_equal(c->comm.backend, "ring");
+    assert_int_equal(c->comm.backend, BACKEND_RING);
     assert_true(c->comm.timeout_s == 2.5);
     assert_int_equal(c->comm.slice_bytes, 65536);
     assert_int_equal(c->model.hidden.count, 3);
@@ -238,15 +271,15 @@ static void test_every_type(void **state)
     assert_int_equal(c->model.hidden.v[1], 32);
     assert_int_equal(c->model.hidden.v[2], 16);
     assert_true(c->train.lr == 0.05);
-    assert_string_equal(c->train.optimizer, "sgd");
+    assert_int_equal(c->train.optimizer, OPTIM_SGD);
     assert_int_equal(c->train.drop_last, 0);
     assert_int_equal(c->train.deterministic, 1);
     assert_int_equal(c->train.batch_weights.count, 2);
     assert_true(c->train.batch_weights.v[0] == 0.8);
     assert_true(c->train.batch_weights.v[1] == 0.2);
     assert_int_equal(c->train.seed, 42);
-    assert_string_equal(c->train.schedule, "cosine");
-    assert_string_equal(c->data.dataset, "synthetic");
+    assert_int_equal(c->train.schedule, SCHEDULE_COSINE);
+    assert_int_equal(c->data.dataset, DATASET_SYNTHETIC);
     assert_string_equal(c->data.path, "/tmp/some dir");
     assert_string_equal(c->checkpoint.dir, "ckpt");
     // Keys not mentioned keep their values (the file is applied on top).
@@ -420,7 +453,7 @@ static void test_override_good(void **state)
     assert_int_equal(c->model.hidden.v[0], 8);
     assert_int_equal(c->model.hidden.v[1], 4);
     assert_int_equal(c->devices.memory_limit, 512ull << 20);
-    assert_string_equal(c->train.optimizer, "adam");
+    assert_int_equal(c->train.optimizer, OPTIM_ADAM);
     assert_string_equal(c->data.path, "/data/a=b");
     assert_int_equal(c->train.batch_weights.count, 3);
     assert_true(c->train.batch_weights.v[2] == 3.0);
@@ -617,6 +650,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_enum_names, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_reference_round_trip, setup_cfg, teardown_cfg),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test_setup_teardown(test_every_type, setup_cfg, teardown_cfg),

@@ -17,6 +17,15 @@
 #include "status.h"
 #include "test_util.h"
 
+// Sets one key through the config parser, as a config file would.
+static void set_key_(struct config *cfg, const char *key, const char *value)
+{
+    char assignment[128], err[256];
+    snprintf(assignment, sizeof assignment, "%s=%s", key, value);
+    if (config_apply_override(cfg, assignment, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
 #define CAP_BYTES (8u << 20)
 
 static device_t *open_cpu_(uint64_t cap_bytes)
@@ -399,13 +408,12 @@ static void test_device_bytes(void **state)
     assert_int_equal(mlp_layout(&layout, dims, 4, rows), 0);
     static const char *opts[] = {"sgd", "adam", "adamw"};
     for (size_t o = 0; o < TEST_ARRAY_LEN(opts); o++) {
-        int per = optim_state_per_param(opts[o]);
-        uint64_t need = mlp_device_bytes(&layout, per);
-        device_t *dev = open_cpu_(need);
-        struct mlp m;
         struct config cfg;
         config_defaults(&cfg);
-        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", opts[o]);
+        set_key_(&cfg, "train.optimizer", opts[o]);
+        uint64_t need = mlp_device_bytes(&layout, optim_state_per_param(cfg.train.optimizer));
+        device_t *dev = open_cpu_(need);
+        struct mlp m;
         struct optimizer opt;
         assert_int_equal(mlp_init(&m, dev, dims, 4, rows), 0);
         assert_int_equal(optim_init(&opt, dev, &cfg, m.param_count), 0);

@@ -16,6 +16,15 @@
 #include "status.h"
 #include "test_util.h"
 
+// Sets one key through the config parser, as a config file would.
+static void set_key_(struct config *cfg, const char *key, const char *value)
+{
+    char assignment[128], err[256];
+    snprintf(assignment, sizeof assignment, "%s=%s", key, value);
+    if (config_apply_override(cfg, assignment, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
 // ---- schedules ----
 
 struct lr_case {
@@ -71,7 +80,7 @@ static void test_lr_schedules(void **state)
         const struct lr_case *c = &cases[i];
         struct config cfg;
         config_defaults(&cfg);
-        snprintf(cfg.train.schedule, sizeof cfg.train.schedule, "%s", c->schedule);
+        set_key_(&cfg, "train.schedule", c->schedule);
         cfg.train.lr = c->lr;
         cfg.train.warmup_steps = c->warmup;
         cfg.train.step_every = c->step_every;
@@ -91,7 +100,7 @@ static void test_lr_shapes(void **state)
     (void)state;
     struct config cfg;
     config_defaults(&cfg);
-    snprintf(cfg.train.schedule, sizeof cfg.train.schedule, "cosine");
+    set_key_(&cfg, "train.schedule", "cosine");
     cfg.train.lr = 0.3;
     cfg.train.warmup_steps = 20;
     const long total = 500;
@@ -144,9 +153,9 @@ static int teardown_dev(void **state)
 static void test_state_sizes(void **state)
 {
     struct fixture *f = *state;
-    assert_int_equal(optim_state_per_param("sgd"), 1);
-    assert_int_equal(optim_state_per_param("adam"), 2);
-    assert_int_equal(optim_state_per_param("adamw"), 2);
+    assert_int_equal(optim_state_per_param(OPTIM_SGD), 1);
+    assert_int_equal(optim_state_per_param(OPTIM_ADAM), 2);
+    assert_int_equal(optim_state_per_param(OPTIM_ADAMW), 2);
     struct config cfg;
     config_defaults(&cfg);
     static const struct {
@@ -155,7 +164,7 @@ static void test_state_sizes(void **state)
         size_t per;
     } kinds[] = {{"sgd", OPTIM_SGD, 1}, {"adam", OPTIM_ADAM, 2}, {"adamw", OPTIM_ADAMW, 2}};
     for (size_t k = 0; k < TEST_ARRAY_LEN(kinds); k++) {
-        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", kinds[k].name);
+        set_key_(&cfg, "train.optimizer", kinds[k].name);
         struct optimizer o;
         assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
         assert_int_equal(o.kind, kinds[k].kind);
@@ -171,7 +180,7 @@ static void test_state_sizes(void **state)
         optim_free(&o, f->dev); // twice is harmless
     }
     optim_free(NULL, f->dev);
-    snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "lbfgs");
+    cfg.train.optimizer = (enum optim_kind)42; // not an optimizer
     struct optimizer o;
     assert_int_equal(optim_init(&o, f->dev, &cfg, N), VGPU_EINVAL);
     // Everything was given back.
@@ -200,7 +209,7 @@ static void test_steps_vs_reference(void **state)
     for (size_t c = 0; c < TEST_ARRAY_LEN(cases); c++) {
         struct config cfg;
         config_defaults(&cfg);
-        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", cases[c].optimizer);
+        set_key_(&cfg, "train.optimizer", cases[c].optimizer);
         cfg.train.momentum = cases[c].momentum;
         cfg.train.weight_decay = cases[c].weight_decay;
         cfg.train.beta1 = 0.8;
@@ -267,7 +276,7 @@ static void test_optimizers_differ(void **state)
     for (int k = 0; k < 3; k++) {
         struct config cfg;
         config_defaults(&cfg);
-        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", names[k]);
+        set_key_(&cfg, "train.optimizer", names[k]);
         cfg.train.weight_decay = 0.5;
         struct optimizer o;
         assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
@@ -297,7 +306,7 @@ static void test_ranges_equal_full_step(void **state)
     for (int k = 0; k < 3; k++) {
         struct config cfg;
         config_defaults(&cfg);
-        snprintf(cfg.train.optimizer, sizeof cfg.train.optimizer, "%s", names[k]);
+        set_key_(&cfg, "train.optimizer", names[k]);
         cfg.train.weight_decay = 0.25;
         for (int sharded = 0; sharded < 2; sharded++) {
             struct optimizer o;

@@ -6,19 +6,13 @@
 
 #include "log.h"
 
-int optim_state_per_param(const char *name) { return !strcmp(name, "sgd") ? 1 : 2; }
+int optim_state_per_param(enum optim_kind kind) { return kind == OPTIM_SGD ? 1 : 2; }
 
 int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n)
 {
     memset(o, 0, sizeof *o);
-    const char *name = cfg->train.optimizer;
-    if (!strcmp(name, "sgd"))
-        o->kind = OPTIM_SGD;
-    else if (!strcmp(name, "adam"))
-        o->kind = OPTIM_ADAM;
-    else if (!strcmp(name, "adamw"))
-        o->kind = OPTIM_ADAMW;
-    else
+    o->kind = cfg->train.optimizer;
+    if (o->kind != OPTIM_SGD && o->kind != OPTIM_ADAM && o->kind != OPTIM_ADAMW)
         return VGPU_EINVAL;
     o->n = n;
     o->momentum = (float)cfg->train.momentum;
@@ -26,7 +20,7 @@ int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, siz
     o->beta1 = (float)cfg->train.beta1;
     o->beta2 = (float)cfg->train.beta2;
     o->eps = (float)cfg->train.eps;
-    o->state_count = n * (size_t)optim_state_per_param(name);
+    o->state_count = n * (size_t)optim_state_per_param(o->kind);
     return device_alloc_floats(dev, o->state_count, &o->state);
 }
 
@@ -76,9 +70,9 @@ double optim_lr_at(const struct config *cfg, long step, long total_steps)
     if (step < warm)
         return lr * (double)(step + 1) / (double)warm;
     long s = step - warm, span = total_steps - warm;
-    if (!strcmp(cfg->train.schedule, "step"))
+    if (cfg->train.schedule == SCHEDULE_STEP)
         return lr * pow(cfg->train.step_gamma, (double)(s / cfg->train.step_every));
-    if (!strcmp(cfg->train.schedule, "cosine")) {
+    if (cfg->train.schedule == SCHEDULE_COSINE) {
         if (span <= 0)
             return lr;
         double progress = (double)s / (double)span;

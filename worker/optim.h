@@ -8,8 +8,6 @@
 #include "config.h"
 #include "device.h"
 
-enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW };
-
 struct optimizer {
     enum optim_kind kind;
     size_t n;               // parameters, floats
@@ -19,10 +17,10 @@ struct optimizer {
     float momentum, weight_decay, beta1, beta2, eps;
 };
 
-// Floats of optimizer state per parameter for the configured optimizer.
-int optim_state_per_param(const char *name);
+// Floats of optimizer state per parameter for an optimizer (config.h's enum).
+int optim_state_per_param(enum optim_kind kind);
 
-// Allocates zeroed state for n parameters. VGPU_EINVAL for an unknown name.
+// Allocates zeroed state for n parameters. VGPU_EINVAL for an unknown kind.
 int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n);
 void optim_free(struct optimizer *o, device_t *dev);
 

@@ -24,10 +24,11 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
     memset(data, 0, sizeof *data);
     const struct config *c = cfg;
     int rc = 0;
-    if (strcmp(c->data.dataset, "synthetic")) {
+    if (c->data.dataset != DATASET_SYNTHETIC) {
         rc = dataset_load_dir(&data->train, &data->test, c->data.path, err, err_bytes);
         if (rc == 0) {
-            snprintf(data->source, sizeof data->source, "%s from %.100s", c->data.dataset, c->data.path);
+            snprintf(data->source, sizeof data->source, "%s from %.100s",
+                     config_enum_name("data", "dataset", c->data.dataset), c->data.path);
         } else if (rc == -ENOENT && c->data.fallback_synthetic) {
             snprintf(data->fallback, sizeof data->fallback,
                      "%.400s; using the synthetic dataset instead (data.fallback_synthetic = true; "
@@ -102,7 +103,7 @@ int train_max_rows(const struct config *cfg, int nranks)
                       cfg->train.batch_weights.count, counts, offsets);
         for (int r = 0; r < nranks; r++)
             most = counts[r] > most ? counts[r] : most;
-        if (!strcmp(cfg->train.balance, "dynamic"))
+        if (cfg->train.balance == BALANCE_DYNAMIC)
             most = balance_max_rows(cfg->train.batch_size, nranks, counts);
     }
     // Evaluation runs in chunks of EVAL_CHUNK rows through the same buffers.
@@ -575,7 +576,8 @@ static int save_checkpoint_(struct trainer *t, const char *dir, char *path, size
                                  .global_batch = cfg->train.batch_size, .nranks = t->rt->size};
         for (int i = 0; i < t->model.n_dims; i++)
             meta.dims[i] = t->model.dims[i];
-        snprintf(meta.optimizer, sizeof meta.optimizer, "%s", cfg->train.optimizer);
+        snprintf(meta.optimizer, sizeof meta.optimizer, "%s",
+                 config_enum_name("train", "optimizer", cfg->train.optimizer));
         if (!params || !state)
             rc = VGPU_ENOMEM;
         if (!rc)
@@ -614,7 +616,8 @@ static int resume_(struct trainer *t, const char *path)
                                      .seed = (uint64_t)t->cfg->train.seed};
             for (int i = 0; i < t->model.n_dims; i++)
                 want.dims[i] = t->model.dims[i];
-            snprintf(want.optimizer, sizeof want.optimizer, "%s", t->cfg->train.optimizer);
+            snprintf(want.optimizer, sizeof want.optimizer, "%s",
+                     config_enum_name("train", "optimizer", t->cfg->train.optimizer));
             hdr.rc = checkpoint_check_compatible(&hdr.meta, &want, hdr.err, sizeof hdr.err);
         }
         if (!hdr.rc) {
@@ -946,7 +949,7 @@ static int trainer_prepare_(struct trainer *t, const struct train_options *opts)
     }
     if (!(t->log_slots = calloc(3 + (size_t)rt->size, sizeof *t->log_slots)))
         return VGPU_ENOMEM;
-    t->balancing = !cfg->train.deterministic && !strcmp(cfg->train.balance, "dynamic");
+    t->balancing = !cfg->train.deterministic && cfg->train.balance == BALANCE_DYNAMIC;
     if (t->balancing) {
         const size_t n = (size_t)rt->size;
         long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
