@@ -9,6 +9,7 @@
 #include "dataset.h"
 #include "mlp.h"
 #include "runtime.h"
+#include "train_sizing.h"
 
 struct train_options {
     const char *metrics_path;  // CSV of progress and evaluations; NULL = none
@@ -16,9 +17,6 @@ struct train_options {
     int quiet;                 // rank 0 prints only the summary line
     int verify;                // after training, rank 0 replays on one device and compares
 };
-
-#define TRAIN_MAX_RANKS 1024   // ranks one job may have
-#define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
 
 struct train_result {
     long epochs;               // epochs completed
@@ -46,19 +44,8 @@ struct train_data {
 int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes);
 void train_free_data(struct train_data *data);
 
-// The model shape for the data: input width, the hidden sizes, classes.
-int train_model_dims(const struct config *cfg, const struct train_data *data, int *dims, int *n_dims);
-
 // "6.3M,6.3M": per-rank peak device memory for logs (n > 8: the largest and its rank).
 void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n);
-
-// Rows of the largest piece of a global batch any rank gets.
-int train_max_rows(const struct config *cfg, int nranks);
-
-// Device bytes a rank needs for this job (for the binding's cap check);
-// verify adds rank 0's single-device replay.
-uint64_t train_device_bytes(const struct config *cfg, const struct train_data *data, int nranks,
-                            int verify);
 
 // Runs the configured training on an opened runtime. Returns 0, or a negative
 // status (every rank returns the same verdict): VGPU_EMISMATCH when replicas
@@ -67,5 +54,12 @@ uint64_t train_device_bytes(const struct config *cfg, const struct train_data *d
 // other ranks' hold what they computed.
 int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
               struct train_result *result);
+
+// The run's summary line from rank 0 ("vgpu_train: done ... status=ok"), for
+// a run that ended with `verdict` (train_run's) after wall_s seconds. A
+// collective (every rank's peak memory reaches rank 0); prints nothing for a
+// failure that has no status word. Returns 0 or a negative status.
+int train_print_summary(struct runtime *rt, const struct train_result *res, int verdict,
+                        const struct train_options *opts, double wall_s);
 
 #endif

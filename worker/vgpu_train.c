@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "log.h"
 #include "preempt.h"
 #include "runtime.h"
@@ -37,7 +38,10 @@ static void usage_(FILE *f)
             "Without CONFIG.ini the defaults are used (see configs/default.ini).\n"
             "Exit status: 0 done, 1 runtime failure, 2 bad command line or config,\n"
             "3 replicas diverged or --verify failed, 75 preempted (checkpoint written; resume it).\n"
-            "SIGTERM/SIGINT/SIGUSR1: stop within 10 steps and checkpoint; a second one aborts.\n");
+            "SIGTERM/SIGINT/SIGUSR1: stop within 10 steps and checkpoint; a second one aborts.\n"
+            "\n"
+            "environment:\n");
+    env_print_reference(f);
 }
 
 struct cli {
@@ -47,9 +51,18 @@ struct cli {
     struct train_options train;
 };
 
-// Parses argv; returns 0, 1 for "printed help/version, exit 0", or EXIT_USAGE
-// with a message in err.
-static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t err_bytes)
+// What the command line asks for.
+enum cli_action {
+    CLI_RUN,          // train
+    CLI_USAGE_ERROR,  // a bad command line: the message is in err
+    CLI_HELP,         // print --help
+    CLI_HELP_CONFIG,  // print the config reference
+    CLI_VERSION,      // print the version
+};
+
+// Parses argv into cli; returns what to do (CLI_USAGE_ERROR with a message in err).
+static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *err,
+                                  size_t err_bytes)
 {
     enum { OPT_SET = 256, OPT_METRICS, OPT_RESUME, OPT_VERIFY, OPT_QUIET, OPT_HELP_CONFIG, OPT_VERSION };
     static const struct option options[] = {
@@ -71,13 +84,13 @@ static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t 
         if ((c == OPT_METRICS || c == OPT_RESUME) && !optarg[0]) {
             snprintf(err, err_bytes, "option %s needs a path, not an empty string",
                      c == OPT_METRICS ? "--metrics" : "--resume");
-            return EXIT_USAGE;
+            return CLI_USAGE_ERROR;
         }
         switch (c) {
         case OPT_SET:
             if (cli->n_overrides == MAX_OVERRIDES) {
                 snprintf(err, err_bytes, "too many --set options (at most %d)", MAX_OVERRIDES);
-                return EXIT_USAGE;
+                return CLI_USAGE_ERROR;
             }
             cli->overrides[cli->n_overrides++] = optarg;
             break;
@@ -85,41 +98,60 @@ static int parse_cli_(int argc, char **argv, struct cli *cli, char *err, size_t 
         case OPT_RESUME: cli->train.resume_path = optarg; break;
         case OPT_VERIFY: cli->train.verify = 1; break;
         case OPT_QUIET: cli->train.quiet = 1; break;
-        case OPT_HELP_CONFIG: return 3;
-        case 'h': return 1;
-        case OPT_VERSION: return 4;
+        case OPT_HELP_CONFIG: return CLI_HELP_CONFIG;
+        case 'h': return CLI_HELP;
+        case OPT_VERSION: return CLI_VERSION;
         case ':':
             snprintf(err, err_bytes, "option %s needs a value", argv[optind - 1]);
-            return EXIT_USAGE;
+            return CLI_USAGE_ERROR;
         default:
             snprintf(err, err_bytes, "unknown option %s", argv[optind - 1]);
-            return EXIT_USAGE;
+            return CLI_USAGE_ERROR;
         }
     }
     if (optind < argc)
         cli->config_path = argv[optind++];
     if (optind < argc) {
         snprintf(err, err_bytes, "unexpected argument '%s' (one config file at most)", argv[optind]);
-        return EXIT_USAGE;
+        return CLI_USAGE_ERROR;
     }
     if (cli->train.verify && cli->train.resume_path) {
         snprintf(err, err_bytes, "--verify replays a run from its start; it cannot --resume");
+        return CLI_USAGE_ERROR;
+    }
+    return CLI_RUN;
+}
+
+// Help and usage errors need no communicator: every rank reaches the same
+// verdict, and the launcher's rank 0 prints it. Returns the exit status.
+static int answer_without_mpi_(enum cli_action action, const char *err)
+{
+    if (env_get()->launcher_rank > 0)
+        return action == CLI_USAGE_ERROR ? EXIT_USAGE : 0;
+    switch (action) {
+    case CLI_USAGE_ERROR:
+        fprintf(stderr, "vgpu_train: %s\n\n", err);
+        usage_(stderr);
         return EXIT_USAGE;
+    case CLI_HELP: usage_(stdout); break;
+    case CLI_HELP_CONFIG: config_print_reference(stdout); break;
+    case CLI_VERSION: printf("vgpu_train %s\n", VGPU_VERSION); break;
+    case CLI_RUN: break;
     }
     return 0;
 }
 
-// Rank of this process before MPI is up (launchers export it), so that help
-// and usage errors print once.
-static int launcher_rank_(void)
+// The exit status for train_run's verdict.
+static int exit_code_(int verdict)
 {
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v)
-            return atoi(v);
+    switch (verdict) {
+    case 0: return 0;
+    case VGPU_ECONFIG:
+    case VGPU_EFORMAT: return EXIT_USAGE;
+    case VGPU_EMISMATCH: return EXIT_WRONG;
+    case VGPU_EPREEMPTED: return EXIT_PREEMPTED;
+    default: return 1;
     }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -132,28 +164,15 @@ int main(int argc, char **argv)
     }
     struct cli cli;
     char err[1024] = "";
-    // The command line is checked before MPI starts: help and usage errors
-    // need no communicator, and every rank reaches the same verdict.
-    int rc = parse_cli_(argc, argv, &cli, err, sizeof err);
-    if (rc) {
-        int print = launcher_rank_() == 0;
-        if (rc == EXIT_USAGE && print) {
-            fprintf(stderr, "vgpu_train: %s\n\n", err);
-            usage_(stderr);
-        } else if (rc == 1 && print) {
-            usage_(stdout);
-        } else if (rc == 3 && print) {
-            config_print_reference(stdout);
-        } else if (rc == 4 && print) {
-            printf("vgpu_train %s\n", VGPU_VERSION);
-        }
-        return rc == EXIT_USAGE ? EXIT_USAGE : 0;
-    }
+    // The command line is checked before MPI starts.
+    enum cli_action action = parse_cli_(argc, argv, &cli, err, sizeof err);
+    if (action != CLI_RUN)
+        return answer_without_mpi_(action, err);
 
     struct runtime rt;
     if (runtime_bootstrap(&rt, &argc, &argv) < 0)
         return 1;
-    rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);
+    int rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);
     if (rc < 0) {
         if (rt.rank == 0)
             fprintf(stderr, "vgpu_train: %s\n", err);
@@ -179,7 +198,7 @@ int main(int argc, char **argv)
     }
 
     struct runtime_open_args open_args = {
-        .min_bytes = train_device_bytes(&rt.cfg, &data, rt.size, cli.train.verify),
+        .min_bytes = train_device_bytes(&rt.cfg, &data.train, rt.size, cli.train.verify),
         .quiet = cli.train.quiet,
     };
     rc = runtime_open(&rt, &open_args);
@@ -197,37 +216,9 @@ int main(int argc, char **argv)
     rc = train_run(&rt, &data, &cli.train, &res);
     double wall = util_now_s() - t0;
 
-    // Per-rank peak device memory, for the summary.
-    uint64_t peak = rt.dev.arena.stats.peak_bytes;
-    uint64_t *peaks = malloc((size_t)rt.size * sizeof *peaks);
-    if (!peaks)
-        FATAL(1, "out of memory");
-    runtime_gather_all(&rt, &peak, peaks, sizeof peak);
-    const char *status = rc == 0 ? "ok"
-                         : rc == VGPU_EPREEMPTED ? "preempted"
-                         : rc == VGPU_EMISMATCH ? (cli.train.verify ? "verify_failed" : "diverged")
-                                                : NULL;
-    if (rt.rank == 0 && status) {
-        char peak_list[1024] = "";
-        for (int r = 0; r < rt.size; r++) {
-            size_t len = strlen(peak_list);
-            snprintf(peak_list + len, sizeof peak_list - len, "%s%.1fM", r ? "," : "",
-                     (double)peaks[r] / (1024.0 * 1024.0));
-        }
-        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
-               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
-               "peak_mem=%s%s%s params_crc=%08x status=%s\n",
-               rt.size, rt.physical_devices, rt.dev.info.kind, rt.size, comm_backend_name(rt.comm),
-               res.epochs, res.steps, res.train_loss, res.test_loss, res.test_acc,
-               res.samples_per_s, wall, peak_list, res.split[0] ? " split=" : "", res.split,
-               res.params_crc, status);
-    }
-    free(peaks);
+    if (train_print_summary(&rt, &res, rc, &cli.train, wall) < 0)
+        FATAL(1, "cannot gather the run's summary");
     train_free_data(&data);
-    int code = rc == 0                                     ? 0
-               : rc == VGPU_ECONFIG || rc == VGPU_EFORMAT ? EXIT_USAGE
-               : rc == VGPU_EMISMATCH                     ? EXIT_WRONG
-               : rc == VGPU_EPREEMPTED                    ? EXIT_PREEMPTED
-                                                          : 1;
+    int code = exit_code_(rc);
     return runtime_close(&rt, code);
 }

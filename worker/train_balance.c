@@ -1,0 +1,121 @@
+// train_balance.c: train.balance = dynamic in a run: each rank's fixed cost
+// per step, measured at warm-up, and the periodic exchange of speeds and
+// splits (which also carries the stop-signal vote). The policy itself is
+// balance.c's (pure).
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "preempt.h"
+
+int train_balance_prepare(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    const int n = t->rt->size;
+    long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+    sampler_split(cfg->train.batch_size, n, cfg->train.batch_weights.v,
+                  cfg->train.batch_weights.count, counts, offsets);
+    TRY(balance_init(&t->bal, n, cfg->train.batch_size, counts));
+    t->exchange = calloc(2 + 3 * (size_t)n, sizeof *t->exchange);
+    t->proposal = calloc((size_t)n, sizeof *t->proposal);
+    t->rows_total = calloc((size_t)n, sizeof *t->rows_total);
+    if (!t->exchange || !t->proposal || !t->rows_total)
+        return VGPU_ENOMEM;
+    // The sampler takes its weights from the split in force from now on: set
+    // them once here, so adopting a split never needs an allocation.
+    for (int r = 0; r < n; r++)
+        t->exchange[r] = (double)counts[r];
+    return sampler_set_weights(&t->sampler, t->exchange, n);
+}
+
+void train_balance_free(struct trainer *t)
+{
+    balance_free(&t->bal);
+    free(t->exchange);
+    free(t->proposal);
+    free(t->rows_total);
+}
+
+// One step's compute on training samples first[0..rows), timed as a step's is.
+static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
+{
+    double stats[XENT_STATS] = {0};
+    return train_compute_rows(t, first, rows, 1.0f, stats, 1, seconds);
+}
+
+// The compute per step that does not grow with rows (launches, per-call
+// overheads), read off the line through the best of three timed passes at
+// this rank's rows and at a quarter of them. Kept to three quarters of the
+// smaller pass, so noise cannot claim all of a step.
+int train_balance_measure(struct trainer *t, const uint32_t *first, long rows)
+{
+    double fixed = 0;
+    const long small = rows / 4;
+    if (small >= 1) {
+        double best[2] = {INFINITY, INFINITY};
+        for (int rep = 0; rep < 3; rep++)
+            for (int k = 0; k < 2; k++) {
+                double s;
+                TRY(timed_pass_(t, first, k ? small : rows, &s));
+                best[k] = fmin(best[k], s);
+            }
+        const double per_row = (best[0] - best[1]) / (double)(rows - small);
+        const double f = best[1] - per_row * (double)small;
+        fixed = f > 0 ? fmin(f, 0.75 * best[1]) : 0;
+    }
+    const int n = t->rt->size;
+    memset(t->exchange, 0, (size_t)n * sizeof *t->exchange);
+    t->exchange[t->rt->rank] = fixed;
+    TRY(runtime_sum_doubles(t->rt, t->exchange, n));
+    t->fixed_s = fixed;
+    return balance_set_fixed(&t->bal, t->exchange);
+}
+
+// Under dynamic balance one control-plane sum carries the stop-signal vote,
+// each rank's compute time and rows since the last exchange, and the split
+// rank 0 announces, which every rank adopts for the following steps; rank 0
+// then proposes the next split from the speeds. Slots: [0] signals, [1 + r]
+// rank r's seconds, [1 + N + r] its rows, [1 + 2N + r] the announced split,
+// [1 + 3N] 1 if there is one. Each slot has one contributor, so the sums are
+// exact.
+int train_exchange(struct trainer *t)
+{
+    if (!t->balancing) {
+        int verdict = runtime_agree_min(t->rt, preempt_requested() ? VGPU_EPREEMPTED : 0);
+        return verdict == VGPU_EPREEMPTED ? 1 : verdict;
+    }
+    const int n = t->rt->size, me = t->rt->rank;
+    double *x = t->exchange, *seconds = x + 1, *rows = x + 1 + n, *split = x + 1 + 2 * n;
+    const int slots = 2 + 3 * n;
+    memset(x, 0, (size_t)slots * sizeof *x);
+    x[0] = preempt_requested() ? 1 : 0;
+    // The per-row part of the compute: each step's fixed cost comes off (at
+    // least a quarter of the time stays, in case the fixed cost was measured high).
+    seconds[me] = fmax(t->busy_s - (double)t->busy_steps * t->fixed_s, 0.25 * t->busy_s);
+    rows[me] = t->busy_rows;
+    if (me == 0 && t->proposing) {
+        for (int r = 0; r < n; r++)
+            split[r] = (double)t->proposal[r];
+        split[n] = 1;
+    }
+    t->busy_s = t->busy_rows = 0;
+    t->busy_steps = 0;
+    TRY(runtime_sum_doubles(t->rt, x, slots));
+    if (split[n] > 0) {
+        long counts[TRAIN_MAX_RANKS];
+        for (int r = 0; r < n; r++)
+            counts[r] = (long)split[r];
+        // Same numbers and bounds on every rank: all adopt, or none.
+        if (balance_adopt(&t->bal, counts) == 0)
+            TRY(sampler_set_weights(&t->sampler, split, n));
+    }
+    if (me == 0) {
+        for (int r = 0; r < n; r++)
+            t->rows_total[r] += rows[r];
+        t->proposing = balance_propose(&t->bal, rows, seconds, t->proposal);
+    }
+    return x[0] > 0;
+}

@@ -1,0 +1,125 @@
+// train_checkpoint.c: a run's checkpoints: rank 0 writes the replica's
+// parameters, optimizer state and position; a resumed run restores them on
+// every rank, whatever the rank count that wrote them.
+#include "train_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "log.h"
+
+// The checkpoint header of this run's model, optimizer and seed; position
+// fields are left for the caller.
+static struct ckpt_meta meta_of_(const struct trainer *t)
+{
+    struct ckpt_meta m = {.n_dims = t->model.n_dims,
+                          .param_count = (int64_t)t->model.param_count,
+                          .opt_state_count = (int64_t)t->opt.state_count,
+                          .seed = (uint64_t)t->cfg->train.seed,
+                          .global_batch = t->cfg->train.batch_size};
+    for (int i = 0; i < t->model.n_dims; i++)
+        m.dims[i] = t->model.dims[i];
+    snprintf(m.optimizer, sizeof m.optimizer, "%s",
+             config_enum_name("train", "optimizer", t->cfg->train.optimizer));
+    return m;
+}
+
+// Rank 0: copies the state off the device and writes it. Returns 0 or a
+// status, with a message in err.
+static int write_(struct trainer *t, const char *dir, char *path, size_t path_bytes, char *err,
+                  size_t err_bytes)
+{
+    const size_t np = t->model.param_count, ns = t->opt.state_count;
+    struct ckpt_meta meta = meta_of_(t);
+    meta.step = t->step;
+    meta.epoch = sampler_epoch(&t->sampler);
+    meta.step_in_epoch = sampler_step_in_epoch(&t->sampler);
+    meta.nranks = t->rt->size;
+    float *params = malloc(np * sizeof(float)), *state = malloc((ns ? ns : 1) * sizeof(float));
+    int rc = VGPU_ENOMEM;
+    if (!params || !state)
+        goto out;
+    TRY_GOTO(device_copy_to_host(t->dev, params, t->model.params, np * sizeof(float)), rc, out);
+    TRY_GOTO(device_copy_to_host(t->dev, state, t->opt.state, ns * sizeof(float)), rc, out);
+    TRY_GOTO(checkpoint_make_dir(dir, err, err_bytes), rc, out);
+    TRY_GOTO(checkpoint_path(dir, t->step, path, path_bytes), rc, out);
+    rc = checkpoint_save(path, &meta, params, state, err, err_bytes);
+out:
+    free(params);
+    free(state);
+    return rc;
+}
+
+int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes)
+{
+    if (t->mode->gather_state)
+        TRY(t->mode->gather_state(t));
+    int rc = 0;
+    if (t->rt->rank == 0) {
+        char err[512] = "";
+        rc = write_(t, dir, path, path_bytes, err, sizeof err);
+        if (rc < 0)
+            log_error("checkpoint not written: %s", err[0] ? err : status_str(rc));
+    }
+    return runtime_agree_min(t->rt, rc < 0 ? rc : 0);
+}
+
+// What rank 0 read, for every rank.
+struct resume_header {
+    int rc;                // 0, or why the checkpoint cannot be used
+    char err[512];         // rank 0's message when rc < 0
+    struct ckpt_meta meta; // the checkpoint's header
+};
+
+// Rank 0: reads the file, checks it fits this run, copies its state to the device.
+static void load_(struct trainer *t, const char *path, struct resume_header *hdr)
+{
+    float *params = NULL, *state = NULL;
+    hdr->rc = checkpoint_load(path, &hdr->meta, &params, &state, hdr->err, sizeof hdr->err);
+    if (hdr->rc == 0) {
+        struct ckpt_meta want = meta_of_(t);
+        hdr->rc = checkpoint_check_compatible(&hdr->meta, &want, hdr->err, sizeof hdr->err);
+    }
+    if (hdr->rc == 0)
+        hdr->rc = device_copy_to_device(t->dev, t->model.params, params,
+                                        t->model.param_count * sizeof(float));
+    if (hdr->rc == 0 && t->opt.state_count)
+        hdr->rc = device_copy_to_device(t->dev, t->opt.state, state,
+                                        t->opt.state_count * sizeof(float));
+    free(params);
+    free(state);
+}
+
+// Rank 0 reads the checkpoint; parameters and optimizer state reach the other
+// ranks through the communicator, the position through the control plane.
+int train_resume(struct trainer *t, const char *path)
+{
+    struct resume_header hdr = {0};
+    if (t->rt->rank == 0)
+        load_(t, path, &hdr);
+    TRY(runtime_broadcast(t->rt, &hdr, sizeof hdr, 0));
+    if (hdr.rc) {
+        if (t->rt->rank == 0)
+            log_error("cannot resume: %s", hdr.err);
+        // A bad --resume path is bad input (exit 2), as a damaged or
+        // mismatched file is; other errors (EIO) stay what they are.
+        const int bad_path = hdr.rc == -ENOENT || hdr.rc == -EISDIR || hdr.rc == -ENOTDIR ||
+                             hdr.rc == -EACCES;
+        return bad_path ? VGPU_ECONFIG : hdr.rc;
+    }
+    TRY(comm_broadcast(t->rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
+    TRY(comm_broadcast(t->rt->comm, t->opt.state, t->opt.state_count * sizeof(float), 0));
+    t->step = hdr.meta.step;
+    t->opt.t = hdr.meta.step;
+    // At an epoch's last step the checkpoint precedes that epoch's
+    // evaluation (checkpoints are written right after their step): the
+    // resumed run does it, as everything after the checkpoint.
+    sampler_set_position(&t->sampler, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
+    if (t->rt->rank == 0)
+        printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
+               path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
+               (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);
+    return 0;
+}

@@ -1,0 +1,185 @@
+// train_internal.h: the trainer's state and the pieces of training that
+// train.c's loop calls, shared only by worker/train*.c. Who does what:
+//   train.c            the session: set-up order, the loop, how a run ends
+//   train_setup.c      data loading, per-rank preparation, warm-up, teardown
+//   train_sizing.c     pure sizes: model shape, rows per rank, device bytes
+//   train_step.c       one step in each mode (the step_ops tables), batches
+//                      onto the device, evaluation
+//   train_balance.c    train.balance = dynamic: fixed-cost measurement and
+//                      the periodic exchange (also the stop-signal vote)
+//   train_replicas.c   replica hash checks (and the planted-fault test hook)
+//   train_checkpoint.c checkpoint save and resume
+//   train_report.c     progress lines, evaluation rows, the summary line
+//   train_verify.c     --verify: the single-device replay and comparison
+#ifndef VGPU_TRAIN_INTERNAL_H
+#define VGPU_TRAIN_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "balance.h"
+#include "env.h"
+#include "optim.h"
+#include "sampler.h"
+#include "train.h"
+#include "train_sizing.h"
+
+// Steps between the ranks' agreement on a pending SIGTERM/SIGINT (a step is
+// milliseconds; a scheduler's grace period is seconds); also the balance
+// exchange's interval.
+#define PREEMPT_CHECK_STEPS 10
+
+struct trainer;
+struct replay;
+
+// The operations that differ between the two training modes: normal (each
+// rank's piece in one pass, the gradient all-reduce with the optimizer step
+// sharded into it) and deterministic (micro-batches by position, summed in a
+// fixed tree: the same bits for any rank count). train_step.c defines both.
+struct step_ops {
+    const char *name;
+    int bitwise;     // results are bitwise identical for any rank count and split
+    // Per-rank allocations the mode needs beyond the model; no collectives.
+    int (*prepare)(struct trainer *t);
+    // One optimizer step on global batch b at learning rate lr (gradient,
+    // all-reduce, update); adds this rank's share of the loss sum, correct
+    // count and samples into t->window.
+    int (*step)(struct trainer *t, const struct batch_slice *b, float lr);
+    // Makes the optimizer state complete on every rank (it is current only in
+    // a rank's own ranges after sharded steps). NULL: it always is.
+    int (*gather_state)(struct trainer *t);
+    // --verify: rows the replay model is sized for, and the gradient of
+    // global batch b on the replay model, into r->model.grads.
+    long (*replay_rows)(const struct config *cfg);
+    int (*replay_gradient)(struct trainer *t, struct replay *r, const struct batch_slice *b);
+};
+
+extern const struct step_ops train_step_normal, train_step_deterministic;
+
+// --verify's single-device replay (train_verify.c): a second model and
+// optimizer on rank 0's device, and the deterministic mode's scratch (made by
+// its first replay_gradient).
+struct replay {
+    struct mlp model;              // the run replayed on one device
+    struct optimizer opt;          // its optimizer
+    struct sampler sampler;        // the same global batches, for one rank
+    float *parts;                  // device [micro_batches, param_count]: micro-batch gradients
+    float **leaves;                // host [micro_batches]: pointers into parts for the tree sum
+    double *stats;                 // host [micro_batches, XENT_STATS]: their stats (unused)
+};
+
+struct trainer {
+    // ---- the job ----
+    struct runtime *rt;            // this rank's runtime: ranks, control plane, communicator
+    device_t *dev;                 // this rank's virtual GPU (&rt->dev)
+    const struct config *cfg;      // the job's configuration (&rt->cfg)
+    const struct train_options *opts; // what the command line asked for
+    struct train_data *data;       // the data sets, in host memory
+    const struct vgpu_env *env;    // environment switches (the test hooks)
+    const struct step_ops *mode;   // normal or deterministic steps
+    // ---- the replica and where it is ----
+    struct mlp model;              // parameters, gradients and activations on the device
+    struct optimizer opt;          // optimizer state (after sharded steps: current in own ranges)
+    struct sampler sampler;        // the global batches and this rank's piece of each
+    long step;                     // optimizer steps done
+    long total_steps;              // steps the run takes (epochs x batches, or train.max_steps)
+    // ---- batch staging (train_step.c) ----
+    float *host_rows;              // host [host_rows_cap, features]: float rows (float sets)
+    uint8_t *host_codes;           // host [host_rows_cap, features]: 8-bit codes (coded sets)
+    uint8_t *dev_codes;            // device: the codes, decoded there into the model's input
+    float *dev_lut;                // device [256]: the code -> value table of lut_set
+    const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
+    int32_t *host_labels;          // host [host_rows_cap]: labels of a piece
+    float *host_stats;             // host [host_rows_cap, XENT_STATS]: loss, correct, top5 per row
+    long host_rows_cap;            // rows the staging holds
+    // ---- reporting (train_report.c) ----
+    FILE *metrics;                 // rank 0: the --metrics CSV (NULL = none)
+    double window[3];              // loss sum, correct, samples since the last progress line
+    double last_loss;              // mean loss of the last progress window (all ranks)
+    int warned_nonfinite;          // rank 0 has warned that the loss is NaN or infinite
+    double train_seconds;          // time in the training loop proper, seconds
+    double samples_done;           // global samples trained on
+    int live;                      // rank 0 draws a progress bar rather than lines
+    double *log_slots;             // [3 + ranks]: a progress line's sums and peak memories
+    // ---- deterministic mode (train_step.c) ----
+    int parts_per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
+    int first_part;                // this rank's first micro-batch
+    float *parts;                  // device [parts, param_count]: its micro-batch gradients
+    double *micro_stats;           // host [micro_batches, XENT_STATS]: each micro-batch's stats
+    // ---- train.balance = dynamic (train_balance.c) ----
+    int balancing;                 // the batch split follows measured speeds
+    struct balancer bal;           // the split in force; rank 0 also estimates speeds
+    double busy_s;                 // this rank's compute since the last exchange, seconds
+    double busy_rows;              // rows computed in that time
+    long busy_steps;               // steps in that time
+    double fixed_s;                // this rank's compute per step that does not grow with rows, s
+    double *exchange;              // [2 + 3 * ranks]: the exchange's slots
+    long *proposal;                // rank 0 [ranks]: the split to announce at the next exchange
+    int proposing;                 // rank 0: proposal holds a new split
+    double *rows_total;            // rank 0 [ranks]: rows each rank computed in this run
+};
+
+// ---- train_setup.c ----
+// Set-up each rank does alone (checks, allocations, rank 0's files and initial
+// parameters): no collectives, so the ranks can agree on its verdict.
+int trainer_prepare(struct trainer *t);
+// Set-up in lockstep: the initial parameters reach every replica, warm-up.
+int trainer_start(struct trainer *t);
+void trainer_free(struct trainer *t);
+
+// ---- train_step.c ----
+// Copies rows indices[0..count) of ds into model m's input and labels.
+int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
+                    const uint32_t *indices, long count);
+// This rank's compute on training samples indices[0..count): forward,
+// backward (the loss sum's gradient times grad_scale into m->grads) and the
+// stats, added into acc[XENT_STATS]. With `timed`: waits for the device,
+// applies the VGPU_TEST_SLOW hook and sets *seconds.
+int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
+                       double *acc, int timed, double *seconds);
+// Test-set loss, accuracy and top-5 (a collective; the same bits for any N).
+int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5);
+
+// ---- train_balance.c ----
+// Allocates the balancer and the exchange's slots; sets the starting split.
+int train_balance_prepare(struct trainer *t);
+void train_balance_free(struct trainer *t);
+// Warm-up, under dynamic balance: measures this rank's fixed cost per step on
+// rows samples first[0..rows) and shares every rank's (a collective).
+int train_balance_measure(struct trainer *t, const uint32_t *first, long rows);
+// Every PREEMPT_CHECK_STEPS steps: the stop-signal vote and (dynamic
+// balance) the speeds and the next split. Returns 1 to stop for preemption,
+// 0 to go on, or a negative status.
+int train_exchange(struct trainer *t);
+// Rank 0: each rank's share of the rows of this run, as rows of a full batch.
+void train_describe_split(const struct trainer *t, char *buf, size_t bytes);
+
+// ---- train_replicas.c ----
+// Every rank's parameters and optimizer state must hash equal to rank 0's.
+// Returns 0, or VGPU_EMISMATCH on every rank (the differences are reported).
+int train_check_replicas(struct trainer *t);
+// VGPU_TEST_PERTURB: nudges one parameter of the chosen rank after its step.
+int train_maybe_perturb(struct trainer *t);
+
+// ---- train_checkpoint.c ----
+// Rank 0 writes a checkpoint of the current step into dir; its path into
+// path. Returns every rank's agreed verdict.
+int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes);
+// Restores parameters, optimizer state and position from rank 0's file.
+// Returns the same verdict on every rank (VGPU_ECONFIG for bad input).
+int train_resume(struct trainer *t, const char *path);
+
+// ---- train_report.c ----
+// The --metrics CSV header, opened by rank 0. Returns VGPU_ECONFIG (reported).
+int train_open_metrics(struct trainer *t, const char *path);
+// A progress line (a collective: window sums and peak memories reach rank 0).
+int train_log_progress(struct trainer *t, long epoch, double lr, int final);
+// Rank 0 reports an evaluation (number: 1-based epoch) on stdout and in metrics.
+void train_report_eval(struct trainer *t, const struct train_result *res, long number, double lr);
+
+// ---- train_verify.c ----
+// --verify: rank 0 replays the run on one device and compares tensor by
+// tensor. Every rank returns the verdict: 0, VGPU_EMISMATCH or a failure.
+int train_verify(struct trainer *t, struct train_result *res);
+
+#endif

@@ -1,0 +1,176 @@
+// train_report.c: what a run tells its user: progress lines (or a bar), the
+// evaluation after each epoch, the --metrics CSV, and the summary line.
+#include "train_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define MIB_ (1.0 / (1024.0 * 1024.0))
+
+// Per-rank values for a log line, each times `scale` in format `fmt` (one
+// double): "a,b,c" for up to 8 ranks, else "lo..hi".
+static void format_ranks_(char *buf, size_t bytes, const double *v, int n, double scale,
+                          const char *fmt)
+{
+    char one[64];
+    buf[0] = '\0';
+    if (n > 8) {
+        double lo = v[0], hi = v[0];
+        for (int r = 1; r < n; r++)
+            lo = fmin(lo, v[r]), hi = fmax(hi, v[r]);
+        snprintf(one, sizeof one, fmt, hi * scale);
+        int len = snprintf(buf, bytes, fmt, lo * scale);
+        if (len >= 0 && (size_t)len < bytes)
+            snprintf(buf + len, bytes - (size_t)len, "..%s", one);
+        return;
+    }
+    for (int r = 0, len = 0; r < n && len >= 0 && (size_t)len < bytes; r++) {
+        snprintf(one, sizeof one, fmt, v[r] * scale);
+        len += snprintf(buf + len, bytes - (size_t)len, "%s%s", r ? "," : "", one);
+    }
+}
+
+void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n)
+{
+    if (n <= 8) {
+        format_ranks_(buf, bytes, peak_bytes, n, MIB_, "%.1fM");
+        return;
+    }
+    int at = 0;
+    for (int r = 1; r < n; r++)
+        at = peak_bytes[r] > peak_bytes[at] ? r : at;
+    snprintf(buf, bytes, "max %.1fM (rank %d)", peak_bytes[at] * MIB_, at);
+}
+
+void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
+{
+    double total = 0;
+    for (int r = 0; r < t->rt->size; r++)
+        total += t->rows_total[r];
+    buf[0] = '\0';
+    if (total > 0)
+        format_ranks_(buf, bytes, t->rows_total, t->rt->size,
+                      (double)t->cfg->train.batch_size / total, "%.0f");
+}
+
+int train_open_metrics(struct trainer *t, const char *path)
+{
+    t->metrics = fopen(path, "w");
+    if (!t->metrics) {
+        log_error("cannot write metrics to %s: %s", path, strerror(errno));
+        return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
+    }
+    fprintf(t->metrics, "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n");
+    fflush(t->metrics);
+    return 0;
+}
+
+// Rank 0's progress output for one window: a bar on a terminal, else a line.
+static void print_progress_(struct trainer *t, long epoch, double lr, int final, double loss,
+                            double acc, double sps, const double *peaks)
+{
+    const int n = t->rt->size;
+    char mem[256], split[160] = "";
+    train_format_mem(mem, sizeof mem, peaks, n);
+    if (t->live) {
+        int width = 30, done = (int)(width * t->step / (t->total_steps ? t->total_steps : 1));
+        char bar[64];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < done ? '#' : '.';
+        bar[width] = '\0';
+        printf("\r[%s] epoch %ld step %ld/%ld loss %.4f acc %.3f %.0f samples/s mem %s%s", bar,
+               epoch + 1, t->step, t->total_steps, loss, acc, sps, mem, final ? "\n" : "");
+    } else {
+        if (t->balancing) {
+            double counts[TRAIN_MAX_RANKS];
+            for (int r = 0; r < n; r++)
+                counts[r] = (double)t->bal.counts[r];
+            memcpy(split, "  split ", 9);
+            format_ranks_(split + 8, sizeof split - 8, counts, n, 1.0, "%.0f");
+        }
+        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.3g  %8.0f samples/s  mem %s%s\n",
+               epoch + 1, t->step, t->total_steps, loss, acc, lr, sps, mem, split);
+    }
+    fflush(stdout);
+}
+
+int train_log_progress(struct trainer *t, long epoch, double lr, int final)
+{
+    const int n = t->rt->size;
+    double *sums = t->log_slots;
+    memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
+    memcpy(sums, t->window, sizeof t->window);
+    sums[3 + t->rt->rank] = (double)device_peak_bytes(t->dev);
+    TRY(runtime_sum_doubles(t->rt, sums, 3 + n));
+    memset(t->window, 0, sizeof t->window);
+    if (sums[2] == 0)
+        return 0;
+    double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
+    double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
+    t->last_loss = loss;
+    if (t->rt->rank != 0)
+        return 0;
+    if (!isfinite(loss) && !t->warned_nonfinite) {
+        t->warned_nonfinite = 1;
+        log_warn("training loss is %g at step %ld: the model diverged (a lower train.lr or more "
+                 "train.warmup_steps may help)", loss, t->step);
+    }
+    if (t->metrics) { // flushed per row: a killed run keeps what it logged
+        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
+                acc, sps, t->train_seconds);
+        fflush(t->metrics);
+    }
+    if (!t->opts->quiet)
+        print_progress_(t, epoch, lr, final, loss, acc, sps, sums + 3);
+    return 0;
+}
+
+void train_report_eval(struct trainer *t, const struct train_result *res, long number, double lr)
+{
+    if (t->rt->rank != 0)
+        return;
+    if (!t->opts->quiet)
+        printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
+               res->test_loss, res->test_acc, res->test_top5);
+    if (t->metrics) {
+        fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", number, t->step, lr,
+                res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
+        fflush(t->metrics);
+    }
+    fflush(stdout);
+}
+
+int train_print_summary(struct runtime *rt, const struct train_result *res, int verdict,
+                        const struct train_options *opts, double wall_s)
+{
+    const char *status = verdict == 0                 ? "ok"
+                         : verdict == VGPU_EPREEMPTED ? "preempted"
+                         : verdict == VGPU_EMISMATCH  ? (opts->verify ? "verify_failed" : "diverged")
+                                                      : NULL;
+    double *peaks = malloc((size_t)rt->size * sizeof *peaks);
+    int rc = peaks ? 0 : VGPU_ENOMEM;
+    rc = runtime_agree_min(rt, rc);
+    if (rc == 0) {
+        double peak = (double)device_peak_bytes(&rt->dev);
+        TRY_GOTO(runtime_gather_all(rt, &peak, peaks, sizeof peak), rc, out);
+    }
+    if (rc == 0 && rt->rank == 0 && status) {
+        char mem[256];
+        train_format_mem(mem, sizeof mem, peaks, rt->size);
+        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
+               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
+               "peak_mem=%s%s%s params_crc=%08x status=%s\n",
+               rt->size, rt->physical_devices, device_kind(&rt->dev), rt->size,
+               comm_backend_name(rt->comm), res->epochs, res->steps, res->train_loss,
+               res->test_loss, res->test_acc, res->samples_per_s, wall_s, mem,
+               res->split[0] ? " split=" : "", res->split, res->params_crc, status);
+        fflush(stdout);
+    }
+out:
+    free(peaks);
+    return rc;
+}

@@ -1,0 +1,225 @@
+// train_setup.c: a training run's set-up and teardown: the data, each rank's
+// own preparation (buffers, files, initial parameters), then in lockstep the
+// initial broadcast and the warm-up.
+#include "train_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "preempt.h"
+
+int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes)
+{
+    memset(data, 0, sizeof *data);
+    const struct config *c = cfg;
+    if (c->data.dataset != DATASET_SYNTHETIC) {
+        int rc = dataset_load_dir(&data->train, &data->test, c->data.path, err, err_bytes);
+        if (rc == 0) {
+            snprintf(data->source, sizeof data->source, "%s from %.100s",
+                     config_enum_name("data", "dataset", c->data.dataset), c->data.path);
+        } else if (rc == -ENOENT && c->data.fallback_synthetic) {
+            snprintf(data->fallback, sizeof data->fallback,
+                     "%.400s; using the synthetic dataset instead (data.fallback_synthetic = true; "
+                     "install dataset-fashion-mnist or set data.path)", err);
+        } else {
+            return rc;
+        }
+    }
+    if (!data->train.count) {
+        int features = (int)c->data.synthetic_features;
+        TRY(dataset_make_synthetic(&data->train, c->data.synthetic_train, features, 10,
+                                   (uint64_t)c->train.seed, 0));
+        TRY(dataset_make_synthetic(&data->test, c->data.synthetic_test, features, 10,
+                                   (uint64_t)c->train.seed, 1));
+        snprintf(data->source, sizeof data->source, "synthetic (%ld train, %ld test, %d features)",
+                 data->train.count, data->test.count, features);
+    }
+    if (c->data.train_limit > 0)
+        dataset_truncate(&data->train, c->data.train_limit);
+    if (c->data.standardize)
+        dataset_standardize(&data->train, &data->test);
+    return 0;
+}
+
+void train_free_data(struct train_data *data)
+{
+    dataset_free(&data->train);
+    dataset_free(&data->test);
+}
+
+// Host staging for a piece of a batch (codes or floats, labels, stats) and,
+// for coded sets, the device's codes and value table.
+static int alloc_staging_(struct trainer *t, int max_rows)
+{
+    const struct dataset *train = &t->data->train;
+    t->host_rows_cap = train_staging_rows(t->cfg, max_rows, t->opts->verify);
+    const size_t values = (size_t)t->host_rows_cap * (size_t)train->features;
+    if (train->codes) {
+        t->host_codes = malloc(values);
+        TRY(device_alloc(t->dev, values, (void **)&t->dev_codes));
+        TRY(device_alloc(t->dev, sizeof train->lut, (void **)&t->dev_lut));
+    } else {
+        t->host_rows = malloc(values * sizeof(float));
+    }
+    t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
+    t->host_stats = malloc((size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
+    return (t->host_rows || t->host_codes) && t->host_labels && t->host_stats ? 0 : VGPU_ENOMEM;
+}
+
+// Rank 0's files: the checkpoint directory (made now rather than after the
+// training it was to keep) and the metrics CSV. Bad paths are bad input.
+static int open_files_(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    if (cfg->checkpoint.dir[0]) {
+        char err[512];
+        if (checkpoint_make_dir(cfg->checkpoint.dir, err, sizeof err) < 0) {
+            log_error("%s", err);
+            return VGPU_ECONFIG;
+        }
+    }
+    return t->opts->metrics_path ? train_open_metrics(t, t->opts->metrics_path) : 0;
+}
+
+// Identical replicas: rank 0 draws the initial parameters (trainer_start
+// broadcasts them).
+static int init_params_(struct trainer *t)
+{
+    float *host = malloc(t->model.param_count * sizeof(float));
+    if (!host)
+        return VGPU_ENOMEM;
+    mlp_init_params_host(&t->model, host, (uint64_t)t->cfg->train.seed);
+    int rc = device_copy_to_device(t->dev, t->model.params, host, t->model.param_count * sizeof(float));
+    free(host);
+    return rc;
+}
+
+// The sampler; a split it refuses is bad input, explained by rank 0.
+static int init_sampler_(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    const struct runtime *rt = t->rt;
+    int rc = sampler_init(&t->sampler, t->data->train.count, cfg->train.batch_size,
+                          cfg->train.drop_last, (uint64_t)cfg->train.seed, rt->size,
+                          cfg->train.batch_weights.v, cfg->train.batch_weights.count);
+    if (rc == 0 || rc == VGPU_ENOMEM)
+        return rc;
+    const long samples = t->data->train.count, batch = cfg->train.batch_size;
+    const int weights = cfg->train.batch_weights.count;
+    if (rt->rank != 0)
+        return VGPU_ECONFIG;
+    if (weights && weights != rt->size)
+        log_error("train.batch_weights has %d weights for %d ranks: give one per rank", weights,
+                  rt->size);
+    else if (cfg->train.drop_last && batch > samples)
+        log_error("train.batch_size = %ld is larger than the %ld training samples, so with "
+                  "train.drop_last = true an epoch holds no batch: lower it, or set "
+                  "train.drop_last = false", batch, samples);
+    else
+        log_error("cannot sample batches: train.batch_size = %ld, %ld training samples, %d "
+                  "ranks, %d batch weights", batch, samples, rt->size, weights);
+    return VGPU_ECONFIG;
+}
+
+int trainer_prepare(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    struct runtime *rt = t->rt;
+    if (rt->size > TRAIN_MAX_RANKS) {
+        if (rt->rank == 0)
+            log_error("%d ranks: this build trains with at most %d", rt->size, TRAIN_MAX_RANKS);
+        return VGPU_ECONFIG;
+    }
+    int dims[MLP_MAX_DIMS], n_dims;
+    TRY(train_model_dims(cfg, &t->data->train, dims, &n_dims));
+    const int max_rows = train_max_rows(cfg, rt->size);
+    TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
+    TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
+    TRY(alloc_staging_(t, max_rows));
+    TRY(t->mode->prepare(t));
+    if (rt->rank == 0) {
+        TRY(open_files_(t));
+        TRY(init_params_(t));
+    }
+    TRY(init_sampler_(t));
+    if (!(t->log_slots = calloc(3 + (size_t)rt->size, sizeof *t->log_slots)))
+        return VGPU_ENOMEM;
+    // config_validate rules out dynamic balance in deterministic mode.
+    t->balancing = cfg->train.balance == BALANCE_DYNAMIC;
+    return t->balancing ? train_balance_prepare(t) : 0;
+}
+
+// One forward and backward pass on the first training samples with this
+// rank's step shapes, through the same input path as a step, and one
+// gradient all-reduce, before the clock starts: the one-time costs (GEMM
+// kernels generated for each shape, first touch of buffers, the collective's
+// first connection; about 0.1 s on CPU devices) belong to start-up, as a
+// GPU's warm-up does, not to the training rate. Parameters are untouched and
+// every step overwrites the gradient. Under dynamic balance the ranks then
+// measure and share their fixed costs per step.
+static int warm_up_(struct trainer *t)
+{
+    struct mlp *m = &t->model;
+    long rows = train_rank_rows(t->cfg, t->rt->size, t->rt->rank);
+    rows = rows < t->data->train.count ? rows : t->data->train.count;
+    uint32_t *first = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *first);
+    if (!first)
+        return VGPU_ENOMEM;
+    for (long i = 0; i < rows; i++)
+        first[i] = (uint32_t)i;
+    double stats[XENT_STATS] = {0}, seconds;
+    int rc = 0;
+    if (rows > 0)
+        TRY_GOTO(train_compute_rows(t, first, rows, 1.0f, stats, 1, &seconds), rc, out);
+    TRY_GOTO(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM), rc, out);
+    if (t->balancing)
+        rc = train_balance_measure(t, first, rows);
+out:
+    free(first);
+    return rc;
+}
+
+int trainer_start(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    struct runtime *rt = t->rt;
+    TRY(comm_broadcast(rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
+    t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
+    if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
+        t->total_steps = cfg->train.max_steps;
+    TRY(warm_up_(t));
+    TRY(preempt_install());
+    // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
+    // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
+    const int progress = t->env->progress;
+    t->live = rt->rank == 0 && !t->opts->quiet &&
+              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !t->env->under_launcher);
+    return 0;
+}
+
+void trainer_free(struct trainer *t)
+{
+    if (t->balancing)
+        train_balance_free(t);
+    free(t->log_slots);
+    sampler_free(&t->sampler);
+    optim_free(&t->opt, t->dev);
+    if (t->parts)
+        device_free(t->dev, t->parts);
+    if (t->dev_lut)
+        device_free(t->dev, t->dev_lut);
+    if (t->dev_codes)
+        device_free(t->dev, t->dev_codes);
+    mlp_free(&t->model, t->dev);
+    free(t->host_rows);
+    free(t->host_codes);
+    free(t->host_labels);
+    free(t->host_stats);
+    free(t->micro_stats);
+    if (t->metrics)
+        fclose(t->metrics);
+}

@@ -1,0 +1,113 @@
+// train_sizing.c: the sizes of a training job's pieces (pure).
+#include "train_sizing.h"
+
+#include "arena.h"
+#include "balance.h"
+#include "comm.h"
+#include "mlp.h"
+#include "optim.h"
+#include "sampler.h"
+#include "status.h"
+
+int train_model_dims(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims)
+{
+    int n = 0;
+    dims[n++] = train->features;
+    for (int i = 0; i < cfg->model.hidden.count; i++) {
+        if (n >= MLP_MAX_DIMS - 1)
+            return VGPU_EINVAL;
+        dims[n++] = (int)cfg->model.hidden.v[i];
+    }
+    dims[n++] = train->classes;
+    *n_dims = n;
+    return 0;
+}
+
+long train_micro_rows(const struct config *cfg)
+{
+    return (cfg->train.batch_size + cfg->train.micro_batches - 1) / cfg->train.micro_batches;
+}
+
+void train_micro_split(const struct config *cfg, int nranks, int *per_rank)
+{
+    long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
+    sampler_split(cfg->train.micro_batches, nranks, cfg->train.batch_weights.v,
+                  cfg->train.batch_weights.count, counts, offsets);
+    for (int r = 0; r < nranks; r++)
+        per_rank[r] = (int)counts[r];
+}
+
+// The static split of a full batch: counts[nranks] (nranks <= TRAIN_MAX_RANKS).
+static void batch_split_(const struct config *cfg, int nranks, long *counts)
+{
+    long offsets[TRAIN_MAX_RANKS];
+    sampler_split(cfg->train.batch_size, nranks, cfg->train.batch_weights.v,
+                  cfg->train.batch_weights.count, counts, offsets);
+}
+
+long train_rank_rows(const struct config *cfg, int nranks, int rank)
+{
+    if (cfg->train.deterministic)
+        return train_micro_rows(cfg);
+    long counts[TRAIN_MAX_RANKS];
+    batch_split_(cfg, nranks, counts);
+    return counts[rank];
+}
+
+int train_max_rows(const struct config *cfg, int nranks)
+{
+    long most = 1;
+    if (cfg->train.deterministic) {
+        most = train_micro_rows(cfg);
+    } else if (nranks > TRAIN_MAX_RANKS) { // the split is only needed for its maximum
+        most = cfg->train.batch_size;
+    } else {
+        long counts[TRAIN_MAX_RANKS];
+        batch_split_(cfg, nranks, counts);
+        for (int r = 0; r < nranks; r++)
+            most = counts[r] > most ? counts[r] : most;
+        if (cfg->train.balance == BALANCE_DYNAMIC)
+            most = balance_max_rows(cfg->train.batch_size, nranks, counts);
+    }
+    // Evaluation runs in chunks of EVAL_CHUNK rows through the same buffers.
+    return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
+}
+
+long train_staging_rows(const struct config *cfg, int max_rows, int verify)
+{
+    return verify && cfg->train.batch_size > max_rows ? cfg->train.batch_size : max_rows;
+}
+
+uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
+                            int verify)
+{
+    int dims[MLP_MAX_DIMS], n;
+    struct mlp layout;
+    if (nranks > TRAIN_MAX_RANKS || train_model_dims(cfg, train, dims, &n) < 0 ||
+        mlp_layout(&layout, dims, n, train_max_rows(cfg, nranks)) < 0)
+        return 0;
+    const int state = optim_state_per_param(cfg->train.optimizer);
+    const uint64_t param_bytes = layout.param_count * sizeof(float);
+    uint64_t bytes = mlp_device_bytes(&layout, state);
+    if (train->codes) // the batch's codes and their value table
+        bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) * (uint64_t)dims[0] +
+                 ARENA_ALIGN + sizeof train->lut + ARENA_ALIGN;
+    if (cfg->train.deterministic) { // this rank's micro-batch gradients, the tree's scratch
+        int per_rank[TRAIN_MAX_RANKS], most = 0;
+        train_micro_split(cfg, nranks, per_rank);
+        for (int r = 0; r < nranks; r++)
+            most = per_rank[r] > most ? per_rank[r] : most;
+        bytes += (uint64_t)most * param_bytes + ARENA_ALIGN +
+                 comm_tree_scratch_bytes(nranks, most, layout.param_count) + ARENA_ALIGN;
+    }
+    if (verify) { // rank 0's single-device replay: a second model and optimizer
+        struct mlp ref;
+        long rows = cfg->train.deterministic ? train_micro_rows(cfg) : cfg->train.batch_size;
+        if (mlp_layout(&ref, dims, n, (int)rows) < 0)
+            return 0;
+        bytes += mlp_device_bytes(&ref, state);
+        if (cfg->train.deterministic)
+            bytes += (uint64_t)cfg->train.micro_batches * param_bytes + ARENA_ALIGN;
+    }
+    return bytes;
+}

@@ -1,0 +1,47 @@
+// train_sizing.h: how big a training job's pieces are, from its config and
+// data alone: the model's shape, the rows a rank computes, the deterministic
+// mode's micro-batches, the device memory a rank needs. Pure functions (no
+// MPI, no device), so the binding's cap check and the tests can call them.
+#ifndef VGPU_TRAIN_SIZING_H
+#define VGPU_TRAIN_SIZING_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "dataset.h"
+
+#define TRAIN_MAX_RANKS 1024   // ranks one job may have
+#define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
+
+// The model shape for the training set: input width, the hidden sizes,
+// classes. Returns 0, or VGPU_EINVAL when there are more layers than
+// MLP_MAX_DIMS allows.
+int train_model_dims(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims);
+
+// Rows of rank `rank`'s piece of a full global batch (deterministic mode:
+// one micro-batch, the unit it computes).
+long train_rank_rows(const struct config *cfg, int nranks, int rank);
+
+// Rows of the largest piece of a global batch any rank gets, or of an
+// evaluation chunk if that is more: what a model's buffers are sized for.
+int train_max_rows(const struct config *cfg, int nranks);
+
+// Deterministic mode: rows of one micro-batch (the largest of the M pieces).
+long train_micro_rows(const struct config *cfg);
+
+// Deterministic mode: micro-batches each rank computes, per_rank[nranks]: M
+// split over the ranks as samples are (equal, or by train.batch_weights).
+// nranks <= TRAIN_MAX_RANKS.
+void train_micro_split(const struct config *cfg, int nranks, int *per_rank);
+
+// Rows of the host staging for batches: a step's piece or an evaluation
+// chunk (max_rows), or whole global batches for --verify's replay.
+long train_staging_rows(const struct config *cfg, int max_rows, int verify);
+
+// Device bytes a rank needs for this job (for the binding's cap check);
+// verify adds rank 0's single-device replay. 0 when the job cannot be sized
+// (too many ranks or layers).
+uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
+                            int verify);
+
+#endif

@@ -1,0 +1,325 @@
+// train_step.c: one optimizer step in each training mode (the step_ops
+// tables), batches onto the device, and the test-set evaluation.
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+// ---- batches onto the device ----
+
+int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
+                    const uint32_t *indices, long count)
+{
+    const size_t values = (size_t)count * (size_t)ds->features;
+    if (ds->codes) {
+        if (t->lut_set != ds) { // the test set's table after the train set's, or back
+            TRY(device_copy_to_device(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
+            t->lut_set = ds;
+        }
+        dataset_gather_codes(ds, indices, count, t->host_codes);
+        TRY(device_copy_to_device(t->dev, t->dev_codes, t->host_codes, values));
+        TRY(device_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
+    } else {
+        dataset_gather(ds, indices, count, t->host_rows);
+        TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
+    }
+    for (long i = 0; i < count; i++)
+        t->host_labels[i] = ds->labels[indices[i]];
+    return device_copy_to_device(t->dev, m->labels, t->host_labels, (size_t)count * sizeof(int32_t));
+}
+
+// Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,
+// top5), row by row in order.
+static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
+{
+    if (rows <= 0)
+        return 0;
+    TRY(device_copy_to_host(t->dev, t->host_stats, m->stats, (size_t)rows * XENT_STATS * sizeof(float)));
+    for (long i = 0; i < rows; i++)
+        for (int k = 0; k < XENT_STATS; k++)
+            acc[k] += t->host_stats[i * XENT_STATS + k];
+    return 0;
+}
+
+// VGPU_TEST_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
+static void maybe_slow_(const struct trainer *t, double start)
+{
+    if (t->env->slow_rank != t->rt->rank)
+        return;
+    double extra = (t->env->slow_factor - 1) * (util_now_s() - start);
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
+                       double *acc, int timed, double *seconds)
+{
+    struct mlp *m = &t->model;
+    const double start = util_now_s();
+    if (count > 0) {
+        TRY(train_load_rows(t, m, &t->data->train, indices, count));
+        TRY(mlp_forward(m, t->dev, (int)count));
+    }
+    TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
+    TRY(add_stats_(t, m, count, acc));
+    if (!timed)
+        return 0;
+    TRY(device_sync(t->dev));
+    maybe_slow_(t, start);
+    *seconds = util_now_s() - start;
+    return 0;
+}
+
+// ---- normal mode ----
+
+// The sharded update's callback: this rank's optimizer step on one range.
+struct shard_update {
+    struct trainer *t;
+    float lr;
+};
+
+static int update_shard_(void *arg, size_t first, size_t count)
+{
+    struct shard_update *u = arg;
+    struct trainer *t = u->t;
+    return optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
+                              count);
+}
+
+static int normal_prepare_(struct trainer *t)
+{
+    (void)t;
+    return 0;
+}
+
+// This rank's piece of the batch in one pass, then the gradients are summed
+// over the ranks with the optimizer step sharded into the all-reduce: every
+// rank updates only the ranges of the summed gradient it completes, and the
+// updated parameters are all-gathered (each rank runs 1/N of the optimizer;
+// the result is the same as a full update everywhere). Each rank's gradient
+// is already divided by the global batch, so the sum is the mean over it.
+static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr)
+{
+    struct mlp *m = &t->model;
+    // This rank's compute, timed (before any wait for the others) when it is measured.
+    double stats[XENT_STATS] = {0}, seconds = 0;
+    const int timed = t->balancing || t->env->slow_rank == t->rt->rank;
+    TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
+                           stats, timed, &seconds));
+    t->window[0] += stats[0];
+    t->window[1] += stats[1];
+    t->window[2] += (double)b->count;
+    if (t->balancing) {
+        t->busy_s += seconds;
+        t->busy_rows += (double)b->count;
+        t->busy_steps++;
+    }
+    if (!t->cfg->train.shard_optimizer) {
+        TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
+        return optim_step(&t->opt, t->dev, m->params, m->grads, lr);
+    }
+    optim_begin_step(&t->opt);
+    struct shard_update u = {t, lr};
+    return comm_all_reduce_update(t->rt->comm, m->grads, m->params, m->param_count, update_shard_,
+                                  &u);
+}
+
+static int noop_update_(void *arg, size_t first, size_t count)
+{
+    (void)arg, (void)first, (void)count;
+    return 0;
+}
+
+// The sharded collective with zero gradients and no update all-gathers each
+// rank's ranges of the optimizer state. (Backends without the sharded form
+// keep the full state everywhere: then this changes nothing.)
+static int normal_gather_state_(struct trainer *t)
+{
+    if (!t->cfg->train.shard_optimizer) // full steps everywhere
+        return 0;
+    float *arrays[2];
+    int k = optim_state_arrays(&t->opt, arrays);
+    for (int i = 0; i < k; i++) {
+        TRY(device_zero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
+        TRY(comm_all_reduce_update(t->rt->comm, t->model.grads, arrays[i], t->model.param_count,
+                                   noop_update_, NULL));
+    }
+    return 0;
+}
+
+static long normal_replay_rows_(const struct config *cfg)
+{
+    return cfg->train.batch_size;
+}
+
+// The whole global batch in one pass on the replay model.
+static int normal_replay_gradient_(struct trainer *t, struct replay *r, const struct batch_slice *b)
+{
+    struct mlp *ref = &r->model;
+    TRY(train_load_rows(t, ref, &t->data->train, b->indices, b->count));
+    TRY(mlp_forward(ref, t->dev, (int)b->count));
+    return mlp_backward(ref, t->dev, (int)b->count, 1.0f / (float)b->global_count);
+}
+
+const struct step_ops train_step_normal = {
+    .name = "normal",
+    .bitwise = 0,
+    .prepare = normal_prepare_,
+    .step = normal_step_,
+    .gather_state = normal_gather_state_,
+    .replay_rows = normal_replay_rows_,
+    .replay_gradient = normal_replay_gradient_,
+};
+
+// ---- deterministic mode ----
+
+static int deterministic_prepare_(struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    const struct runtime *rt = t->rt;
+    if (strcmp(device_kind(t->dev), "cpu")) {
+        if (rt->rank == 0)
+            log_error("train.deterministic = true needs CPU devices (devices.kind = cpu); "
+                      "this job has %s devices", device_kind(t->dev));
+        return VGPU_ECONFIG;
+    }
+    train_micro_split(cfg, rt->size, t->parts_per_rank);
+    for (int r = 0; r < rt->rank; r++)
+        t->first_part += t->parts_per_rank[r];
+    int mine = t->parts_per_rank[rt->rank];
+    TRY(device_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count, &t->parts));
+    t->micro_stats = calloc((size_t)cfg->train.micro_batches * XENT_STATS, sizeof(double));
+    if (!t->micro_stats)
+        return VGPU_ENOMEM;
+    if (rt->rank == 0 && cfg->train.micro_batches % rt->size && !cfg->train.batch_weights.count)
+        log_warn("train.micro_batches = %ld is not a multiple of %d ranks: results stay exact, "
+                 "but some ranks compute more micro-batches than others",
+                 cfg->train.micro_batches, rt->size);
+    return 0;
+}
+
+// The part every rank count shares: the global batch is cut into
+// train.micro_batches pieces by position alone; the gradient of micro-batches
+// [first, first + n) goes each into its own buffer parts[k] (computed by the
+// same code with the same shapes on any rank), and its stats into
+// micro_stats[mb].
+static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch_slice *b,
+                            int first, int n, float *parts, double *micro_stats)
+{
+    const long M = t->cfg->train.micro_batches;
+    long *rows = malloc(2 * (size_t)M * sizeof *rows);
+    if (!rows)
+        return VGPU_ENOMEM;
+    long *offsets = rows + M;
+    sampler_split(b->global_count, (int)M, NULL, 0, rows, offsets);
+    float *const grads = m->grads;
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        const int mb = first + k;
+        m->grads = parts + (size_t)k * m->param_count; // the model writes its gradient there
+        if (rows[mb] > 0) {
+            TRY_GOTO(train_load_rows(t, m, &t->data->train, b->indices + offsets[mb], rows[mb]),
+                     rc, out);
+            TRY_GOTO(mlp_forward(m, t->dev, (int)rows[mb]), rc, out);
+        }
+        TRY_GOTO(mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count), rc, out);
+        TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb), rc, out);
+    }
+out:
+    m->grads = grads;
+    free(rows);
+    return rc;
+}
+
+// This rank's micro-batches, the tree all-reduce, a full update on every
+// rank. Stats: each micro-batch's slot is filled by one rank only (exact
+// sums), then added in micro-batch order; rank 0 keeps the total.
+static int deterministic_step_(struct trainer *t, const struct batch_slice *b, float lr)
+{
+    struct mlp *m = &t->model;
+    const long M = t->cfg->train.micro_batches;
+    memset(t->micro_stats, 0, (size_t)M * XENT_STATS * sizeof(double));
+    TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->rt->rank], t->parts,
+                         t->micro_stats));
+    TRY(comm_all_reduce_tree(t->rt->comm, t->parts, t->parts_per_rank, m->grads, m->param_count));
+    TRY(runtime_sum_doubles(t->rt, t->micro_stats, (int)(M * XENT_STATS)));
+    if (t->rt->rank == 0) {
+        for (long mb = 0; mb < M; mb++)
+            for (int k = 0; k < 2; k++) // loss, correct
+                t->window[k] += t->micro_stats[mb * XENT_STATS + k];
+        t->window[2] += (double)b->global_count;
+    }
+    return optim_step(&t->opt, t->dev, m->params, m->grads, lr);
+}
+
+// The same micro-batches on one device, summed by the same tree.
+static int deterministic_replay_gradient_(struct trainer *t, struct replay *r,
+                                          const struct batch_slice *b)
+{
+    struct mlp *ref = &r->model;
+    const int M = (int)t->cfg->train.micro_batches;
+    if (!r->parts) { // the first batch: scratch for the rest of the replay
+        TRY(device_alloc_floats(t->dev, (size_t)M * ref->param_count, &r->parts));
+        r->leaves = malloc((size_t)M * sizeof *r->leaves);
+        r->stats = calloc((size_t)M * XENT_STATS, sizeof *r->stats);
+        if (!r->leaves || !r->stats)
+            return VGPU_ENOMEM;
+    }
+    TRY(micro_gradients_(t, ref, b, 0, M, r->parts, r->stats));
+    for (int mb = 0; mb < M; mb++)
+        r->leaves[mb] = r->parts + (size_t)mb * ref->param_count;
+    TRY(comm_tree_sum(t->dev, r->leaves, M, ref->param_count));
+    return device_copy(t->dev, ref->grads, r->parts, ref->param_count * sizeof(float));
+}
+
+const struct step_ops train_step_deterministic = {
+    .name = "deterministic",
+    .bitwise = 1,
+    .prepare = deterministic_prepare_,
+    .step = deterministic_step_,
+    .gather_state = NULL, // full updates everywhere
+    .replay_rows = train_micro_rows,
+    .replay_gradient = deterministic_replay_gradient_,
+};
+
+// ---- evaluation ----
+
+// Fixed chunks of EVAL_CHUNK rows, chunk j on rank j % N. Each chunk's sums
+// land in their own slot (the other ranks add zeros, which is exact) and are
+// added in chunk order, so the result has the same bits for any rank count.
+int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
+{
+    const struct dataset *ds = &t->data->test;
+    const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);
+    uint32_t *idx = malloc(EVAL_CHUNK * sizeof *idx);
+    int rc = !slots || !idx ? VGPU_ENOMEM : 0;
+    for (long j = t->rt->rank; rc == 0 && j < chunks; j += t->rt->size) {
+        long at = j * EVAL_CHUNK, rows = ds->count - at < EVAL_CHUNK ? ds->count - at : EVAL_CHUNK;
+        for (long i = 0; i < rows; i++)
+            idx[i] = (uint32_t)(at + i);
+        TRY_GOTO(train_load_rows(t, &t->model, ds, idx, rows), rc, out);
+        TRY_GOTO(mlp_forward(&t->model, t->dev, (int)rows), rc, out);
+        TRY_GOTO(mlp_eval_stats(&t->model, t->dev, (int)rows), rc, out);
+        TRY_GOTO(add_stats_(t, &t->model, rows, slots + 3 * j), rc, out);
+    }
+    if (rc == 0)
+        TRY_GOTO(runtime_sum_doubles(t->rt, slots, (int)(3 * chunks)), rc, out);
+    double sums[3] = {0, 0, 0};
+    for (long j = 0; rc == 0 && j < chunks; j++)
+        for (int k = 0; k < 3; k++)
+            sums[k] += slots[3 * j + k];
+    const double n = ds->count ? (double)ds->count : 1;
+    *loss = sums[0] / n;
+    *acc = sums[1] / n;
+    *top5 = sums[2] / n;
+out:
+    free(idx);
+    free(slots);
+    return rc;
+}

@@ -1,0 +1,145 @@
+// train_verify.c: --verify: after a short run rank 0 replays the same global
+// batches on its one device, from the same initial parameters, through the
+// same code, and compares the result with the distributed one per tensor.
+#include "train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+static void replay_free_(struct trainer *t, struct replay *r)
+{
+    free(r->leaves);
+    free(r->stats);
+    if (r->parts)
+        device_free(t->dev, r->parts);
+    sampler_free(&r->sampler);
+    optim_free(&r->opt, t->dev);
+    mlp_free(&r->model, t->dev);
+}
+
+// The next global batch of a one-rank sampler, across epoch ends.
+static int next_batch_(struct sampler *s, struct batch_slice *b)
+{
+    int more = sampler_next(s, 0, b);
+    if (more == 0) {
+        sampler_set_position(s, sampler_epoch(s) + 1, 0);
+        more = sampler_next(s, 0, b);
+    }
+    return more == 1 ? 0 : more < 0 ? more : VGPU_EINVAL;
+}
+
+// Replays the run's t->step global batches on one device from the same
+// initial parameters and data order, into ref_params (host).
+static int replay_(struct trainer *t, float *ref_params)
+{
+    const struct config *cfg = t->cfg;
+    struct replay r = {0};
+    struct batch_slice b;
+    int rc;
+    TRY_GOTO(mlp_init(&r.model, t->dev, t->model.dims, t->model.n_dims,
+                      (int)t->mode->replay_rows(cfg)), rc, out);
+    TRY_GOTO(optim_init(&r.opt, t->dev, cfg, r.model.param_count), rc, out);
+    TRY_GOTO(sampler_init(&r.sampler, t->data->train.count, cfg->train.batch_size,
+                          cfg->train.drop_last, (uint64_t)cfg->train.seed, 1, NULL, 0), rc, out);
+    mlp_init_params_host(&r.model, ref_params, (uint64_t)cfg->train.seed);
+    TRY_GOTO(device_copy_to_device(t->dev, r.model.params, ref_params,
+                                   r.model.param_count * sizeof(float)), rc, out);
+    for (long step = 0; step < t->step; step++) {
+        TRY_GOTO(next_batch_(&r.sampler, &b), rc, out);
+        TRY_GOTO(t->mode->replay_gradient(t, &r, &b), rc, out);
+        TRY_GOTO(optim_step(&r.opt, t->dev, r.model.params, r.model.grads,
+                            (float)optim_lr_at(cfg, step, t->total_steps)), rc, out);
+    }
+    rc = device_copy_to_host(t->dev, ref_params, r.model.params, r.model.param_count * sizeof(float));
+out:
+    replay_free_(t, &r);
+    return rc;
+}
+
+// Compares one tensor, params[at, at + n) of both runs, and prints its row.
+// Returns whether it passes; *rel is its max difference relative to its scale.
+static int compare_tensor_(const struct trainer *t, const float *dist, const float *ref, int layer,
+                           int bias, double *rel)
+{
+    const struct mlp *m = &t->model;
+    const size_t in = (size_t)m->dims[layer], out = (size_t)m->dims[layer + 1];
+    const size_t at = bias ? m->b_offset[layer] : m->w_offset[layer];
+    const size_t n = bias ? out : in * out;
+    double max_abs = 0, max_ref = 0;
+    size_t differing = 0;
+    for (size_t i = at; i < at + n; i++) {
+        double d = fabs((double)dist[i] - (double)ref[i]);
+        max_abs = d > max_abs ? d : max_abs;
+        max_ref = fabs(ref[i]) > max_ref ? fabs(ref[i]) : max_ref;
+        differing += memcmp(&dist[i], &ref[i], sizeof(float)) != 0;
+    }
+    // Relative to the tensor's scale: elementwise ratios blow up on weights
+    // that happen to sit near zero.
+    *rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+    const int ok = t->mode->bitwise ? differing == 0 : *rel <= t->cfg->verify.rtol;
+    char name[32], shape[32];
+    snprintf(name, sizeof name, "layer%d.%s", layer, bias ? "bias" : "weight");
+    if (bias)
+        snprintf(shape, sizeof shape, "%zu", out);
+    else
+        snprintf(shape, sizeof shape, "%zux%zu", in, out);
+    printf("  %-14s %-10s %13.3g %13.3g %9zu  %s\n", name, shape, max_abs, *rel, differing,
+           ok ? "ok" : "FAILED");
+    return ok;
+}
+
+// Rank 0: the table of every tensor and the verdict line.
+static int compare_(struct trainer *t, struct train_result *res, const float *dist,
+                    const float *ref, double replay_s)
+{
+    const int exact = t->mode->bitwise;
+    printf("verify: %d rank%s (%s) against one device replaying the same %ld global batches "
+           "(%.1f s); %s\n",
+           t->rt->size, t->rt->size > 1 ? "s" : "", comm_backend_name(t->rt->comm), t->step,
+           replay_s, exact ? "deterministic mode: must be bitwise identical" : "tolerance verify.rtol");
+    printf("  %-14s %-10s %13s %13s %9s  %s\n", "tensor", "shape", "max_abs_diff", "max_rel_diff",
+           "differing", "result");
+    double worst = 0;
+    int failed = 0;
+    for (int l = 0; l < t->model.n_layers; l++)
+        for (int bias = 0; bias < 2; bias++) {
+            double rel;
+            failed += !compare_tensor_(t, dist, ref, l, bias, &rel);
+            worst = rel > worst ? rel : worst;
+        }
+    res->verify_max_rel = worst;
+    if (failed)
+        printf("vgpu_train: verify FAILED: %d tensor%s %s\n", failed, failed > 1 ? "s" : "",
+               exact ? "not bitwise identical" : "over verify.rtol");
+    else if (exact)
+        printf("vgpu_train: verify passed: bitwise identical to the single-device run\n");
+    else
+        printf("vgpu_train: verify passed: max_rel_diff %.3g <= verify.rtol %.3g\n", worst,
+               t->cfg->verify.rtol);
+    fflush(stdout);
+    return failed ? VGPU_EMISMATCH : 0;
+}
+
+int train_verify(struct trainer *t, struct train_result *res)
+{
+    int rc = 0;
+    if (t->rt->rank == 0) {
+        const size_t np = t->model.param_count;
+        float *dist = malloc(np * sizeof(float)), *ref = malloc(np * sizeof(float));
+        rc = !dist || !ref ? VGPU_ENOMEM : 0;
+        if (rc == 0)
+            rc = device_copy_to_host(t->dev, dist, t->model.params, np * sizeof(float));
+        const double t0 = util_now_s();
+        if (rc == 0)
+            rc = replay_(t, ref);
+        if (rc == 0)
+            rc = compare_(t, res, dist, ref, util_now_s() - t0);
+        free(dist);
+        free(ref);
+    }
+    return runtime_agree_min(t->rt, rc);
+}
