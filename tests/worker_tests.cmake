@@ -20,3 +20,5 @@ endforeach()
 add_test(NAME test_dataset_fashion_mnist COMMAND test_dataset fashion-mnist)
 set_tests_properties(test_dataset_fashion_mnist PROPERTIES LABELS "unit;worker;slow"
                      SKIP_RETURN_CODE 77 TIMEOUT 120)
+# The trainer's pure sizing; it links the worker for the model's layout.
+vgpu_add_unit_test(test_train_sizing SOURCES test_train_sizing.c LIBS vgpu_worker LABELS worker)
