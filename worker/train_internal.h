@@ -40,6 +40,7 @@ struct step_ops {
     const char *name;
     int bitwise;     // results are bitwise identical for any rank count and split
     // Per-rank allocations the mode needs beyond the model; no collectives.
+    // NULL: none.
     int (*prepare)(struct trainer *t);
     // One optimizer step on global batch b at learning rate lr (gradient,
     // all-reduce, update); adds this rank's share of the loss sum, correct

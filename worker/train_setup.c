@@ -140,7 +140,8 @@ int trainer_prepare(struct trainer *t)
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     TRY(alloc_staging_(t, max_rows));
-    TRY(t->mode->prepare(t));
+    if (t->mode->prepare)
+        TRY(t->mode->prepare(t));
     if (rt->rank == 0) {
         TRY(open_files_(t));
         TRY(init_params_(t));

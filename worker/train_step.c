@@ -91,12 +91,6 @@ static int update_shard_(void *arg, size_t first, size_t count)
                               count);
 }
 
-static int normal_prepare_(struct trainer *t)
-{
-    (void)t;
-    return 0;
-}
-
 // This rank's piece of the batch in one pass, then the gradients are summed
 // over the ranks with the optimizer step sharded into the all-reduce: every
 // rank updates only the ranges of the summed gradient it completes, and the
@@ -169,7 +163,7 @@ static int normal_replay_gradient_(struct trainer *t, struct replay *r, const st
 const struct step_ops train_step_normal = {
     .name = "normal",
     .bitwise = 0,
-    .prepare = normal_prepare_,
+    .prepare = NULL, // the model and staging are all it needs
     .step = normal_step_,
     .gather_state = normal_gather_state_,
     .replay_rows = normal_replay_rows_,
