@@ -22,6 +22,9 @@ static const struct env_var vars_[] = {
      "on GPUs (tests the GPU data path without a GPU)"},
     {"VGPU_RING_SPIN", "COUNT",
      "polls before a ring wait sleeps on its futex (default: more when each rank has a core)"},
+    {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
+     "NCCL's own switch (NCCL >= 2.30, experimental): comm.backend = auto may then pick NCCL "
+     "for ranks that share a GPU"},
     {"VGPU_TEST_PERTURB", "RANK@STEP",
      "test hook: vgpu_train nudges one parameter of RANK after STEP (the replica check must "
      "catch it)"},
@@ -64,6 +67,8 @@ static void env_parse_(struct vgpu_env *e)
         else
             malformed_("VGPU_RING_SPIN", v, "a count >= 0");
     }
+    if ((v = getenv("NCCL_MULTI_RANK_GPU_ENABLE")))
+        e->nccl_multi_rank_gpu = !strcmp(v, "1");
     for (size_t i = 0; i < sizeof launcher_rank_vars_ / sizeof *launcher_rank_vars_; i++) {
         int r;
         if ((v = getenv(launcher_rank_vars_[i])) && sscanf(v, "%d", &r) == 1 && r >= 0) {

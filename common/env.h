@@ -11,8 +11,11 @@ struct vgpu_env {
     int progress;         // VGPU_PROGRESS: 1 = "bar", 0 = "lines", -1 = unset (automatic)
     int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
     long ring_spin;       // VGPU_RING_SPIN: polls before a ring wait sleeps, count; -1 = unset (automatic)
-    int launcher_rank;    // the launcher's rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK,
-                          // PMI_RANK, SLURM_PROCID); -1 = not started by a launcher
+    int nccl_multi_rank_gpu; // NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL's own switch, NCCL >= 2.30):
+                          // NCCL may run ranks that share a GPU
+    // The launcher's own variables, for the runtime (runtime_launcher_rank, rt->launched):
+    int launcher_rank;    // OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID;
+                          // -1 = not started by a launcher
     int under_launcher;   // started by mpirun/srun: a rank's stdout is then not the user's terminal
     // Test hooks: faults that the end-to-end tests plant.
     int perturb_rank;     // VGPU_TEST_PERTURB=RANK@STEP: nudge one parameter of RANK after STEP; -1 = off

@@ -16,6 +16,7 @@
 
 #include "comm_internal.h"
 #include "device_internal.h"
+#include "env.h"
 #include "log.h"
 #include "util.h"
 
@@ -143,11 +144,10 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
                 other = q2;
                 break;
             }
-    const char *env = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
     const char *chosen = NULL;
     char why[512];
     int rc = comm_choose_backend("nccl", 1, share, 1, comm_nccl_runtime_version(),
-                                 env && !strcmp(env, "1"), &chosen, why, sizeof why);
+                                 env_get()->nccl_multi_rank_gpu, &chosen, why, sizeof why);
     if (rc < 0) {
         if (c->rank == 0)
             log_error("nccl: %s (e.g. rank %d shares GPU %s on %s)", why, other,

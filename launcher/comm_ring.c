@@ -14,6 +14,7 @@
 
 #include "comm_internal.h"
 #include "device_internal.h"
+#include "env.h"
 #include "log.h"
 #include "ring_internal.h"
 
@@ -206,9 +207,8 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     // This rank's window: its CPU arena, mapped by name by its right
     // neighbour; or (CUDA devices, unnamed arenas, VGPU_RING_STAGING=1) a
     // host staging segment that device buffers are copied through.
-    const char *force = getenv("VGPU_RING_STAGING");
     const char *arena_name = device_is_cuda(rc->dev) ? "" : device_cpu_shm_name(rc->dev);
-    rc->staging = device_is_cuda(rc->dev) || !arena_name[0] || (force && !strcmp(force, "1"));
+    rc->staging = device_is_cuda(rc->dev) || !arena_name[0] || env_get()->ring_staging;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     if (status == 0 && rc->staging) {
@@ -305,8 +305,8 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     core->slice_bytes = slice;
     core->mpi = rc->mpi;
     core->timeout_s = c->timeout_s;
-    const char *spin = getenv("VGPU_RING_SPIN");
-    core->spin_count = spin && *spin                        ? (unsigned)strtoul(spin, NULL, 10)
+    const long spin = env_get()->ring_spin;
+    core->spin_count = spin >= 0                           ? (unsigned)spin
                        : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
                                                         : RING_SPIN_DEDICATED;
     core->report = report_;

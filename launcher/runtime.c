@@ -14,6 +14,7 @@
 #include "binding.h"
 #include "comm_internal.h"
 #include "device_internal.h"
+#include "env.h"
 #include "log.h"
 #include "util.h"
 
@@ -64,6 +65,12 @@ static MPI_Comm local_(struct runtime *rt) { return ((struct runtime_impl *)rt->
         }                                                                      \
     } while (0)
 
+int runtime_launcher_rank(void)
+{
+    const int rank = env_get()->launcher_rank;
+    return rank > 0 ? rank : 0;
+}
+
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
 {
     memset(rt, 0, sizeof *rt);
@@ -79,6 +86,7 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         snprintf(rt->host, sizeof rt->host, "unknown");
     rt->host[sizeof rt->host - 1] = '\0';
     log_set_identity(rt->rank, rt->host);
+    rt->launched = env_get()->under_launcher;
 
     struct runtime_impl *im = calloc(1, sizeof *im);
     if (!im)
@@ -454,10 +462,10 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     char shm_name[64];
     comm_shm_name(&id, rt->rank, "arena", shm_name, sizeof shm_name);
     long threads = cfg->devices.cpu_threads;
-    if (cfg->train.deterministic) {
-        // One BLAS thread: a GEMM's result must not depend on how it is split.
+    if (args->one_blas_thread) {
         if (threads > 1 && rt->rank == 0)
-            log_warn("train.deterministic = true: devices.cpu_threads = %ld ignored, using 1", threads);
+            log_warn("devices.cpu_threads = %ld ignored: this job needs one BLAS thread "
+                     "(bitwise-reproducible GEMMs)", threads);
         threads = 1;
     } else if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -495,11 +503,10 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 #else
     int nccl_built = 0;
 #endif
-    const char *multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
     const char *chosen = NULL;
-    rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), nccl_built, shared, all_cuda, nccl_version,
-                             multi && !strcmp(multi, "1"), &chosen, rt->backend_reason,
-                             sizeof rt->backend_reason);
+    rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), nccl_built,
+                             shared, all_cuda, nccl_version, env_get()->nccl_multi_rank_gpu,
+                             &chosen, rt->backend_reason, sizeof rt->backend_reason);
     if (rc < 0) {
         if (rt->rank == 0)
             log_error("%s", rt->backend_reason); // names comm.backend itself

@@ -21,13 +21,22 @@ struct runtime {
     comm_t *comm;                 // collectives between the virtual GPUs (after runtime_open)
     int physical_devices;         // distinct physical devices in the job
     char backend_reason[160];     // why the collective backend was chosen
+    int launched;                 // started by a launcher (mpirun, srun): a rank's stdout is
+                                  // then not the user's terminal
     void *impl;                   // MPI communicators
 };
 
 struct runtime_open_args {
     uint64_t min_bytes;   // least device memory a rank needs (0 = no check)
     int quiet;            // no job table
+    int one_blas_thread;  // GEMM results must not depend on how a GEMM is split over
+                          // threads (bitwise-reproducible training): one BLAS thread
 };
+
+// This process's rank as its launcher exported it (mpirun, srun, PMIx),
+// readable before MPI starts, so that a program prints help and usage errors
+// once; 0 when no launcher started it.
+int runtime_launcher_rank(void);
 
 // MPI_Init_thread, world and host topology, rank-tagged logging; makes fatal
 // errors end the whole job (MPI_Abort). Returns 0 or a negative status.

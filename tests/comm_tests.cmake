@@ -1,11 +1,11 @@
 # Collectives: the backend choice (unit), the futex wait and the ring schedule
 # on fork()ed processes (unit), and the multi-rank suite run against the mpi
 # reference and the ring for every rank count (mpi), plus fault tests.
-vgpu_add_unit_test(test_comm_choose SOURCES test_comm_choose.c LIBS vgpu_launcher LABELS launcher)
-vgpu_add_unit_test(test_comm_shm SOURCES test_comm_shm.c LIBS vgpu_launcher LABELS launcher)
+vgpu_add_unit_test(test_comm_choose SOURCES test_comm_choose.c LIBS vgpu_launcher_internals LABELS launcher)
+vgpu_add_unit_test(test_comm_shm SOURCES test_comm_shm.c LIBS vgpu_launcher_internals LABELS launcher)
 
 add_executable(test_comm_collectives test_comm_collectives.c)
-target_link_libraries(test_comm_collectives PRIVATE vgpu_launcher)
+target_link_libraries(test_comm_collectives PRIVATE vgpu_launcher_internals)
 foreach(backend mpi ring)
   foreach(np 1 2 3 4 5)
     vgpu_add_mpi_test(comm_${backend}_np${np} NP ${np} TIMEOUT 180

@@ -3,7 +3,7 @@
 vgpu_add_unit_test(test_config SOURCES test_config.c LIBS vgpu_common LABELS common)
 vgpu_add_unit_test(test_arena SOURCES test_arena.c LIBS vgpu_common LABELS common)
 vgpu_add_unit_test(test_binding SOURCES test_binding.c LIBS vgpu_launcher LABELS launcher)
-vgpu_add_unit_test(test_device_cpu SOURCES test_device_cpu.c LIBS vgpu_launcher LABELS launcher)
+vgpu_add_unit_test(test_device_cpu SOURCES test_device_cpu.c LIBS vgpu_launcher_internals LABELS launcher)
 vgpu_add_unit_test(test_mlp SOURCES test_mlp.c LIBS vgpu_worker LABELS worker)
 vgpu_add_unit_test(test_optim SOURCES test_optim.c LIBS vgpu_worker LABELS worker)
 # The same binary runs the backend-independent device tests on the first GPU;

@@ -198,7 +198,7 @@ int trainer_start(struct trainer *t)
     // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
     const int progress = t->env->progress;
     t->live = rt->rank == 0 && !t->opts->quiet &&
-              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !t->env->under_launcher);
+              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !rt->launched);
     return 0;
 }
 

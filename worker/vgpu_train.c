@@ -126,7 +126,7 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
 // verdict, and the launcher's rank 0 prints it. Returns the exit status.
 static int answer_without_mpi_(enum cli_action action, const char *err)
 {
-    if (env_get()->launcher_rank > 0)
+    if (runtime_launcher_rank() > 0)
         return action == CLI_USAGE_ERROR ? EXIT_USAGE : 0;
     switch (action) {
     case CLI_USAGE_ERROR:
@@ -200,6 +200,7 @@ int main(int argc, char **argv)
     struct runtime_open_args open_args = {
         .min_bytes = train_device_bytes(&rt.cfg, &data.train, rt.size, cli.train.verify),
         .quiet = cli.train.quiet,
+        .one_blas_thread = rt.cfg.train.deterministic,
     };
     rc = runtime_open(&rt, &open_args);
     if (rc < 0) {
