@@ -4,13 +4,22 @@
 # across repeated runs; on the synthetic config and on a Fashion-MNIST subset.
 source "$(dirname "$0")/lib.sh"
 
-# crc_of NAME NP ARGS...: runs and prints params_crc (empty on failure).
+# params_crc_of NAME NP ARGS...: runs vgpu_train and sets $crc to its
+# params_crc; empty on failure, so a failed run never compares equal.
+params_crc_of() {
+  local name=$1 np=$2
+  shift 2
+  crc=""
+  run "$name" 120 "$MPIRUN" -np "$np" "$TRAIN" --quiet "$@"
+  [ "$rc" = 0 ] || { bad "$name: exit $rc"; return; }
+  crc=$(tail -n 1 <<<"$out" | grep -oE 'params_crc=[0-9a-f]+' | cut -d= -f2)
+}
+
+# crc_of NAME NP ARGS...: the same in deterministic mode.
 crc_of() {
   local name=$1 np=$2
   shift 2
-  run "$name" 120 "$MPIRUN" -np "$np" "$TRAIN" --quiet --set train.deterministic=true "$@"
-  [ "$rc" = 0 ] || { bad "$name: exit $rc"; return; }
-  crc=$(tail -n 1 <<<"$out" | grep -oE 'params_crc=[0-9a-f]+' | cut -d= -f2)
+  params_crc_of "$name" "$np" --set train.deterministic=true "$@"
 }
 
 # same_crc LABEL REF: the last crc_of matched REF.
@@ -37,11 +46,16 @@ crc_of "tail np=1" 1 "${syn[@]}" --set train.batch_size=66 --set train.max_steps
 crc_of "tail np=4" 4 "${syn[@]}" --set train.batch_size=66 --set train.max_steps=0 --set train.epochs=1
 same_crc "epoch tail np=4" "$tail_ref"
 
-# Without deterministic mode the sums differ in the last bits (a control:
-# it shows the check can fail).
-run "normal np=1" 120 "$MPIRUN" -np 1 "$TRAIN" --quiet "${syn[@]}"; n1=$(tail -n 1 <<<"$out" | grep -oE 'params_crc=[0-9a-f]+')
-run "normal np=4" 120 "$MPIRUN" -np 4 "$TRAIN" --quiet "${syn[@]}"; n4=$(tail -n 1 <<<"$out" | grep -oE 'params_crc=[0-9a-f]+')
-if [ -n "$n1" ] && [ "$n1" != "$n4" ]; then ok "normal mode: np=1 and np=4 differ ($n1, $n4)"; else echo "note: normal mode gave equal CRCs ($n1 $n4)"; fi
+# The control: without deterministic mode the sums are reassociated by rank
+# count and differ in the last bits, so equal CRCs above are not an accident
+# of a check that cannot tell runs apart.
+params_crc_of "normal np=1" 1 "${syn[@]}"; n1=$crc
+params_crc_of "normal np=4" 4 "${syn[@]}"; n4=$crc
+if [ -n "$n1" ] && [ -n "$n4" ] && [ "$n1" != "$n4" ]; then
+  ok "control: normal mode np=1 and np=4 differ ($n1, $n4)"
+else
+  bad "control: normal mode gave '$n1' and '$n4'; they must be two different CRCs"
+fi
 
 fm=("$CONFIGS/default.ini" --set data.train_limit=4096 --set train.max_steps=50 --set train.epochs=1)
 if [ -d /usr/share/datasets/fashion-mnist ]; then

@@ -27,7 +27,11 @@ run "9 ranks" 120 "$MPIRUN" -np 9 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set 
 expect_rc 0
 expect_out '^epoch +1  step +20/28 .* samples/s  mem max [0-9.]+M \(rank [0-8]\)  split [0-9]+\.\.[0-9]+$'
 
-run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set devices.memory_limit=64M --quiet
+# The cap a user sets is the cap every rank's virtual GPU gets (the job
+# table's last column), and the run still completes within it.
+run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" \
+  --set devices.memory_limit=64M --set train.epochs=1
 expect_rc 0
-expect_out '64.0 MiB|status=ok'
+for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 .* vgpu$r +64\.0 MiB$"; done
+expect_out 'status=ok$'
 finish
