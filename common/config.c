@@ -5,12 +5,12 @@
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
+#include "util.h"
 
 enum key_type { T_INT, T_FLOAT, T_BOOL, T_SIZE, T_STR, T_ENUM, T_INT_LIST, T_FLOAT_LIST };
 
@@ -137,16 +137,6 @@ static const struct key_spec keys_[] = {
 };
 
 #define NKEYS (sizeof keys_ / sizeof keys_[0])
-
-static int errf_(char *err, size_t err_bytes, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_bytes)
-        vsnprintf(err, err_bytes, fmt, ap);
-    va_end(ap);
-    return VGPU_ECONFIG;
-}
 
 // ---- value parsers ----
 
@@ -518,7 +508,7 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
         snprintf(msg, sizeof msg, "syntax error (expected [section] or key = value)");
     if (line < 0)
         snprintf(msg, sizeof msg, "out of memory while parsing");
-    return errf_(err, err_bytes, "%s:%d: %s", origin, line > 0 ? line : 0, msg);
+    return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s:%d: %s", origin, line > 0 ? line : 0, msg);
 }
 
 int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
@@ -526,7 +516,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        errf_(err, err_bytes, "%s: cannot open config: %s", path, strerror(e));
+        util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: cannot open config: %s", path, strerror(e));
         return -e;
     }
     // Read whole file so that the INI text can also be broadcast as-is.
@@ -538,7 +528,8 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
             if (cap > (16u << 20)) {
                 fclose(f);
                 free(text);
-                return errf_(err, err_bytes, "%s: config file larger than 16 MiB", path);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "%s: config file larger than 16 MiB", path);
             }
             char *t = realloc(text, cap);
             if (!t) {
@@ -557,12 +548,13 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
     fclose(f);
     if (read_failed) {
         free(text);
-        return errf_(err, err_bytes, "%s: read error", path);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: read error", path);
     }
     text[len] = '\0';
     if (strlen(text) != len) {
         free(text);
-        return errf_(err, err_bytes, "%s: not a text file (contains NUL bytes)", path);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "%s: not a text file (contains NUL bytes)", path);
     }
     int rc = config_load_string(cfg, text, path, err, err_bytes);
     free(text);
@@ -574,11 +566,13 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
     const char *eq = strchr(assignment, '=');
     const char *dot = strchr(assignment, '.');
     if (!eq || !dot || dot > eq)
-        return errf_(err, err_bytes, "--set %s: expected section.key=value", assignment);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--set %s: expected section.key=value", assignment);
     char section[64], key[64];
     size_t slen = (size_t)(dot - assignment), klen = (size_t)(eq - dot - 1);
     if (slen == 0 || slen >= sizeof section || klen == 0 || klen >= sizeof key)
-        return errf_(err, err_bytes, "--set %s: expected section.key=value", assignment);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--set %s: expected section.key=value", assignment);
     memcpy(section, assignment, slen);
     section[slen] = '\0';
     memcpy(key, dot + 1, klen);
@@ -588,11 +582,11 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
     char msg[512], hint[160];
     if (!spec) {
         const char *sug = suggest_(s, k, hint, sizeof hint);
-        return errf_(err, err_bytes, "--set %s.%s: unknown key%s%s%s", s, k,
-                     sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: unknown key%s%s%s", s, k,
+                           sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
     }
     if (set_value_(cfg, spec, eq + 1, msg, sizeof msg))
-        return errf_(err, err_bytes, "--set %s.%s: %s", s, k, msg);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: %s", s, k, msg);
     return 0;
 }
 
@@ -614,8 +608,8 @@ int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
             continue;
         char msg[512];
         if (set_value_(cfg, find_key_(env_keys_[i].section, env_keys_[i].key), value, msg, sizeof msg))
-            return errf_(err, err_bytes, "%s=%s (%s.%s): %s", env_keys_[i].var, value,
-                         env_keys_[i].section, env_keys_[i].key, msg);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s=%s (%s.%s): %s", env_keys_[i].var, value,
+                               env_keys_[i].section, env_keys_[i].key, msg);
     }
     return 0;
 }
@@ -623,22 +617,25 @@ int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
 int config_validate(const struct config *cfg, char *err, size_t err_bytes)
 {
     if (cfg->devices.memory_limit && cfg->devices.memory_fraction > 0)
-        return errf_(err, err_bytes,
-                     "devices.memory_limit and devices.memory_fraction conflict: set one of them");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "devices.memory_limit and devices.memory_fraction conflict: set one of them");
     if (cfg->devices.map.count && cfg->devices.ranks_per_device)
-        return errf_(err, err_bytes,
-                     "devices.map and devices.ranks_per_device conflict: set one of them");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "devices.map and devices.ranks_per_device conflict: set one of them");
     if (cfg->data.dataset == DATASET_MNIST_IDX && !cfg->data.path[0])
-        return errf_(err, err_bytes, "data.dataset = mnist-idx needs data.path");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "data.dataset = mnist-idx needs data.path");
     for (int i = 0; i < cfg->train.batch_weights.count; i++)
         if (!(cfg->train.batch_weights.v[i] > 0))
-            return errf_(err, err_bytes, "train.batch_weights: every weight must be > 0");
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "train.batch_weights: every weight must be > 0");
     if (cfg->train.deterministic && cfg->train.balance == BALANCE_DYNAMIC)
-        return errf_(err, err_bytes,
-                     "train.balance = dynamic splits batches by timing, which train.deterministic "
-                     "= true rules out: set one of them");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "train.balance = dynamic splits batches by timing, which train.deterministic "
+                           "= true rules out: set one of them");
     if (cfg->model.hidden.count == 0)
-        return errf_(err, err_bytes, "model.hidden: at least one hidden layer is needed");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "model.hidden: at least one hidden layer is needed");
     return 0;
 }
 

@@ -1,21 +1,11 @@
 // binding.c: ranks -> devices and memory caps.
 #include "binding.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "status.h"
 #include "util.h"
-
-static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_bytes, fmt, ap);
-    va_end(ap);
-    return VGPU_ECONFIG;
-}
 
 static int is_cuda_(const struct device_info *d) { return !strcmp(d->kind, "cuda"); }
 
@@ -25,29 +15,30 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
     char a[32], b[32], c[32], d[32];
     int n = req->local_size, nd = req->ndevices;
     if (n <= 0)
-        return fail_(err, err_bytes, "no ranks to bind");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "no ranks to bind");
     if (nd <= 0)
-        return fail_(err, err_bytes, "local rank 0 has no device: no devices are visible on this host");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "local rank 0 has no device: no devices are visible on this host");
     if (req->memory_limit && req->memory_fraction > 0)
-        return fail_(err, err_bytes,
-                     "devices.memory_limit and devices.memory_fraction conflict: set one of them");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "devices.memory_limit and devices.memory_fraction conflict: set one of them");
     if (req->map && req->ranks_per_device)
-        return fail_(err, err_bytes,
-                     "devices.map and devices.ranks_per_device conflict: set one of them");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "devices.map and devices.ranks_per_device conflict: set one of them");
 
     // 1. Which device each rank goes to.
     if (req->map) {
         if (req->map_count != n)
-            return fail_(err, err_bytes,
-                         "devices.map lists %d devices but this host runs %d ranks: give one entry "
-                         "per local rank",
-                         req->map_count, n);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "devices.map lists %d devices but this host runs %d ranks: give one entry "
+                               "per local rank",
+                               req->map_count, n);
         for (int r = 0; r < n; r++) {
             if (req->map[r] < 0 || req->map[r] >= nd)
-                return fail_(err, err_bytes,
-                             "devices.map sends local rank %d to device %ld, but only devices 0..%d "
-                             "are visible",
-                             r, req->map[r], nd - 1);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "devices.map sends local rank %d to device %ld, but only devices 0..%d "
+                                   "are visible",
+                                   r, req->map[r], nd - 1);
             out[r].device = (int)req->map[r];
         }
     } else {
@@ -55,11 +46,11 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         for (int r = 0; r < n; r++) {
             long dev = r / per;
             if (dev >= nd)
-                return fail_(err, err_bytes,
-                             "local rank %d has no device: %d ranks, %d device%s and "
-                             "devices.ranks_per_device = %ld give room for %ld ranks; raise "
-                             "ranks_per_device or run fewer ranks per host",
-                             r, n, nd, nd == 1 ? "" : "s", per, per * nd);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "local rank %d has no device: %d ranks, %d device%s and "
+                                   "devices.ranks_per_device = %ld give room for %ld ranks; raise "
+                                   "ranks_per_device or run fewer ranks per host",
+                                   r, n, nd, nd == 1 ? "" : "s", per, per * nd);
             out[r].device = (int)dev;
         }
     }
@@ -97,17 +88,17 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         }
         cap = cap / ARENA_ALIGN * ARENA_ALIGN;
         if (cap == 0)
-            return fail_(err, err_bytes,
-                         "local rank %d gets a memory cap of 0 bytes on %s%d (%s free, %llu ranks "
-                         "share it)",
-                         r, dv->kind, dv->index, util_format_bytes(dv->free_bytes, a, sizeof a),
-                         (unsigned long long)k);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "local rank %d gets a memory cap of 0 bytes on %s%d (%s free, %llu ranks "
+                               "share it)",
+                               r, dv->kind, dv->index, util_format_bytes(dv->free_bytes, a, sizeof a),
+                               (unsigned long long)k);
         if (req->min_bytes && cap < req->min_bytes)
-            return fail_(err, err_bytes,
-                         "local rank %d: memory cap %s is below the %s this job needs; raise "
-                         "devices.memory_limit or use a smaller model or batch",
-                         r, util_format_bytes(cap, a, sizeof a),
-                         util_format_bytes(req->min_bytes, b, sizeof b));
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "local rank %d: memory cap %s is below the %s this job needs; raise "
+                               "devices.memory_limit or use a smaller model or batch",
+                               r, util_format_bytes(cap, a, sizeof a),
+                               util_format_bytes(req->min_bytes, b, sizeof b));
         out[r].cap_bytes = cap;
     }
     for (int dev = 0; dev < nd; dev++) {
@@ -122,15 +113,15 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         const struct device_info *dv = &req->devices[dev];
         uint64_t need = sum + ranks * req->overhead_bytes;
         if (need > dv->free_bytes)
-            return fail_(err, err_bytes,
-                         "device %s%d (%s) cannot hold its %llu ranks: caps %s + overhead %llu x %s "
-                         "= %s, but only %s is free; lower devices.memory_limit or run fewer ranks "
-                         "per device",
-                         dv->kind, dv->index, dv->name, (unsigned long long)ranks,
-                         util_format_bytes(sum, a, sizeof a), (unsigned long long)ranks,
-                         util_format_bytes(req->overhead_bytes, b, sizeof b),
-                         util_format_bytes(need, c, sizeof c),
-                         util_format_bytes(dv->free_bytes, d, sizeof d));
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "device %s%d (%s) cannot hold its %llu ranks: caps %s + overhead %llu x %s "
+                               "= %s, but only %s is free; lower devices.memory_limit or run fewer ranks "
+                               "per device",
+                               dv->kind, dv->index, dv->name, (unsigned long long)ranks,
+                               util_format_bytes(sum, a, sizeof a), (unsigned long long)ranks,
+                               util_format_bytes(req->overhead_bytes, b, sizeof b),
+                               util_format_bytes(need, c, sizeof c),
+                               util_format_bytes(dv->free_bytes, d, sizeof d));
     }
     return 0;
 }

@@ -205,6 +205,42 @@ int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
     return rc;
 }
 
+int comm_mpi_check(int mpi_rc, const char *backend, const char *call)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return 0;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", mpi_rc);
+    log_error("%s backend: %s failed: %s", backend, call, msg);
+    return VGPU_ECOMM;
+}
+
+int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Datatype *out)
+{
+    MPI_Datatype block;
+    TRY(comm_mpi_check(MPI_Type_contiguous((int)len, MPI_BYTE, &block), backend,
+                       "MPI_Type_contiguous"));
+    int rc = comm_mpi_check(MPI_Type_create_resized(block, 0, (MPI_Aint)stride, out), backend,
+                            "MPI_Type_create_resized");
+    MPI_Type_free(&block); // a type built from it keeps what it needs
+    if (rc == 0 && (rc = comm_mpi_check(MPI_Type_commit(out), backend, "MPI_Type_commit")) < 0)
+        MPI_Type_free(out);
+    return rc;
+}
+
+int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what)
+{
+    int worst = rc;
+    MPI_Request req;
+    int wait_rc = comm_mpi_check(MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, mpi, &req),
+                                 c->ops->name, "MPI_Iallreduce");
+    if (wait_rc == 0)
+        wait_rc = comm_mpi_wait_bounded(c, &req, what);
+    return rc < 0 ? rc : wait_rc < 0 ? wait_rc : worst < 0 ? VGPU_ECOMM : 0;
+}
+
 // ---- the deterministic all-reduce ----
 
 int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count)

@@ -78,6 +78,22 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
 // `what` (a warning at half, an error at the bound).
 int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what);
 
+// An MPI call's result as a status: 0, or VGPU_ECOMM after logging
+// "<backend> backend: <call> failed: <MPI's message>".
+int comm_mpi_check(int mpi_rc, const char *backend, const char *call);
+
+// A committed MPI type of `len` bytes whose extent is `stride`: with count 1
+// per rank, piece i of every rank's block lands at its own block, so buffers
+// need no reshuffling. Free it with MPI_Type_free. 0 or VGPU_ECOMM.
+int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Datatype *out);
+
+// All or none: every rank of `mpi` learns whether all of them succeeded at
+// `what`, so that all go on or all stop together (a rank that went on alone
+// would wait for the others). Bounded by c->timeout_s like every collective
+// wait. Returns this rank's own rc if it failed, VGPU_ECOMM if another rank
+// did, the wait's status if the agreement itself failed, else 0.
+int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what);
+
 // Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.
 const struct comm_ops *comm_find_ops(const char *name);
 

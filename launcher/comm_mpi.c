@@ -22,16 +22,7 @@ struct mpi_comm {
     char *host;      // staging buffer for CUDA devices, MPI_PIECE_BYTES
 };
 
-static int check_(int mpi_rc, const char *what)
-{
-    if (mpi_rc == MPI_SUCCESS)
-        return 0;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(mpi_rc, msg, &len);
-    log_error("mpi backend: %s failed: %s", what, msg);
-    return VGPU_ECOMM;
-}
+static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "mpi", call); }
 
 static void mpi_destroy_(comm_t *c)
 {
@@ -56,14 +47,10 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
     int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->comm), "MPI_Comm_dup");
     if (rc == 0 && m->staged && !(m->host = malloc(MPI_PIECE_BYTES)))
         rc = VGPU_ENOMEM;
-    // All or none: a rank that went on alone would hang in its first call.
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, args->mpi_comm);
-    if (worst < 0) {
+    rc = comm_agree(c, args->mpi_comm, rc, "mpi backend set-up");
+    if (rc < 0)
         mpi_destroy_(c);
-        return rc < 0 ? rc : VGPU_ECOMM;
-    }
-    return 0;
+    return rc;
 }
 
 static int mpi_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
@@ -126,11 +113,8 @@ static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes
     size_t done = 0;
     do {
         const size_t len = bytes - done < piece ? bytes - done : piece;
-        MPI_Datatype block;
-        TRY(check_(MPI_Type_contiguous((int)len, MPI_BYTE, &block), "MPI_Type_contiguous"));
         MPI_Datatype strided;
-        MPI_Type_create_resized(block, 0, m->staged ? (MPI_Aint)len : (MPI_Aint)bytes, &strided);
-        MPI_Type_commit(&strided);
+        TRY(comm_mpi_strided_type("mpi", len, m->staged ? len : bytes, &strided));
         int rc = 0;
         if (m->staged) {
             char *h = m->host;
@@ -151,7 +135,6 @@ static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes
                         "MPI_Allgather");
         }
         MPI_Type_free(&strided);
-        MPI_Type_free(&block);
         TRY(rc);
         done += len;
     } while (done < bytes);
@@ -179,10 +162,8 @@ static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes
         return check_(MPI_Barrier(m->comm), "MPI_Barrier");
     for (size_t done = 0; done < bytes;) {
         const size_t len = bytes - done < piece ? bytes - done : piece;
-        MPI_Datatype block, strided;
-        TRY(check_(MPI_Type_contiguous((int)len, MPI_BYTE, &block), "MPI_Type_contiguous"));
-        MPI_Type_create_resized(block, 0, m->staged ? (MPI_Aint)len : (MPI_Aint)bytes, &strided);
-        MPI_Type_commit(&strided);
+        MPI_Datatype strided;
+        TRY(comm_mpi_strided_type("mpi", len, m->staged ? len : bytes, &strided));
         int rc = 0;
         if (m->staged) {
             char *hs = m->host, *hr = m->host + (size_t)n * len;
@@ -200,7 +181,6 @@ static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes
             rc = all_to_all_bounded_(c, s, r, strided);
         }
         MPI_Type_free(&strided);
-        MPI_Type_free(&block);
         TRY(rc);
         done += len;
     }

@@ -110,6 +110,8 @@ static void nccl_destroy_(comm_t *c)
     c->impl = NULL;
 }
 
+static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "nccl", call); }
+
 static int nccl_create_(comm_t *c, const struct comm_args *args)
 {
     if (!device_is_cuda(args->dev)) {
@@ -121,8 +123,14 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     if (!m)
         return VGPU_ENOMEM;
     c->impl = m;
-    m->mpi = MPI_COMM_NULL;
-    MPI_Comm_dup(args->mpi_comm, &m->mpi);
+    int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->mpi), "MPI_Comm_dup");
+    if (rc < 0)
+        m->mpi = MPI_COMM_NULL;
+    struct nccl_peer *all = calloc((size_t)c->size, sizeof *all);
+    if (rc == 0 && !all)
+        rc = VGPU_ENOMEM;
+    // On the parent communicator: a rank whose duplicate failed has none.
+    TRY_GOTO(comm_agree(c, args->mpi_comm, rc, "nccl set-up"), rc, fail);
 
     // NCCL's own check would end in "Duplicate GPU detected" deep inside
     // init: refuse here, on every rank alike, with the reason and the fix.
@@ -130,12 +138,10 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     memset(&mine, 0, sizeof mine);
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     snprintf(mine.uuid, sizeof mine.uuid, "%s", args->dev->info.uuid);
-    struct nccl_peer *all = calloc((size_t)c->size, sizeof *all);
-    if (!all) {
-        nccl_destroy_(c);
-        return VGPU_ENOMEM;
-    }
-    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, m->mpi);
+    TRY_GOTO(check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                  MPI_BYTE, m->mpi),
+                    "MPI_Allgather"),
+             rc, fail);
     int share = 0, other = -1;
     for (int q = 0; q < c->size && !share; q++)
         for (int q2 = q + 1; q2 < c->size; q2++)
@@ -146,17 +152,16 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
             }
     const char *chosen = NULL;
     char why[512];
-    int rc = comm_choose_backend("nccl", 1, share, 1, comm_nccl_runtime_version(),
-                                 env_get()->nccl_multi_rank_gpu, &chosen, why, sizeof why);
+    rc = comm_choose_backend("nccl", 1, share, 1, comm_nccl_runtime_version(),
+                             env_get()->nccl_multi_rank_gpu, &chosen, why, sizeof why);
     if (rc < 0) {
         if (c->rank == 0)
             log_error("nccl: %s (e.g. rank %d shares GPU %s on %s)", why, other,
                       all[other].uuid, all[other].host);
-        free(all);
-        nccl_destroy_(c);
-        return rc;
+        goto fail;
     }
     free(all);
+    all = NULL;
 
     rc = cudaSetDevice(args->dev->info.index) == cudaSuccess &&
                  cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) == cudaSuccess
@@ -168,13 +173,8 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     memset(&id, 0, sizeof id);
     if (c->rank == 0 && rc == 0)
         rc = nccl_check_(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, m->mpi);
-    if (worst < 0) {
-        nccl_destroy_(c);
-        return rc < 0 ? rc : VGPU_ECOMM;
-    }
-    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->mpi);
+    TRY_GOTO(comm_agree(c, m->mpi, rc, "NCCL unique id"), rc, fail);
+    TRY_GOTO(check_(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->mpi), "MPI_Bcast"), rc, fail);
 
     // Non-blocking init, so that a rank that never joins costs a timeout,
     // not a hang.
@@ -188,14 +188,15 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
         rc = nccl_wait_(c, m, "ncclCommInitRank");
         m->stream = keep;
     }
-    worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, m->mpi);
-    if (worst < 0) {
+    if ((rc = comm_agree(c, m->mpi, rc, "ncclCommInitRank")) < 0) {
         m->broken = 1;
-        nccl_destroy_(c);
-        return rc < 0 ? rc : VGPU_ECOMM;
+        goto fail;
     }
     return 0;
+fail:
+    free(all);
+    nccl_destroy_(c);
+    return rc;
 }
 
 // Buffers were written on the device's stream: let it finish first.

@@ -97,14 +97,7 @@ static void report_(struct ring_core *core, int peer, int timed_out, double wait
 
 // ---- bootstrap ----
 
-// Every rank learns whether all succeeded, so that either all go on or all
-// stop (a rank that went on alone would wait for the others until timeout).
-static int agree_(MPI_Comm comm, int rc)
-{
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
-    return rc < 0 ? rc : worst < 0 ? VGPU_ECOMM : 0;
-}
+static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "ring", call); }
 
 static int create_segment_(const char *name, uint64_t bytes, void **map)
 {
@@ -186,22 +179,27 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     rc->dev = args->dev;
     const int n = c->size, me = c->rank;
     char stage_name[64] = "", ctl_name[64] = ""; // names this rank created
-    int status = 0;
-    if (MPI_Comm_dup(args->mpi_comm, &rc->mpi) != MPI_SUCCESS) {
+    int status = check_(MPI_Comm_dup(args->mpi_comm, &rc->mpi), "MPI_Comm_dup");
+    if (status < 0)
         rc->mpi = MPI_COMM_NULL;
-        status = VGPU_ECOMM;
-        goto fail;
-    }
     rc->peers = calloc((size_t)n, sizeof *rc->peers);
     rc->order = calloc((size_t)n, sizeof *rc->order);
     rc->pos_of = calloc((size_t)n, sizeof *rc->pos_of);
     rc->slot_of = calloc((size_t)n, sizeof *rc->slot_of);
-    status = rc->peers && rc->order && rc->pos_of && rc->slot_of ? 0 : VGPU_ENOMEM;
+    if (status == 0 && !(rc->peers && rc->order && rc->pos_of && rc->slot_of))
+        status = VGPU_ENOMEM;
+    // On the parent communicator: a rank whose duplicate failed has none.
+    status = comm_agree(c, args->mpi_comm, status, "ring set-up");
+    if (status < 0)
+        goto fail;
 
     // The slice must be the same everywhere (it fixes the step count).
     uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
     slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
-    MPI_Allreduce(MPI_IN_PLACE, &slice, 1, MPI_UINT64_T, MPI_MIN, rc->mpi);
+    status = check_(MPI_Allreduce(MPI_IN_PLACE, &slice, 1, MPI_UINT64_T, MPI_MIN, rc->mpi),
+                    "MPI_Allreduce");
+    if (status < 0)
+        goto fail;
     rc->piece_bytes = RING_PIECE_BYTES;
 
     // This rank's window: its CPU arena, mapped by name by its right
@@ -228,11 +226,13 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         snprintf(mine.win_name, sizeof mine.win_name, "%s", arena_name);
     }
     mine.win_bytes = rc->core.win_bytes;
-    status = agree_(rc->mpi, status);
+    status = comm_agree(c, rc->mpi, status, "ring windows");
+    if (status == 0)
+        status = check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers,
+                                      (int)sizeof mine, MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
     if (status < 0)
         goto fail;
-    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers, (int)sizeof mine, MPI_BYTE,
-                  rc->mpi);
 
     // Ring order: by host, then rank, so the ring crosses each host boundary
     // once and every other link is shared memory.
@@ -261,7 +261,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     }
 
     // The host's control segment: created and initialised by its lowest rank
-    // before anyone else opens it (the agree_ between is the barrier).
+    // before anyone else opens it (the agreement between is the barrier).
     char peer_ctl[64];
     comm_shm_name(&args->id, leader, "ctl", peer_ctl, sizeof peer_ctl);
     rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
@@ -276,7 +276,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             rc->ctl->magic = RING_CTL_MAGIC;
         }
     }
-    status = agree_(rc->mpi, status);
+    status = comm_agree(c, rc->mpi, status, "ring control segment");
     if (status < 0)
         goto fail;
     if (me != leader) {
@@ -334,7 +334,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     }
     // Everyone has mapped everything it needs: the names can go, so that
     // whatever happens from now on leaves nothing behind in /dev/shm.
-    status = agree_(rc->mpi, status);
+    status = comm_agree(c, rc->mpi, status, "ring mappings");
     if (status == 0 && !rc->staging)
         device_cpu_unlink(rc->dev);
 fail:
@@ -501,26 +501,21 @@ static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t byte
                   "use comm.backend = mpi");
         return VGPU_EUNSUPPORTED;
     }
-    const int n = c->size;
     const size_t piece = 1ull << 30; // MPI counts are ints
     for (size_t done = 0; done < bytes || done == 0; done += piece) {
         const size_t len = bytes - done < piece ? bytes - done : piece;
-        MPI_Datatype block, strided;
-        MPI_Type_contiguous((int)len, MPI_BYTE, &block);
-        MPI_Type_create_resized(block, 0, (MPI_Aint)bytes, &strided);
-        MPI_Type_commit(&strided);
+        MPI_Datatype strided;
+        TRY(comm_mpi_strided_type("ring", len, bytes, &strided));
         const char *s = len ? view_(rc, send) + done : NULL;
         char *r = len ? view_(rc, recv) + done : NULL;
         MPI_Request req;
-        int mpi_rc = MPI_Ialltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided, rc->mpi, &req);
-        int wait_rc = mpi_rc == MPI_SUCCESS ? comm_mpi_wait_bounded(c, &req, "all-to-all") : 0;
+        int status = check_(MPI_Ialltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided,
+                                          rc->mpi, &req),
+                            "MPI_Ialltoall");
+        if (status == 0)
+            status = comm_mpi_wait_bounded(c, &req, "all-to-all");
         MPI_Type_free(&strided);
-        MPI_Type_free(&block);
-        if (mpi_rc != MPI_SUCCESS) {
-            log_error("ring backend: MPI_Ialltoall failed (%d ranks)", n);
-            return VGPU_ECOMM;
-        }
-        TRY(wait_rc);
+        TRY(status);
         if (bytes == 0)
             break;
     }

@@ -248,19 +248,18 @@ static void control_enter_(struct runtime *rt)
     atomic_fetch_add(&im->board->entered, 1);
 }
 
-int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
+void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
 {
-    if (bytes > INT_MAX) // the same on every rank, so every rank returns here
-        return VGPU_EINVAL;
+    if (bytes > INT_MAX) // a program error, the same on every rank
+        FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
     control_enter_(rt);
     MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                              &req));
     control_wait_(rt, &req, "all-gather");
-    return 0;
 }
 
-int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
+void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
 {
     // MPI counts are ints: pieces of at most 1 GiB (a replica check's state
     // can be larger).
@@ -274,7 +273,6 @@ int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
         control_wait_(rt, &req, "broadcast");
         done += len;
     } while (done < bytes);
-    return 0;
 }
 
 int runtime_agree_min(struct runtime *rt, int v)
@@ -287,32 +285,30 @@ int runtime_agree_min(struct runtime *rt, int v)
     return out;
 }
 
-static int all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
+static void all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
 {
     MPI_Request req;
     control_enter_(rt);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
     control_wait_(rt, &req, "reduction");
-    return 0;
 }
 
-int runtime_sum_doubles(struct runtime *rt, double *values, int count)
+void runtime_sum_doubles(struct runtime *rt, double *values, int count)
 {
-    return all_reduce_doubles_(rt, values, count, MPI_SUM);
+    all_reduce_doubles_(rt, values, count, MPI_SUM);
 }
 
-int runtime_max_doubles(struct runtime *rt, double *values, int count)
+void runtime_max_doubles(struct runtime *rt, double *values, int count)
 {
-    return all_reduce_doubles_(rt, values, count, MPI_MAX);
+    all_reduce_doubles_(rt, values, count, MPI_MAX);
 }
 
-int runtime_barrier(struct runtime *rt)
+void runtime_barrier(struct runtime *rt)
 {
     MPI_Request req;
     control_enter_(rt);
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     control_wait_(rt, &req, "barrier");
-    return 0;
 }
 
 // ---- devices ----
@@ -408,7 +404,7 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
 
 // Every rank reports its status; all return the worst, so no rank goes on
 // alone (a failed rank's message is already printed by that rank).
-static int agree_(struct runtime *rt, int rc) { return runtime_agree_min(rt, rc < 0 ? rc : 0); }
+static int agree_worst_(struct runtime *rt, int rc) { return runtime_agree_min(rt, rc < 0 ? rc : 0); }
 
 int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 {
@@ -423,14 +419,14 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     if (rc < 0) {
         if (rt->rank == 0 || rt->local_rank == 0)
             log_error("%s", err);
-        return agree_(rt, rc);
+        return agree_worst_(rt, rc);
     }
     if (fell_back && rt->rank == 0 && !args->quiet)
         printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
 
     struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
     if (!bind)
-        return agree_(rt, VGPU_ENOMEM);
+        return agree_worst_(rt, VGPU_ENOMEM);
     int cuda = !strcmp(devs[0].kind, "cuda");
     struct binding_request req = {
         .local_size = rt->local_size,
@@ -449,7 +445,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         if (rt->local_rank == 0)
             log_error("%s", err);
         free(bind);
-        return agree_(rt, rc);
+        return agree_worst_(rt, rc);
     }
     struct binding mine = bind[rt->local_rank];
     free(bind);
@@ -473,7 +469,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     }
     rc = device_open(&rt->dev, &devs[mine.device], rt->rank, rt->host, mine.cap_bytes, (int)threads,
                      cuda ? NULL : shm_name);
-    if ((rc = agree_(rt, rc)) < 0) {
+    if ((rc = agree_worst_(rt, rc)) < 0) {
         if (rt->dev.ops)
             device_close(&rt->dev);
         return rc;
@@ -512,7 +508,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
             log_error("%s", rt->backend_reason); // names comm.backend itself
         free(rows);
         device_close(&rt->dev);
-        return agree_(rt, rc);
+        return agree_worst_(rt, rc);
     }
 
     // 4. Connect. Same-host peers map each other's arenas by name during
@@ -527,7 +523,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .host = rt->host,
     };
     rc = comm_create(&rt->comm, comm_find_ops(chosen), &cargs);
-    rc = agree_(rt, rc);
+    rc = agree_worst_(rt, rc);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     device_cpu_unlink(&rt->dev);
     if (rc < 0) {

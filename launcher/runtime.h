@@ -55,18 +55,22 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
 int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
 
 // Control-plane helpers over MPI on host memory (small data: stats, verdicts;
-// training data goes through rt->comm on device memory).
+// training data goes through rt->comm on device memory). Every rank calls
+// each in the same order. They return only when all ranks took part: an MPI
+// failure, or a rank that does not arrive within comm.timeout_s, ends the
+// whole job (a message naming the missing ranks, then MPI_Abort), since the
+// others could not go on without it. So there is nothing to check.
 // recv = concatenation over ranks of `bytes` from each rank's send (at most
-// INT_MAX bytes a rank, else VGPU_EINVAL).
-int runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);
+// INT_MAX bytes a rank).
+void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);
 // Copies `bytes` of root's buf to every rank's buf.
-int runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
+void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
 // Minimum of v over ranks (a verdict every rank agrees on).
 int runtime_agree_min(struct runtime *rt, int v);
 // Sum / max of doubles over ranks, in place, count values.
-int runtime_sum_doubles(struct runtime *rt, double *values, int count);
-int runtime_max_doubles(struct runtime *rt, double *values, int count);
-int runtime_barrier(struct runtime *rt);
+void runtime_sum_doubles(struct runtime *rt, double *values, int count);
+void runtime_max_doubles(struct runtime *rt, double *values, int count);
+void runtime_barrier(struct runtime *rt);
 
 // Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
 // runtime_open. Returns exit_code for convenience.

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "status.h"
 #include "vgpurun_mps.h"
 #include "vgpurun_plan.h"
 
@@ -197,7 +198,7 @@ int main(int argc, char **argv)
     struct vgpurun_options opts;
     char err[1024] = "";
     int rc = vgpurun_parse_args(argc, argv, &opts, err, sizeof err);
-    if (rc == 1) {
+    if (rc == VGPU_OK && opts.help) {
         usage_(stdout);
         return 0;
     }
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
     struct vgpurun_mps mps = {{0}};
     if (vgpurun_mps_start(&mps, err, sizeof err) < 0) {
         fprintf(stderr, "vgpurun: %s\n", err);
-        return 1;
+        return EXIT_NOT_RUN;
     }
     if (opts.verbose)
         fprintf(stderr, "vgpurun: MPS control daemon started (CUDA_MPS_PIPE_DIRECTORY=%s)\n",

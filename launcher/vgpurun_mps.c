@@ -12,6 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "status.h"
+#include "util.h"
+
 #define MPS_CONTROL "nvidia-cuda-mps-control"
 #define MPS_QUIT_WAIT_MS 10000 // the daemon stops its servers first; give it time
 
@@ -77,9 +80,10 @@ int vgpurun_mps_start(struct vgpurun_mps *mps, char *err, size_t err_bytes)
 {
     snprintf(mps->dir, sizeof mps->dir, "/tmp/vgpu-mps.XXXXXX");
     if (!mkdtemp(mps->dir)) {
-        snprintf(err, err_bytes, "cannot make a directory for MPS: %s", strerror(errno));
+        int rc = util_errorf(err, err_bytes, -errno, "cannot make a directory for MPS: %s",
+                             strerror(errno));
         mps->dir[0] = '\0';
-        return -1;
+        return rc;
     }
     char pipe_dir[300], log_dir[300];
     snprintf(pipe_dir, sizeof pipe_dir, "%s/pipe", mps->dir);
@@ -87,10 +91,11 @@ int vgpurun_mps_start(struct vgpurun_mps *mps, char *err, size_t err_bytes)
     if (mkdir(pipe_dir, 0700) < 0 || mkdir(log_dir, 0700) < 0 ||
         setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1) < 0 ||
         setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1) < 0) {
-        snprintf(err, err_bytes, "cannot prepare %s: %s", mps->dir, strerror(errno));
+        int rc = util_errorf(err, err_bytes, -errno, "cannot prepare %s: %s", mps->dir,
+                             strerror(errno));
         remove_tree_(mps->dir);
         mps->dir[0] = '\0';
-        return -1;
+        return rc;
     }
     char *args[] = {MPS_CONTROL, "-d", NULL};
     int rc = run_control_(args, NULL);
@@ -105,13 +110,13 @@ int vgpurun_mps_start(struct vgpurun_mps *mps, char *err, size_t err_bytes)
             reason[strcspn(reason, "\n")] = '\0';
             fclose(f);
         }
-        snprintf(err, err_bytes, "%s -d %s: %s", MPS_CONTROL,
-                 rc < 0 ? "could not run" : "failed", reason);
+        util_errorf(err, err_bytes, 0, "%s -d %s: %s", MPS_CONTROL,
+                    rc < 0 ? "could not run" : "failed", reason);
         remove_tree_(mps->dir);
         mps->dir[0] = '\0';
-        return -1;
+        return rc < 0 ? VGPU_EUNSUPPORTED : VGPU_EIO;
     }
-    return 0;
+    return VGPU_OK;
 }
 
 void vgpurun_mps_stop(struct vgpurun_mps *mps)

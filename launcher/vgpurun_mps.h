@@ -11,8 +11,8 @@ struct vgpurun_mps {
 
 // Makes the temp directory, exports CUDA_MPS_PIPE_DIRECTORY and
 // CUDA_MPS_LOG_DIRECTORY into this process's environment (so the ranks
-// inherit them) and runs `nvidia-cuda-mps-control -d`. Returns 0, or -1 with
-// a message in err (and nothing left behind).
+// inherit them) and runs `nvidia-cuda-mps-control -d`. Returns VGPU_OK, or a
+// negative status (-errno, VGPU_EIO) with a message in err, nothing left behind.
 int vgpurun_mps_start(struct vgpurun_mps *mps, char *err, size_t err_bytes);
 
 // Asks the daemon to quit, waits for it (bounded), removes the directory.

@@ -9,23 +9,13 @@
 #include <string.h>
 
 #include "config.h"
+#include "status.h"
+#include "util.h"
 
 static const char *const backends_[] = {"auto", "ring", "mpi", "nccl"};
 
 // Variables the ranks need on every host; mpirun forwards OMPI_MCA_* itself.
 static const char *const forward_prefixes_[] = {"VGPU_", "NCCL_", "CUDA_MPS_"};
-
-static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t err_bytes, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_bytes)
-        vsnprintf(err, err_bytes, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // Positive decimal integer, whole string; -1 if it is not one.
 static int parse_count_(const char *text)
@@ -67,19 +57,21 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         switch (c) {
         case 'n':
             if ((opts->np = parse_count_(optarg)) < 0)
-                return fail_(err, err_bytes, "-np %s: expected a rank count >= 1", optarg);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "-np %s: expected a rank count >= 1", optarg);
             break;
         case OPT_HOSTFILE: opts->hostfile = optarg; break;
         case 'H': opts->hosts = optarg; break;
         case OPT_RPG:
             if ((opts->ranks_per_gpu = parse_count_(optarg)) < 0)
-                return fail_(err, err_bytes, "--ranks-per-gpu %s: expected a count >= 1", optarg);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "--ranks-per-gpu %s: expected a count >= 1", optarg);
             break;
         case OPT_MEM:
             if (config_parse_size(optarg, &opts->mem_per_rank_bytes) < 0 ||
                 opts->mem_per_rank_bytes == 0)
-                return fail_(err, err_bytes,
-                             "--mem-per-rank %s: expected a size such as 512M or 2G", optarg);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "--mem-per-rank %s: expected a size such as 512M or 2G", optarg);
             opts->mem_per_rank = optarg;
             break;
         case OPT_BACKEND: {
@@ -87,8 +79,8 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
             for (size_t i = 0; i < sizeof backends_ / sizeof backends_[0]; i++)
                 known |= !strcmp(optarg, backends_[i]);
             if (!known)
-                return fail_(err, err_bytes, "--backend %s: expected auto, ring, mpi or nccl",
-                             optarg);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG, "--backend %s: expected auto, ring, mpi or nccl",
+                                   optarg);
             opts->backend = optarg;
             break;
         }
@@ -100,23 +92,27 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
             else if (!strcmp(optarg, "srun"))
                 opts->launcher = VGPURUN_SRUN;
             else
-                return fail_(err, err_bytes, "--launcher %s: expected auto, mpirun or srun", optarg);
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "--launcher %s: expected auto, mpirun or srun", optarg);
             break;
         case OPT_MPS: opts->mps = 1; break;
         case OPT_DRY: opts->dry_run = 1; break;
         case 'v': opts->verbose = 1; break;
-        case 'h': return 1;
-        case ':': return fail_(err, err_bytes, "option %s needs a value", argv[optind - 1]);
-        default: return fail_(err, err_bytes, "unknown option %s", argv[optind - 1]);
+        case 'h': opts->help = 1; return VGPU_OK;
+        case ':': return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                     "option %s needs a value", argv[optind - 1]);
+        default: return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                    "unknown option %s", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return fail_(err, err_bytes, "no program to run (vgpurun [options] -- PROGRAM ARGS...)");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "no program to run (vgpurun [options] -- PROGRAM ARGS...)");
     if (opts->hostfile && opts->hosts)
-        return fail_(err, err_bytes, "give --hostfile or -H, not both");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "give --hostfile or -H, not both");
     opts->program = argv + optind;
     opts->program_count = argc - optind;
-    return 0;
+    return VGPU_OK;
 }
 
 // ---- hosts and slots ----
@@ -132,7 +128,8 @@ int vgpurun_count_hostfile(const char *text, int *host_count, int *slot_count, c
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char line[512];
         if (len >= sizeof line)
-            return fail_(err, err_bytes, "hostfile line %d is too long", line_no);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "hostfile line %d is too long", line_no);
         memcpy(line, p, len);
         line[len] = '\0';
         p += len + (end != NULL);
@@ -147,16 +144,17 @@ int vgpurun_count_hostfile(const char *text, int *host_count, int *slot_count, c
         while ((word = strtok_r(NULL, " \t\r", &save))) {
             if (!strncmp(word, "slots=", 6)) {
                 if ((host_slots = parse_count_(word + 6)) < 0)
-                    return fail_(err, err_bytes, "hostfile line %d: bad '%s'", line_no, word);
+                    return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                       "hostfile line %d: bad '%s'", line_no, word);
             }
         }
         slots = host_slots < 0 || slots < 0 ? -1 : slots + host_slots;
     }
     if (hosts == 0)
-        return fail_(err, err_bytes, "the hostfile names no host");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "the hostfile names no host");
     *host_count = hosts;
     *slot_count = slots;
-    return 0;
+    return VGPU_OK;
 }
 
 int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, char *err,
@@ -169,22 +167,24 @@ int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, 
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char item[256];
         if (len == 0 || len >= sizeof item)
-            return fail_(err, err_bytes, "-H %s: empty or overlong host entry", list);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "-H %s: empty or overlong host entry", list);
         memcpy(item, p, len);
         item[len] = '\0';
         p += len + (end != NULL);
         char *colon = strchr(item, ':');
         int n = 1;
         if (colon && (n = parse_count_(colon + 1)) < 0)
-            return fail_(err, err_bytes, "-H %s: bad slot count in '%s'", list, item);
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "-H %s: bad slot count in '%s'", list, item);
         hosts++;
         slots += n;
     }
     if (hosts == 0)
-        return fail_(err, err_bytes, "-H needs host[:slots],...");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "-H needs host[:slots],...");
     *host_count = hosts;
     *slot_count = slots;
-    return 0;
+    return VGPU_OK;
 }
 
 // ---- plan ----
@@ -267,23 +267,24 @@ static int check_mps_(const struct vgpurun_options *opts, const struct vgpurun_f
                       char *err, size_t err_bytes)
 {
     if (facts->gpu_count == 0)
-        return fail_(err, err_bytes,
-                     "--mps needs an NVIDIA GPU, and %s has none (no /dev/nvidia0); without --mps "
-                     "the ranks still keep to --mem-per-rank through vgpu's own allocator",
-                     facts->host);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--mps needs an NVIDIA GPU, and %s has none (no /dev/nvidia0); without --mps "
+                           "the ranks still keep to --mem-per-rank through vgpu's own allocator",
+                           facts->host);
     if (!facts->have_mps_control)
-        return fail_(err, err_bytes,
-                     "--mps needs nvidia-cuda-mps-control (part of the NVIDIA driver utilities) "
-                     "on PATH; it is not on %s",
-                     facts->host);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--mps needs nvidia-cuda-mps-control (part of the NVIDIA driver utilities) "
+                           "on PATH; it is not on %s",
+                           facts->host);
     if (!opts->mem_per_rank)
-        return fail_(err, err_bytes, "--mps needs --mem-per-rank SIZE (the per-rank hard cap)");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--mps needs --mem-per-rank SIZE (the per-rank hard cap)");
     if (facts->host_count > 1 || facts->slurm_nnodes > 1)
-        return fail_(err, err_bytes,
-                     "--mps starts the MPS daemon on this host only, and the job spans %d hosts; "
-                     "start MPS on every node in the batch script instead",
-                     facts->host_count > 1 ? facts->host_count : facts->slurm_nnodes);
-    return 0;
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "--mps starts the MPS daemon on this host only, and the job spans %d hosts; "
+                           "start MPS on every node in the batch script instead",
+                           facts->host_count > 1 ? facts->host_count : facts->slurm_nnodes);
+    return VGPU_OK;
 }
 
 int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
@@ -293,12 +294,13 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
     int srun = opts->launcher == VGPURUN_SRUN || (opts->launcher == VGPURUN_AUTO && facts->in_slurm);
     plan->uses_srun = srun;
     if (srun && (opts->hostfile || opts->hosts))
-        return fail_(err, err_bytes,
-                     "inside a Slurm allocation the hosts come from Slurm: drop %s, or use "
-                     "--launcher mpirun",
-                     opts->hostfile ? "--hostfile" : "-H");
-    if (opts->mps && check_mps_(opts, facts, err, err_bytes) < 0)
-        return -1;
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "inside a Slurm allocation the hosts come from Slurm: drop %s, or use "
+                           "--launcher mpirun",
+                           opts->hostfile ? "--hostfile" : "-H");
+    int rc = opts->mps ? check_mps_(opts, facts, err, err_bytes) : VGPU_OK;
+    if (rc < 0)
+        return rc;
 
     int np = opts->np;
     if (!np && srun)
@@ -306,7 +308,7 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
     if (!np && !srun && facts->host_count > 0 && facts->slot_count > 0)
         np = facts->slot_count;
     if (!np)
-        return fail_(err, err_bytes, "give the number of ranks: -np N");
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "give the number of ranks: -np N");
 
     // Device settings travel as environment variables, so they reach any
     // program and every host; the config layer reads them.
@@ -390,9 +392,10 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         if (add_arg_(plan, opts->program[i]))
             goto no_memory;
     plan->argv[plan->argc] = NULL;
-    return 0;
+    return VGPU_OK;
 no_memory:
-    return fail_(err, err_bytes, "the command is too long (at most %d arguments)", VGPURUN_MAX_ARGS);
+    return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                       "the command is too long (at most %d arguments)", VGPURUN_MAX_ARGS);
 }
 
 void vgpurun_plan_free(struct vgpurun_plan *plan)

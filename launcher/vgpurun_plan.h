@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 // Environment variables through which vgpurun hands device settings to the
 // ranks (common/config.c reads them: file < environment < --set).
 #define VGPURUN_ENV_RANKS_PER_DEVICE "VGPU_RANKS_PER_DEVICE"
@@ -32,6 +34,7 @@ struct vgpurun_options {
     const char *backend;        // auto|ring|mpi|nccl, or NULL
     enum vgpurun_launcher launcher;
     int mps, dry_run, verbose;
+    int help;                   // --help: print the usage, run nothing
     char **program;             // PROGRAM ARGS..., NULL-terminated (points into argv)
     int program_count;
 };
@@ -62,22 +65,22 @@ struct vgpurun_plan {
     int uses_srun;
 };
 
-// Parses vgpurun's command line (argv[0] is the program name). Returns 0, 1 for
-// "--help printed" (nothing else to do), or -1 with a message in err.
+// Parses vgpurun's command line (argv[0] is the program name). Returns VGPU_OK
+// (opts->help set if --help was asked for), or VGPU_ECONFIG with a message in err.
 int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
                        size_t err_bytes);
 
 // Counts hosts and slots in an Open MPI hostfile's text ("host slots=N" lines,
 // '#' comments) or a -H list ("a:2,b,c:4"; a host without a count has 1 slot).
 // A hostfile host without slots= leaves *slot_count = -1 (mpirun counts cores).
-// Returns 0, or -1 with a message in err (naming the line).
+// Returns VGPU_OK, or VGPU_ECONFIG with a message in err (naming the line).
 int vgpurun_count_hostfile(const char *text, int *host_count, int *slot_count, char *err,
                            size_t err_bytes);
 int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, char *err,
                             size_t err_bytes);
 
-// Builds the command. Returns 0, or -1 with a message in err for combinations
-// that cannot work (e.g. --mps without a GPU). The caller frees with
+// Builds the command. Returns VGPU_OK, or VGPU_ECONFIG with a message in err
+// for combinations that cannot work (e.g. --mps without a GPU). The caller frees with
 // vgpurun_plan_free (also after an error).
 int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
                        struct vgpurun_plan *plan, char *err, size_t err_bytes);

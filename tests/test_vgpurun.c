@@ -90,13 +90,13 @@ static void test_hosts_decide_slots(void **state)
     assert_int_equal(slots, 6);
     assert_int_equal(vgpurun_count_hostfile("a slots=2\nb\n", &hosts, &slots, err_, sizeof err_), 0);
     assert_int_equal(slots, -1);
-    assert_int_equal(vgpurun_count_hostfile("a slots=x\n", &hosts, &slots, err_, sizeof err_), -1);
+    assert_int_equal(vgpurun_count_hostfile("a slots=x\n", &hosts, &slots, err_, sizeof err_), VGPU_ECONFIG);
     assert_non_null(strstr(err_, "line 1"));
-    assert_int_equal(vgpurun_count_hostfile("# nothing\n", &hosts, &slots, err_, sizeof err_), -1);
+    assert_int_equal(vgpurun_count_hostfile("# nothing\n", &hosts, &slots, err_, sizeof err_), VGPU_ECONFIG);
     assert_int_equal(vgpurun_count_host_list("a:2,b,c:4", &hosts, &slots, err_, sizeof err_), 0);
     assert_int_equal(hosts, 3);
     assert_int_equal(slots, 7);
-    assert_int_equal(vgpurun_count_host_list("a:0", &hosts, &slots, err_, sizeof err_), -1);
+    assert_int_equal(vgpurun_count_host_list("a:0", &hosts, &slots, err_, sizeof err_), VGPU_ECONFIG);
 
     // 8 ranks on 2 hosts x 4 slots fit although this host has 2 cores.
     struct vgpurun_facts facts = root_2cores;
@@ -184,6 +184,15 @@ static void test_bad_command_lines_say_why(void **state)
     assert_non_null(strstr(err_, "not both"));
     assert_string_equal(PLAN(&user_2cores, "vgpurun", "--frobnicate", "prog"), "");
     assert_non_null(strstr(err_, "unknown option"));
+
+    // The status codes are the project's: VGPU_ECONFIG for a bad line, VGPU_OK
+    // with opts.help for --help (even with other options or no program).
+    struct vgpurun_options opts;
+    char *bad[] = {"vgpurun", "-np", "0", "prog", NULL};
+    assert_int_equal(vgpurun_parse_args(4, bad, &opts, err_, sizeof err_), VGPU_ECONFIG);
+    char *help[] = {"vgpurun", "-np", "2", "--help", NULL};
+    assert_int_equal(vgpurun_parse_args(4, help, &opts, err_, sizeof err_), VGPU_OK);
+    assert_true(opts.help);
 }
 
 static void test_mps_limit_rounds_up_to_mib(void **state)

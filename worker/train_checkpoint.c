@@ -99,7 +99,7 @@ int train_resume(struct trainer *t, const char *path)
     struct resume_header hdr = {0};
     if (t->rt->rank == 0)
         load_(t, path, &hdr);
-    TRY(runtime_broadcast(t->rt, &hdr, sizeof hdr, 0));
+    runtime_broadcast(t->rt, &hdr, sizeof hdr, 0);
     if (hdr.rc) {
         if (t->rt->rank == 0)
             log_error("cannot resume: %s", hdr.err);

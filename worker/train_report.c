@@ -105,7 +105,7 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
     memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
     memcpy(sums, t->window, sizeof t->window);
     sums[3 + t->rt->rank] = (double)device_peak_bytes(t->dev);
-    TRY(runtime_sum_doubles(t->rt, sums, 3 + n));
+    runtime_sum_doubles(t->rt, sums, 3 + n);
     memset(t->window, 0, sizeof t->window);
     if (sums[2] == 0)
         return 0;
@@ -156,7 +156,7 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     rc = runtime_agree_min(rt, rc);
     if (rc == 0) {
         double peak = (double)device_peak_bytes(&rt->dev);
-        TRY_GOTO(runtime_gather_all(rt, &peak, peaks, sizeof peak), rc, out);
+        runtime_gather_all(rt, &peak, peaks, sizeof peak);
     }
     if (rc == 0 && rt->rank == 0 && status) {
         char mem[256];
@@ -170,7 +170,6 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
         fflush(stdout);
     }
-out:
     free(peaks);
     return rc;
 }
