@@ -600,6 +600,13 @@ static const struct {
     {"VGPU_BACKEND", "comm", "backend"},
 };
 
+void config_print_env_reference(FILE *f)
+{
+    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++)
+        fprintf(f, "  %s=VALUE\n      sets %s.%s (file < environment < --set)\n", env_keys_[i].var,
+                env_keys_[i].section, env_keys_[i].key);
+}
+
 int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
 {
     for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++) {

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CONFIG_LIST_MAX 16
 #define CONFIG_STR_MAX 256
@@ -122,6 +123,8 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
 // devices.memory_limit, VGPU_BACKEND -> comm.backend. Precedence: file <
 // environment < --set. Errors name the variable: "VGPU_MEMORY_LIMIT=12Q ...".
 int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
+// Writes one entry per variable config_apply_env reads, as env_print_reference does.
+void config_print_env_reference(FILE *f);
 
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);

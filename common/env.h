@@ -1,7 +1,8 @@
 // env.h: every environment switch vgpu reads, in one table, parsed once (on
 // first use) and documented by env_print_reference and the README's table.
 // The launcher's device settings (VGPU_RANKS_PER_DEVICE, VGPU_MEMORY_LIMIT,
-// VGPU_BACKEND) are config keys and stay with the config (config_apply_env).
+// VGPU_BACKEND) are config keys and stay with the config (config_apply_env,
+// config_print_env_reference).
 #ifndef VGPU_ENV_H
 #define VGPU_ENV_H
 

@@ -16,7 +16,9 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     *) break ;;
   esac
 done
-if [ "$(id -u)" = 0 ] && [ -z "${OMPI_ALLOW_RUN_AS_ROOT:-}" ]; then
+# Open MPI allows root only when both variables are 1 (as vgpurun decides).
+if [ "$(id -u)" = 0 ] && ! { [ "${OMPI_ALLOW_RUN_AS_ROOT:-}" = 1 ] &&
+                             [ "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-}" = 1 ]; }; then
   extra+=(--allow-run-as-root)
 fi
 cores=$(nproc)

@@ -5,23 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libdnnl-dev
-          zlib1g-dev libinih-dev libcmocka-dev dataset-fashion-mnist)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "setup.sh: missing packages: ${missing[*]}" >&2
-    echo "setup.sh: install them as root:  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "setup.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/install_packages.sh gcc make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev \
+  libdnnl-dev zlib1g-dev libinih-dev libcmocka-dev dataset-fashion-mnist
 
 build=${VGPU_BUILD_DIR:-build}
 mkdir -p "$build"

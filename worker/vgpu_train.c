@@ -41,6 +41,7 @@ static void usage_(FILE *f)
             "SIGTERM/SIGINT/SIGUSR1: stop within 10 steps and checkpoint; a second one aborts.\n"
             "\n"
             "environment:\n");
+    config_print_env_reference(f);
     env_print_reference(f);
 }
 

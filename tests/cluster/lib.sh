@@ -1,8 +1,6 @@
-# lib.sh: helpers for the cluster tests (sourced after ../e2e/lib.sh): skips
-# with a reason, a cleanup stack run on every exit, and shared-memory hygiene.
-
-# skip REASON: ctest reports the test as skipped (exit 77) with the reason.
-skip() { echo "SKIP: $*"; exit 77; }
+# lib.sh: helpers for the cluster tests (sourced after ../e2e/lib.sh): what a
+# test needs (root, commands), a cleanup stack run on every exit, and
+# shared-memory hygiene.
 
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root ($1)"; }
 

@@ -5,8 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] &&
    [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte ]; then
-  echo "skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
-  exit 77
+  skip "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
 fi
 run "default.ini, 4 ranks" 300 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/default.ini" --set data.fallback_synthetic=false
 expect_rc 0

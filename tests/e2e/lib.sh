@@ -35,6 +35,9 @@ expect_no_shm() {
   left=$(ls /dev/shm 2>/dev/null | grep '^vgpu-' || true)
   if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "left in /dev/shm: $left"; fi
 }
+# skip REASON: ctest reports the test as skipped (exit 77); scripts/test.sh
+# lists the reason at the end.
+skip() { echo "SKIP: $*"; exit 77; }
 finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" = 0 ]

@@ -1,0 +1,126 @@
+// test_env.c: the table of environment switches: each parsed to its value,
+// read once (later changes unseen until env_reset), malformed values ignored
+// (the field stays unset), and the launcher's rank taken in order of
+// specificity.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "env.h"
+
+static const char *const all_[] = {
+    "VGPU_PROGRESS",     "VGPU_RING_STAGING", "VGPU_RING_SPIN", "NCCL_MULTI_RANK_GPU_ENABLE",
+    "VGPU_TEST_PERTURB", "VGPU_TEST_SLOW",    "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+    "PMI_RANK",          "SLURM_PROCID",      "OMPI_COMM_WORLD_SIZE",
+};
+
+// Each test starts from an environment without any of them.
+static int clean_(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof all_ / sizeof all_[0]; i++)
+        unsetenv(all_[i]);
+    env_reset();
+    return 0;
+}
+
+static void test_unset_means_automatic(void **state)
+{
+    (void)state;
+    const struct vgpu_env *e = env_get();
+    assert_int_equal(e->progress, -1);
+    assert_int_equal(e->ring_staging, 0);
+    assert_int_equal(e->ring_spin, -1);
+    assert_int_equal(e->nccl_multi_rank_gpu, 0);
+    assert_int_equal(e->launcher_rank, -1);
+    assert_int_equal(e->under_launcher, 0);
+    assert_int_equal(e->perturb_rank, -1);
+    assert_int_equal(e->slow_rank, -1);
+}
+
+static void test_each_switch_is_parsed(void **state)
+{
+    (void)state;
+    setenv("VGPU_PROGRESS", "lines", 1);
+    setenv("VGPU_RING_STAGING", "1", 1);
+    setenv("VGPU_RING_SPIN", "250", 1);
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+    setenv("VGPU_TEST_PERTURB", "2@40", 1);
+    setenv("VGPU_TEST_SLOW", "1:2.5", 1);
+    const struct vgpu_env *e = env_get();
+    assert_int_equal(e->progress, 0);
+    assert_int_equal(e->ring_staging, 1);
+    assert_int_equal(e->ring_spin, 250);
+    assert_int_equal(e->nccl_multi_rank_gpu, 1);
+    assert_int_equal(e->perturb_rank, 2);
+    assert_int_equal(e->perturb_step, 40);
+    assert_int_equal(e->slow_rank, 1);
+    assert_true(e->slow_factor == 2.5);
+    setenv("VGPU_PROGRESS", "bar", 1);
+    env_reset();
+    assert_int_equal(env_get()->progress, 1);
+}
+
+static void test_read_once(void **state)
+{
+    (void)state;
+    setenv("VGPU_RING_SPIN", "7", 1);
+    assert_int_equal(env_get()->ring_spin, 7);
+    setenv("VGPU_RING_SPIN", "9", 1);
+    assert_int_equal(env_get()->ring_spin, 7);
+    env_reset();
+    assert_int_equal(env_get()->ring_spin, 9);
+}
+
+static void test_malformed_values_are_ignored(void **state)
+{
+    (void)state;
+    setenv("VGPU_PROGRESS", "fancy", 1);
+    setenv("VGPU_RING_SPIN", "-3", 1);
+    setenv("VGPU_TEST_PERTURB", "2@x", 1);
+    setenv("VGPU_TEST_SLOW", "1:0.5", 1); // faster is not a slow-down
+    const struct vgpu_env *e = env_get();
+    assert_int_equal(e->progress, -1);
+    assert_int_equal(e->ring_spin, -1);
+    assert_int_equal(e->perturb_rank, -1);
+    assert_int_equal(e->slow_rank, -1);
+    env_reset();
+    setenv("VGPU_RING_SPIN", "12abc", 1);
+    setenv("VGPU_TEST_SLOW", "1:3x", 1);
+    assert_int_equal(env_get()->ring_spin, -1);
+    assert_int_equal(env_get()->slow_rank, -1);
+}
+
+static void test_launcher_rank_most_specific_first(void **state)
+{
+    (void)state;
+    setenv("SLURM_PROCID", "5", 1);
+    assert_int_equal(env_get()->launcher_rank, 5);
+    assert_int_equal(env_get()->under_launcher, 1);
+    setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+    env_reset();
+    assert_int_equal(env_get()->launcher_rank, 3);
+    // mpirun's size alone still means "started by a launcher".
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("SLURM_PROCID");
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    env_reset();
+    assert_int_equal(env_get()->launcher_rank, -1);
+    assert_int_equal(env_get()->under_launcher, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_unset_means_automatic, clean_),
+        cmocka_unit_test_setup(test_each_switch_is_parsed, clean_),
+        cmocka_unit_test_setup(test_read_once, clean_),
+        cmocka_unit_test_setup(test_malformed_values_are_ignored, clean_),
+        cmocka_unit_test_setup(test_launcher_rank_most_specific_first, clean_),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
