@@ -124,22 +124,25 @@ static int compare_(struct trainer *t, struct train_result *res, const float *di
     return failed ? VGPU_EMISMATCH : 0;
 }
 
+// Rank 0: the distributed run's parameters against the one-device replay.
+static int replay_and_compare_(struct trainer *t, struct train_result *res)
+{
+    const size_t np = t->model.param_count;
+    float *dist = malloc(np * sizeof(float)), *ref = malloc(np * sizeof(float));
+    int rc = !dist || !ref ? VGPU_ENOMEM : 0;
+    if (rc < 0)
+        goto out;
+    TRY_GOTO(device_copy_to_host(t->dev, dist, t->model.params, np * sizeof(float)), rc, out);
+    const double t0 = util_now_s();
+    TRY_GOTO(replay_(t, ref), rc, out);
+    rc = compare_(t, res, dist, ref, util_now_s() - t0); // a mismatch is a result, not a trace
+out:
+    free(dist);
+    free(ref);
+    return rc;
+}
+
 int train_verify(struct trainer *t, struct train_result *res)
 {
-    int rc = 0;
-    if (t->rt->rank == 0) {
-        const size_t np = t->model.param_count;
-        float *dist = malloc(np * sizeof(float)), *ref = malloc(np * sizeof(float));
-        rc = !dist || !ref ? VGPU_ENOMEM : 0;
-        if (rc == 0)
-            rc = device_copy_to_host(t->dev, dist, t->model.params, np * sizeof(float));
-        const double t0 = util_now_s();
-        if (rc == 0)
-            rc = replay_(t, ref);
-        if (rc == 0)
-            rc = compare_(t, res, dist, ref, util_now_s() - t0);
-        free(dist);
-        free(ref);
-    }
-    return runtime_agree_min(t->rt, rc);
+    return runtime_agree_min(t->rt, t->rt->rank == 0 ? replay_and_compare_(t, res) : 0);
 }
