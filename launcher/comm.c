@@ -144,8 +144,11 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
     int warned = 0;
     for (unsigned polls = 0;; polls++) {
         int done = 0;
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            if (waited_s)
+                *waited_s = waited;
             return VGPU_ECOMM;
+        }
         if (done)
             break;
         const double now = util_now_s();
@@ -230,14 +233,33 @@ int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Da
     return rc;
 }
 
+// An agreement's buffers. After a timeout the reduction is still in flight
+// (it cannot be cancelled) and a late rank may complete it, so they must stay
+// valid until the process ends: they are kept on a list, never freed (and
+// reachable, for leak checkers). The job ends after a timeout anyway.
+struct agree_vote {
+    int mine, worst;
+    struct agree_vote *next;
+};
+static struct agree_vote *stranded_votes_;
+
 int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what)
 {
-    int worst = rc;
+    struct agree_vote *v = calloc(1, sizeof *v);
+    if (!v)
+        return rc < 0 ? rc : VGPU_ENOMEM;
+    v->mine = v->worst = rc;
     MPI_Request req;
-    int wait_rc = comm_mpi_check(MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, mpi, &req),
-                                 c->ops->name, "MPI_Iallreduce");
-    if (wait_rc == 0)
-        wait_rc = comm_mpi_wait_bounded(c, &req, what);
+    int wait_rc =
+        comm_mpi_check(MPI_Iallreduce(&v->mine, &v->worst, 1, MPI_INT, MPI_MIN, mpi, &req),
+                       c->ops->name, "MPI_Iallreduce");
+    if (wait_rc == 0 && (wait_rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
+        v->next = stranded_votes_;
+        stranded_votes_ = v;
+        return rc < 0 ? rc : wait_rc;
+    }
+    const int worst = v->worst;
+    free(v);
     return rc < 0 ? rc : wait_rc < 0 ? wait_rc : worst < 0 ? VGPU_ECOMM : 0;
 }
 

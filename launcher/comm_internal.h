@@ -59,13 +59,14 @@ extern const struct comm_ops comm_mpi_ops;
 extern const struct comm_ops comm_ring_ops;
 extern const struct comm_ops comm_nccl_ops; // only when built with NCCL
 
-// Waits for a nonblocking MPI request, bounded by timeout_s: every poll calls
-// on_poll (when set), half the bound calls on_half once, and at the bound it
+// Waits for a nonblocking MPI request, bounded by timeout_s: every poll that
+// finds it unfinished calls on_poll (when set), half the bound calls on_half
+// once, and at the bound it
 // returns VGPU_ETIMEOUT (a collective cannot be cancelled: the caller ends the
 // job). Time this process itself spent stopped (over a second between polls)
 // does not count. Spins briefly, then sleeps, so oversubscribed ranks leave
-// the core to the ones computing. *waited_s (may be NULL) gets the wait.
-// VGPU_ECOMM if MPI fails.
+// the core to the ones computing. *waited_s (may be NULL) gets the wait,
+// whatever the outcome. VGPU_ECOMM if MPI fails.
 struct comm_wait_hooks {
     void (*on_poll)(void *arg, double now_s);
     void (*on_half)(void *arg, double waited_s);
@@ -91,7 +92,8 @@ int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Da
 // `what`, so that all go on or all stop together (a rank that went on alone
 // would wait for the others). Bounded by c->timeout_s like every collective
 // wait. Returns this rank's own rc if it failed, VGPU_ECOMM if another rank
-// did, the wait's status if the agreement itself failed, else 0.
+// did, the wait's status if the agreement itself failed (VGPU_ETIMEOUT: the
+// caller must end the job, as after any collective that timed out), else 0.
 int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what);
 
 // Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.

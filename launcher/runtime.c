@@ -190,6 +190,8 @@ static void laggards_(struct runtime *rt, char *buf, size_t bytes)
     size_t len = 0;
     buf[0] = '\0';
     for (int q = 0; q < rt->local_size && len + 64 < bytes; q++) {
+        if (q == rt->local_rank) // waiting here: never the one behind
+            continue;
         const uint64_t entered = atomic_load(&im->peer_board[q]->entered);
         const double beat = (double)atomic_load(&im->peer_board[q]->beat_us) * 1e-6;
         if (entered < mine || (entered == mine && now - beat > BOARD_STALE_S))
