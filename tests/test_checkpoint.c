@@ -176,6 +176,56 @@ static void save_good_(const char *dir, const char *name, char *path)
     free(o);
 }
 
+// Nothing planted in the checkpoint directory is followed: symlinks at the
+// temporary names an older writer used ("<path>.tmp.<pid>") and at the final
+// name, all pointing at a file outside the directory, leave that file
+// untouched; the checkpoint is a regular file of mode 0600.
+static void test_planted_symlinks_are_not_followed(void **state)
+{
+    (void)state;
+    char dir[512], victim[600], path[600], link[700], err[512];
+    test_dir_(dir, "planted");
+    snprintf(victim, sizeof(victim), "%s/victim.txt", root_);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/ckpt-0000000064.bin", dir);
+    const long me = (long)getpid();
+    for (long pid = me - 50; pid <= me + 50; pid++) {
+        snprintf(link, sizeof(link), "%s.tmp.%ld", path, pid);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    assert_int_equal(symlink(victim, path), 0);
+
+    struct ckpt_meta m;
+    fill_meta_(&m);
+    float *p = make_values_(N_PARAMS, 1.0f), *o = make_values_(N_STATE, 0.01f);
+    int rc = checkpoint_save(path, &m, p, o, err, sizeof(err));
+    if (rc)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+
+    long n;
+    unsigned char *text = read_bytes_(victim, &n);
+    assert_int_equal(n, 9);
+    assert_memory_equal(text, "precious\n", 9);
+    free(text);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    struct ckpt_meta back;
+    float *bp, *bo;
+    assert_int_equal(checkpoint_load(path, &back, &bp, &bo, err, sizeof(err)), 0);
+    free(bp);
+    free(bo);
+    // Only the planted links are left beside it, no temporary file of ours.
+    assert_int_equal(count_tmp_files_(dir), 101);
+    free(p);
+    free(o);
+}
+
 // ---- round trip and layout ----
 
 static void test_round_trip(void **state)
@@ -403,7 +453,7 @@ static void assert_unchanged_(const char *path, const unsigned char *before, lon
 static void test_failed_write_keeps_old(void **state)
 {
     (void)state;
-    char dir[512], path[600], tmp[700], err[1024];
+    char dir[512], path[600], err[1024];
     test_dir_(dir, "atomic");
     save_good_(dir, "ckpt.bin", path);
     long n;
@@ -413,15 +463,23 @@ static void test_failed_write_keeps_old(void **state)
     m.step = 9999;
     float *p = make_values_(N_PARAMS, 2.0f), *o = make_values_(N_STATE, 3.0f);
 
-    // 1. The temporary file cannot be created (a directory holds its name).
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    assert_int_equal(mkdir(tmp, 0700), 0);
+    // 1. The temporary file cannot be created: no file descriptor is left
+    //    (the soft limit at the lowest free one; root cannot bypass it).
+    struct rlimit old_files, no_files;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old_files), 0);
+    int lowest_free = dup(0);
+    assert_true(lowest_free >= 0);
+    close(lowest_free);
+    no_files = old_files;
+    no_files.rlim_cur = (rlim_t)lowest_free;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &no_files), 0);
     int rc = checkpoint_save(path, &m, p, o, err, sizeof(err));
-    assert_int_equal(rc, -EISDIR);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old_files), 0);
+    assert_int_equal(rc, -EMFILE);
     assert_non_null(strstr(err, "cannot create"));
     assert_non_null(strstr(err, "previous checkpoint, if any, is kept"));
     assert_unchanged_(path, before, n);
-    assert_int_equal(rmdir(tmp), 0);
+    assert_int_equal(count_tmp_files_(dir), 0);
 
     // 2. The disk "fills" half-way through the payload: a file-size limit
     //    makes write() fail with EFBIG (SIGXFSZ ignored so we see the error).
@@ -607,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_flipped_bytes),
         cmocka_unit_test(test_missing_and_invalid),
         cmocka_unit_test(test_failed_write_keeps_old),
+        cmocka_unit_test(test_planted_symlinks_are_not_followed),
         cmocka_unit_test(test_compatible),
         cmocka_unit_test(test_naming),
         cmocka_unit_test(test_make_dir),

@@ -238,8 +238,12 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
                      "%s: invalid checkpoint contents (n_dims %d, %lld params, %lld state floats)",
                      path, meta->n_dims, (long long)meta->param_count,
                      (long long)meta->opt_state_count);
+    // A fresh name no one could plant a symlink or file at in advance:
+    // mkostemp creates it with O_EXCL (refusing anything already there,
+    // symlinks included) and mode 0600, and the rename below replaces
+    // whatever is at path (a symlink there is replaced, never followed).
     char tmp[4096];
-    int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    int n = snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
     if (n < 0 || (size_t)n >= sizeof(tmp))
         return util_errorf(err, err_bytes, -ENAMETOOLONG, "%s: path too long", path);
 
@@ -252,7 +256,7 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
     uint32_t crc = 0;
     const char *stage = "create";
     int rc = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         rc = -errno;
         goto fail_no_file;

@@ -26,9 +26,12 @@ struct ckpt_meta {
 };
 
 // Writes params[param_count] and opt_state[opt_state_count] with *meta to
-// path, atomically: "<path>.tmp.<pid>" is written, flushed, fsync'ed and
-// renamed over path, then the directory is fsync'ed. On any failure the
-// temporary file is removed and an existing file at path is left as it was.
+// path, atomically: a new "<path>.tmp.XXXXXX" (mkostemp: O_EXCL, mode 0600,
+// so nothing planted there is followed) is written, fsync'ed and renamed over
+// path (which replaces a symlink at path rather than following it), then the
+// directory is fsync'ed. The checkpoint is a regular file of mode 0600. On
+// any failure the temporary file is removed and an existing file at path is
+// left as it was.
 // meta->version is ignored (CKPT_VERSION is written). opt_state may be NULL
 // when opt_state_count is 0.
 // Returns 0; VGPU_EINVAL for bad meta (n_dims outside [1, CKPT_MAX_LAYERS],

@@ -208,6 +208,11 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         if (rc < 0 && rc != VGPU_EMISMATCH && rc != VGPU_EPREEMPTED)
             FATAL(1, "training failed: %s", status_str(rc));
     }
+    // Lost metrics rows fail a run that otherwise went well (every rank
+    // exits 1), not one with a stronger verdict (preempted, diverged).
+    const int metrics_rc = runtime_agree_min(rt, train_close_metrics(&t));
+    if (rc == 0)
+        rc = metrics_rc;
     trainer_free(&t);
     return rc;
 }

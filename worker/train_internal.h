@@ -95,6 +95,7 @@ struct trainer {
     long host_rows_cap;            // rows the staging holds
     // ---- reporting (train_report.c) ----
     FILE *metrics;                 // rank 0: the --metrics CSV (NULL = none)
+    int metrics_errno;             // rank 0: why writing it failed (0 = it did not)
     double window[3];              // loss sum, correct, samples since the last progress line
     double last_loss;              // mean loss of the last progress window (all ranks)
     int warned_nonfinite;          // rank 0 has warned that the loss is NaN or infinite
@@ -171,8 +172,12 @@ int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t
 int train_resume(struct trainer *t, const char *path);
 
 // ---- train_report.c ----
-// The --metrics CSV header, opened by rank 0. Returns VGPU_ECONFIG (reported).
+// The --metrics CSV header, opened by rank 0. Returns VGPU_ECONFIG for a path
+// that cannot be opened, VGPU_EIO if the header cannot be written (reported).
 int train_open_metrics(struct trainer *t, const char *path);
+// Closes it: VGPU_EIO if any row was lost or the close failed (reported), else
+// 0; 0 without a metrics file (and on ranks other than 0).
+int train_close_metrics(struct trainer *t);
 // A progress line (a collective: window sums and peak memories reach rank 0).
 int train_log_progress(struct trainer *t, long epoch, double lr, int final);
 // Rank 0 reports an evaluation (number: 1-based epoch) on stdout and in metrics.

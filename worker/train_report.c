@@ -57,6 +57,19 @@ void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
                       (double)t->cfg->train.batch_size / total, "%.0f");
 }
 
+// Each row is flushed, so a killed run keeps what it logged. A write error
+// (a full disk) is reported once, naming the file; no row is written after
+// it, training goes on (its result is still worth having), and the run ends
+// with VGPU_EIO (train_close_metrics).
+static void metrics_flush_(struct trainer *t)
+{
+    if (fflush(t->metrics) == 0 && !ferror(t->metrics))
+        return;
+    t->metrics_errno = errno ? errno : EIO;
+    log_error("metrics: writing %s failed at step %ld: %s; rows from there on are lost",
+              t->opts->metrics_path, t->step, strerror(t->metrics_errno));
+}
+
 int train_open_metrics(struct trainer *t, const char *path)
 {
     t->metrics = fopen(path, "w");
@@ -65,8 +78,20 @@ int train_open_metrics(struct trainer *t, const char *path)
         return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
     }
     fprintf(t->metrics, "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n");
-    fflush(t->metrics);
-    return 0;
+    metrics_flush_(t);
+    return t->metrics_errno ? VGPU_EIO : 0;
+}
+
+int train_close_metrics(struct trainer *t)
+{
+    if (!t->metrics)
+        return 0;
+    if (fclose(t->metrics) != 0 && !t->metrics_errno) {
+        t->metrics_errno = errno;
+        log_error("metrics: closing %s failed: %s", t->opts->metrics_path, strerror(errno));
+    }
+    t->metrics = NULL;
+    return t->metrics_errno ? VGPU_EIO : 0;
 }
 
 // Rank 0's progress output for one window: a bar on a terminal, else a line.
@@ -119,10 +144,10 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
         log_warn("training loss is %g at step %ld: the model diverged (a lower train.lr or more "
                  "train.warmup_steps may help)", loss, t->step);
     }
-    if (t->metrics) { // flushed per row: a killed run keeps what it logged
+    if (t->metrics && !t->metrics_errno) {
         fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
                 acc, sps, t->train_seconds);
-        fflush(t->metrics);
+        metrics_flush_(t);
     }
     if (!t->opts->quiet)
         print_progress_(t, epoch, lr, final, loss, acc, sps, sums + 3);
@@ -136,10 +161,10 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
     if (!t->opts->quiet)
         printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
                res->test_loss, res->test_acc, res->test_top5);
-    if (t->metrics) {
+    if (t->metrics && !t->metrics_errno) {
         fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", number, t->step, lr,
                 res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
-        fflush(t->metrics);
+        metrics_flush_(t);
     }
     fflush(stdout);
 }
@@ -150,6 +175,7 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     const char *status = verdict == 0                 ? "ok"
                          : verdict == VGPU_EPREEMPTED ? "preempted"
                          : verdict == VGPU_EMISMATCH  ? (opts->verify ? "verify_failed" : "diverged")
+                         : verdict == VGPU_EIO        ? "metrics_lost"
                                                       : NULL;
     double *peaks = malloc((size_t)rt->size * sizeof *peaks);
     int rc = peaks ? 0 : VGPU_ENOMEM;

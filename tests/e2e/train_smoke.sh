@@ -34,4 +34,22 @@ run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synt
 expect_rc 0
 for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 .* vgpu$r +64\.0 MiB$"; done
 expect_out 'status=ok$'
+
+# Metrics that cannot be written are not lost in silence: a message naming
+# the file, status=metrics_lost and exit 1; at once when even the header
+# fails (/dev/full), after training when the disk fills half-way.
+run "--metrics /dev/full" 60 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" --metrics /dev/full
+expect_rc 1
+expect_out 'metrics: writing /dev/full failed at step 0: No space left on device'
+expect_out 'status=metrics_lost$'
+if [ "$(id -u)" = 0 ] && mkdir "$WORK/full" && mount -t tmpfs -o size=4k tmpfs "$WORK/full" 2>/dev/null; then
+  run "--metrics on a disk that fills" 60 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" \
+    --set train.log_every=1 --set train.epochs=100 --set train.max_steps=300 --metrics "$WORK/full/m.csv"
+  umount "$WORK/full"
+  expect_rc 1
+  expect_out "metrics: writing $WORK/full/m.csv failed at step [0-9]+: No space left on device"
+  expect_out '^vgpu_train: done .* steps=300 .*status=metrics_lost$'
+else
+  echo "--- a disk that fills mid-run: not checked (needs root to mount a 4 KiB tmpfs)"
+fi
 finish
