@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define MAX_DEVICES 64
+#define JOB_TABLE_ROWS 16 // rows of the job table before it summarises
 #define CUDA_CONTEXT_OVERHEAD (512ull << 20) // bytes a CUDA context takes outside the cap
 
 // Used for control-plane waits until the config (comm.timeout_s) is loaded.
@@ -394,7 +395,14 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
     printf("vgpu: collectives: %s (%s)\n", comm_backend_name(rt->comm), rt->backend_reason);
     printf("  %4s  %-16s %5s  %-44s %7s  %10s\n", "rank", "host", "local", "physical device",
            "virtual", "cap");
+    // Past JOB_TABLE_ROWS ranks: the first ones and the last, one line for the rest.
     for (int r = 0; r < n; r++) {
+        if (n > JOB_TABLE_ROWS && r == JOB_TABLE_ROWS - 2) {
+            printf("  %4s  ... %d more rank%s (vgpu%d..vgpu%d)\n", "", n - JOB_TABLE_ROWS + 1,
+                   n - JOB_TABLE_ROWS + 1 == 1 ? "" : "s", r, n - 2);
+            r = n - 2;
+            continue;
+        }
         char dev[160], cap[32], virt[16];
         snprintf(dev, sizeof dev, "%s%d %s", rows[r].kind, rows[r].device_index, rows[r].name);
         snprintf(virt, sizeof virt, "vgpu%d", rows[r].rank);

@@ -16,6 +16,10 @@
 // (rank 0) a CRC32 of the parameters.
 static int fill_result_(struct trainer *t, struct train_result *res)
 {
+    const long per_epoch = sampler_batches_per_epoch(&t->sampler);
+    res->epochs = (double)sampler_epoch(&t->sampler) +
+                  (per_epoch ? (double)sampler_step_in_epoch(&t->sampler) / (double)per_epoch : 0);
+    res->epochs = fmin(res->epochs, (double)t->cfg->train.epochs);
     res->steps = t->step;
     res->train_loss = t->last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
@@ -67,11 +71,7 @@ static int evaluate_finished_(struct trainer *t, struct train_result *res, doubl
     if (t->rt->rank == 0)
         printf("vgpu_train: nothing left to train at step %ld (epoch %ld of %ld, %ld steps "
                "in all)\n", t->step, number, epochs, t->total_steps);
-    TRY(evaluate_epoch_(t, res, number, lr));
-    res->epochs = in_epoch >= sampler_batches_per_epoch(&t->sampler) ? epoch + 1 : epoch;
-    if (res->epochs > epochs)
-        res->epochs = epochs;
-    return 0;
+    return evaluate_epoch_(t, res, number, lr);
 }
 
 // What a step is followed by, at its step count (besides the stop-signal
@@ -145,6 +145,7 @@ static int train_loop_(struct trainer *t, struct train_result *res)
     const struct config *cfg = t->cfg;
     double lr = t->step > 0 ? optim_lr_at(cfg, t->step - 1, t->total_steps) : 0; // a resumed run's
     long epoch = sampler_epoch(&t->sampler);
+    t->start_step = t->step;
     if (epoch >= cfg->train.epochs || t->step >= t->total_steps)
         TRY(evaluate_finished_(t, res, lr));
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
@@ -160,7 +161,6 @@ static int train_loop_(struct trainer *t, struct train_result *res)
         }
         TRY(train_log_progress(t, epoch - ended, lr, 1));
         TRY(evaluate_epoch_(t, res, epoch - ended + 1, lr));
-        res->epochs = epoch;
     }
     if (cfg->train.check_replicas_every || t->opts->verify) {
         int rc = train_check_replicas(t);

@@ -19,7 +19,8 @@ struct train_options {
 };
 
 struct train_result {
-    long epochs;               // epochs completed
+    double epochs;             // epochs trained: completed ones plus the share of the
+                               // current one (0.5 = half of the first)
     long steps;                // optimizer steps done
     double train_loss;         // mean loss over the last logging window
     double test_loss, test_acc, test_top5; // last evaluation
@@ -44,8 +45,6 @@ struct train_data {
 int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes);
 void train_free_data(struct train_data *data);
 
-// "6.3M,6.3M": per-rank peak device memory for logs (n > 8: the largest and its rank).
-void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n);
 
 // Runs the configured training on an opened runtime. Returns 0, or a negative
 // status (every rank returns the same verdict): VGPU_EMISMATCH when replicas

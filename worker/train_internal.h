@@ -102,6 +102,8 @@ struct trainer {
     double train_seconds;          // time in the training loop proper, seconds
     double samples_done;           // global samples trained on
     int live;                      // rank 0 draws a progress bar rather than lines
+    int bar_open;                  // a bar frame is on the terminal's line (no newline yet)
+    long start_step;               // the step this run started from (> 0 after a resume)
     double *log_slots;             // [3 + ranks]: a progress line's sums and peak memories
     // ---- deterministic mode (train_step.c) ----
     int parts_per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes

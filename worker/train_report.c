@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -34,7 +36,9 @@ static void format_ranks_(char *buf, size_t bytes, const double *v, int n, doubl
     }
 }
 
-void train_format_mem(char *buf, size_t bytes, const double *peak_bytes, int n)
+// "6.3M,6.3M": per-rank peak device memory for progress lines (n > 8: the
+// largest and its rank).
+static void format_mem_(char *buf, size_t bytes, const double *peak_bytes, int n)
 {
     if (n <= 8) {
         format_ranks_(buf, bytes, peak_bytes, n, MIB_, "%.1fM");
@@ -94,21 +98,79 @@ int train_close_metrics(struct trainer *t)
     return t->metrics_errno ? VGPU_EIO : 0;
 }
 
+// Columns of the terminal the bar is drawn on: COLUMNS (the launchers export
+// their terminal's), else the terminal's own size, else 80.
+static int terminal_columns_(void)
+{
+    const char *env = getenv("COLUMNS");
+    int cols = env ? atoi(env) : 0;
+    struct winsize ws;
+    if (cols <= 0 && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        cols = ws.ws_col;
+    return cols >= 20 ? cols : 80;
+}
+
+// "1:05:09" or "5:09".
+static void format_duration_(char *buf, size_t bytes, double seconds)
+{
+    long s = seconds > 0 && seconds < 1e8 ? (long)(seconds + 0.5) : 0;
+    if (s >= 3600)
+        snprintf(buf, bytes, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else
+        snprintf(buf, bytes, "%ld:%02ld", s / 60, s % 60);
+}
+
+// One frame of the bar, redrawn in place: cut to the terminal's width (a
+// frame that wraps cannot be redrawn and the frames pile up) and cleared to
+// the end of the line; fixed-width fields, so nothing shifts between frames.
+static void draw_bar_(struct trainer *t, long epoch, double lr, double loss, double acc,
+                      double sps, const char *mem)
+{
+    const long total = t->total_steps ? t->total_steps : 1;
+    const double run_steps = (double)(t->step - t->start_step);
+    const double eta = run_steps > 0 ? t->train_seconds * (double)(total - t->step) / run_steps : 0;
+    char bar[16], elapsed[48], left[48], line[512];
+    const int width = 12, done = (int)(width * t->step / total);
+    for (int i = 0; i < width; i++)
+        bar[i] = i < done ? '#' : '.';
+    bar[width] = '\0';
+    format_duration_(elapsed, sizeof elapsed, t->train_seconds);
+    format_duration_(left, sizeof left, eta);
+    // The fields in order of use: what is cut at a narrow terminal is the tail.
+    char digits[24];
+    const int step_w = snprintf(digits, sizeof digits, "%ld", total);
+    const int epoch_w = snprintf(digits, sizeof digits, "%ld", t->cfg->train.epochs);
+    int len = snprintf(line, sizeof line,
+                       "[%s] %3d%% epoch %*ld/%ld step %*ld/%ld loss %.4f acc %.4f %s<%s "
+                       "lr %.2e %7.0f samples/s mem %s",
+                       bar, (int)(100 * t->step / total), epoch_w, epoch + 1, t->cfg->train.epochs,
+                       step_w, t->step, total, loss, acc, elapsed, left, lr, sps, mem);
+    const int cols = terminal_columns_() - 1; // the last column would wrap on some terminals
+    if (len > cols && cols < (int)sizeof line)
+        line[cols] = '\0';
+    printf("\r%s\033[K", line);
+    t->bar_open = 1;
+}
+
+// Ends the bar's line, so what is printed next starts on a line of its own.
+static void close_bar_(struct trainer *t)
+{
+    if (t->bar_open)
+        putchar('\n');
+    t->bar_open = 0;
+}
+
 // Rank 0's progress output for one window: a bar on a terminal, else a line.
 static void print_progress_(struct trainer *t, long epoch, double lr, int final, double loss,
                             double acc, double sps, const double *peaks)
 {
     const int n = t->rt->size;
     char mem[256], split[160] = "";
-    train_format_mem(mem, sizeof mem, peaks, n);
+    format_mem_(mem, sizeof mem, peaks, n);
     if (t->live) {
-        int width = 30, done = (int)(width * t->step / (t->total_steps ? t->total_steps : 1));
-        char bar[64];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < done ? '#' : '.';
-        bar[width] = '\0';
-        printf("\r[%s] epoch %ld step %ld/%ld loss %.4f acc %.3f %.0f samples/s mem %s%s", bar,
-               epoch + 1, t->step, t->total_steps, loss, acc, sps, mem, final ? "\n" : "");
+        draw_bar_(t, epoch, lr, loss, acc, sps, mem);
+        if (final)
+            close_bar_(t);
     } else {
         if (t->balancing) {
             double counts[TRAIN_MAX_RANKS];
@@ -117,7 +179,7 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
             memcpy(split, "  split ", 9);
             format_ranks_(split + 8, sizeof split - 8, counts, n, 1.0, "%.0f");
         }
-        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.3g  %8.0f samples/s  mem %s%s\n",
+        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.2e  %8.0f samples/s  mem %s%s\n",
                epoch + 1, t->step, t->total_steps, loss, acc, lr, sps, mem, split);
     }
     fflush(stdout);
@@ -132,8 +194,11 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
     sums[3 + t->rt->rank] = (double)device_peak_bytes(t->dev);
     runtime_sum_doubles(t->rt, sums, 3 + n);
     memset(t->window, 0, sizeof t->window);
-    if (sums[2] == 0)
+    if (sums[2] == 0) { // nothing new since the last frame; the epoch's bar still ends
+        if (final && t->rt->rank == 0)
+            close_bar_(t);
         return 0;
+    }
     double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
     double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     t->last_loss = loss;
@@ -158,6 +223,7 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
 {
     if (t->rt->rank != 0)
         return;
+    close_bar_(t);
     if (!t->opts->quiet)
         printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
                res->test_loss, res->test_acc, res->test_top5);
@@ -185,13 +251,18 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
         runtime_gather_all(rt, &peak, peaks, sizeof peak);
     }
     if (rc == 0 && rt->rank == 0 && status) {
-        char mem[256];
-        train_format_mem(mem, sizeof mem, peaks, rt->size);
-        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%ld steps=%ld "
+        // One token per field (key=value, no spaces): "a,b,c", or "lo..hi"
+        // past 8 ranks; epochs whole, or to two places when a run stopped
+        // inside one.
+        char mem[256], epochs[32];
+        format_ranks_(mem, sizeof mem, peaks, rt->size, MIB_, "%.1fM");
+        snprintf(epochs, sizeof epochs, res->epochs == floor(res->epochs) ? "%.0f" : "%.2f",
+                 res->epochs);
+        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%s steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
                rt->size, rt->physical_devices, device_kind(&rt->dev), rt->size,
-               comm_backend_name(rt->comm), res->epochs, res->steps, res->train_loss,
+               comm_backend_name(rt->comm), epochs, res->steps, res->train_loss,
                res->test_loss, res->test_acc, res->samples_per_s, wall_s, mem,
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
         fflush(stdout);

@@ -27,6 +27,35 @@ run "9 ranks" 120 "$MPIRUN" -np 9 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set 
 expect_rc 0
 expect_out '^epoch +1  step +20/28 .* samples/s  mem max [0-9.]+M \(rank [0-8]\)  split [0-9]+\.\.[0-9]+$'
 
+# Past 16 ranks the job table summarises; the summary line keeps one token
+# per field (peak_mem lo..hi); a run cut inside an epoch counts its share.
+run "20 ranks, 10 steps" 120 "$MPIRUN" -np 20 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.batch_size=80 \
+  --set train.epochs=1 --set train.max_steps=10
+expect_rc 0
+expect_out '^ +\.\.\. 5 more ranks \(vgpu14\.\.vgpu18\)$'
+expect_out '^ +19 +[^ ]+ +19 +cpu0 .* vgpu19 '
+expect_out '^eval  epoch   1 '
+expect_out '^vgpu_train: done ranks=20 .* epochs=0\.40 steps=10 .* peak_mem=[0-9.]+M\.\.[0-9.]+M params_crc=[0-9a-f]+ status=ok$'
+
+# The live bar at 80 columns: every frame on one line (cut to 79 characters,
+# cleared to the end), and the eval line on a line of its own.
+run "progress bar, 80 columns" 60 env VGPU_PROGRESS=bar COLUMNS=80 "$MPIRUN" -x VGPU_PROGRESS -x COLUMNS \
+  -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.log_every=8
+expect_rc 0
+frames=$(tr '\r' '\n' <<<"$out" | grep -a '^\[[#.]*\] ')
+longest=$(sed 's/\x1b\[K$//' <<<"$frames" | awk '{ if (length > m) m = length } END { print m + 0 }')
+if [ "$(wc -l <<<"$frames")" -eq 8 ] && [ "$longest" -le 79 ] && ! grep -qv $'\x1b\\[K$' <<<"$frames"; then
+  ok "8 bar frames, at most 79 characters, each cleared to the end of the line"
+else
+  bad "bar frames: $(wc -l <<<"$frames"), longest $longest characters"
+fi
+expect_out '^eval  epoch   2 '
+if grep -qE '^\[#+\] 100% epoch 2/2 step 64/64 loss [0-9.]+ acc [0-9.]+ [0-9:]+<0:00 lr ' <<<"$frames"; then
+  ok "the last frame: 100%, epoch 2/2, step 64/64, nothing left"
+else
+  bad "no final frame in: $(tail -1 <<<"$frames")"
+fi
+
 # The cap a user sets is the cap every rank's virtual GPU gets (the job
 # table's last column), and the run still completes within it.
 run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" \
