@@ -87,6 +87,16 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
                 cap = dv->free_bytes / 2 / k;
         }
         cap = cap / ARENA_ALIGN * ARENA_ALIGN;
+        const uint64_t need = req->min_bytes > ARENA_ALIGN ? req->min_bytes : ARENA_ALIGN;
+        if (req->memory_limit && cap < need)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "devices.memory_limit = %s is below the %s each rank needs%s; "
+                               "raise it or use a smaller model or batch",
+                               util_format_bytes(req->memory_limit, a, sizeof a),
+                               util_format_bytes(need, b, sizeof b),
+                               req->memory_limit < (1u << 20)
+                                   ? " (a number without a unit is bytes: write e.g. 512M or 2G)"
+                                   : "");
         if (cap == 0)
             return util_errorf(err, err_bytes, VGPU_ECONFIG,
                                "local rank %d gets a memory cap of 0 bytes on %s%d (%s free, %llu ranks "

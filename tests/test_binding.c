@@ -190,6 +190,8 @@ static const struct binding_case cases[] = {
     {"min_bytes against an explicit limit", 1, DEVS(cpu_big), .memory_limit = 64 * MiB,
      .min_bytes = 65 * MiB, .rc = VGPU_ECONFIG,
      .needle = {"64.0 MiB", "65.0 MiB", "devices.memory_limit"}},
+    {"a bare number is bytes, and says so", 1, DEVS(cpu_big), .memory_limit = 1,
+     .rc = VGPU_ECONFIG, .needle = {"devices.memory_limit = 1 B", "256 B", "without a unit is bytes"}},
     {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
      .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
 };

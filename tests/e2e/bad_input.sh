@@ -20,7 +20,10 @@ expect_out 'cannot hold its 4 ranks: caps 16.0 TiB'
 
 run "memory_limit below what the job needs" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --set devices.memory_limit=64K
 expect_rc 2
-expect_out 'memory cap 64.0 KiB is below the .* this job needs'
+expect_out 'devices.memory_limit = 64.0 KiB is below the .* each rank needs'
+run "memory_limit as a bare number" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set devices.memory_limit=1
+expect_rc 2
+expect_out 'devices.memory_limit = 1 B is below the .* each rank needs \(a number without a unit is bytes'
 
 printf '[train]\nepochs = 2\nlrr = 0.1\n' >"$WORK/typo.ini"
 run "unknown key" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK/typo.ini"
