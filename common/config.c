@@ -112,6 +112,9 @@ static const struct key_spec keys_[] = {
      "training data"},
     {"data", "path", T_STR, F_(data, path), S_(data, path), "/usr/share/datasets/fashion-mnist", 0, 0,
      NULL, "directory holding the four MNIST-format IDX files (.gz or plain)"},
+    {"data", "max_bytes", T_SIZE, F_(data, max_bytes), 0, "1G", 0, 0, NULL,
+     "bound on the pixels and labels the four IDX headers claim together, bytes (Fashion-MNIST: "
+     "52.4 MiB); more fails before any data is read; 0 = no limit"},
     {"data", "standardize", T_BOOL, F_(data, standardize), 0, "false", 0, 0, NULL,
      "standardise pixels to zero mean, unit variance (else scale to [0,1])"},
     {"data", "fallback_synthetic", T_BOOL, F_(data, fallback_synthetic), 0, "true", 0, 0, NULL,
@@ -161,12 +164,20 @@ static int parse_long_(const char *s, long *out)
     return 0;
 }
 
+// strtod also reads hexadecimal ("0x10" is 16, "0x1p-3" 0.125), "inf" and
+// "nan"; values are documented as decimal, and integer keys read base 10.
+// True when the text strtod consumed, [s, end), is plain decimal notation.
+static int decimal_only_(const char *s, const char *end)
+{
+    return strspn(s, "0123456789.eE+-") >= (size_t)(end - s);
+}
+
 static int parse_double_(const char *s, double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
+    if (errno || end == s || *end || !decimal_only_(s, end) || !isfinite(v))
         return VGPU_EINVAL;
     *out = v;
     return 0;
@@ -193,7 +204,7 @@ int config_parse_size(const char *text, uint64_t *bytes)
     if (*text == '-' || *text == '+')
         return VGPU_EINVAL;
     double v = strtod(text, &end);
-    if (errno || end == text || !isfinite(v) || v < 0)
+    if (errno || end == text || !decimal_only_(text, end) || !isfinite(v) || v < 0)
         return VGPU_EINVAL;
     double mult = 1;
     switch (toupper((unsigned char)*end)) {
@@ -345,9 +356,10 @@ static const char *choices_text_(const struct key_spec *k, char *buf, size_t byt
 static int set_value_(struct config *cfg, const struct key_spec *k, const char *raw, char *msg,
                       size_t msg_bytes)
 {
-    char buf[CONFIG_STR_MAX * 2];
+    char buf[CONFIG_VALUE_MAX + 1];
     if (strlen(raw) >= sizeof buf)
-        return snprintf(msg, msg_bytes, "value too long"), VGPU_ECONFIG;
+        return snprintf(msg, msg_bytes, "value longer than %d characters", CONFIG_VALUE_MAX),
+               VGPU_ECONFIG;
     strcpy(buf, raw);
     char *v = trim_(buf);
     void *field = (char *)cfg + k->offset;
@@ -365,7 +377,8 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
     case T_FLOAT: {
         double d;
         if (parse_double_(v, &d))
-            return snprintf(msg, msg_bytes, "'%s' is not a number", v), VGPU_ECONFIG;
+            return snprintf(msg, msg_bytes, "'%s' is not a number (decimal, e.g. 0.5 or 1e-3)", v),
+                   VGPU_ECONFIG;
         if (d < k->min || d > k->max)
             return snprintf(msg, msg_bytes, "value %s out of range [%.10g, %.10g]", v, k->min,
                             k->max),
@@ -431,25 +444,37 @@ struct ini_ctx {
     const char *next;          // unread text
     int line;                  // lines handed to inih so far (inih counts the same way)
     int fail_line;             // line of the handler's error, when failed
+    int too_long;              // the parse stopped at line `line`: longer than line_max
+    int line_max;              // characters a line may hold (inih's buffer less "\n\0")
 };
 
 // inih reader over a string that counts lines, so that a handler error can be
 // told apart from an earlier syntax error (inih reports only the first line).
+// inih reads each line into one buffer of `num` bytes (Debian's libinih:
+// INI_MAX_LINE = 200, built without realloc) and parses whatever a read
+// returns as a whole line: a longer line would be cut and its rest parsed as
+// a line of its own. So the reader hands over whole lines only, "text\n" as
+// fgets would (a "\r\n" ending becomes "\n"), and ends the parse at the first
+// line that does not fit, for config_load_string to report.
 static char *ini_reader_(char *str, int num, void *stream)
 {
     struct ini_ctx *ctx = stream;
     const char *p = ctx->next;
-    if (!*p || num < 2)
+    if (!*p || ctx->too_long)
         return NULL;
-    int n = 0;
-    while (n < num - 1 && p[n]) {
-        str[n] = p[n];
-        if (p[n++] == '\n')
-            break;
-    }
-    str[n] = '\0';
-    ctx->next = p + n;
+    size_t len = strcspn(p, "\n"), text = len;
+    if (text > 0 && p[text - 1] == '\r')
+        text--;
     ctx->line++;
+    ctx->line_max = num - 2;
+    if (num < 2 || text > (size_t)ctx->line_max) {
+        ctx->too_long = 1;
+        return NULL;
+    }
+    memcpy(str, p, text);
+    str[text] = '\n';
+    str[text + 1] = '\0';
+    ctx->next = p + len + (p[len] == '\n');
     return str;
 }
 
@@ -500,14 +525,20 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
     struct ini_ctx ctx = {.cfg = cfg, .origin = origin, .err = msg, .err_bytes = sizeof msg,
                           .next = text};
     int line = ini_parse_stream(ini_reader_, &ctx, ini_handler_, &ctx);
-    if (line == 0 && !ctx.failed)
+    if (line == 0 && ctx.too_long) {
+        // The lines before it parsed cleanly (an error there would come first).
+        line = ctx.line;
+        snprintf(msg, sizeof msg, "line longer than %d characters (the INI reader's limit: "
+                 "shorten it, or give the value with --set)", ctx.line_max);
+    } else if (line == 0 && !ctx.failed) {
         return 0;
-    // inih returns the first failing line: ours if the handler failed there,
-    // else a line it could not parse.
-    if (line > 0 && !(ctx.failed && ctx.fail_line == line))
+    } else if (line > 0 && !(ctx.failed && ctx.fail_line == line)) {
+        // inih returns the first failing line: ours if the handler failed
+        // there, else a line it could not parse.
         snprintf(msg, sizeof msg, "syntax error (expected [section] or key = value)");
-    if (line < 0)
+    } else if (line < 0) {
         snprintf(msg, sizeof msg, "out of memory while parsing");
+    }
     return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s:%d: %s", origin, line > 0 ? line : 0, msg);
 }
 

@@ -8,7 +8,8 @@
 #include <stdio.h>
 
 #define CONFIG_LIST_MAX 16
-#define CONFIG_STR_MAX 256
+#define CONFIG_STR_MAX 256   // bytes of a string key's field, with its '\0'
+#define CONFIG_VALUE_MAX 511 // characters of one value from --set or the environment
 
 struct config_int_list {
     int count;
@@ -85,6 +86,7 @@ struct config {
     struct {
         enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic
         char path[CONFIG_STR_MAX]; // directory with the four IDX files
+        uint64_t max_bytes;        // bound on the pixels + labels the IDX headers claim, bytes; 0 = none
         int standardize;
         int fallback_synthetic;    // use synthetic data if the dataset is missing
         long train_limit;          // use only the first N training samples; 0 = all

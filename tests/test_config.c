@@ -204,6 +204,13 @@ static void test_parse_size(void **state)
         {"1.5", VGPU_EINVAL, 0},       // not a whole number of bytes
         {"1e400", VGPU_EINVAL, 0},     // infinite
         {"nan", VGPU_EINVAL, 0},
+        {"inf", VGPU_EINVAL, 0},
+        {"infinity", VGPU_EINVAL, 0},
+        {"0x10", VGPU_EINVAL, 0},      // hexadecimal: strtod reads it as 16
+        {"0x10M", VGPU_EINVAL, 0},
+        {"0x1p4", VGPU_EINVAL, 0},     // hexadecimal float, 16
+        {"1e3", 0, 1000},              // decimal exponents stay
+        {"1.5e1K", 0, 15ull << 10},
         {"20000000000G", VGPU_EINVAL, 0}, // beyond 2^64
         {"5MM", VGPU_EINVAL, 0},
     };
@@ -335,11 +342,22 @@ static void test_ini_errors(void **state)
         {"fraction above 1", "[devices]\nmemory_fraction = 1.5\n", "bad.ini:2: ", "out of range",
          "memory_fraction"},
         {"float inf", "[train]\nlr = inf\n", "bad.ini:2: ", "train.lr", "inf"},
+        {"float infinity", "[train]\nlr = infinity\n", "bad.ini:2: ", "train.lr",
+         "'infinity' is not a number"},
+        {"float nan", "[train]\nlr = nan\n", "bad.ini:2: ", "train.lr", "'nan' is not a number"},
+        {"float hex", "[train]\nlr = 0x10\n", "bad.ini:2: ", "train.lr", "'0x10' is not a number"},
+        {"float hex exponent", "[train]\nlr = 0x1p-3\n", "bad.ini:2: ", "train.lr", "0x1p-3"},
+        {"float list hex", "[train]\nbatch_weights = 0.5,0x1\n", "bad.ini:2: ",
+         "train.batch_weights", "'0x1' is not a number"},
+        {"int hex", "[train]\nepochs = 0x10\n", "bad.ini:2: ", "train.epochs",
+         "'0x10' is not an integer"},
         {"beta that rounds to 1 as a float", "[train]\nbeta2 = 0.99999999\n", "bad.ini:2: ",
          "value 0.99999999 out of range", "[0, 0.9999999]"},
         {"bool", "[train]\ndrop_last = perhaps\n", "bad.ini:2: ", "perhaps", "boolean"},
         {"size", "[devices]\nmemory_limit = 12Q\n", "bad.ini:2: ", "devices.memory_limit", "12Q"},
         {"size negative", "[devices]\nmemory_limit = -1\n", "bad.ini:2: ", "memory_limit", "-1"},
+        {"size hex", "[devices]\nmemory_limit = 0x10\n", "bad.ini:2: ", "devices.memory_limit",
+         "'0x10' is not a size"},
         {"size empty", "[comm]\nslice_bytes =\n", "bad.ini:2: ", "comm.slice_bytes", "size"},
         {"enum", "[train]\noptimizer = lbfgs\n", "bad.ini:2: ", "lbfgs", "sgd|adam|adamw"},
         {"enum case", "[devices]\nkind = CPU\n", "bad.ini:2: ", "CPU", "auto|cpu|cuda"},
@@ -397,6 +415,100 @@ static void test_ini_errors(void **state)
     }
 }
 
+// ---- long lines ----
+
+// libinih reads a line into a 200-byte buffer (Debian 12's build: INI_MAX_LINE
+// 200, no realloc): 198 characters, the newline and the terminator.
+#define LINE_MAX_CHARS 198
+
+// "key = vvv...v" padded with 'v' to `chars` characters.
+static char *line_of_(char *buf, const char *key, int chars)
+{
+    int n = snprintf(buf, 1024, "%s = ", key);
+    memset(buf + n, 'v', (size_t)(chars - n));
+    buf[chars] = '\0';
+    return buf;
+}
+
+// A line too long for the INI reader is an error naming the file, the line
+// and the limit; it was cut and the rest parsed as a line of its own.
+static void test_long_lines(void **state)
+{
+    (void)state;
+    struct config cfg;
+    char err[ERR_BYTES], text[4096], line[1024], want[128];
+
+    // The audit's case: a 215-character dir line whose tail reads
+    // "every_steps = 5". Neither key may change.
+    config_defaults(&cfg);
+    line_of_(line, "dir", 200);
+    snprintf(text, sizeof text, "[checkpoint]\n%severy_steps = 5\n[train]\nepochs = 3\n", line);
+    assert_int_equal(strlen(text) - strlen("[checkpoint]\n\n[train]\nepochs = 3\n"), 215);
+    err[0] = '\0';
+    assert_int_equal(config_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
+    snprintf(want, sizeof want, "long.ini:2: line longer than %d characters", LINE_MAX_CHARS);
+    if (strncmp(err, want, strlen(want)))
+        fail_msg("\"%s\" does not start with \"%s\"", err, want);
+    assert_string_equal(cfg.checkpoint.dir, "");
+    assert_int_equal(cfg.checkpoint.every_steps, 0);
+
+    // 300 characters, a comment too; and at the limit + 1, with either
+    // line ending, and as a last line without one.
+    static const struct {
+        int chars;
+        const char *key, *end;
+    } too_long[] = {{300, "# a comment", "\n"}, {300, "path", "\n"},
+                    {LINE_MAX_CHARS + 1, "path", "\n"}, {LINE_MAX_CHARS + 1, "path", "\r\n"},
+                    {LINE_MAX_CHARS + 1, "path", ""}};
+    for (size_t i = 0; i < TEST_ARRAY_LEN(too_long); i++) {
+        config_defaults(&cfg);
+        line_of_(line, too_long[i].key, too_long[i].chars);
+        snprintf(text, sizeof text, "[data]\nstandardize = true\n%s%s", line, too_long[i].end);
+        err[0] = '\0';
+        assert_int_equal(config_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
+        snprintf(want, sizeof want, "long.ini:3: line longer than %d characters", LINE_MAX_CHARS);
+        if (strncmp(err, want, strlen(want)))
+            fail_msg("case %zu: \"%s\" does not start with \"%s\"", i, err, want);
+    }
+
+    // At the limit a line is read whole, with either line ending, and the
+    // lines after it keep their numbers.
+    for (int crlf = 0; crlf <= 1; crlf++) {
+        config_defaults(&cfg);
+        const char *nl = crlf ? "\r\n" : "\n";
+        line_of_(line, "path", LINE_MAX_CHARS);
+        snprintf(text, sizeof text, "[data]%s%s%s[train]%sepochs = 3%s", nl, line, nl, nl, nl);
+        err[0] = '\0';
+        int rc = config_load_string(&cfg, text, "ok.ini", err, sizeof err);
+        if (rc)
+            fail_msg("crlf %d: rc %d: %s", crlf, rc, err);
+        assert_int_equal(strlen(cfg.data.path), LINE_MAX_CHARS - strlen("path = "));
+        assert_int_equal(cfg.train.epochs, 3);
+    }
+
+    // Errors after long-but-allowed lines (190 characters) name their own line.
+    config_defaults(&cfg);
+    char comment[1024];
+    line_of_(comment, "# note", 190);
+    line_of_(line, "path", 190);
+    snprintf(text, sizeof text, "[data]\n%s\n%s\n\n[train]\nepochs = 2\nlr = bad\n", comment, line);
+    err[0] = '\0';
+    assert_int_equal(config_load_string(&cfg, text, "after.ini", err, sizeof err), VGPU_ECONFIG);
+    if (strncmp(err, "after.ini:7: train.lr", strlen("after.ini:7: train.lr")))
+        fail_msg("\"%s\" does not start with \"after.ini:7: train.lr\"", err);
+    assert_int_equal(strlen(cfg.data.path), 190 - strlen("path = "));
+
+    // An error before a long line is the one reported.
+    config_defaults(&cfg);
+    line_of_(line, "path", 300);
+    snprintf(text, sizeof text, "[data]\nstandardize = 7\n%s\n", line);
+    assert_int_equal(config_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "first.ini:2: data.standardize");
+    snprintf(text, sizeof text, "[data]\nno equals sign\n%s\n", line);
+    assert_int_equal(config_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "first.ini:2: syntax error");
+}
+
 // A key in the wrong section is suggested under its real section, and close
 // misspellings of section or key find the right key.
 static void test_did_you_mean(void **state)
@@ -433,6 +545,7 @@ static void test_override_good(void **state)
     struct config *c = *state;
     char err[ERR_BYTES] = "";
     static const char *sets[] = {
+        "train.momentum=5e-1",
         "train.lr=0.5",
         " train.epochs = 3 ",
         "model.hidden=8, 4",
@@ -448,6 +561,7 @@ static void test_override_good(void **state)
             fail_msg("--set %s: rc %d: %s", sets[i], rc, err);
     }
     assert_true(c->train.lr == 0.5);
+    assert_true(c->train.momentum == 0.5);
     assert_int_equal(c->train.epochs, 3);
     assert_int_equal(c->model.hidden.count, 2);
     assert_int_equal(c->model.hidden.v[0], 8);
@@ -479,6 +593,8 @@ static void test_override_bad(void **state)
         {".lr=0.1", "--set", "section.key=value"},
         {"train.=0.1", "--set", "section.key=value"},
         {"train.lr=abc", "--set train.lr:", "'abc' is not a number"},
+        {"train.lr=0x10", "--set train.lr:", "'0x10' is not a number (decimal"},
+        {"devices.memory_limit=0x10", "--set devices.memory_limit:", "'0x10' is not a size"},
         {"train.lr=1000", "--set train.lr:", "out of range"},
         {"train.lr=", "--set train.lr:", "not a number"},
         {"train.epochs=2.5", "--set train.epochs:", "not an integer"},
@@ -487,14 +603,19 @@ static void test_override_bad(void **state)
         {"model.hidden=4,-1", "--set model.hidden:", "out of range"},
         {"trian.lr=0.1", "--set trian.lr", "did you mean 'train.lr'"},
         {NULL, "--set data.path:", "longer than 255"},
+        {NULL, "--set train.lr:", "value longer than 511 characters"},
     };
-    char long_set[400];
-    snprintf(long_set, sizeof long_set, "data.path=/%0300d", 0);
+    // The NULL cases, in order: a path over its field, any value over the
+    // limit of one value.
+    char long_set[2][700];
+    snprintf(long_set[0], sizeof long_set[0], "data.path=/%0300d", 0);
+    snprintf(long_set[1], sizeof long_set[1], "train.lr=0.%0600d", 1);
+    int n_long = 0;
     char err[ERR_BYTES];
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
         struct config before = *c;
         err[0] = '\0';
-        const char *set = cases[i].set ? cases[i].set : long_set;
+        const char *set = cases[i].set ? cases[i].set : long_set[n_long++];
         int rc = config_apply_override(c, set, err, sizeof err);
         fprintf(stderr, "  --set %.40s: rc %d, \"%.120s\"\n", set, rc, err);
         assert_int_equal(rc, VGPU_ECONFIG);
@@ -596,6 +717,19 @@ static void test_load_file(void **state)
         fail_msg("\"%s\" does not start with \"%s\"", err, prefix);
     assert_contains(err, "train.lr");
 
+    // A line too long for the INI reader: the file, the line and the limit.
+    snprintf(path, sizeof path, "%s/long.ini", dir);
+    {
+        char text[400];
+        int n = snprintf(text, sizeof text, "[train]\nepochs = 4\n# %0298d\n", 0);
+        write_file_(path, text, (size_t)n);
+    }
+    err[0] = '\0';
+    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    snprintf(prefix, sizeof prefix, "%s:3: line longer than 198 characters", path);
+    if (strncmp(err, prefix, strlen(prefix)))
+        fail_msg("\"%s\" does not start with \"%s\"", err, prefix);
+
     // NUL bytes: refused as not text (inih would silently stop at the NUL).
     snprintf(path, sizeof path, "%s/nul.ini", dir);
     static const char nul[] = "[train]\nepochs = 4\0\nlr = whatever\n";
@@ -656,6 +790,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_type, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_bool_spellings, setup_cfg, teardown_cfg),
         cmocka_unit_test(test_ini_errors),
+        cmocka_unit_test(test_long_lines),
         cmocka_unit_test_setup_teardown(test_did_you_mean, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_override_good, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_override_bad, setup_cfg, teardown_cfg),

@@ -21,6 +21,8 @@
 #include "status.h"
 
 #define FASHION_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+#define LIMIT (64ull << 20)         // max_bytes for the small fixture files
+#define DEFAULT_LIMIT (1ull << 30)  // vgpu_train's default data.max_bytes (1G)
 
 // ---- fixture files, made at run time in a private temporary directory ----
 
@@ -139,7 +141,7 @@ static void expect_load_error_(const char *images, const char *labels, int want,
 {
     struct dataset ds;
     char err[512];
-    int rc = dataset_load_idx(&ds, images, labels, err, sizeof(err));
+    int rc = dataset_load_idx(&ds, images, labels, LIMIT, err, sizeof(err));
     if (rc != want || !strstr(err, needle) || !strstr(err, file_named))
         print_error("rc %d (want %d), message \"%s\" (want \"%s\" naming %s)\n", rc, want, err,
                     needle, file_named);
@@ -161,7 +163,7 @@ static void test_load_plain(void **state)
     write_good_pair_(tmp_path_(im, "p-images"), tmp_path_(lb, "p-labels"), 0);
     struct dataset ds;
     char err[256];
-    assert_int_equal(dataset_load_idx(&ds, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&ds, im, lb, LIMIT, err, sizeof(err)), 0);
     assert_good_pair_(&ds);
     dataset_free(&ds);
 }
@@ -173,7 +175,7 @@ static void test_load_gzip(void **state)
     write_good_pair_(tmp_path_(im, "g-images.gz"), tmp_path_(lb, "g-labels.gz"), 1);
     struct dataset ds;
     char err[256];
-    assert_int_equal(dataset_load_idx(&ds, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&ds, im, lb, LIMIT, err, sizeof(err)), 0);
     assert_good_pair_(&ds);
     dataset_free(&ds);
 }
@@ -272,13 +274,13 @@ static void test_label_out_of_range(void **state)
     snprintf(want, sizeof(want), "%s: label 12 at index 3 out of range [0, 10)", lb);
     struct dataset ds;
     char err[600];
-    assert_int_equal(dataset_load_idx(&ds, im, lb, err, sizeof(err)), VGPU_EFORMAT);
+    assert_int_equal(dataset_load_idx(&ds, im, lb, LIMIT, err, sizeof(err)), VGPU_EFORMAT);
     assert_string_equal(err, want);
     // The bound itself is out: classes are [0, 10).
     const unsigned char edge[5] = {0, 9, 9, 0, 10};
     write_labels_(lb, 0x801, 5, edge, 5, 1);
     snprintf(want, sizeof(want), "%s: label 10 at index 4 out of range [0, 10)", lb);
-    assert_int_equal(dataset_load_idx(&ds, im, lb, err, sizeof(err)), VGPU_EFORMAT);
+    assert_int_equal(dataset_load_idx(&ds, im, lb, LIMIT, err, sizeof(err)), VGPU_EFORMAT);
     assert_string_equal(err, want);
 }
 
@@ -320,7 +322,7 @@ static void test_corrupt_gzip(void **state)
     write_random_gz_images_(im, &n);
     struct dataset ds;
     char err[512];
-    assert_int_equal(dataset_load_idx(&ds, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&ds, im, lb, LIMIT, err, sizeof(err)), 0);
     dataset_free(&ds);
 
     // Cut off in the middle of the compressed stream.
@@ -385,7 +387,7 @@ static void test_load_dir(void **state)
     write_in_dir_(dir, "t10k-labels-idx1-ubyte", 0, 1, 3);
     struct dataset train, test;
     char err[1024];
-    assert_int_equal(dataset_load_dir(&train, &test, dir, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_dir(&train, &test, dir, LIMIT, err, sizeof(err)), 0);
     assert_int_equal(train.count, 8);
     assert_int_equal(test.count, 3);
     assert_int_equal(train.labels[7], 7);
@@ -395,14 +397,14 @@ static void test_load_dir(void **state)
     // With both a plain and a .gz file, the plain one is read: make the .gz
     // one unreadable as IDX to see which was taken.
     write_in_dir_(dir, "train-labels-idx1-ubyte", 0, 1, 5);
-    assert_int_equal(dataset_load_dir(&train, &test, dir, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_dir(&train, &test, dir, LIMIT, err, sizeof(err)), 0);
     assert_int_equal(train.count, 8);
     dataset_free(&train);
     dataset_free(&test);
 
     // A bad test file fails the whole load and leaves nothing to free.
     write_in_dir_(dir, "t10k-labels-idx1-ubyte", 0, 1, 2);
-    assert_int_equal(dataset_load_dir(&train, &test, dir, err, sizeof(err)), VGPU_EFORMAT);
+    assert_int_equal(dataset_load_dir(&train, &test, dir, LIMIT, err, sizeof(err)), VGPU_EFORMAT);
     assert_non_null(strstr(err, "t10k-labels-idx1-ubyte.gz: holds 2 labels"));
     assert_null(train.codes);
     assert_null(test.codes);
@@ -418,16 +420,120 @@ static void test_load_dir_missing(void **state)
     write_in_dir_(dir, "t10k-images-idx3-ubyte", 1, 0, 3);
     struct dataset train, test;
     char err[1024];
-    assert_int_equal(dataset_load_dir(&train, &test, dir, err, sizeof(err)), -ENOENT);
+    assert_int_equal(dataset_load_dir(&train, &test, dir, LIMIT, err, sizeof(err)), -ENOENT);
     assert_non_null(strstr(err, dir));
     assert_non_null(strstr(err, "train-labels-idx1-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]"));
     assert_null(strstr(err, "train-images"));
     remove_dir_(dir);
 
-    assert_int_equal(dataset_load_dir(&train, &test, "/nonexistent/vgpu", err, sizeof(err)),
+    assert_int_equal(dataset_load_dir(&train, &test, "/nonexistent/vgpu", LIMIT, err, sizeof(err)),
                      -ENOENT);
     assert_non_null(strstr(err, "train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
                                 "t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]"));
+}
+
+// A header pair that claims more than max_bytes fails before any payload is
+// read: the images here hold 30 of the 120 bytes they claim, so reading
+// first would report them truncated. max_bytes 0 is no limit.
+static void test_claims_over_limit(void **state)
+{
+    (void)state;
+    char im[512], lb[512];
+    write_images_(tmp_path_(im, "l-images"), 0x803, 20, 3, 2, 30, 0);
+    write_labels_(tmp_path_(lb, "l-labels"), 0x801, 20, labels5_, 5, 0);
+    struct dataset ds;
+    char err[512];
+    assert_int_equal(dataset_load_idx(&ds, im, lb, 139, err, sizeof(err)), VGPU_EFORMAT);
+    assert_non_null(strstr(err, im));
+    assert_non_null(strstr(err, "header claims 20 images of 3x2, 120 bytes; the dataset's 2 "
+                                "files claim 140 bytes, over the limit of 139 (data.max_bytes)"));
+    assert_null(ds.codes);
+    // At the limit the claims pass, and the short file is found out.
+    assert_int_equal(dataset_load_idx(&ds, im, lb, 140, err, sizeof(err)), VGPU_EFORMAT);
+    assert_non_null(strstr(err, "truncated: header says 20 images"));
+    assert_int_equal(dataset_load_idx(&ds, im, lb, 0, err, sizeof(err)), VGPU_EFORMAT);
+    assert_non_null(strstr(err, "truncated"));
+}
+
+// A header mismatch is reported before any payload is read, even when the
+// payload is cut short: the mismatch, not a read error. In a directory the
+// test pair's counts are checked before the train set is decompressed.
+static void test_mismatch_before_payload(void **state)
+{
+    (void)state;
+    char im[512], lb[512];
+    write_images_(tmp_path_(im, "h-images.gz"), 0x803, 5, 3, 2, 7, 1); // 7 of 30 bytes
+    write_labels_(tmp_path_(lb, "h-labels"), 0x801, 4, labels5_, 4, 0);
+    expect_load_error_(im, lb, VGPU_EFORMAT, "holds 4 labels but", lb);
+
+    char dir[512], path[600];
+    make_dir_(dir, "mismatch");
+    snprintf(path, sizeof(path), "%s/train-images-idx3-ubyte.gz", dir);
+    write_images_(path, 0x803, 8, 3, 2, 12, 1); // 12 of 48 bytes
+    write_in_dir_(dir, "train-labels-idx1-ubyte", 0, 1, 8);
+    write_in_dir_(dir, "t10k-images-idx3-ubyte", 1, 1, 3);
+    write_in_dir_(dir, "t10k-labels-idx1-ubyte", 0, 1, 2);
+    struct dataset train, test;
+    char err[1024];
+    assert_int_equal(dataset_load_dir(&train, &test, dir, LIMIT, err, sizeof(err)), VGPU_EFORMAT);
+    if (!strstr(err, "t10k-labels-idx1-ubyte.gz: holds 2 labels but"))
+        fail_msg("message \"%s\": want the test pair's count mismatch", err);
+    assert_null(train.codes);
+    assert_null(test.codes);
+    remove_dir_(dir);
+}
+
+// The audit's gzip bomb, scaled down: a train image header claiming 1048576
+// images of 32x32 (1 GiB) in a few kilobytes of gzip. Only 4 MiB of the
+// zeros are there, so a loader that decompressed before checking would end
+// with "truncated"; the checks on the headers alone must fail first: the
+// train/test size mismatch, then, with the sizes agreeing, the limit.
+static void test_gzip_bomb(void **state)
+{
+    (void)state;
+    enum { claimed = 1048576, side = 32, present = 4 << 20 };
+    char dir[512], path[600];
+    make_dir_(dir, "bomb");
+    snprintf(path, sizeof(path), "%s/train-images-idx3-ubyte.gz", dir);
+    unsigned char *bomb = calloc(1, 16 + present);
+    assert_non_null(bomb);
+    put_be32_(bomb, 0x803);
+    put_be32_(bomb + 4, claimed);
+    put_be32_(bomb + 8, side);
+    put_be32_(bomb + 12, side);
+    write_file_(path, bomb, 16 + present, 1);
+    free(bomb);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size < 64 * 1024);
+    char labels_path[600];
+    snprintf(labels_path, sizeof(labels_path), "%s/train-labels-idx1-ubyte.gz", dir);
+    write_labels_(labels_path, 0x801, claimed, labels5_, 5, 1);
+    char test_path[600];
+    snprintf(test_path, sizeof(test_path), "%s/t10k-images-idx3-ubyte.gz", dir);
+    write_images_(test_path, 0x803, 3, 28, 28, 3 * 28 * 28, 1);
+    write_in_dir_(dir, "t10k-labels-idx1-ubyte", 0, 1, 3);
+
+    struct dataset train, test;
+    char err[1024];
+    assert_int_equal(dataset_load_dir(&train, &test, dir, DEFAULT_LIMIT, err, sizeof(err)),
+                     VGPU_EFORMAT);
+    if (!strstr(err, "test images are 28x28 but") || !strstr(err, path))
+        fail_msg("message \"%s\": want the train/test size mismatch naming %s", err, path);
+    assert_null(train.codes);
+
+    write_images_(test_path, 0x803, 3, side, side, 3 * side * side, 1);
+    assert_int_equal(dataset_load_dir(&train, &test, dir, DEFAULT_LIMIT, err, sizeof(err)),
+                     VGPU_EFORMAT);
+    char want[900];
+    snprintf(want, sizeof(want),
+             "%s: header claims 1048576 images of 32x32, 1073741824 bytes; the dataset's 4 files "
+             "claim 1074793475 bytes, over the limit of 1073741824 (data.max_bytes)",
+             path);
+    assert_string_equal(err, want);
+    assert_null(train.codes);
+    assert_null(test.codes);
+    remove_dir_(dir);
 }
 
 // ---- synthetic ----
@@ -568,8 +674,8 @@ static void test_coded_values(void **state)
     write_good_pair_(tmp_path_(im, "c-images"), tmp_path_(lb, "c-labels"), 0);
     struct dataset train, test;
     char err[256];
-    assert_int_equal(dataset_load_idx(&train, im, lb, err, sizeof(err)), 0);
-    assert_int_equal(dataset_load_idx(&test, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&train, im, lb, LIMIT, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&test, im, lb, LIMIT, err, sizeof(err)), 0);
     const uint32_t idx[3] = {4, 0, 2};
     float rows[3 * 6];
     dataset_gather(&train, idx, 3, rows);
@@ -607,7 +713,7 @@ static void test_coded_values(void **state)
     write_images_(tmp_path_(im, "w-images"), 0x803, 5, 7, 9, 5 * 63, 0);
     write_labels_(tmp_path_(lb, "w-labels"), 0x801, 5, labels5_, 5, 0);
     struct dataset wide;
-    assert_int_equal(dataset_load_idx(&wide, im, lb, err, sizeof(err)), 0);
+    assert_int_equal(dataset_load_idx(&wide, im, lb, LIMIT, err, sizeof(err)), 0);
     const uint32_t order[5] = {3, 0, 4, 1, 2};
     uint8_t codes[5 * 63];
     float got[5 * 63];
@@ -666,7 +772,8 @@ static void test_fashion_mnist(void **state)
     }
     struct dataset train, test;
     char err[1024] = "";
-    int rc = dataset_load_dir(&train, &test, fashion_dir_(), err, sizeof(err));
+    int rc = dataset_load_dir(&train, &test, fashion_dir_(), DEFAULT_LIMIT, err,
+                              sizeof(err));
     if (rc)
         print_error("%s\n", err);
     assert_int_equal(rc, 0);
@@ -746,6 +853,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_corrupt_gzip),
         cmocka_unit_test(test_load_dir),
         cmocka_unit_test(test_load_dir_missing),
+        cmocka_unit_test(test_claims_over_limit),
+        cmocka_unit_test(test_mismatch_before_payload),
+        cmocka_unit_test(test_gzip_bomb),
         cmocka_unit_test(test_synthetic_deterministic),
         cmocka_unit_test(test_synthetic_learnable),
         cmocka_unit_test(test_synthetic_bad_args),

@@ -236,62 +236,133 @@ done:
     return 0;
 }
 
-// ---- public: IDX ----
+// ---- one IDX file: its header first, its payload later ----
 
-int dataset_load_idx(struct dataset *ds, const char *images_path, const char *labels_path,
-                     char *err, size_t err_bytes)
+struct idx_file_ {
+    const char *path;
+    gzFile gz;          // positioned after the header
+    int images;         // an IDX3 image file; else IDX1 labels
+    struct idx_header_ h;
+};
+
+static int idx_open_(struct idx_file_ *f, const char *path, int images, char *err, size_t err_bytes)
+{
+    *f = (struct idx_file_){.path = path, .images = images};
+    int rc = open_gz_(path, &f->gz, err, err_bytes);
+    if (rc == 0)
+        rc = read_header_(f->gz, path, images, &f->h, err, err_bytes);
+    return rc;
+}
+
+static void idx_close_(struct idx_file_ *f)
+{
+    if (f->gz)
+        gzclose(f->gz);
+    f->gz = NULL;
+}
+
+// Bytes of pixels or labels the header announces (labels: 1 x 1 each).
+static uint64_t idx_payload_bytes_(const struct idx_file_ *f)
+{
+    return (uint64_t)f->h.count * (uint64_t)f->h.rows * (uint64_t)f->h.cols;
+}
+
+static int check_counts_(const struct idx_file_ *im, const struct idx_file_ *lb, char *err,
+                         size_t err_bytes)
+{
+    if (im->h.count == lb->h.count)
+        return 0;
+    return util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: holds %u labels but %s holds %u images",
+                       lb->path, lb->h.count, im->path, im->h.count);
+}
+
+// Fails when the headers of files[0..n) claim more than max_bytes together
+// (0 = no limit), naming the file that claims the most. Decompressing is
+// what costs (a 1 MB .gz can hold a gigabyte of zeros), so this comes before
+// any payload is read.
+static int check_claims_(const struct idx_file_ *files, int n, uint64_t max_bytes, char *err,
+                         size_t err_bytes)
+{
+    uint64_t total = 0;
+    int big = 0;
+    for (int k = 0; k < n; k++) {
+        total += idx_payload_bytes_(&files[k]); // < 2^58: no overflow
+        if (idx_payload_bytes_(&files[k]) > idx_payload_bytes_(&files[big]))
+            big = k;
+    }
+    if (!max_bytes || total <= max_bytes)
+        return 0;
+    const struct idx_file_ *f = &files[big];
+    char what[96];
+    if (f->images)
+        snprintf(what, sizeof what, "%u images of %dx%d", f->h.count, f->h.rows, f->h.cols);
+    else
+        snprintf(what, sizeof what, "%u labels", f->h.count);
+    return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                       "%s: header claims %s, %llu bytes; the dataset's %d files claim %llu "
+                       "bytes, over the limit of %llu (data.max_bytes)",
+                       f->path, what, (unsigned long long)idx_payload_bytes_(f), n,
+                       (unsigned long long)total, (unsigned long long)max_bytes);
+}
+
+// Reads the payloads of a checked image/label pair into *ds (zeroed on error).
+static int load_pair_(struct dataset *ds, const struct idx_file_ *im, const struct idx_file_ *lb,
+                      char *err, size_t err_bytes)
 {
     memset(ds, 0, sizeof(*ds));
-    if (err && err_bytes)
-        err[0] = '\0';
-    gzFile gi = NULL, gl = NULL;
-    struct idx_header_ hi = {0}, hl = {0};
     uint8_t *pixels = NULL;
     int32_t *labels = NULL;
-    int rc = open_gz_(images_path, &gi, err, err_bytes);
-    if (rc == 0)
-        rc = open_gz_(labels_path, &gl, err, err_bytes);
-    // Both headers before any payload: a count mismatch fails in microseconds.
-    if (rc == 0)
-        rc = read_header_(gi, images_path, 1, &hi, err, err_bytes);
-    if (rc == 0)
-        rc = read_header_(gl, labels_path, 0, &hl, err, err_bytes);
-    if (rc == 0 && hi.count != hl.count)
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: holds %u labels but %s holds %u images",
-                   labels_path, hl.count, images_path, hi.count);
-    if (rc == 0)
-        rc = read_pixels_(gi, images_path, &hi, &pixels, err, err_bytes);
+    char what[96];
+    int rc = read_pixels_(im->gz, im->path, &im->h, &pixels, err, err_bytes);
     if (rc == 0) {
-        char what[96];
-        snprintf(what, sizeof(what), "%u images of %dx%d", hi.count, hi.rows, hi.cols);
-        rc = expect_end_(gi, images_path, what, err, err_bytes);
+        snprintf(what, sizeof(what), "%u images of %dx%d", im->h.count, im->h.rows, im->h.cols);
+        rc = expect_end_(im->gz, im->path, what, err, err_bytes);
     }
     if (rc == 0)
-        rc = read_labels_(gl, labels_path, hl.count, DATA_IDX_CLASSES, &labels, err, err_bytes);
+        rc = read_labels_(lb->gz, lb->path, lb->h.count, DATA_IDX_CLASSES, &labels, err, err_bytes);
     if (rc == 0) {
-        char what[64];
-        snprintf(what, sizeof(what), "%u labels", hl.count);
-        rc = expect_end_(gl, labels_path, what, err, err_bytes);
+        snprintf(what, sizeof(what), "%u labels", lb->h.count);
+        rc = expect_end_(lb->gz, lb->path, what, err, err_bytes);
     }
-    if (gi)
-        gzclose(gi);
-    if (gl)
-        gzclose(gl);
     if (rc < 0) {
         free(pixels);
         free(labels);
         return rc;
     }
-    ds->count = (long)hi.count;
-    ds->rows = hi.rows;
-    ds->cols = hi.cols;
-    ds->features = hi.rows * hi.cols;
+    ds->count = (long)im->h.count;
+    ds->rows = im->h.rows;
+    ds->cols = im->h.cols;
+    ds->features = im->h.rows * im->h.cols;
     ds->classes = DATA_IDX_CLASSES;
     ds->codes = pixels;
     for (int b = 0; b < 256; b++)
         ds->lut[b] = (float)b / 255.0f;
     ds->labels = labels;
     return 0;
+}
+
+// ---- public: IDX ----
+
+int dataset_load_idx(struct dataset *ds, const char *images_path, const char *labels_path,
+                     uint64_t max_bytes, char *err, size_t err_bytes)
+{
+    memset(ds, 0, sizeof(*ds));
+    if (err && err_bytes)
+        err[0] = '\0';
+    struct idx_file_ f[2] = {{0}};
+    // Both headers before any payload: a count mismatch fails in microseconds.
+    int rc = idx_open_(&f[0], images_path, 1, err, err_bytes);
+    if (rc == 0)
+        rc = idx_open_(&f[1], labels_path, 0, err, err_bytes);
+    if (rc == 0)
+        rc = check_counts_(&f[0], &f[1], err, err_bytes);
+    if (rc == 0)
+        rc = check_claims_(f, 2, max_bytes, err, err_bytes);
+    if (rc == 0)
+        rc = load_pair_(ds, &f[0], &f[1], err, err_bytes);
+    idx_close_(&f[0]);
+    idx_close_(&f[1]);
+    return rc;
 }
 
 // Picks "<dir>/<name>" or "<dir>/<name>.gz"; returns 0, -ENOENT or -ENAMETOOLONG.
@@ -309,8 +380,8 @@ static int find_idx_file_(const char *dir, const char *name, char *path, size_t 
     return -ENOENT;
 }
 
-int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir, char *err,
-                     size_t err_bytes)
+int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir,
+                     uint64_t max_bytes, char *err, size_t err_bytes)
 {
     static const char *names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
@@ -332,13 +403,27 @@ int dataset_load_dir(struct dataset *train, struct dataset *test, const char *di
         return util_errorf(err, err_bytes, -ENOENT,
                      "%s: dataset files not found: %s (each looked for plain and with .gz)", dir,
                      missing);
-    int rc = dataset_load_idx(train, paths[0], paths[1], err, err_bytes);
-    if (rc < 0)
-        return rc;
-    rc = dataset_load_idx(test, paths[2], paths[3], err, err_bytes);
-    if (rc == 0 && (test->rows != train->rows || test->cols != train->cols))
+    // All four headers before any payload: the pairs' counts, train against
+    // test and the total claimed are checked before anything is decompressed.
+    struct idx_file_ f[4] = {{0}};
+    int rc = 0;
+    for (int k = 0; k < 4 && rc == 0; k++)
+        rc = idx_open_(&f[k], paths[k], k % 2 == 0, err, err_bytes);
+    if (rc == 0)
+        rc = check_counts_(&f[0], &f[1], err, err_bytes);
+    if (rc == 0)
+        rc = check_counts_(&f[2], &f[3], err, err_bytes);
+    if (rc == 0 && (f[2].h.rows != f[0].h.rows || f[2].h.cols != f[0].h.cols))
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: test images are %dx%d but %s holds %dx%d",
-                   paths[2], test->rows, test->cols, paths[0], train->rows, train->cols);
+                         paths[2], f[2].h.rows, f[2].h.cols, paths[0], f[0].h.rows, f[0].h.cols);
+    if (rc == 0)
+        rc = check_claims_(f, 4, max_bytes, err, err_bytes);
+    if (rc == 0)
+        rc = load_pair_(train, &f[0], &f[1], err, err_bytes);
+    if (rc == 0)
+        rc = load_pair_(test, &f[2], &f[3], err, err_bytes);
+    for (int k = 0; k < 4; k++)
+        idx_close_(&f[k]);
     if (rc < 0) {
         dataset_free(train);
         dataset_free(test);

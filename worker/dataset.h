@@ -41,21 +41,30 @@ void dataset_gather_codes(const struct dataset *ds, const uint32_t *indices, lon
 // Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
 // *ds as codes, pixels scaled to [0, 1] by the table, classes = DATA_IDX_CLASSES. *ds is overwritten
 // (not freed first) and is left zeroed on error.
-// Checks: magic (0x00000803 images, 0x00000801 labels), 0 < rows, cols <=
-// DATA_MAX_SIDE, count > 0, equal counts, data size exactly as the header says
-// (short = truncated, longer = trailing data), labels in [0, classes).
+// Checks, both headers before any payload: magic (0x00000803 images,
+// 0x00000801 labels), 0 < rows, cols <= DATA_MAX_SIDE, count > 0, equal
+// counts, and what the headers claim together (count x rows x cols pixel
+// bytes + count label bytes) at most max_bytes (0 = no limit); then data size
+// exactly as the header says (short = truncated, longer = trailing data),
+// labels in [0, classes). Memory grows with the data actually read (from
+// 16 MiB, doubling): a header that claims more than its file holds costs at
+// most about twice what the file holds, not what it claims.
 // Returns 0; -errno when a file cannot be opened; VGPU_EFORMAT for bad
-// contents (corrupt gzip included); VGPU_ENOMEM. On error writes a message
-// naming the file and the fault into err (may be NULL when err_bytes is 0).
+// contents (corrupt gzip and claims over max_bytes included); VGPU_ENOMEM.
+// On error writes a message naming the file and the fault into err (may be
+// NULL when err_bytes is 0).
 int dataset_load_idx(struct dataset *ds, const char *images_path, const char *labels_path,
-                     char *err, size_t err_bytes);
+                     uint64_t max_bytes, char *err, size_t err_bytes);
 
 // Loads train (train-*-ubyte) and test (t10k-*-ubyte) from dir, each file plain
-// or with ".gz" (the plain one wins when both exist). Returns 0; -ENOENT with
-// a message listing every missing file; otherwise as dataset_load_idx. On
-// error both sets are left zeroed (nothing to free).
-int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir, char *err,
-                     size_t err_bytes);
+// or with ".gz" (the plain one wins when both exist). All four headers are
+// read and checked before any payload: each pair as dataset_load_idx does,
+// test images the same size as train images, and the four claims together
+// at most max_bytes (0 = no limit; vgpu_train passes data.max_bytes).
+// Returns 0; -ENOENT with a message listing every missing file; otherwise as
+// dataset_load_idx. On error both sets are left zeroed (nothing to free).
+int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir,
+                     uint64_t max_bytes, char *err, size_t err_bytes);
 
 // A learnable synthetic set: `classes` Gaussian clusters in `features`
 // dimensions. Class means come from `seed` alone (so train and test share

@@ -17,7 +17,8 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
     memset(data, 0, sizeof *data);
     const struct config *c = cfg;
     if (c->data.dataset != DATASET_SYNTHETIC) {
-        int rc = dataset_load_dir(&data->train, &data->test, c->data.path, err, err_bytes);
+        int rc = dataset_load_dir(&data->train, &data->test, c->data.path, c->data.max_bytes,
+                                  err, err_bytes);
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s",
                      config_enum_name("data", "dataset", c->data.dataset), c->data.path);

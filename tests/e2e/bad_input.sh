@@ -8,7 +8,7 @@ run "unknown flag" 30 "$MPIRUN" -np 2 "$TRAIN" --frobnicate
 expect_rc 2
 expect_out 'unknown option --frobnicate'
 
-for bad_value in -1 abc 12Q; do
+for bad_value in -1 abc 12Q 0x10; do
   run "memory_limit=$bad_value" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --set "devices.memory_limit=$bad_value"
   expect_rc 2
   expect_out "devices.memory_limit: '$bad_value' is not a size"
@@ -30,6 +30,18 @@ run "unknown key" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK/typo.ini"
 expect_rc 2
 expect_out "typo.ini:3: unknown key 'lrr' in \[train\]; did you mean 'train.lr'\?"
 
+# Values are decimal: strtod would read 0x10 as 16.
+run "lr=0x10" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set train.lr=0x10
+expect_rc 2
+expect_out "train.lr: '0x10' is not a number"
+
+# libinih reads lines into a 200-byte buffer: a longer line used to be cut
+# and its tail ("every_steps = 5") applied as a line of its own.
+printf '[train]\nepochs = 2\n[checkpoint]\ndir = %s/%0200d/every_steps = 5\n' "$WORK" 0 >"$WORK/long.ini"
+run "300-character line" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK/long.ini"
+expect_rc 2
+expect_out 'long.ini:4: line longer than 198 characters'
+
 run "missing config" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK/nope.ini"
 expect_rc 2
 expect_out 'nope.ini: cannot open config'
@@ -50,4 +62,27 @@ expect_rc 2
 expect_out 'checkpoint directory .*afile: Not a directory'
 expect_no_out 'epoch'
 expect_no_shm
+
+# A gzip bomb: 4 KB of .gz whose header claims 1048576 images of 32x32 (1 GiB;
+# 4 MiB of zeros are there). All four headers are checked before any pixel
+# is decompressed: the train/test size mismatch, then data.max_bytes.
+bomb="$WORK/bomb"
+mkdir "$bomb"
+# idx_gz NAME HEADER ZEROS: NAME.gz holds HEADER (big-endian words as octal
+# printf escapes; spaces only for reading) and ZEROS zero bytes.
+idx_gz() { { printf "${2// /}"; head -c "$3" /dev/zero; } | gzip >"$bomb/$1.gz"; }
+idx_gz train-images-idx3-ubyte '\0\0\10\3 \0\20\0\0 \0\0\0\40 \0\0\0\40' $((4 << 20)) # 1048576 of 32x32
+idx_gz train-labels-idx1-ubyte '\0\0\10\1 \0\20\0\0' 0                              # 1048576
+idx_gz t10k-images-idx3-ubyte '\0\0\10\3 \0\0\0\3 \0\0\0\34 \0\0\0\34' $((3 * 28 * 28)) # 3 of 28x28
+idx_gz t10k-labels-idx1-ubyte '\0\0\10\1 \0\0\0\3' 3
+bomb_set=(--set data.dataset=mnist-idx --set "data.path=$bomb")
+run "gzip bomb, test images of another size" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" "${bomb_set[@]}"
+expect_rc 2
+expect_out 't10k-images-idx3-ubyte.gz: test images are 28x28 but .*train-images-idx3-ubyte.gz holds 32x32'
+expect_within 15
+idx_gz t10k-images-idx3-ubyte '\0\0\10\3 \0\0\0\3 \0\0\0\40 \0\0\0\40' $((3 * 32 * 32)) # 3 of 32x32
+run "gzip bomb over data.max_bytes" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" "${bomb_set[@]}"
+expect_rc 2
+expect_out 'train-images-idx3-ubyte.gz: header claims 1048576 images of 32x32, 1073741824 bytes; .* over the limit of 1073741824 \(data.max_bytes\)'
+expect_within 15
 finish
