@@ -3,11 +3,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "status.h"
 #include "util.h"
@@ -110,8 +113,8 @@ static const struct key_spec keys_[] = {
 
     {"data", "dataset", T_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
      "training data"},
-    {"data", "path", T_STR, F_(data, path), S_(data, path), "/usr/share/datasets/fashion-mnist", 0, 0,
-     NULL, "directory holding the four MNIST-format IDX files (.gz or plain)"},
+    {"data", "path", T_STR, F_(data, path), S_(data, path), CONFIG_DEFAULT_DATA_PATH, 0, 0, NULL,
+     "directory holding the four MNIST-format IDX files (.gz or plain)"},
     {"data", "max_bytes", T_SIZE, F_(data, max_bytes), 0, "1G", 0, 0, NULL,
      "bound on the pixels and labels the four IDX headers claim together, bytes (Fashion-MNIST: "
      "52.4 MiB); more fails before any data is read; 0 = no limit"},
@@ -509,7 +512,18 @@ static int ini_handler_(void *user, const char *section, const char *name, const
         return 0;
     }
     ctx->seen[idx] = 1;
-    if (set_value_(ctx->cfg, k, value, msg, sizeof msg)) {
+    // inih ends a value at " ;"; " #" starts a comment too (--help-config
+    // writes '#' comments, and a user adds them the same way).
+    char bare[256];
+    snprintf(bare, sizeof bare, "%s", value);
+    for (char *c = strchr(bare, '#'); c; c = strchr(c + 1, '#'))
+        if (c > bare && isspace((unsigned char)c[-1])) {
+            while (c > bare && isspace((unsigned char)c[-1]))
+                c--;
+            *c = '\0';
+            break;
+        }
+    if (set_value_(ctx->cfg, k, bare, msg, sizeof msg)) {
         ctx->failed = 1;
         ctx->fail_line = ctx->line;
         snprintf(ctx->err, ctx->err_bytes, "%s.%s: %s", section, name, msg);
@@ -544,9 +558,26 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
 
 int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
 {
-    FILE *f = fopen(path, "rb");
+    // Non-blocking, so that a FIFO cannot hang the open; only a regular file
+    // is a config.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: cannot open config: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: %s, not a config file", path,
+                           S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;
+        close(fd);
         util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: cannot open config: %s", path, strerror(e));
         return -e;
     }
@@ -636,6 +667,19 @@ void config_print_env_reference(FILE *f)
     for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++)
         fprintf(f, "  %s=VALUE\n      sets %s.%s (file < environment < --set)\n", env_keys_[i].var,
                 env_keys_[i].section, env_keys_[i].key);
+}
+
+void config_describe_env(char *buf, size_t bytes)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0] && len < bytes; i++) {
+        const char *value = getenv(env_keys_[i].var);
+        if (value)
+            len += (size_t)snprintf(buf + len, bytes - len, "%s%s=%s (%s.%s)", len ? ", " : "",
+                                    env_keys_[i].var, value, env_keys_[i].section,
+                                    env_keys_[i].key);
+    }
 }
 
 int config_apply_env(struct config *cfg, char *err, size_t err_bytes)

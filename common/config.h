@@ -127,6 +127,13 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
 int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
 // Writes one entry per variable config_apply_env reads, as env_print_reference does.
 void config_print_env_reference(FILE *f);
+// Which of those variables are set, for the job's log: "VGPU_MEMORY_LIMIT=48M
+// (devices.memory_limit), ..." into buf; "" when none is.
+void config_describe_env(char *buf, size_t bytes);
+
+// data.path's default: the Debian package's directory. Only there does a
+// missing dataset fall back to the synthetic one (data.fallback_synthetic).
+#define CONFIG_DEFAULT_DATA_PATH "/usr/share/datasets/fashion-mnist"
 
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);

@@ -393,6 +393,10 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
         printf("vgpu: no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)\n", n,
                n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
     printf("vgpu: collectives: %s (%s)\n", comm_backend_name(rt->comm), rt->backend_reason);
+    char from_env[512];
+    config_describe_env(from_env, sizeof from_env);
+    if (from_env[0]) // they override the config file: say so where the caps are shown
+        printf("vgpu: from the environment: %s\n", from_env);
     printf("  %4s  %-16s %5s  %-44s %7s  %10s\n", "rank", "host", "local", "physical device",
            "virtual", "cap");
     // Past JOB_TABLE_ROWS ranks: the first ones and the last, one line for the rest.

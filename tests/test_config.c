@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -684,6 +685,28 @@ static void write_file_(const char *path, const void *bytes, size_t n)
     assert_int_equal(fclose(f), 0);
 }
 
+// After whitespace, '#' starts a comment as ';' does (--help-config writes
+// '#'); a '#' inside a value stays.
+static void test_inline_comments(void **state)
+{
+    struct config *c = *state;
+    char err[ERR_BYTES] = "";
+    const char *text = "[train]\n"
+                       "lr = 0.01 # as in the paper\n"
+                       "epochs = 4\t# short run\n"
+                       "optimizer = sgd ; inih's own\n"
+                       "[checkpoint]\n"
+                       "dir = runs/a#1  # the first\n";
+    int rc = config_load_string(c, text, "t.ini", err, sizeof err);
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(c->train.lr == 0.01);
+    assert_int_equal(c->train.epochs, 4);
+    assert_int_equal(c->train.optimizer, OPTIM_SGD);
+    assert_string_equal(c->checkpoint.dir, "runs/a#1");
+}
+
 static void test_load_file(void **state)
 {
     struct config *c = *state;
@@ -696,6 +719,15 @@ static void test_load_file(void **state)
     err[0] = '\0';
     assert_int_equal(config_load_file(c, path, err, sizeof err), -ENOENT);
     assert_contains(err, path);
+
+    // A directory, or a FIFO (whose open would block), is not a config.
+    assert_int_equal(config_load_file(c, dir, err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "a directory, not a config file");
+    snprintf(path, sizeof path, "%s/fifo.ini", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "not a regular file");
+    unlink(path);
 
     // A good file.
     snprintf(path, sizeof path, "%s/good.ini", dir);
@@ -796,6 +828,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_override_bad, setup_cfg, teardown_cfg),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_apply_env),
+        cmocka_unit_test_setup_teardown(test_inline_comments, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_load_file, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_err_buffer_optional, setup_cfg, teardown_cfg),
     };

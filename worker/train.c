@@ -188,6 +188,7 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         .last_loss = NAN,
     };
     memset(result, 0, sizeof *result);
+    result->data = data->name;
     // Not measured until an evaluation runs (a run preempted before its first
     // epoch ends reports nan, not 0).
     result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;

@@ -19,6 +19,7 @@ struct train_options {
 };
 
 struct train_result {
+    const char *data;          // the data trained on (train_data.name)
     double epochs;             // epochs trained: completed ones plus the share of the
                                // current one (0.5 = half of the first)
     long steps;                // optimizer steps done
@@ -36,6 +37,7 @@ struct train_result {
 struct train_data {
     struct dataset train, test;
     char source[128];          // what was loaded, for the job's log
+    const char *name;          // the summary's data= ("fashion-mnist", "synthetic", ...)
     char fallback[640];        // why the synthetic set stands in; "" when it does not
 };
 

@@ -258,11 +258,13 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
         format_ranks_(mem, sizeof mem, peaks, rt->size, MIB_, "%.1fM");
         snprintf(epochs, sizeof epochs, res->epochs == floor(res->epochs) ? "%.0f" : "%.2f",
                  res->epochs);
-        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s epochs=%s steps=%ld "
+        printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s data=%s epochs=%s "
+               "steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
                rt->size, rt->physical_devices, device_kind(&rt->dev), rt->size,
-               comm_backend_name(rt->comm), epochs, res->steps, res->train_loss,
+               comm_backend_name(rt->comm), res->data ? res->data : "?", epochs, res->steps,
+               res->train_loss,
                res->test_loss, res->test_acc, res->samples_per_s, wall_s, mem,
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
         fflush(stdout);

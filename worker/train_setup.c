@@ -22,7 +22,10 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s",
                      config_enum_name("data", "dataset", c->data.dataset), c->data.path);
-        } else if (rc == -ENOENT && c->data.fallback_synthetic) {
+            data->name = config_enum_name("data", "dataset", c->data.dataset);
+        } else if (rc == -ENOENT && c->data.fallback_synthetic &&
+                   !strcmp(c->data.path, CONFIG_DEFAULT_DATA_PATH)) {
+            // Only the default place: a path the user named must hold the data.
             snprintf(data->fallback, sizeof data->fallback,
                      "%.400s; using the synthetic dataset instead (data.fallback_synthetic = true; "
                      "install dataset-fashion-mnist or set data.path)", err);
@@ -38,6 +41,7 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
                                    (uint64_t)c->train.seed, 1));
         snprintf(data->source, sizeof data->source, "synthetic (%ld train, %ld test, %d features)",
                  data->train.count, data->test.count, features);
+        data->name = "synthetic";
     }
     if (c->data.train_limit > 0)
         dataset_truncate(&data->train, c->data.train_limit);
@@ -126,6 +130,39 @@ static int init_sampler_(struct trainer *t)
     return VGPU_ECONFIG;
 }
 
+// Settings that run, but not as their user likely meant: said once, by rank 0.
+static void warn_about_settings_(const struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    const int n = t->rt->size;
+    if (cfg->train.deterministic) {
+        int per_rank[TRAIN_MAX_RANKS], idle = 0;
+        train_micro_split(cfg, n, per_rank);
+        for (int r = 0; r < n; r++)
+            idle += per_rank[r] == 0;
+        if (cfg->train.micro_batches > cfg->train.batch_size)
+            log_warn("train.micro_batches = %ld is more than train.batch_size = %ld: %ld "
+                     "micro-batches have no rows (lower micro_batches)",
+                     cfg->train.micro_batches, cfg->train.batch_size,
+                     cfg->train.micro_batches - cfg->train.batch_size);
+        if (idle)
+            log_warn("%d of %d ranks get no micro-batch (train.micro_batches = %ld): they only "
+                     "wait; raise train.micro_batches to at least the rank count",
+                     idle, n, cfg->train.micro_batches);
+    } else {
+        int idle = 0;
+        for (int r = 0; r < n; r++)
+            idle += train_rank_rows(cfg, n, r) == 0;
+        if (idle)
+            log_warn("%d of %d ranks get no rows of a batch of %ld (train.batch_size): they "
+                     "only wait; raise train.batch_size to at least the rank count",
+                     idle, n, cfg->train.batch_size);
+    }
+    if (cfg->checkpoint.every_steps && !cfg->checkpoint.dir[0])
+        log_warn("checkpoint.every_steps = %ld writes nothing: checkpoint.dir is empty",
+                 cfg->checkpoint.every_steps);
+}
+
 int trainer_prepare(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
@@ -144,6 +181,7 @@ int trainer_prepare(struct trainer *t)
     if (t->mode->prepare)
         TRY(t->mode->prepare(t));
     if (rt->rank == 0) {
+        warn_about_settings_(t);
         TRY(open_files_(t));
         TRY(init_params_(t));
     }

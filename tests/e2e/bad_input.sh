@@ -46,6 +46,18 @@ run "missing config" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK/nope.ini"
 expect_rc 2
 expect_out 'nope.ini: cannot open config'
 
+run "config that is a directory" 30 "$MPIRUN" -np 2 "$TRAIN" "$WORK"
+expect_rc 2
+expect_out "$WORK: a directory, not a config file"
+
+# A data.path the user set must hold the data (the synthetic fallback is for
+# the default path only), and the summary names the data a run used.
+run "data.path that does not exist" 30 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/default.ini" \
+  --set "data.path=$WORK/no-such-data"
+expect_rc 2
+expect_out "$WORK/no-such-data: dataset files not found"
+expect_no_out 'using the synthetic dataset instead'
+
 run "conflicting keys" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set devices.memory_fraction=0.5
 expect_rc 2
 expect_out 'memory_limit and devices.memory_fraction conflict'

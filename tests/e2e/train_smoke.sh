@@ -37,6 +37,17 @@ expect_out '^ +19 +[^ ]+ +19 +cpu0 .* vgpu19 '
 expect_out '^eval  epoch   1 '
 expect_out '^vgpu_train: done ranks=20 .* epochs=0\.40 steps=10 .* peak_mem=[0-9.]+M\.\.[0-9.]+M params_crc=[0-9a-f]+ status=ok$'
 
+# What runs but is likely not meant is said at start; settings from the
+# environment are named; the summary names the data.
+run "warnings and the environment" 60 env VGPU_MEMORY_LIMIT=48M "$MPIRUN" -x VGPU_MEMORY_LIMIT -np 4 \
+  "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.batch_size=2 --set train.max_steps=3 \
+  --set checkpoint.every_steps=5 --set checkpoint.dir=
+expect_rc 0
+expect_out '^vgpu: from the environment: VGPU_MEMORY_LIMIT=48M \(devices\.memory_limit\)$'
+expect_out 'warning: 2 of 4 ranks get no rows of a batch of 2 \(train\.batch_size\)'
+expect_out 'warning: checkpoint\.every_steps = 5 writes nothing: checkpoint\.dir is empty'
+expect_out '^vgpu_train: done .* data=synthetic .*status=ok$'
+
 # The live bar at 80 columns: every frame on one line (cut to 79 characters,
 # cleared to the end), and the eval line on a line of its own.
 run "progress bar, 80 columns" 60 env VGPU_PROGRESS=bar COLUMNS=80 "$MPIRUN" -x VGPU_PROGRESS -x COLUMNS \
