@@ -23,7 +23,21 @@
 
 #define N_PARAMS 1000
 #define N_STATE 2000
-#define HEADER_BYTES 192
+#define HEADER_BYTES 200 // version 2
+#define PAYLOAD_CRC_AT 192
+#define HEADER_CRC_AT 196
+
+// Stores v little-endian at b + at.
+static void put32_(unsigned char *b, long at, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        b[at + k] = (unsigned char)(v >> (8 * k));
+}
+
+static uint32_t get32_(const unsigned char *b, long at)
+{
+    return b[at] | b[at + 1] << 8 | b[at + 2] << 16 | (uint32_t)b[at + 3] << 24;
+}
 
 static char root_[256]; // private temporary directory of this run
 
@@ -82,6 +96,7 @@ static void fill_meta_(struct ckpt_meta *m)
     m->epoch = 3;
     m->step_in_epoch = 17;
     m->seed = 0xDEADBEEFCAFEF00Dull;
+    m->total_steps = 200000;
     m->global_batch = 256;
     m->nranks = 4;
 }
@@ -287,7 +302,7 @@ static void test_layout(void **state)
     long n;
     unsigned char *b = read_bytes_(path, &n);
     assert_memory_equal(b, "VGPUCKPT", 8);
-    const unsigned char version[4] = {1, 0, 0, 0}, hbytes[4] = {192, 0, 0, 0};
+    const unsigned char version[4] = {2, 0, 0, 0}, hbytes[4] = {200, 0, 0, 0};
     assert_memory_equal(b + 8, version, 4);
     assert_memory_equal(b + 12, hbytes, 4);
     const unsigned char dims0[4] = {0x10, 0x03, 0, 0}; // 784
@@ -297,12 +312,13 @@ static void test_layout(void **state)
     assert_memory_equal(b + 108, params, 8);
     const unsigned char seed[8] = {0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde};
     assert_memory_equal(b + 148, seed, 8);
+    const unsigned char total[8] = {0x40, 0x0d, 0x03, 0, 0, 0, 0, 0}; // 200000
+    assert_memory_equal(b + 184, total, 8);
     const unsigned char one[4] = {0x00, 0x00, 0x80, 0x3f}; // params[6] = 1.0f
     assert_memory_equal(b + HEADER_BYTES + 6 * 4, one, 4);
-    uint32_t hcrc = util_crc32(0, b, 188);
-    assert_int_equal(b[188] | b[189] << 8 | b[190] << 16 | (uint32_t)b[191] << 24, hcrc);
+    assert_int_equal(get32_(b, HEADER_CRC_AT), util_crc32(0, b, HEADER_CRC_AT));
     uint32_t pcrc = util_crc32(0, b + HEADER_BYTES, (size_t)(n - HEADER_BYTES));
-    assert_int_equal(b[184] | b[185] << 8 | b[186] << 16 | (uint32_t)b[187] << 24, pcrc);
+    assert_int_equal(get32_(b, PAYLOAD_CRC_AT), pcrc);
     free(b);
 }
 
@@ -316,7 +332,7 @@ static void test_truncated(void **state)
     save_good_(dir, "good.bin", path);
     long n;
     unsigned char *b = read_bytes_(path, &n);
-    const long cuts[] = {0, 5, 8, 100, HEADER_BYTES - 1, HEADER_BYTES, HEADER_BYTES + 1,
+    const long cuts[] = {0, 5, 8, 100, 191, 192, HEADER_BYTES - 1, HEADER_BYTES, HEADER_BYTES + 1,
                          HEADER_BYTES + 4 * N_PARAMS, n - 1};
     snprintf(cut, sizeof(cut), "%s/cut.bin", dir);
     for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
@@ -347,13 +363,11 @@ static void test_bad_magic_and_version(void **state)
     expect_load_error_(path, VGPU_EFORMAT, "bad magic");
 
     // A well-formed header of another version (CRC valid) is refused by version.
-    b[8] = 2;
-    uint32_t hcrc = util_crc32(0, b, 188);
-    for (int k = 0; k < 4; k++)
-        b[188 + k] = (unsigned char)(hcrc >> (8 * k));
+    b[8] = 3;
+    put32_(b, HEADER_CRC_AT, util_crc32(0, b, HEADER_CRC_AT));
     write_bytes_(path, b, n);
     expect_load_error_(path, VGPU_EFORMAT,
-                       "unsupported checkpoint format version 2 (this build reads 1)");
+                       "unsupported checkpoint format version 3 (this build reads 1 to 2)");
     free(b);
 }
 
@@ -376,7 +390,7 @@ static void test_flipped_bytes(void **state)
     }
     // Header: a dimension, the optimizer name, the step, a size field, the
     // stored payload CRC (covered by the header CRC) and the header CRC itself.
-    const long header_at[] = {20, 95, 124, 170, 184, 189};
+    const long header_at[] = {20, 95, 124, 170, 186, 193, 197};
     for (size_t k = 0; k < sizeof(header_at) / sizeof(header_at[0]); k++) {
         b[header_at[k]] ^= 0x40;
         write_bytes_(path, b, n);
@@ -394,11 +408,46 @@ static void test_flipped_bytes(void **state)
 
     // Sizes that disagree with the counts, under a valid header CRC.
     b[168] ^= 0x04;
-    uint32_t hcrc = util_crc32(0, b, 188);
-    for (int k = 0; k < 4; k++)
-        b[188 + k] = (unsigned char)(hcrc >> (8 * k));
+    put32_(b, HEADER_CRC_AT, util_crc32(0, b, HEADER_CRC_AT));
     write_bytes_(path, b, n);
     expect_load_error_(path, VGPU_EFORMAT, "inconsistent header");
+    free(b);
+}
+
+// A version 1 file (written before total_steps was recorded: a 192-byte
+// header, CRCs at 184 and 188) still loads, with total_steps 0.
+static void test_reads_version_1(void **state)
+{
+    (void)state;
+    char dir[512], path[600], err[512];
+    test_dir_(dir, "v1");
+    save_good_(dir, "v2.bin", path);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    const long v1_bytes = 192, payload = n - HEADER_BYTES;
+    unsigned char *v1 = malloc((size_t)(v1_bytes + payload));
+    assert_non_null(v1);
+    memcpy(v1, b, 184);
+    memcpy(v1 + v1_bytes, b + HEADER_BYTES, (size_t)payload);
+    put32_(v1, 8, 1);
+    put32_(v1, 12, 192);
+    put32_(v1, 184, get32_(b, PAYLOAD_CRC_AT));
+    put32_(v1, 188, util_crc32(0, v1, 188));
+    snprintf(path, sizeof(path), "%s/v1.bin", dir);
+    write_bytes_(path, v1, v1_bytes + payload);
+    struct ckpt_meta m;
+    float *p, *o;
+    int rc = checkpoint_load(path, &m, &p, &o, err, sizeof(err));
+    if (rc)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.version, 1);
+    assert_int_equal(m.total_steps, 0);
+    assert_int_equal(m.step, 1234);
+    assert_true(p[6] == 1.0f);
+    free(p);
+    free(o);
+    free(v1);
     free(b);
 }
 
@@ -663,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_magic_and_version),
         cmocka_unit_test(test_flipped_bytes),
+        cmocka_unit_test(test_reads_version_1),
         cmocka_unit_test(test_missing_and_invalid),
         cmocka_unit_test(test_failed_write_keeps_old),
         cmocka_unit_test(test_planted_symlinks_are_not_followed),

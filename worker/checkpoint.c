@@ -3,8 +3,8 @@
 // Layout (all integers little-endian, floats as IEEE-754 binary32 bit
 // patterns in little-endian order):
 //   0   magic "VGPUCKPT"            8 bytes
-//   8   version                     u32
-//   12  header bytes (192)          u32
+//   8   version (2)                 u32
+//   12  header bytes (200)          u32
 //   16  n_dims                      i32
 //   20  dims[18]                    i32 each
 //   92  optimizer                   16 bytes, NUL-padded
@@ -13,9 +13,12 @@
 //   156 global_batch                i64
 //   164 nranks                      i32
 //   168 params bytes, opt_state bytes   u64 each
-//   184 CRC32 of the payload        u32
-//   188 CRC32 of bytes [0, 188)     u32
-//   192 payload: params, then opt_state
+//   184 total_steps                 i64
+//   192 CRC32 of the payload        u32
+//   196 CRC32 of bytes [0, 196)     u32
+//   200 payload: params, then opt_state
+// Version 1 (still read) has no total_steps: its CRCs are at 184 and 188 and
+// its payload starts at 192.
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -32,9 +35,17 @@
 #include "util.h"
 
 #define CKPT_MAGIC "VGPUCKPT"
-#define CKPT_HEADER_BYTES 192
-#define CKPT_HEADER_CRC_AT 188   // the header CRC covers every byte before it
-#define CKPT_PAYLOAD_CRC_AT 184
+// Where a version's header ends and its CRCs sit (the header CRC covers
+// every byte before it).
+struct header_layout {
+    uint32_t bytes, payload_crc_at, header_crc_at;
+};
+static const struct header_layout layouts_[] = {
+    [1] = {192, 184, 188},
+    [2] = {200, 192, 196},
+};
+#define CKPT_HEADER_MAX 200      // the largest header of any version read
+#define CKPT_MIN_HEADER 192      // the smallest
 #define CKPT_IO_FLOATS 16384     // floats converted per write/read call
 #define CKPT_NAME_DIGITS 10      // zero-padded step in file names
 
@@ -72,10 +83,11 @@ static uint64_t get_u64_(const unsigned char *p)
 static void encode_header_(unsigned char *h, const struct ckpt_meta *m, uint64_t params_bytes,
                            uint64_t opt_bytes, uint32_t payload_crc)
 {
-    memset(h, 0, CKPT_HEADER_BYTES);
+    const struct header_layout *l = &layouts_[CKPT_VERSION];
+    memset(h, 0, l->bytes);
     memcpy(h, CKPT_MAGIC, 8);
     put_u32_(h + 8, CKPT_VERSION);
-    put_u32_(h + 12, CKPT_HEADER_BYTES);
+    put_u32_(h + 12, l->bytes);
     put_u32_(h + 16, (uint32_t)m->n_dims);
     for (int k = 0; k < CKPT_MAX_LAYERS; k++)
         put_u32_(h + 20 + 4 * k, (uint32_t)m->dims[k]);
@@ -90,8 +102,9 @@ static void encode_header_(unsigned char *h, const struct ckpt_meta *m, uint64_t
     put_u32_(h + 164, (uint32_t)m->nranks);
     put_u64_(h + 168, params_bytes);
     put_u64_(h + 176, opt_bytes);
-    put_u32_(h + CKPT_PAYLOAD_CRC_AT, payload_crc);
-    put_u32_(h + CKPT_HEADER_CRC_AT, util_crc32(0, h, CKPT_HEADER_CRC_AT));
+    put_u64_(h + 184, (uint64_t)m->total_steps);
+    put_u32_(h + l->payload_crc_at, payload_crc);
+    put_u32_(h + l->header_crc_at, util_crc32(0, h, l->header_crc_at));
 }
 
 static void decode_meta_(const unsigned char *h, struct ckpt_meta *m)
@@ -110,6 +123,8 @@ static void decode_meta_(const unsigned char *h, struct ckpt_meta *m)
     m->seed = get_u64_(h + 148);
     m->global_batch = (int64_t)get_u64_(h + 156);
     m->nranks = (int32_t)get_u32_(h + 164);
+    if (m->version >= 2)
+        m->total_steps = (int64_t)get_u64_(h + 184);
 }
 
 // ---- raw I/O ----
@@ -250,7 +265,8 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
     unsigned char *scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
     if (!scratch)
         return util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory", path);
-    unsigned char header[CKPT_HEADER_BYTES];
+    unsigned char header[CKPT_HEADER_MAX];
+    const size_t header_bytes = layouts_[CKPT_VERSION].bytes;
     uint64_t params_bytes = (uint64_t)meta->param_count * 4;
     uint64_t opt_bytes = (uint64_t)meta->opt_state_count * 4;
     uint32_t crc = 0;
@@ -265,7 +281,7 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
     // zeroed header-sized gap) and the header is filled in at the end.
     stage = "write";
     memset(header, 0, sizeof(header));
-    rc = write_all_(fd, header, sizeof(header));
+    rc = write_all_(fd, header, header_bytes);
     if (rc == 0)
         rc = write_floats_(fd, params, meta->param_count, scratch, &crc);
     if (rc == 0)
@@ -275,7 +291,7 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
         if (lseek(fd, 0, SEEK_SET) < 0)
             rc = -errno;
         else
-            rc = write_all_(fd, header, sizeof(header));
+            rc = write_all_(fd, header, header_bytes);
     }
     if (rc == 0) {
         stage = "fsync";
@@ -329,7 +345,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         int rc = -errno;
         return util_errorf(err, err_bytes, rc, "%s: cannot open: %s", path, status_str(rc));
     }
-    unsigned char header[CKPT_HEADER_BYTES];
+    unsigned char header[CKPT_HEADER_MAX];
     unsigned char *scratch = NULL;
     float *p = NULL, *o = NULL;
     struct ckpt_meta m;
@@ -349,23 +365,30 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
             goto done;
         }
     }
-    if (got < CKPT_HEADER_BYTES) {
+    if (got < CKPT_MIN_HEADER) {
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: truncated: file holds %zu bytes, the header needs %d", path, got,
-                   CKPT_HEADER_BYTES);
+                   CKPT_MIN_HEADER);
         goto done;
     }
-    // Version before the header CRC: another version may lay its header out
+    // Version before the header CRC: another version lays its header out
     // differently, so its CRC would fail for a reason that says nothing useful.
     uint32_t version = get_u32_(header + 8);
-    if (version != CKPT_VERSION) {
+    if (version < 1 || version > CKPT_VERSION) {
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: unsupported checkpoint format version %u (this build reads %u)", path,
-                   version, CKPT_VERSION);
+                   "%s: unsupported checkpoint format version %u (this build reads 1 to %u)",
+                   path, version, CKPT_VERSION);
         goto done;
     }
-    uint32_t stored_hcrc = get_u32_(header + CKPT_HEADER_CRC_AT);
-    uint32_t hcrc = util_crc32(0, header, CKPT_HEADER_CRC_AT);
+    const struct header_layout *layout = &layouts_[version];
+    if (got < layout->bytes) {
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
+                   "%s: truncated: file holds %zu bytes, the header needs %u", path, got,
+                   layout->bytes);
+        goto done;
+    }
+    uint32_t stored_hcrc = get_u32_(header + layout->header_crc_at);
+    uint32_t hcrc = util_crc32(0, header, layout->header_crc_at);
     if (stored_hcrc != hcrc) {
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: header CRC mismatch (stored 0x%08x, computed 0x%08x): the header is "
@@ -376,7 +399,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
     decode_meta_(header, &m);
     uint32_t header_bytes = get_u32_(header + 12);
     uint64_t params_bytes = get_u64_(header + 168), opt_bytes = get_u64_(header + 176);
-    if (header_bytes != CKPT_HEADER_BYTES || m.n_dims < 1 || m.n_dims > CKPT_MAX_LAYERS ||
+    if (header_bytes != layout->bytes || m.n_dims < 1 || m.n_dims > CKPT_MAX_LAYERS ||
         m.param_count < 0 || m.opt_state_count < 0 || m.param_count > INT64_MAX / 8 ||
         m.opt_state_count > INT64_MAX / 8 || params_bytes != (uint64_t)m.param_count * 4 ||
         opt_bytes != (uint64_t)m.opt_state_count * 4 ||
@@ -389,7 +412,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
                    (unsigned long long)opt_bytes);
         goto done;
     }
-    uint64_t want_size = CKPT_HEADER_BYTES + params_bytes + opt_bytes;
+    uint64_t want_size = layout->bytes + params_bytes + opt_bytes;
     uint64_t have_size = (uint64_t)st.st_size;
     if (have_size != want_size) {
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
@@ -411,7 +434,9 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         goto done;
     }
     uint32_t crc = 0;
-    rc = read_floats_(fd, p, m.param_count, scratch, &crc);
+    rc = lseek(fd, layout->bytes, SEEK_SET) < 0 ? -errno : 0; // the header read may overshoot
+    if (rc == 0)
+        rc = read_floats_(fd, p, m.param_count, scratch, &crc);
     if (rc == 0)
         rc = read_floats_(fd, o, m.opt_state_count, scratch, &crc);
     if (rc == 1) { // the file shrank between fstat and read
@@ -422,7 +447,7 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
         goto done;
     }
-    uint32_t stored_pcrc = get_u32_(header + CKPT_PAYLOAD_CRC_AT);
+    uint32_t stored_pcrc = get_u32_(header + layout->payload_crc_at);
     if (crc != stored_pcrc) {
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is corrupt",

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #define CKPT_MAX_LAYERS 18 // layer widths a checkpoint can describe
-#define CKPT_VERSION 1u    // format version this build writes and reads
+#define CKPT_VERSION 2u    // format version this build writes (it reads 1 and 2)
 
 // What a checkpoint says about the run; generic over the model.
 struct ckpt_meta {
@@ -23,6 +23,8 @@ struct ckpt_meta {
     uint64_t seed;            // train.seed
     int64_t global_batch;     // train.batch_size, samples (resume must keep it)
     int32_t nranks;           // ranks that wrote it (informational; resume may differ)
+    int64_t total_steps;      // steps the writing run was set to take: its learning-rate
+                              // schedule's horizon (0 = not recorded: version 1)
 };
 
 // Writes params[param_count] and opt_state[opt_state_count] with *meta to

@@ -37,6 +37,7 @@ static int write_(struct trainer *t, const char *dir, char *path, size_t path_by
     meta.epoch = sampler_epoch(&t->sampler);
     meta.step_in_epoch = sampler_step_in_epoch(&t->sampler);
     meta.nranks = t->rt->size;
+    meta.total_steps = t->total_steps;
     float *params = malloc(np * sizeof(float)), *state = malloc((ns ? ns : 1) * sizeof(float));
     int rc = VGPU_ENOMEM;
     if (!params || !state)
@@ -50,6 +51,25 @@ out:
     free(params);
     free(state);
     return rc;
+}
+
+// A resumed run with another horizon (train.epochs or train.max_steps
+// changed) follows another learning-rate schedule from here on: say what
+// that does to the rate, so a jump up is not a surprise.
+static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_total)
+{
+    if (t->rt->rank != 0 || written_total <= 0 || written_total == t->total_steps ||
+        t->step <= 0)
+        return;
+    const double was = optim_lr_at(t->cfg, t->step, (long)written_total);
+    const double now = optim_lr_at(t->cfg, t->step, t->total_steps);
+    if (was == now)
+        return; // a schedule that does not depend on the horizon
+    log_warn("the checkpoint's run was to take %lld steps, this one takes %ld: the %s "
+             "learning-rate schedule is rescaled, so the rate at step %ld is %.3g, not %.3g",
+             (long long)written_total, t->total_steps,
+             config_enum_name("train", "schedule", t->cfg->train.schedule), t->step + 1, now,
+             was);
 }
 
 int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes)
@@ -121,5 +141,6 @@ int train_resume(struct trainer *t, const char *path)
         printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
                path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
                (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);
+    warn_if_schedule_moved_(t, hdr.meta.total_steps);
     return 0;
 }

@@ -22,6 +22,18 @@ run "resume with 4 ranks" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --resume "$
 expect_rc 0
 if [ "$(field params_crc "$out")" = "$(field params_crc "$full")" ]; then ok "same params_crc as uninterrupted"; else bad "params_crc $(field params_crc "$out") != $(field params_crc "$full")"; fi
 
+expect_no_out 'schedule is rescaled' # a constant rate does not depend on the horizon
+
+# A horizon that moved (max_steps 40 -> the whole 64) moves a cosine
+# schedule's rate: said, with both rates.
+run "cosine, 40 of 64 steps" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --set train.schedule=cosine \
+  --set train.max_steps=40 --set "checkpoint.dir=$WORK/cos"
+expect_rc 0
+run "resume it for all 64" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --set train.schedule=cosine \
+  --resume "$WORK/cos/ckpt-0000000040.bin"
+expect_rc 0
+expect_out "warning: the checkpoint's run was to take 40 steps, this one takes 64: the cosine learning-rate schedule is rescaled, so the rate at step 41 is [0-9.e-]+, not [0-9.e-]+"
+
 run "resume with 2 ranks" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$ckpt"
 expect_rc 0
 a=$(field test_loss "$out"); b=$(field test_loss "$full")
