@@ -66,6 +66,17 @@ static void append_line_(char *buf, size_t bytes, const char *msg)
     snprintf(buf + len, bytes - len, "%s\n", msg);
 }
 
+// Formats a message into msg and keeps it as one more line of lines.
+static void record_(char *msg, size_t msg_bytes, char *lines, size_t lines_bytes, int *count,
+                    const char *fmt, va_list ap) VGPU_PRINTF(6, 0);
+static void record_(char *msg, size_t msg_bytes, char *lines, size_t lines_bytes, int *count,
+                    const char *fmt, va_list ap)
+{
+    vsnprintf(msg, msg_bytes, fmt, ap);
+    append_line_(lines, lines_bytes, msg);
+    (*count)++;
+}
+
 void __real_log_warn(const char *fmt, ...) VGPU_PRINTF(1, 2);
 void __wrap_log_warn(const char *fmt, ...) VGPU_PRINTF(1, 2);
 void __wrap_log_warn(const char *fmt, ...)
@@ -73,10 +84,8 @@ void __wrap_log_warn(const char *fmt, ...)
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    record_(msg, sizeof msg, log_.warnings, sizeof log_.warnings, &log_.n_warnings, fmt, ap);
     va_end(ap);
-    append_line_(log_.warnings, sizeof log_.warnings, msg);
-    log_.n_warnings++;
     __real_log_warn("%s", msg);
 }
 
@@ -87,10 +96,8 @@ void __wrap_log_error(const char *fmt, ...)
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    record_(msg, sizeof msg, log_.errors, sizeof log_.errors, &log_.n_errors, fmt, ap);
     va_end(ap);
-    append_line_(log_.errors, sizeof log_.errors, msg);
-    log_.n_errors++;
     __real_log_error("%s", msg);
 }
 
