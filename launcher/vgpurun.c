@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,14 +16,16 @@
 #include "vgpurun_plan.h"
 
 #define EXIT_USAGE 2
-#define EXIT_NOT_RUN 127 // the launcher itself could not be started (as the shell does)
+#define EXIT_NOT_EXECUTABLE 126 // as the shell: found, cannot be run
+#define EXIT_NOT_FOUND 127      // as the shell: no such program
+#define EXIT_NOT_RUN 127        // the launcher itself could not be started
 
 extern char **environ;
 
 static void usage_(FILE *f)
 {
     fprintf(f,
-            "usage: vgpurun -np N [options] -- PROGRAM ARGS...\n"
+            "usage: vgpurun -np N [options] [-- LAUNCHER-OPTIONS] -- PROGRAM ARGS...\n"
             "\n"
             "Runs PROGRAM as N ranks = N virtual GPUs: with mpirun, or inside a Slurm\n"
             "allocation with srun --mpi=pmix. Adds --allow-run-as-root / --oversubscribe\n"
@@ -41,13 +44,24 @@ static void usage_(FILE *f)
             "  --mps                  run a private CUDA MPS daemon for the job; each rank gets\n"
             "                         a driver-enforced cap CUDA_MPS_PINNED_DEVICE_MEM_LIMIT =\n"
             "                         --mem-per-rank + 512 MiB (GPU hosts only; one host)\n"
+            "  -x NAME[=VALUE]        pass a variable to every rank (mpirun -x; srun exports all)\n"
             "  --dry-run              print the command and exit\n"
-            "  -v, --verbose          print the command and why each part is there, then run it\n"
+            "  -v, --verbose          print the command and why each part is there, then run it;\n"
+            "                         keeps mpirun's own reports (also " VGPURUN_ENV_MPIRUN_REPORT "=1)\n"
+            "  --version              print vgpurun's version\n"
             "  -h, --help             this help\n"
+            "\n"
+            "LAUNCHER-OPTIONS, between two --, go to mpirun or srun as they are, e.g.\n"
+            "  vgpurun -np 4 -- --mca btl self,tcp -- build/vgpu_train configs/default.ini\n"
+            "\n"
+            "On one host mpirun runs with -q: after a failure the ranks' own message is\n"
+            "the last word, not mpirun's 10-line report; a rank killed by a signal is\n"
+            "still named as such. On a terminal the ranks are asked for the live progress\n"
+            "bar (VGPU_PROGRESS=bar, COLUMNS) unless VGPU_PROGRESS is set.\n"
             "\n"
             "The settings reach the program through the environment; vgpu_train reads them\n"
             "(config file < environment < --set). Exit status: the job's; 2 bad usage;\n"
-            "127 the launcher could not be started.\n");
+            "126 PROGRAM is not executable; 127 PROGRAM or the launcher was not found.\n");
 }
 
 // ---- facts about this machine ----
@@ -103,6 +117,43 @@ static int on_path_(const char *program)
     return 0;
 }
 
+// Width of the terminal on stdout; 0 when stdout is not a terminal.
+static int terminal_columns_(void)
+{
+    if (!isatty(STDOUT_FILENO))
+        return 0;
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    int columns = env_int_("COLUMNS");
+    return columns > 0 ? columns : 80;
+}
+
+// As the shell finds a command: a name with a '/' is a path, others are
+// looked up on PATH. Returns 0 if it can be run, else 127 (not found) or 126
+// (found, not executable), with the message printed.
+static int check_program_(const char *program)
+{
+    struct stat st;
+    if (strchr(program, '/')) {
+        if (stat(program, &st) < 0) {
+            fprintf(stderr, "vgpurun: %s: %s\n", program, strerror(errno));
+            return EXIT_NOT_FOUND;
+        }
+        if (S_ISDIR(st.st_mode) || access(program, X_OK) < 0) {
+            fprintf(stderr, "vgpurun: %s: %s\n", program,
+                    S_ISDIR(st.st_mode) ? "is a directory" : "not executable");
+            return EXIT_NOT_EXECUTABLE;
+        }
+        return 0;
+    }
+    if (on_path_(program))
+        return 0;
+    fprintf(stderr, "vgpurun: %s: command not found (not on PATH; a program here needs ./)\n",
+            program);
+    return EXIT_NOT_FOUND;
+}
+
 static char *read_file_(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -150,6 +201,7 @@ static void free_names_(char **names)
 static volatile sig_atomic_t child_pid_ = 0;
 static volatile sig_atomic_t stop_signals_ = 0; // TERM/INT received so far
 static int translate_stop_ = 0; // the child is mpirun: first TERM/INT becomes USR1
+static int child_killed_ = 0;   // the launcher itself ended by a signal
 
 // Forward ^C / kill to the launcher, which passes it to the ranks; vgpurun
 // lives on to stop the MPS daemon. mpirun cannot forward TERM or INT (it
@@ -190,7 +242,20 @@ static int run_and_wait_(char **argv)
         if (errno != EINTR)
             return EXIT_NOT_RUN;
     child_pid_ = 0;
+    child_killed_ = !WIFEXITED(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// What mpirun -q left out that the status cannot say alone: a rank ended by
+// a signal (vgpu's ranks never end that way when they agree on an exit).
+static int report_(const struct vgpurun_plan *plan, int rc)
+{
+    if (plan->quiet_mpirun && !child_killed_ && !stop_signals_ && rc > 128 && rc < 128 + 65)
+        fprintf(stderr, "vgpurun: a rank was killed by signal %d (%s) and mpirun ended the job "
+                        "(exit %d); " VGPURUN_ENV_MPIRUN_REPORT "=1 or -v keeps mpirun's report, "
+                        "which names the rank\n",
+                rc - 128, strsignal(rc - 128), rc);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -202,9 +267,12 @@ int main(int argc, char **argv)
         usage_(stdout);
         return 0;
     }
+    if (rc == VGPU_OK && opts.version) {
+        printf("vgpurun %s\n", VGPU_VERSION);
+        return 0;
+    }
     if (rc < 0) {
-        fprintf(stderr, "vgpurun: %s\n\n", err);
-        usage_(stderr);
+        fprintf(stderr, "vgpurun: %s\n", err);
         return EXIT_USAGE;
     }
 
@@ -222,6 +290,8 @@ int main(int argc, char **argv)
         .slurm_nnodes = env_int_("SLURM_JOB_NUM_NODES"),
         .gpu_count = count_gpus_(),
         .have_mps_control = on_path_("nvidia-cuda-mps-control"),
+        .terminal_columns = terminal_columns_(),
+        .keep_mpirun_reports = env_is_(VGPURUN_ENV_MPIRUN_REPORT, "1"),
         .host = host,
         .env_names = (const char *const *)names,
     };
@@ -264,6 +334,13 @@ int main(int argc, char **argv)
     }
     if (opts.verbose)
         fprintf(stderr, "vgpurun: %s\n", line);
+    if ((rc = check_program_(opts.program[0])) != 0) {
+        vgpurun_plan_free(&plan);
+        return rc;
+    }
+    if (plan.uses_srun && !facts.in_slurm)
+        fprintf(stderr, "vgpurun: not inside a Slurm allocation (no SLURM_JOB_ID): srun asks Slurm "
+                        "for one and waits until it is granted\n");
     for (int i = 0; i < plan.envc; i++)
         putenv(plan.env[i]); // the plan keeps owning the strings until exit
 
@@ -279,7 +356,7 @@ int main(int argc, char **argv)
     }
     translate_stop_ = !plan.uses_srun;
     if (!opts.mps)
-        return run_and_wait_(plan.argv);
+        return report_(&plan, run_and_wait_(plan.argv));
     struct vgpurun_mps mps = {{0}};
     if (vgpurun_mps_start(&mps, err, sizeof err) < 0) {
         fprintf(stderr, "vgpurun: %s\n", err);
@@ -288,7 +365,7 @@ int main(int argc, char **argv)
     if (opts.verbose)
         fprintf(stderr, "vgpurun: MPS control daemon started (CUDA_MPS_PIPE_DIRECTORY=%s)\n",
                 getenv("CUDA_MPS_PIPE_DIRECTORY"));
-    rc = run_and_wait_(plan.argv);
+    rc = report_(&plan, run_and_wait_(plan.argv));
     vgpurun_mps_stop(&mps);
     if (opts.verbose)
         fprintf(stderr, "vgpurun: MPS control daemon stopped\n");

@@ -7,3 +7,4 @@ target_link_libraries(vgpurun_plan PUBLIC vgpu_common)
 
 add_executable(vgpurun ${CMAKE_CURRENT_LIST_DIR}/vgpurun.c ${CMAKE_CURRENT_LIST_DIR}/vgpurun_mps.c)
 target_link_libraries(vgpurun PRIVATE vgpurun_plan)
+target_compile_definitions(vgpurun PRIVATE VGPU_VERSION="${PROJECT_VERSION}")

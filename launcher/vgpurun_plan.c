@@ -27,12 +27,25 @@ static int parse_count_(const char *text)
     return (int)v;
 }
 
+// NAME or NAME=VALUE with NAME a shell variable name.
+static int variable_name_(const char *text)
+{
+    size_t len = strcspn(text, "=");
+    if (len == 0 || len >= 128 || isdigit((unsigned char)text[0]))
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)text[i]) && text[i] != '_')
+            return 0;
+    return 1;
+}
+
 // ---- command line ----
 
 int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
                        size_t err_bytes)
 {
-    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY };
+    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY,
+           OPT_VERSION };
     static const struct option options[] = {
         {"np", required_argument, NULL, 'n'},
         {"hostfile", required_argument, NULL, OPT_HOSTFILE},
@@ -45,6 +58,7 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         {"dry-run", no_argument, NULL, OPT_DRY},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
     memset(opts, 0, sizeof *opts);
@@ -53,7 +67,7 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
     int c;
     // '+': stop at the program name, whose own options are not ours. Long-only
     // parsing accepts mpirun's spelling "-np".
-    while ((c = getopt_long_only(argc, argv, "+:n:H:vh", options, NULL)) != -1) {
+    while ((c = getopt_long_only(argc, argv, "+:n:H:x:vh", options, NULL)) != -1) {
         switch (c) {
         case 'n':
             if ((opts->np = parse_count_(optarg)) < 0)
@@ -98,12 +112,40 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         case OPT_MPS: opts->mps = 1; break;
         case OPT_DRY: opts->dry_run = 1; break;
         case 'v': opts->verbose = 1; break;
+        case 'x':
+            if (!variable_name_(optarg))
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "-x %s: expected NAME or NAME=VALUE (a variable name: "
+                                   "letters, digits, '_')", optarg);
+            if (opts->export_count == VGPURUN_MAX_EXPORTS)
+                return util_errorf(err, err_bytes, VGPU_ECONFIG, "more than %d -x options",
+                                   VGPURUN_MAX_EXPORTS);
+            opts->exports[opts->export_count++] = optarg;
+            break;
         case 'h': opts->help = 1; return VGPU_OK;
+        case OPT_VERSION: opts->version = 1; return VGPU_OK;
         case ':': return util_errorf(err, err_bytes, VGPU_ECONFIG,
                                      "option %s needs a value", argv[optind - 1]);
         default: return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                                    "unknown option %s", argv[optind - 1]);
+                                    "unknown option %s (vgpurun --help lists them; mpirun's "
+                                    "or srun's own go between two --)",
+                                    argv[optind - 1]);
         }
+    }
+    // "-- LAUNCHER-OPTIONS -- PROGRAM": a program name never starts with '-',
+    // so options right after the first "--" are mpirun's or srun's.
+    if (optind > 1 && optind < argc && !strcmp(argv[optind - 1], "--") && argv[optind][0] == '-') {
+        int end = optind;
+        while (end < argc && strcmp(argv[end], "--"))
+            end++;
+        if (end == argc)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "%s: launcher options need a second -- before the program "
+                               "(vgpurun [options] -- LAUNCHER-OPTIONS -- PROGRAM ARGS...)",
+                               argv[optind]);
+        opts->launcher_args = argv + optind;
+        opts->launcher_arg_count = end - optind;
+        optind = end + 1;
     }
     if (optind >= argc)
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
@@ -223,6 +265,14 @@ static void note_(struct vgpurun_plan *plan, const char *fmt, ...)
         plan->notec++;
 }
 
+static int env_has_(const struct vgpurun_facts *facts, const char *name)
+{
+    for (int i = 0; facts->env_names && facts->env_names[i]; i++)
+        if (!strcmp(facts->env_names[i], name))
+            return 1;
+    return 0;
+}
+
 static int forwarded_(const char *name)
 {
     for (size_t i = 0; i < sizeof forward_prefixes_ / sizeof forward_prefixes_[0]; i++)
@@ -312,7 +362,7 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
 
     // Device settings travel as environment variables, so they reach any
     // program and every host; the config layer reads them.
-    const char *set_names[8];
+    const char *set_names[VGPURUN_MAX_ENV];
     int set_count = 0;
     char num[32];
     if (opts->ranks_per_gpu) {
@@ -346,6 +396,34 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
               limit);
     }
 
+    // A terminal gets the live bar, which the ranks cannot know of: under
+    // mpirun or srun their stdout is a pipe. The user's own settings win.
+    if (facts->terminal_columns > 0) {
+        if (!env_has_(facts, "VGPU_PROGRESS")) {
+            if (add_env_(plan, "VGPU_PROGRESS", "bar"))
+                goto no_memory;
+            set_names[set_count++] = "VGPU_PROGRESS";
+        }
+        snprintf(num, sizeof num, "%d", facts->terminal_columns);
+        if (!env_has_(facts, "COLUMNS") && add_env_(plan, "COLUMNS", num))
+            goto no_memory;
+        set_names[set_count++] = "COLUMNS";
+    }
+    char export_names[VGPURUN_MAX_EXPORTS][128];
+    for (int i = 0; i < opts->export_count; i++) {
+        const char *item = opts->exports[i], *eq = strchr(item, '=');
+        char *name = export_names[i];
+        snprintf(name, sizeof export_names[i], "%.*s", (int)strcspn(item, "="), item);
+        if (!eq && !env_has_(facts, name))
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "-x %s: %s is not set here (give -x %s=VALUE)", item, name, name);
+        if (eq && add_env_(plan, name, eq + 1))
+            goto no_memory;
+        if (set_count == VGPURUN_MAX_ENV)
+            goto no_memory;
+        set_names[set_count++] = name;
+    }
+
     snprintf(num, sizeof num, "%d", np);
     if (srun) {
         // --export=ALL: the variables above reach the ranks even when the
@@ -356,6 +434,14 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         note_(plan, "inside Slurm job: srun --mpi=pmix (Slurm places and binds the ranks)");
     } else {
         if (add_arg_(plan, "mpirun") || add_arg_(plan, "-np") || add_arg_(plan, num))
+            goto no_memory;
+        // mpirun -q drops its 10-line reports after every non-zero exit; the
+        // ranks have said why. On one host what -q would hide is checked
+        // before the start (program, slots, binding) or told by vgpurun
+        // after it (a rank killed by a signal); across hosts the reports name
+        // the host, so they stay.
+        plan->quiet_mpirun = !opts->verbose && !facts->keep_mpirun_reports && facts->host_count <= 1;
+        if (plan->quiet_mpirun && add_arg_(plan, "-q"))
             goto no_memory;
         if (opts->hostfile && (add_arg_(plan, "--hostfile") || add_arg_(plan, opts->hostfile)))
             goto no_memory;
@@ -381,13 +467,20 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         // (mpirun's default) would squeeze its BLAS threads onto that core;
         // a NUMA domain keeps a rank near its memory and GPU. Oversubscribed,
         // pinned ranks would queue on their cores while others idle: no binding.
+        // Slots may exceed a host's cores (virtual GPUs share them), which
+        // mpirun refuses to bind unless told that overload is allowed.
         if (add_arg_(plan, "--map-by") || add_arg_(plan, "slot") || add_arg_(plan, "--bind-to") ||
-            add_arg_(plan, over ? "none" : "numa"))
+            add_arg_(plan, over ? "none" : "numa:overload-allowed"))
             goto no_memory;
-        note_(plan, "binding: --map-by slot --bind-to %s", over ? "none (oversubscribed)" : "numa");
+        note_(plan, "binding: --map-by slot --bind-to %s",
+              over ? "none (oversubscribed)"
+                   : "numa:overload-allowed (a host may have more slots than cores)");
         if (add_exports_(plan, facts, set_names, set_count))
             goto no_memory;
     }
+    for (int i = 0; i < opts->launcher_arg_count; i++)
+        if (add_arg_(plan, opts->launcher_args[i]))
+            goto no_memory;
     for (int i = 0; i < opts->program_count; i++)
         if (add_arg_(plan, opts->program[i]))
             goto no_memory;

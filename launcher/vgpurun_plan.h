@@ -13,6 +13,8 @@
 #define VGPURUN_ENV_RANKS_PER_DEVICE "VGPU_RANKS_PER_DEVICE"
 #define VGPURUN_ENV_MEMORY_LIMIT "VGPU_MEMORY_LIMIT"
 #define VGPURUN_ENV_BACKEND "VGPU_BACKEND"
+// Set to 1, it keeps mpirun's own reports (vgpurun runs mpirun -q on one host).
+#define VGPURUN_ENV_MPIRUN_REPORT "VGPU_MPIRUN_REPORT"
 
 // Room above --mem-per-rank in the MPS limit: the MPS cap covers everything a
 // rank pins on the GPU (cuBLAS workspace, NCCL buffers), vgpu's cap only its arena.
@@ -21,6 +23,7 @@
 #define VGPURUN_MAX_ARGS 512
 #define VGPURUN_MAX_ENV 64
 #define VGPURUN_MAX_NOTES 16
+#define VGPURUN_MAX_EXPORTS 32
 
 enum vgpurun_launcher { VGPURUN_AUTO, VGPURUN_MPIRUN, VGPURUN_SRUN };
 
@@ -35,6 +38,11 @@ struct vgpurun_options {
     enum vgpurun_launcher launcher;
     int mps, dry_run, verbose;
     int help;                   // --help: print the usage, run nothing
+    int version;                // --version: print the version, run nothing
+    const char *exports[VGPURUN_MAX_EXPORTS]; // -x NAME or NAME=VALUE, in order
+    int export_count;
+    char **launcher_args;       // [-- LAUNCHER-OPTIONS] before "-- PROGRAM" (points into argv)
+    int launcher_arg_count;
     char **program;             // PROGRAM ARGS..., NULL-terminated (points into argv)
     int program_count;
 };
@@ -51,6 +59,8 @@ struct vgpurun_facts {
     int slot_count;             // their slots; -1 = some host gave none (mpirun decides)
     int gpu_count;              // GPUs this host shows (/dev/nvidiaN); 0 = none
     int have_mps_control;       // nvidia-cuda-mps-control is on PATH
+    int terminal_columns;       // width of vgpurun's stdout terminal; 0 = not a terminal
+    int keep_mpirun_reports;    // VGPU_MPIRUN_REPORT=1: no mpirun -q
     const char *host;           // this host's name, for messages
     const char *const *env_names; // variables set in the environment (names only), NULL-terminated
 };
@@ -63,6 +73,7 @@ struct vgpurun_plan {
     char *notes[VGPURUN_MAX_NOTES]; // why each choice was made, owned
     int notec;
     int uses_srun;
+    int quiet_mpirun;             // mpirun -q: its reports are left out (see vgpurun_plan_build)
 };
 
 // Parses vgpurun's command line (argv[0] is the program name). Returns VGPU_OK

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # mpirun.sh: mpirun with --allow-run-as-root / --oversubscribe added only when
-# needed (running as root; more ranks than cores). Usage: mpirun.sh -np N prog args...
+# needed (running as root; more ranks than cores), -q on one host, and the
+# live progress bar asked for on a terminal. Usage: mpirun.sh -np N prog args...
 set -euo pipefail
 extra=()
 np=1
+hosts=0 # -H / --hostfile given: the job may span hosts
 args=("$@")
 # Read mpirun's own options only: everything from the program name on belongs
 # to the program (whose -n or -c must not count as a rank count).
@@ -11,11 +13,28 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[i]}" in
     -np|-n|--np|-c) np="${args[i+1]:-1}"; i=$((i + 1)) ;;
     --mca|-mca) i=$((i + 2)) ;;
-    -x|-H|--host|--hostfile|-hostfile|--machinefile|--bind-to|--map-by|--rank-by|-wdir|--wdir) i=$((i + 1)) ;;
+    -H|--host|-host|--hostfile|-hostfile|--machinefile|-machinefile) hosts=1; i=$((i + 1)) ;;
+    -x|--bind-to|--map-by|--rank-by|-wdir|--wdir) i=$((i + 1)) ;;
     -*) ;;
     *) break ;;
   esac
 done
+program=${args[i]:-}
+# What mpirun would report only after starting every daemon (and not at all
+# under -q): a program that is not there. As the shell does: 127, or 126.
+if [ -z "$program" ]; then
+  echo "mpirun.sh: no program to run (usage: mpirun.sh -np N PROGRAM ARGS...)" >&2
+  exit 2
+elif [[ $program == */* ]]; then
+  if [ ! -e "$program" ]; then
+    echo "mpirun.sh: $program: No such file or directory" >&2; exit 127
+  elif [ -d "$program" ] || [ ! -x "$program" ]; then
+    echo "mpirun.sh: $program: not executable" >&2; exit 126
+  fi
+elif ! command -v "$program" >/dev/null; then
+  echo "mpirun.sh: $program: command not found (not on PATH; a program here needs ./)" >&2
+  exit 127
+fi
 # Open MPI allows root only when both variables are 1 (as vgpurun decides).
 if [ "$(id -u)" = 0 ] && ! { [ "${OMPI_ALLOW_RUN_AS_ROOT:-}" = 1 ] &&
                              [ "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-}" = 1 ]; }; then
@@ -24,6 +43,26 @@ fi
 cores=$(nproc)
 if [ "$np" -gt "$cores" ] 2>/dev/null; then
   extra+=(--oversubscribe)
+fi
+# mpirun -q drops the 10-line report mpirun adds after every non-zero exit
+# (the ranks have said why). On one host what else -q hides is checked above
+# (program) or here (slots), and a rank killed by a signal is told below;
+# across hosts the reports name the host, so they stay, and
+# VGPU_MPIRUN_REPORT=1 keeps them anyway.
+quiet=0
+if [ "$hosts" = 0 ] && [ "${VGPU_MPIRUN_REPORT:-}" != 1 ]; then
+  quiet=1
+  extra+=(-q)
+fi
+# The ranks' stdout is a pipe: when ours is a terminal, ask them for the live
+# bar at this width (the user's own VGPU_PROGRESS wins).
+if [ -t 1 ] && [ -z "${VGPU_PROGRESS:-}" ]; then
+  exec 4>&1
+  size=$(stty size <&4 2>/dev/null || true)
+  exec 4>&-
+  export VGPU_PROGRESS=bar COLUMNS=${COLUMNS:-${size#* }}
+  [ -n "$COLUMNS" ] || COLUMNS=80
+  extra+=(-x VGPU_PROGRESS -x COLUMNS)
 fi
 # Preemption: mpirun cannot forward SIGTERM or SIGINT (it answers them by
 # killing the ranks: SIGCONT, then SIGTERM and SIGKILL odls_base_sigkill_timeout
@@ -54,5 +93,9 @@ done
 # The last wait may have been cut short just as mpirun ended: ask again.
 if [ "$rc" -gt 128 ]; then
   wait "$launcher" && rc=0 || { status=$?; [ "$status" -eq 127 ] || rc=$status; }
+fi
+if [ "$quiet" = 1 ] && [ "$stop_signals" = 0 ] && [ "$rc" -gt 128 ] && [ "$rc" -lt 193 ]; then
+  echo "mpirun.sh: a rank was killed by signal $((rc - 128)) ($(kill -l "$rc")) and mpirun ended" \
+       "the job (exit $rc); VGPU_MPIRUN_REPORT=1 keeps mpirun's report, which names the rank" >&2
 fi
 exit "$rc"

@@ -43,14 +43,14 @@ static void test_root_and_oversubscribe_only_when_needed(void **state)
 {
     (void)state;
     assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "--", "prog", "c.ini"),
-                        "mpirun -np 2 --map-by slot --bind-to numa prog c.ini");
+                        "mpirun -np 2 -q --map-by slot --bind-to numa:overload-allowed prog c.ini");
     assert_string_equal(PLAN(&root_2cores, "vgpurun", "-np", "4", "--", "prog"),
-                        "mpirun -np 4 --allow-run-as-root --oversubscribe --map-by slot "
+                        "mpirun -np 4 -q --allow-run-as-root --oversubscribe --map-by slot "
                         "--bind-to none prog");
     struct vgpurun_facts allowed = root_2cores;
     allowed.root_allowed_by_env = 1;
     assert_string_equal(PLAN(&allowed, "vgpurun", "-n", "1", "prog"),
-                        "mpirun -np 1 --map-by slot --bind-to numa prog");
+                        "mpirun -np 1 -q --map-by slot --bind-to numa:overload-allowed prog");
 }
 
 static void test_device_settings_become_exported_variables(void **state)
@@ -59,14 +59,16 @@ static void test_device_settings_become_exported_variables(void **state)
     assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "--ranks-per-gpu", "2",
                              "--mem-per-rank", "1.5G", "--backend", "ring", "--", "prog"),
                         "VGPU_RANKS_PER_DEVICE=2 VGPU_MEMORY_LIMIT=1.5G VGPU_BACKEND=ring "
-                        "mpirun -np 2 --map-by slot --bind-to numa -x VGPU_RANKS_PER_DEVICE "
+                        "mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed -x VGPU_RANKS_PER_DEVICE "
                         "-x VGPU_MEMORY_LIMIT -x VGPU_BACKEND prog");
     // Variables already set that the ranks need travel too, each once; others do not.
     const char *env[] = {"HOME", "VGPU_BACKEND", "NCCL_DEBUG", "OMPI_MCA_x", NULL};
     struct vgpurun_facts facts = user_2cores;
     facts.env_names = env;
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--backend", "mpi", "prog"),
-                        "VGPU_BACKEND=mpi mpirun -np 2 --map-by slot --bind-to numa "
+                        "VGPU_BACKEND=mpi mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed "
                         "-x VGPU_BACKEND -x NCCL_DEBUG prog");
 }
 
@@ -76,7 +78,8 @@ static void test_program_options_are_the_programs(void **state)
     // -n and --verbose after the program name belong to the program.
     assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "prog", "-n", "7", "--verbose",
                              "it's"),
-                        "mpirun -np 2 --map-by slot --bind-to numa prog -n 7 --verbose 'it'\\''s'");
+                        "mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed prog -n 7 --verbose 'it'\\''s'");
 }
 
 static void test_hosts_decide_slots(void **state)
@@ -103,17 +106,20 @@ static void test_hosts_decide_slots(void **state)
     facts.host_count = 2;
     facts.slot_count = 8;
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "8", "-H", "a:4,b:4", "--", "prog"),
-                        "mpirun -np 8 -H a:4,b:4 --allow-run-as-root --map-by slot --bind-to numa prog");
+                        "mpirun -np 8 -H a:4,b:4 --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "9", "-H", "a:4,b:4", "--", "prog"),
                         "mpirun -np 9 -H a:4,b:4 --allow-run-as-root --oversubscribe --map-by slot "
                         "--bind-to none prog");
     // Without -np, all slots.
     assert_string_equal(PLAN(&facts, "vgpurun", "--hostfile", "hf", "--", "prog"),
-                        "mpirun -np 8 --hostfile hf --allow-run-as-root --map-by slot --bind-to numa prog");
+                        "mpirun -np 8 --hostfile hf --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
     // Unknown slots: mpirun decides, no --oversubscribe guessed.
     facts.slot_count = -1;
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "9", "--hostfile", "hf", "--", "prog"),
-                        "mpirun -np 9 --hostfile hf --allow-run-as-root --map-by slot --bind-to numa prog");
+                        "mpirun -np 9 --hostfile hf --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
 }
 
 static void test_slurm_uses_srun_pmix(void **state)
@@ -125,7 +131,8 @@ static void test_slurm_uses_srun_pmix(void **state)
     assert_string_equal(PLAN(&facts, "vgpurun", "--mem-per-rank", "64M", "--", "prog", "c.ini"),
                         "VGPU_MEMORY_LIMIT=64M srun --mpi=pmix --export=ALL -n 4 prog c.ini");
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--launcher", "mpirun", "prog"),
-                        "mpirun -np 2 --allow-run-as-root --map-by slot --bind-to numa prog");
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
     assert_string_equal(PLAN(&facts, "vgpurun", "--hostfile", "hf", "prog"), "");
     assert_non_null(strstr(err_, "hosts come from Slurm"));
 }
@@ -145,7 +152,8 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     assert_non_null(strstr(err_, "--mem-per-rank"));
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
                         "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
-                        "mpirun -np 2 --allow-run-as-root --map-by slot --bind-to numa "
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed "
                         "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
                         "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY prog");
     gpu.host_count = 2;
@@ -195,6 +203,82 @@ static void test_bad_command_lines_say_why(void **state)
     assert_true(opts.help);
 }
 
+static void test_one_host_runs_mpirun_quiet_and_binds_past_its_cores(void **state)
+{
+    (void)state;
+    // The shipped hostfile: one host, 4 slots, on 2 cores.
+    struct vgpurun_facts facts = user_2cores;
+    facts.host_count = 1;
+    facts.slot_count = 4;
+    assert_string_equal(PLAN(&facts, "vgpurun", "--hostfile", "localhost", "--", "prog"),
+                        "mpirun -np 4 -q --hostfile localhost --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
+    assert_true(plan_.quiet_mpirun);
+    // mpirun's own reports stay with -v, with VGPU_MPIRUN_REPORT=1, and across hosts.
+    assert_string_equal(PLAN(&facts, "vgpurun", "-v", "-np", "2", "--", "prog"),
+                        "mpirun -np 2 --map-by slot --bind-to numa:overload-allowed prog");
+    assert_false(plan_.quiet_mpirun);
+    facts.keep_mpirun_reports = 1;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--", "prog"),
+                        "mpirun -np 2 --map-by slot --bind-to numa:overload-allowed prog");
+    facts.keep_mpirun_reports = 0;
+    facts.host_count = 2;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "-H", "a,b", "--", "prog"),
+                        "mpirun -np 2 -H a,b --map-by slot --bind-to numa:overload-allowed prog");
+}
+
+static void test_variables_and_launcher_options_pass_through(void **state)
+{
+    (void)state;
+    const char *env[] = {"HOME", NULL};
+    struct vgpurun_facts facts = user_2cores;
+    facts.env_names = env;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "-x", "FOO=a b", "-x", "HOME", "--",
+                             "--mca", "btl", "self,tcp", "--", "prog", "--", "x"),
+                        "'FOO=a b' mpirun -np 2 -q --map-by slot --bind-to numa:overload-allowed "
+                        "-x FOO -x HOME --mca btl self,tcp prog -- x");
+    facts.in_slurm = 1;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "-x", "FOO=1", "--", "--exclusive",
+                             "--", "prog"),
+                        "FOO=1 srun --mpi=pmix --export=ALL -n 2 --exclusive prog");
+
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "-x", "UNSET_HERE", "prog"), "");
+    assert_non_null(strstr(err_, "UNSET_HERE is not set here"));
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "-x", "1X=2", "prog"), "");
+    assert_non_null(strstr(err_, "expected NAME or NAME=VALUE"));
+    assert_string_equal(PLAN(&user_2cores, "vgpurun", "-np", "2", "--", "--mca", "btl", "tcp"), "");
+    assert_non_null(strstr(err_, "second --"));
+}
+
+static void test_a_terminal_asks_for_the_bar(void **state)
+{
+    (void)state;
+    struct vgpurun_facts facts = user_2cores;
+    facts.terminal_columns = 80;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
+                        "VGPU_PROGRESS=bar COLUMNS=80 mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed -x VGPU_PROGRESS -x COLUMNS prog");
+    // The user's own settings win and still travel.
+    const char *env[] = {"VGPU_PROGRESS", "COLUMNS", NULL};
+    facts.env_names = env;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
+                        "mpirun -np 2 -q --map-by slot --bind-to numa:overload-allowed "
+                        "-x COLUMNS -x VGPU_PROGRESS prog");
+}
+
+static void test_version_and_help_run_nothing(void **state)
+{
+    (void)state;
+    struct vgpurun_options opts;
+    char *version[] = {"vgpurun", "--version", NULL};
+    assert_int_equal(vgpurun_parse_args(2, version, &opts, err_, sizeof err_), VGPU_OK);
+    assert_true(opts.version);
+    char *help[] = {"vgpurun", "-h", NULL};
+    assert_int_equal(vgpurun_parse_args(2, help, &opts, err_, sizeof err_), VGPU_OK);
+    assert_true(opts.help);
+    assert_false(opts.version);
+}
+
 static void test_mps_limit_rounds_up_to_mib(void **state)
 {
     (void)state;
@@ -215,6 +299,10 @@ int main(void)
         cmocka_unit_test_teardown(test_mps_needs_a_gpu_and_a_cap, teardown_),
         cmocka_unit_test_teardown(test_bad_command_lines_say_why, teardown_),
         cmocka_unit_test_teardown(test_mps_limit_rounds_up_to_mib, teardown_),
+        cmocka_unit_test_teardown(test_one_host_runs_mpirun_quiet_and_binds_past_its_cores, teardown_),
+        cmocka_unit_test_teardown(test_variables_and_launcher_options_pass_through, teardown_),
+        cmocka_unit_test_teardown(test_a_terminal_asks_for_the_bar, teardown_),
+        cmocka_unit_test_teardown(test_version_and_help_run_nothing, teardown_),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

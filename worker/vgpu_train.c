@@ -133,8 +133,7 @@ static int answer_without_mpi_(enum cli_action action, const char *err)
         return action == CLI_USAGE_ERROR ? EXIT_USAGE : 0;
     switch (action) {
     case CLI_USAGE_ERROR:
-        fprintf(stderr, "vgpu_train: %s\n\n", err);
-        usage_(stderr);
+        fprintf(stderr, "vgpu_train: %s (vgpu_train --help lists the options)\n", err);
         return EXIT_USAGE;
     case CLI_HELP: usage_(stdout); break;
     case CLI_HELP_CONFIG: config_print_reference(stdout); break;

@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
 # bad_input.sh: bad command lines and configs end with a clear message and
-# exit status 2 on every rank, before any training.
+# exit status 2 on every rank, before any training; through scripts/mpirun.sh
+# the message is the last word (no Open MPI report after it).
 source "$(dirname "$0")/lib.sh"
 cfg="$CONFIGS/synthetic_small.ini"
 
 run "unknown flag" 30 "$MPIRUN" -np 2 "$TRAIN" --frobnicate
 expect_rc 2
 expect_out 'unknown option --frobnicate'
+expect_no_banner
+if [ "$(grep -c . <<<"$out")" = 1 ]; then ok "one line"; else bad "$(grep -c . <<<"$out") lines"; fi
+
+# scripts/mpirun.sh checks the program before starting mpirun, as the shell would.
+run "a program that is not there" 30 "$MPIRUN" -np 2 "$WORK/no-such-program"
+expect_rc 127
+expect_out "^mpirun.sh: $WORK/no-such-program: No such file or directory\$"
+run "a program that is not executable" 30 "$MPIRUN" -np 2 "$cfg"
+expect_rc 126
+expect_out 'synthetic_small.ini: not executable$'
+run "a program not on PATH" 30 "$MPIRUN" -np 2 no-such-program-here
+expect_rc 127
+expect_out 'no-such-program-here: command not found'
 
 for bad_value in -1 abc 12Q 0x10; do
   run "memory_limit=$bad_value" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --set "devices.memory_limit=$bad_value"

@@ -29,6 +29,9 @@ expect_rc() { if [ "$rc" = "$1" ]; then ok "exit status $1"; else bad "exit stat
 expect_nonzero() { if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then ok "exit status $rc (non-zero)"; else bad "exit status $rc, expected a failure that is not a timeout"; fi; }
 expect_out() { if grep -qE -- "$1" <<<"$out"; then ok "output matches /$1/"; else bad "output lacks /$1/"; fi; }
 expect_no_out() { if grep -qE -- "$1" <<<"$out"; then bad "output has /$1/"; else ok "output has no /$1/"; fi; }
+# Open MPI's report after a non-zero exit (framed in lines of dashes): the
+# launchers leave it out on one host (mpirun -q) when the ranks have said why.
+expect_no_banner() { expect_no_out '^-{20,}$|Primary job +terminated|mpirun (detected|noticed)'; }
 expect_within() { if [ "$(echo "$secs <= $1" | bc)" = 1 ]; then ok "within $1 s"; else bad "took ${secs}s, bound $1 s"; fi; }
 expect_no_shm() {
   local left

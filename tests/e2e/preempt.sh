@@ -22,6 +22,7 @@ preempt_once() {
   kill "-$sig" "$job"
   wait_job 20
   expect_rc 75
+  expect_no_banner
   expect_within 10
   expect_out "vgpu_train: preempted at step [0-9]+ \(signal SIG(TERM|INT|USR1)\).*resumable: --resume "
   ckpt=$(sed -n 's/.*resumable: --resume \([^ ]*\).*/\1/p' <<<"$out" | tail -1)

@@ -40,6 +40,7 @@ fi
 # the check at step 20 names it.
 run "planted divergence" 120 env VGPU_TEST_PERTURB=2@13 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10 --set train.shard_optimizer=false
 expect_rc 3
+expect_no_banner
 expect_out 'replica check at step 20: rank 2 diverged from rank 0'
 expect_out 'rank 2: first difference in layer[0-9]\.(weight|bias)\['
 expect_out 'status=diverged'

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# terminal.sh: what a user at an 80-column terminal sees. Both launchers ask
+# the ranks for the live bar when their own stdout is a terminal (the ranks'
+# stdout is a pipe), and the bar stays on one line: the pane, with wrapped
+# lines joined (tmux capture-pane -J), holds one bar line per epoch, of at
+# most 80 characters, each followed by the eval line.
+source "$(dirname "$0")/lib.sh"
+command -v tmux >/dev/null || skip "tmux is not installed (scripts/test.sh installs it as root)"
+VGPURUN="$VGPU_BUILD_DIR/vgpurun"
+socket="vgpu-test-$$"
+tmux_() { tmux -L "$socket" -f /dev/null "$@"; }
+trap 'tmux_ kill-server 2>/dev/null; rm -rf "$WORK"' EXIT
+
+# in_terminal NAME CMD...: runs CMD in a fresh 80x50 tmux pane (no
+# VGPU_PROGRESS or COLUMNS of ours); sets $out to the pane, lines joined, and
+# $rc to CMD's exit status.
+in_terminal() {
+  local name=$1
+  shift
+  tmux_ kill-server 2>/dev/null
+  # The pane's shell runs CMD, then prints its status where we can find it.
+  tmux_ new-session -d -x 80 -y 50 \
+    "env -u VGPU_PROGRESS -u COLUMNS $(printf '%q ' "$@"); echo \"exit=\$?\"; sleep 60"
+  out=""
+  for _ in $(seq 1 600); do
+    out=$(tmux_ capture-pane -p -J -S - 2>/dev/null)
+    grep -q '^exit=[0-9]*$' <<<"$out" && break
+    sleep 0.1
+  done
+  rc=$(sed -n 's/^exit=\([0-9]*\)$/\1/p' <<<"$out")
+  echo "--- $name: exit ${rc:-none}"
+}
+
+# Two epochs: one bar line each (redrawn in place, closed before the eval).
+expect_bar_lines() {
+  local bars longest
+  bars=$(grep -c '^\[[#.]*\] ' <<<"$out")
+  longest=$(grep '^\[[#.]*\] ' <<<"$out" | awk '{ if (length > m) m = length } END { print m + 0 }')
+  if [ "$bars" = 2 ] && [ "$longest" -le 80 ]; then
+    ok "one bar line per epoch, the longest $longest characters"
+  else
+    bad "$bars bar lines (2 epochs), the longest $longest characters"
+  fi
+  if [ "$(grep -A1 '^\[[#.]*\] ' <<<"$out" | grep -c '^eval  epoch   [12] ')" = 2 ]; then
+    ok "each bar line is followed by its eval line"
+  else
+    bad "a bar line without its eval line after it"
+  fi
+}
+
+args=("$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.log_every=8)
+in_terminal "scripts/mpirun.sh at 80 columns" "$MPIRUN" -np 2 "${args[@]}"
+expect_rc 0
+expect_bar_lines
+expect_out '^vgpu_train: done ranks=2 .*status=ok'
+
+in_terminal "vgpurun at 80 columns" "$VGPURUN" -np 2 -- "${args[@]}"
+expect_rc 0
+expect_bar_lines
+expect_out '^vgpu_train: done ranks=2 .*status=ok'
+
+# The user's own choice wins: progress lines, not the bar.
+in_terminal "VGPU_PROGRESS=lines" env VGPU_PROGRESS=lines "$MPIRUN" -x VGPU_PROGRESS -np 2 "${args[@]}"
+expect_rc 0
+expect_no_out '^\[[#.]*\] '
+expect_out '^epoch   2  step     64/64 '
+finish
