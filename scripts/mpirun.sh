@@ -6,15 +6,22 @@ set -euo pipefail
 extra=()
 np=1
 hosts=0 # -H / --hostfile given: the job may span hosts
+app=0   # --app FILE names the programs
 args=("$@")
 # Read mpirun's own options only: everything from the program name on belongs
 # to the program (whose -n or -c must not count as a rank count).
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[i]}" in
     -np|-n|--np|-c) np="${args[i+1]:-1}"; i=$((i + 1)) ;;
-    --mca|-mca) i=$((i + 2)) ;;
-    -H|--host|-host|--hostfile|-hostfile|--machinefile|-machinefile) hosts=1; i=$((i + 1)) ;;
-    -x|--bind-to|--map-by|--rank-by|-wdir|--wdir) i=$((i + 1)) ;;
+    --mca|-mca|--gmca|-gmca) i=$((i + 2)) ;;
+    -H|--host|-host|--hostfile|-hostfile|--machinefile|-machinefile|--rankfile|-rf) hosts=1; i=$((i + 1)) ;;
+    # mpirun's options that take a value (Open MPI 4 and 5), so that the
+    # value is not taken for the program.
+    -x|--bind-to|--map-by|--rank-by|-wdir|--wdir|--output-filename|-output-filename|\
+    -N|-npernode|--npernode|-npersocket|--npersocket|--timeout|--prefix|--path|\
+    --preload-files|--cpus-per-proc|--cpus-per-rank|-am|--am|--tune|--report-pid|\
+    --report-uri|--stdin|--personality) i=$((i + 1)) ;;
+    --app|-app) app=1; i=$((i + 1)) ;;
     -*) ;;
     *) break ;;
   esac
@@ -22,7 +29,9 @@ done
 program=${args[i]:-}
 # What mpirun would report only after starting every daemon (and not at all
 # under -q): a program that is not there. As the shell does: 127, or 126.
-if [ -z "$program" ]; then
+if [ "$app" = 1 ]; then
+  : # the programs are in the app file
+elif [ -z "$program" ]; then
   echo "mpirun.sh: no program to run (usage: mpirun.sh -np N PROGRAM ARGS...)" >&2
   exit 2
 elif [[ $program == */* ]]; then
