@@ -30,6 +30,9 @@ static const struct env_var vars_[] = {
      "catch it)"},
     {"VGPU_TEST_SLOW", "RANK:FACTOR",
      "test hook: RANK's compute lasts FACTOR times as long, standing in for a slower device"},
+    {"VGPU_TEST_START_PAUSE", "STAGE:SECONDS",
+     "test hook: every rank of vgpu_train sleeps SECONDS at a start-up stage: data (before the "
+     "data is agreed), open (before the model is set up), warmup (after the warm-up step)"},
 };
 
 // Launchers' rank variables, most specific first.
@@ -88,6 +91,18 @@ static void env_parse_(struct vgpu_env *e)
          !(e->slow_factor >= 1))) {
         malformed_("VGPU_TEST_SLOW", v, "RANK:FACTOR with FACTOR >= 1");
         e->slow_rank = -1;
+    }
+    if ((v = getenv("VGPU_TEST_START_PAUSE")) && *v) {
+        size_t len = strcspn(v, ":");
+        static const char *const stages[] = {"data", "open", "warmup"};
+        int known = 0;
+        for (size_t i = 0; i < sizeof stages / sizeof *stages; i++)
+            known |= len == strlen(stages[i]) && !strncmp(v, stages[i], len);
+        if (known && v[len] == ':' && sscanf(v + len + 1, "%lf%c", &e->pause_s, &end) == 1 &&
+            e->pause_s >= 0 && e->pause_s <= 600)
+            snprintf(e->pause_stage, sizeof e->pause_stage, "%.*s", (int)len, v);
+        else
+            malformed_("VGPU_TEST_START_PAUSE", v, "data|open|warmup:SECONDS (at most 600)");
     }
 }
 

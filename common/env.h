@@ -23,6 +23,8 @@ struct vgpu_env {
     long perturb_step;
     int slow_rank;        // VGPU_TEST_SLOW=RANK:FACTOR: RANK's compute lasts FACTOR times as long; -1 = off
     double slow_factor;
+    char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that
+    double pause_s;       // start-up stage (data, open, warmup); "" = off
 };
 
 // The parsed switches. The first call reads the environment (later changes

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,35 +200,63 @@ static void free_names_(char **names)
 
 // ---- running ----
 
+// A repeat within this time of the first stop signal is the same request
+// (a double Ctrl-C, Slurm and a script both passing it on), as for the ranks
+// (worker/preempt.h, PREEMPT_REPEAT_GRACE_MS).
+#define REPEAT_GRACE_MS 1000
+
 static volatile sig_atomic_t child_pid_ = 0;
 static volatile sig_atomic_t stop_signals_ = 0; // TERM/INT received so far
+static long long first_stop_ms_ = 0;
 static int translate_stop_ = 0; // the child is mpirun: first TERM/INT becomes USR1
 static int child_killed_ = 0;   // the launcher itself ended by a signal
+
+static long long monotonic_ms_(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); // async-signal-safe
+    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
 
 // Forward ^C / kill to the launcher, which passes it to the ranks; vgpurun
 // lives on to stop the MPS daemon. mpirun cannot forward TERM or INT (it
 // kills the ranks instead, and exits 1) but forwards USR1 at once, which
-// vgpu_train takes as "checkpoint and exit 75"; a second TERM/INT aborts.
+// vgpu_train takes as "checkpoint and exit 75"; a second TERM/INT, a second
+// or more after the first, aborts.
 static void forward_signal_(int sig)
 {
     if (child_pid_ <= 0)
         return;
-    if (translate_stop_ && (sig == SIGTERM || sig == SIGINT) && stop_signals_++ == 0)
-        sig = SIGUSR1;
+    if (translate_stop_ && (sig == SIGTERM || sig == SIGINT)) {
+        long long now_ms = monotonic_ms_();
+        if (stop_signals_ == 0) {
+            first_stop_ms_ = now_ms;
+            sig = SIGUSR1;
+        } else if (now_ms - first_stop_ms_ < REPEAT_GRACE_MS) {
+            return;
+        }
+        stop_signals_++;
+    }
     kill((pid_t)child_pid_, sig);
 }
 
 static int run_and_wait_(char **argv)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "vgpurun: fork: %s\n", strerror(errno));
         return EXIT_NOT_RUN;
     }
     if (pid == 0) {
-        // Same process group: a signal to the whole group (a terminal's ^C,
-        // timeout(1)) still reaches mpirun itself and aborts; a stop with a
-        // checkpoint is a signal to vgpurun's PID (what Slurm and kill send).
+        // A session of its own: a signal to vgpurun's process group (a
+        // terminal's ^C, timeout(1)) reaches vgpurun alone, which turns it
+        // into the stop with a checkpoint; mpirun would kill the ranks. If
+        // vgpurun dies, mpirun gets SIGTERM and ends the job.
+        setsid();
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(EXIT_NOT_RUN); // vgpurun died before the line above
         execvp(argv[0], argv);
         fprintf(stderr, "vgpurun: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(EXIT_NOT_RUN);

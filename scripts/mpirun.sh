@@ -77,21 +77,32 @@ fi
 # killing the ranks: SIGCONT, then SIGTERM and SIGKILL odls_base_sigkill_timeout
 # seconds apart, and exits 1), but it forwards SIGUSR1 at once. So the first
 # TERM/INT becomes USR1: the ranks finish the step, checkpoint and exit 75,
-# which mpirun passes on. A second one goes to mpirun as TERM: abort.
-# mpirun stays in this script's process group, so signals sent to the whole
-# group (a terminal's Ctrl-C, timeout(1)) still reach it directly and abort
-# the job: a stop with a checkpoint is a signal to this script's PID.
-mpirun "${extra[@]}" "$@" &
+# which mpirun passes on. A second one, a second or more later, goes to
+# mpirun as TERM: abort (one sooner is the same request twice, as for the
+# ranks: a double Ctrl-C).
+# mpirun gets a session of its own, so that a signal to this script's process
+# group (a terminal's Ctrl-C, timeout(1)) reaches the script alone and takes
+# the checkpoint path; if the script dies, mpirun gets SIGTERM (its parent-
+# death signal) and ends the job.
+session=()
+command -v setsid >/dev/null && session=(setsid)
+setpriv --pdeathsig TERM true 2>/dev/null && session=(setpriv --pdeathsig TERM "${session[@]}")
+"${session[@]}" mpirun "${extra[@]}" "$@" &
 launcher=$!
 stop_signals=0
+first_stop_us=0
 on_stop_signal() {
-  stop_signals=$((stop_signals + 1))
-  if [ "$stop_signals" -eq 1 ]; then
+  local now_us=${EPOCHREALTIME/[.,]/}
+  if [ "$stop_signals" -eq 0 ]; then
+    first_stop_us=$now_us
     echo "mpirun.sh: stop requested: the ranks checkpoint and exit 75 (signal again to abort)" >&2
     kill -USR1 "$launcher" 2>/dev/null || true
+  elif [ $((now_us - first_stop_us)) -lt 1000000 ]; then
+    return # the same request twice
   else
     kill -TERM "$launcher" 2>/dev/null || true
   fi
+  stop_signals=$((stop_signals + 1))
 }
 trap on_stop_signal TERM INT
 rc=0

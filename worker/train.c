@@ -4,9 +4,11 @@
 // (train_internal.h lists them).
 #include "train_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "preempt.h"
@@ -178,6 +180,21 @@ static int train_loop_(struct trainer *t, struct train_result *res)
     return fill_result_(t, res);
 }
 
+void train_test_pause(const char *stage, int rank)
+{
+    const struct vgpu_env *env = env_get();
+    if (strcmp(env->pause_stage, stage) != 0)
+        return;
+    if (rank == 0) {
+        fprintf(stderr, "vgpu_train: test pause at %s for %.1f s\n", stage, env->pause_s);
+        fflush(stderr);
+    }
+    struct timespec pause = {(time_t)env->pause_s,
+                             (long)((env->pause_s - (double)(time_t)env->pause_s) * 1e9)};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+}
+
 int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
               struct train_result *result)
 {
@@ -192,8 +209,9 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
     // Not measured until an evaluation runs (a run preempted before its first
     // epoch ends reports nan, not 0).
     result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;
+    train_test_pause("open", rt->rank);
     int rc = trainer_prepare(&t);
-    rc = runtime_agree_min(rt, rc < 0 ? rc : 0);
+    rc = runtime_agree_min(rt, rc < 0 ? rc : train_stop_vote());
     // Past this point the ranks are in lockstep: a failure on one rank would
     // leave the others waiting in the next collective, so it ends the job.
     // Agreed verdicts (a bad checkpoint, divergence, preemption) do not.
@@ -201,6 +219,13 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         FATAL(1, "training set-up failed: %s", status_str(rc));
     if (rc == 0 && opts->resume_path)
         rc = train_resume(&t, opts->resume_path); // same verdict on every rank
+    // The last start-up milestone: a stop asked for during set-up or warm-up.
+    if (rc == 0) {
+        train_test_pause("warmup", rt->rank);
+        rc = runtime_agree_min(rt, train_stop_vote());
+    }
+    if (rc == VGPU_EPREEMPTED && rt->rank == 0)
+        train_report_early_stop();
     if (rc == 0) {
         rc = train_loop_(&t, result);
         result->steps = t.step;

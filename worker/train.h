@@ -51,10 +51,22 @@ void train_free_data(struct train_data *data);
 // Runs the configured training on an opened runtime. Returns 0, or a negative
 // status (every rank returns the same verdict): VGPU_EMISMATCH when replicas
 // diverged or --verify failed, VGPU_EPREEMPTED after a signal (a checkpoint
-// was written). Other failures end the job. Rank 0's result is complete, the
+// was written, or the signal came before the first step). Other failures end the job. Rank 0's result is complete, the
 // other ranks' hold what they computed.
 int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
               struct train_result *result);
+
+// A stop vote at a start-up milestone: VGPU_EPREEMPTED when a stop signal
+// reached this rank (agree it with the others), else 0.
+int train_stop_vote(void);
+
+// Test hook (VGPU_TEST_START_PAUSE=STAGE:SECONDS): sleeps at start-up stage
+// `stage`, widening the window the fault tests aim their signals at.
+void train_test_pause(const char *stage, int rank);
+
+// Rank 0's line for a run stopped before its first step (exit 75): there is
+// nothing new to checkpoint.
+void train_report_early_stop(void);
 
 // The run's summary line from rank 0 ("vgpu_train: done ... status=ok"), for
 // a run that ended with `verdict` (train_run's) after wall_s seconds. A

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "preempt.h"
 
 #define MIB_ (1.0 / (1024.0 * 1024.0))
 
@@ -271,4 +272,16 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     }
     free(peaks);
     return rc;
+}
+
+int train_stop_vote(void)
+{
+    return preempt_requested() ? VGPU_EPREEMPTED : 0;
+}
+
+void train_report_early_stop(void)
+{
+    printf("vgpu_train: stopped before the first step (signal %s); nothing new to checkpoint\n",
+           preempt_signal_name());
+    fflush(stdout);
 }

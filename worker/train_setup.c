@@ -232,7 +232,6 @@ int trainer_start(struct trainer *t)
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
     TRY(warm_up_(t));
-    TRY(preempt_install());
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
     // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
     const int progress = t->env->progress;

@@ -159,8 +159,9 @@ static int exit_code_(int verdict)
 int main(int argc, char **argv)
 {
     // Before MPI or OpenMP start threads: they must inherit the blocked
-    // stop signals (preempt.h says why).
-    if (preempt_start() != 0) {
+    // stop signals (preempt.h says why). Armed from here on: a stop request
+    // during start-up is honoured at its milestones (exit 75), never fatal.
+    if (preempt_start() != 0 || preempt_install() != 0) {
         fprintf(stderr, "vgpu_train: cannot start the signal thread\n");
         return 1;
     }
@@ -188,15 +189,18 @@ int main(int argc, char **argv)
         cfg->checkpoint.dir[0] = '\0';
     }
 
+    train_test_pause("data", rt.rank);
     struct train_data data;
     rc = train_load_data(&rt.cfg, &data, err, sizeof err);
     if (rc < 0 && rt.local_rank == 0)
         log_error("%s", err);
     if (rc == 0 && data.fallback[0] && rt.local_rank == 0)
         log_warn("%s", data.fallback);
-    if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : 0)) < 0) {
+    if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : train_stop_vote())) < 0) {
         train_free_data(&data);
-        return runtime_close(&rt, EXIT_USAGE);
+        if (rc == VGPU_EPREEMPTED && rt.rank == 0)
+            train_report_early_stop();
+        return runtime_close(&rt, rc == VGPU_EPREEMPTED ? EXIT_PREEMPTED : EXIT_USAGE);
     }
 
     struct runtime_open_args open_args = {

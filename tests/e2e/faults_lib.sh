@@ -19,15 +19,16 @@ fault_cleanup() {
 trap fault_cleanup EXIT
 
 # start_job NAME NP ARGS...: vgpu_train in the background with checkpoints in
-# $WORK/NAME; sets $job (the launcher's pid), $job_out, $ckdir, and records
-# /dev/shm so that expect_nothing_left can tell what this job added.
+# $WORK/NAME, under $FAULT_LAUNCHER (default scripts/mpirun.sh); sets $job
+# (the launcher's pid), $job_out, $ckdir, and records /dev/shm so that
+# expect_nothing_left can tell what this job added.
 start_job() {
   local name=$1 np=$2
   shift 2
   ckdir="$WORK/$name"
   job_out="$WORK/$name.out"
   ls /dev/shm >"$WORK/shm.before" 2>/dev/null
-  "$MPIRUN" -np "$np" "$TRAIN" "$FAULT_CONFIG" "${FAULT_ARGS[@]}" --set "checkpoint.dir=$ckdir" "$@" \
+  "${FAULT_LAUNCHER:-$MPIRUN}" -np "$np" "$TRAIN" "$FAULT_CONFIG" "${FAULT_ARGS[@]}" --set "checkpoint.dir=$ckdir" "$@" \
     >"$job_out" 2>&1 &
   job=$!
   echo "--- $name: started $np ranks (launcher pid $job)"
