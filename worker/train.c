@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "preempt.h"
 #include "util.h"
 
 // What every ending reports: steps, the last training loss, the rate and
@@ -48,9 +47,7 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     (void)fill_result_(t, res); // the checkpoint is what counts: a CRC not taken stays 0
     if (t->rt->rank == 0) {
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
-        printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: "
-               "--resume %s\n", t->step, preempt_signal_name(), path, path);
-        fflush(stdout);
+        train_report_preempted(t, path);
     }
     return VGPU_EPREEMPTED;
 }

@@ -184,6 +184,8 @@ int train_close_metrics(struct trainer *t);
 int train_log_progress(struct trainer *t, long epoch, double lr, int final);
 // Rank 0 reports an evaluation (number: 1-based epoch) on stdout and in metrics.
 void train_report_eval(struct trainer *t, const struct train_result *res, long number, double lr);
+// Rank 0's line for a run stopped by a signal after writing the checkpoint at path.
+void train_report_preempted(struct trainer *t, const char *path);
 
 // ---- train_verify.c ----
 // --verify: rank 0 replays the run on one device and compares tensor by

@@ -274,6 +274,14 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     return rc;
 }
 
+void train_report_preempted(struct trainer *t, const char *path)
+{
+    close_bar_(t);
+    printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: --resume %s\n",
+           t->step, preempt_signal_name(), path, path);
+    fflush(stdout);
+}
+
 int train_stop_vote(void)
 {
     return preempt_requested() ? VGPU_EPREEMPTED : 0;
