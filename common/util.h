@@ -8,6 +8,19 @@
 // Monotonic time in seconds.
 double util_now_s(void);
 
+// A bounded wait's clock: the time since the wait began, less every gap of
+// more than UTIL_WAIT_GAP_S between two looks at it. Such a gap is time this
+// process itself spent stopped (SIGSTOP, a suspended job, a debugger), not
+// time the awaited peer took: every wait looks at least every 50 ms. One
+// rule for every wait, so a job suspended as a whole resumes.
+#define UTIL_WAIT_GAP_S 1.0
+struct util_wait_clock {
+    double start_s, last_s, lost_s;
+};
+void util_wait_clock_start(struct util_wait_clock *w);
+// Seconds waited so far by that rule (and records this look).
+double util_wait_clock_waited(struct util_wait_clock *w);
+
 // CRC32 (zlib's polynomial) of a byte range, continuing from `crc` (start at 0).
 uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
 

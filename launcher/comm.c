@@ -139,8 +139,9 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
 int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hooks *hooks,
                   double *waited_s)
 {
-    const double t0 = util_now_s();
-    double last = t0, lost = 0, waited = 0;
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
+    double waited = 0;
     int warned = 0;
     for (unsigned polls = 0;; polls++) {
         int done = 0;
@@ -151,13 +152,9 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
         }
         if (done)
             break;
-        const double now = util_now_s();
+        waited = util_wait_clock_waited(&clock);
         if (hooks && hooks->on_poll)
-            hooks->on_poll(hooks->arg, now);
-        if (now - last > 1.0) // this rank was itself stopped: not the others' time
-            lost += now - last;
-        last = now;
-        waited = now - t0 - lost;
+            hooks->on_poll(hooks->arg, clock.last_s);
         if (waited >= timeout_s / 2 && !warned) {
             if (hooks && hooks->on_half)
                 hooks->on_half(hooks->arg, waited);

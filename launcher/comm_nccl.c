@@ -43,7 +43,8 @@ int comm_nccl_runtime_version(void)
 // non-blocking init), bounded by the timeout.
 static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
 {
-    const double start_s = util_now_s();
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
     int warned = 0;
     for (;;) {
         ncclResult_t async = ncclSuccess;
@@ -63,7 +64,7 @@ static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
                 return VGPU_ECOMM;
             }
         }
-        double waited_s = util_now_s() - start_s;
+        double waited_s = util_wait_clock_waited(&clock);
         if (waited_s >= c->timeout_s) {
             log_error("collective timed out after %.1f s in NCCL %s (a peer did not arrive); "
                       "aborting the NCCL communicator",

@@ -80,7 +80,8 @@ static void publish_(struct ring_core *r, uint64_t value)
 // do must not take the core from the ranks it waits for.
 static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
 {
-    const double start_s = util_now_s();
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
     int warned = 0;
     for (unsigned i = 0;; i++) {
         int done = 0;
@@ -93,15 +94,13 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
             return 0;
         if (i < r->spin_count)
             continue;
-        if ((i & 63) == 0) {
-            double waited_s = util_now_s() - start_s;
-            if (r->timeout_s > 0 && waited_s >= r->timeout_s)
-                return fail_timeout_(r, peer, waited_s);
-            if (r->timeout_s > 0 && !warned && waited_s >= r->timeout_s / 2) {
-                warned = 1;
-                if (r->report)
-                    r->report(r, peer, 0, waited_s);
-            }
+        double waited_s = util_wait_clock_waited(&clock);
+        if (r->timeout_s > 0 && waited_s >= r->timeout_s)
+            return fail_timeout_(r, peer, waited_s);
+        if (r->timeout_s > 0 && !warned && waited_s >= r->timeout_s / 2) {
+            warned = 1;
+            if (r->report)
+                r->report(r, peer, 0, waited_s);
         }
         if (i < 4 * r->spin_count + 64) {
             sched_yield();

@@ -64,7 +64,8 @@ int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wai
             return 0;
         cpu_relax_();
     }
-    const double start_s = util_now_s();
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
     int warned = 0;
     for (;;) {
         uint32_t seq = atomic_load(&f->seq);
@@ -73,7 +74,7 @@ int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wai
             atomic_fetch_sub(&f->sleepers, 1);
             return 0;
         }
-        double waited_s = util_now_s() - start_s;
+        double waited_s = util_wait_clock_waited(&clock);
         double slice_s = SHM_WAIT_SLICE_S;
         if (o->timeout_s > 0) {
             double left_s = o->timeout_s - waited_s;
@@ -87,7 +88,7 @@ int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wai
         if (atomic_load_explicit(&f->value, memory_order_acquire) >= target)
             return 0;
         if (o->timeout_s > 0) {
-            waited_s = util_now_s() - start_s;
+            waited_s = util_wait_clock_waited(&clock);
             if (waited_s >= o->timeout_s)
                 return VGPU_ETIMEOUT;
             if (!warned && waited_s >= o->timeout_s / 2) {

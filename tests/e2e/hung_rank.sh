@@ -3,7 +3,8 @@
 # the collective timeout (comm.timeout_s = 4): a warning at half of it that
 # names the rank not yet arrived, then the job ends with a message naming the
 # stalled rank, within the timeout plus a margin; nothing is left behind and
-# the last finished checkpoint resumes.
+# the last finished checkpoint resumes. The whole job stopped for twice the
+# timeout (scontrol suspend) is not a fault: resumed, it finishes.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/faults_lib.sh"
 timeout_s=4
@@ -46,4 +47,29 @@ expect_out "still waiting .*after [0-9.]+ s \(timeout $timeout_s"
 expect_out "timed out after [0-9.]+ s"
 expect_nothing_left
 expect_checkpoints_intact
+
+# Every process of the job stopped and resumed, as `scontrol suspend` and
+# `resume` do: the time each rank spent stopped is not its peers' delay.
+# Twice, since where the stop catches a rank is a matter of chance.
+start_job suspended 4 --set comm.timeout_s=$timeout_s --set train.max_steps=60000
+if wait_for_checkpoints 2 30; then
+  pids=$(pgrep -f -- "$ckdir" | tr '\n' ' ')
+  for cycle in 1 2; do
+    # Rank 0 a moment before the rest, so that the others are inside a wait
+    # for it when they stop (a suspend catches them anywhere).
+    kill -STOP "$(rank_pid 0)"
+    sleep 0.3
+    kill -STOP $pids
+    sleep $((2 * timeout_s))
+    mark
+    kill -CONT $pids
+    sleep 1
+  done
+  wait_job 60
+  expect_rc 0
+  expect_out 'status=ok$'
+  expect_no_out 'still waiting|timed out'
+else
+  out=$(cat "$job_out"); bad "suspended: no checkpoint within 30 s"
+fi
 finish
