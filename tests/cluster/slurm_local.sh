@@ -106,13 +106,15 @@ echo "--- local Slurm up after $(echo "$(date +%s.%N) - $t0" | bc)s (port $PORT,
 
 # ---- the job: the batch script exactly as a user submits it ----
 cd "$VGPU_SOURCE_DIR"
-run "sbatch --wait cpu_only.sbatch (4 ranks)" 90 env SLURM_CONF="$CONF" sbatch --wait --overcommit --ntasks=4 --time=5 \
+# The script asks for --overcommit itself: 4 tasks on this 2-CPU node.
+run "sbatch --wait cpu_only.sbatch (4 ranks)" 90 env SLURM_CONF="$CONF" CKPT_DIR="$T/ckpt" \
+  sbatch --wait --ntasks=4 --time=5 \
   --output="$T/job.out" scripts/slurm/cpu_only.sbatch configs/synthetic_small.ini
 expect_rc 0
 echo "--- job output:"
 sed 's/^/     | /' "$T/job.out"
 out=$(cat "$T/job.out")
-expect_out '^vgpurun: srun --mpi=pmix --export=ALL -n 4 .*/vgpu_train .*synthetic_small\.ini --set devices\.kind=cpu$'
+expect_out '^vgpurun: srun --mpi=pmix --export=ALL -n 4 .*/vgpu_train .*synthetic_small\.ini --set devices\.kind=cpu --set checkpoint\.dir=.*/ckpt$'
 expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
 for r in 0 1 2 3; do expect_out "^ +$r +$HOST +$r +cpu0 "; done
 expect_out 'collectives: ring'
@@ -124,4 +126,16 @@ else
 fi
 expect_within 60
 expect_no_shm
+
+# A second allocation of the same run (what a requeue starts) resumes from
+# the newest checkpoint the first one left.
+newest=$(ls "$T/ckpt"/ckpt-*.bin 2>/dev/null | sort | tail -n 1)
+if [ -n "$newest" ]; then ok "the job left $(basename "$newest")"; else bad "no checkpoint in $T/ckpt"; fi
+run "sbatch again: resume from the newest checkpoint" 90 env SLURM_CONF="$CONF" CKPT_DIR="$T/ckpt" \
+  sbatch --wait --ntasks=4 --time=5 --output="$T/job2.out" scripts/slurm/cpu_only.sbatch \
+  configs/synthetic_small.ini --set train.epochs=3
+expect_rc 0
+out=$(cat "$T/job2.out")
+expect_out "^vgpu batch: resuming from $newest "
+expect_out '^vgpu_train: done ranks=4 .*epochs=3 .*status=ok$'
 finish
