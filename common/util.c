@@ -13,21 +13,6 @@ double util_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void util_wait_clock_start(struct util_wait_clock *w)
-{
-    w->start_s = w->last_s = util_now_s();
-    w->lost_s = 0;
-}
-
-double util_wait_clock_waited(struct util_wait_clock *w)
-{
-    const double now = util_now_s();
-    if (now - w->last_s > UTIL_WAIT_GAP_S)
-        w->lost_s += now - w->last_s;
-    w->last_s = now;
-    return now - w->start_s - w->lost_s;
-}
-
 uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes)
 {
     const unsigned char *p = data;
