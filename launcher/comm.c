@@ -385,15 +385,6 @@ int comm_barrier(comm_t *c)
     return rc;
 }
 
-void comm_shm_name(const struct comm_unique_id *id, int rank, const char *what, char *buf,
-                   size_t buf_bytes)
-{
-    // 128 random bits make the name unguessable by other users' jobs; the
-    // rank and purpose make it unique inside the job.
-    snprintf(buf, buf_bytes, "/vgpu-%016llx%016llx-%s-r%d", (unsigned long long)id->nonce[0],
-             (unsigned long long)id->nonce[1], what, rank);
-}
-
 // ---- backend choice ----
 
 #ifndef VGPU_HAVE_NCCL

@@ -7,17 +7,10 @@
 #include "comm.h"
 #include "device.h"
 
-// The job's unique id: rank 0 draws it and broadcasts it before anything
-// shared is created; every shared-memory name of the job derives from it.
-struct comm_unique_id {
-    uint64_t nonce[2];
-};
-
 // What a backend needs to connect.
 struct comm_args {
     MPI_Comm mpi_comm;       // the ranks of the communicator (duplicated by create)
     device_t *dev;           // this rank's device
-    struct comm_unique_id id;
     double timeout_s;        // bound on every wait
     uint64_t slice_bytes;    // ring pipelining granularity
     int node_index;          // this rank's host index (ranks with equal index share memory)
@@ -115,11 +108,5 @@ int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a
 
 // NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
 int comm_nccl_runtime_version(void);
-
-// Name of a shared-memory segment of job `id`: "/vgpu-<32 hex>-<what>-r<rank>",
-// e.g. rank 3's CPU device arena is comm_shm_name(&id, 3, "arena", ...); fits
-// in 64 bytes when `what` is at most 16 characters.
-void comm_shm_name(const struct comm_unique_id *id, int rank, const char *what, char *buf,
-                   size_t buf_bytes);
 
 #endif

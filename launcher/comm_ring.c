@@ -17,6 +17,8 @@
 #include "env.h"
 #include "log.h"
 #include "ring_internal.h"
+#include "shm_share.h"
+#include "status.h"
 
 #define RING_CTL_MAGIC 0x76677075636f6e31ull // "vgpucon1"
 #define RING_DEFAULT_SLICE_BYTES (1u << 20)
@@ -43,9 +45,8 @@ struct ring_ctl {
 struct ring_peer {
     int node;              // host index
     int staging;           // its window is a staging segment
-    uint64_t win_bytes;    // its window's size, bytes
     char host[64];
-    char win_name[64];     // its window's shared-memory name
+    struct shm_handle win; // its window, for a same-host right neighbour to map
 };
 
 struct ring_comm {
@@ -99,57 +100,22 @@ static void report_(struct ring_core *core, int peer, int timed_out, double wait
 
 static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "ring", call); }
 
-static int create_segment_(const char *name, uint64_t bytes, void **map)
+// A segment of this rank's (shm_share.h); returns its descriptor, held until
+// every peer has mapped it, or a negative status.
+static int create_segment_(const char *what, uint64_t bytes, struct shm_handle *h, void **map)
 {
-    // O_EXCL and 0600: the name is ours alone, and no other user can open it.
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    int fd = shm_share_create(what, bytes, h);
     if (fd < 0) {
-        int err = errno;
-        log_error("ring: cannot create shared segment %s: %s", name, strerror(err));
-        return -err;
+        log_error("ring: cannot create the %s segment (%llu bytes): %s", what,
+                  (unsigned long long)bytes, status_str(fd));
+        return fd;
     }
-    int rc = 0;
-    int err = posix_fallocate(fd, 0, (off_t)bytes);
-    if (err) {
-        log_error("ring: cannot size shared segment %s to %llu bytes: %s", name,
-                  (unsigned long long)bytes, strerror(err));
-        rc = -err;
-    } else {
-        *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (*map == MAP_FAILED) {
-            rc = -errno;
-            *map = NULL;
-        }
+    int rc = shm_share_map(h, 1, map);
+    if (rc < 0) {
+        close(fd);
+        return rc;
     }
-    close(fd);
-    if (rc < 0)
-        shm_unlink(name);
-    return rc;
-}
-
-static int map_segment_(const char *name, uint64_t bytes, int prot, void **map)
-{
-    int fd = shm_open(name, prot & PROT_WRITE ? O_RDWR : O_RDONLY, 0);
-    if (fd < 0) {
-        int err = errno;
-        log_error("ring: cannot open peer segment %s: %s", name, strerror(err));
-        return -err;
-    }
-    struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < bytes) {
-        log_error("ring: peer segment %s is smaller than announced (%llu bytes)", name,
-                  (unsigned long long)bytes);
-        rc = VGPU_ECOMM;
-    } else {
-        *map = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
-        if (*map == MAP_FAILED) {
-            rc = -errno;
-            *map = NULL;
-        }
-    }
-    close(fd);
-    return rc;
+    return fd;
 }
 
 static void ring_destroy_(comm_t *c);
@@ -178,7 +144,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     rc->mpi = MPI_COMM_NULL;
     rc->dev = args->dev;
     const int n = c->size, me = c->rank;
-    char stage_name[64] = "", ctl_name[64] = ""; // names this rank created
+    int stage_fd = -1, ctl_fd = -1; // segments this rank created, held until mapped
     int status = check_(MPI_Comm_dup(args->mpi_comm, &rc->mpi), "MPI_Comm_dup");
     if (status < 0)
         rc->mpi = MPI_COMM_NULL;
@@ -202,30 +168,25 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         goto fail;
     rc->piece_bytes = RING_PIECE_BYTES;
 
-    // This rank's window: its CPU arena, mapped by name by its right
-    // neighbour; or (CUDA devices, unnamed arenas, VGPU_RING_STAGING=1) a
-    // host staging segment that device buffers are copied through.
-    const char *arena_name = device_is_cuda(rc->dev) ? "" : device_cpu_shm_name(rc->dev);
-    rc->staging = device_is_cuda(rc->dev) || !arena_name[0] || env_get()->ring_staging;
+    // This rank's window: its CPU arena, mapped by its right neighbour; or
+    // (CUDA devices, VGPU_RING_STAGING=1) a host staging segment that device
+    // buffers are copied through.
+    rc->staging = device_is_cuda(rc->dev) || env_get()->ring_staging;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     if (status == 0 && rc->staging) {
-        comm_shm_name(&args->id, me, "stage", stage_name, sizeof stage_name);
         rc->stage_bytes = rc->piece_bytes;
         void *map = NULL;
-        status = create_segment_(stage_name, rc->stage_bytes, &map);
-        if (status < 0)
-            stage_name[0] = '\0';
+        stage_fd = create_segment_("vgpu-stage", rc->stage_bytes, &mine.win, &map);
+        status = stage_fd < 0 ? stage_fd : 0;
         rc->stage = map;
         rc->core.win = rc->stage;
         rc->core.win_bytes = rc->stage_bytes;
-        snprintf(mine.win_name, sizeof mine.win_name, "%s", stage_name);
     } else if (status == 0) {
         rc->core.win = device_cpu_view(rc->dev, rc->dev->arena.base);
         rc->core.win_bytes = rc->dev->arena.cap_bytes;
-        snprintf(mine.win_name, sizeof mine.win_name, "%s", arena_name);
+        status = device_cpu_share(rc->dev, &mine.win);
     }
-    mine.win_bytes = rc->core.win_bytes;
     status = comm_agree(c, rc->mpi, status, "ring windows");
     if (status == 0)
         status = check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers,
@@ -261,35 +222,45 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     }
 
     // The host's control segment: created and initialised by its lowest rank
-    // before anyone else opens it (the agreement between is the barrier).
-    char peer_ctl[64];
-    comm_shm_name(&args->id, leader, "ctl", peer_ctl, sizeof peer_ctl);
+    // before anyone else maps it (the agreement between is the barrier).
     rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
+    struct shm_handle ctl_mine = {0};
     if (me == leader) {
         void *map = NULL;
-        status = create_segment_(peer_ctl, rc->ctl_bytes, &map);
+        ctl_fd = create_segment_("vgpu-ring-ctl", rc->ctl_bytes, &ctl_mine, &map);
+        status = ctl_fd < 0 ? ctl_fd : 0;
         rc->ctl = map;
         if (status == 0) {
-            snprintf(ctl_name, sizeof ctl_name, "%s", peer_ctl);
             rc->ctl->slots = (uint32_t)local_size;
             rc->ctl->slot_bytes = sizeof(struct ring_slot);
             rc->ctl->magic = RING_CTL_MAGIC;
         }
     }
+    struct shm_handle *ctls = calloc((size_t)n, sizeof *ctls);
+    if (status == 0 && !ctls)
+        status = VGPU_ENOMEM;
     status = comm_agree(c, rc->mpi, status, "ring control segment");
-    if (status < 0)
+    if (status == 0)
+        status = check_(MPI_Allgather(&ctl_mine, (int)sizeof ctl_mine, MPI_BYTE, ctls,
+                                      (int)sizeof ctl_mine, MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    if (status < 0) {
+        free(ctls);
         goto fail;
+    }
+    // A failure from here on is agreed at "ring mappings", by everyone.
     if (me != leader) {
         void *map = NULL;
-        status = map_segment_(peer_ctl, rc->ctl_bytes, PROT_READ | PROT_WRITE, &map);
+        status = shm_share_map(&ctls[leader], 1, &map);
         rc->ctl = map;
         if (status == 0 && (rc->ctl->magic != RING_CTL_MAGIC ||
                             rc->ctl->slots != (uint32_t)local_size ||
                             rc->ctl->slot_bytes != sizeof(struct ring_slot))) {
-            log_error("ring: control segment %s does not match this build", peer_ctl);
+            log_error("ring: rank %d's control segment does not match this build", leader);
             status = VGPU_ECOMM;
         }
     }
+    free(ctls);
 
     // Links. Only the left neighbour's window is ever read here.
     const int p = rc->pos_of[me];
@@ -318,10 +289,10 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
         if (n > 1 && core->left.local) {
             const struct ring_peer *lp = &rc->peers[core->left.rank];
-            status = map_segment_(lp->win_name, lp->win_bytes, PROT_READ, &rc->left_map);
-            rc->left_map_bytes = lp->win_bytes;
+            status = shm_share_map(&lp->win, 0, &rc->left_map);
+            rc->left_map_bytes = lp->win.bytes;
             core->left.win = rc->left_map;
-            core->left.win_bytes = lp->win_bytes;
+            core->left.win_bytes = lp->win.bytes;
         }
         if (status == 0 && (!core->left.local || !core->right.local)) {
             core->landing_bytes = slice + 64;
@@ -332,16 +303,13 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         // Steps count from what this host's slots say (0 for a new segment).
         core->progress = 0;
     }
-    // Everyone has mapped everything it needs: the names can go, so that
-    // whatever happens from now on leaves nothing behind in /dev/shm.
+    // Everyone has mapped everything it needs: the descriptors can go.
     status = comm_agree(c, rc->mpi, status, "ring mappings");
-    if (status == 0 && !rc->staging)
-        device_cpu_unlink(rc->dev);
 fail:
-    if (ctl_name[0])
-        shm_unlink(ctl_name);
-    if (stage_name[0])
-        shm_unlink(stage_name);
+    if (ctl_fd >= 0)
+        close(ctl_fd);
+    if (stage_fd >= 0)
+        close(stage_fd);
     if (status < 0)
         ring_destroy_(c);
     return status;

@@ -41,7 +41,7 @@ int device_discover(const char *kind, struct device_info *out, int max, int *cou
 int device_is_cuda(const device_t *dev) { return dev && !strcmp(dev->info.kind, "cuda"); }
 
 int device_open(device_t *dev, const struct device_info *info, int rank, const char *host,
-                uint64_t cap_bytes, int blas_threads, const char *shm_name)
+                uint64_t cap_bytes, int blas_threads)
 {
     memset(dev, 0, sizeof *dev);
     dev->ops = device_find_ops(info->kind);
@@ -54,7 +54,6 @@ int device_open(device_t *dev, const struct device_info *info, int rank, const c
     snprintf(dev->host, sizeof dev->host, "%s", host ? host : "?");
     dev->cap_bytes = cap_bytes / ARENA_ALIGN * ARENA_ALIGN;
     dev->blas_threads = blas_threads > 0 ? blas_threads : 1;
-    snprintf(dev->shm_name, sizeof dev->shm_name, "%s", shm_name ? shm_name : "");
     int rc = dev->ops->reserve(dev, dev->cap_bytes);
     if (rc < 0) {
         char cap[32];

@@ -78,7 +78,6 @@ struct device {
     arena_t arena;               // sub-allocator over the reserved region
     struct device_counters counters;
     int blas_threads;            // CPU backend: BLAS threads for this rank
-    char shm_name[64];           // CPU backend: shared segment of the arena ("" = private)
     void *impl;                  // backend state
 };
 
@@ -91,11 +90,11 @@ const struct device_ops *device_find_ops(const char *name);
 int device_discover(const char *kind, struct device_info *out, int max, int *count);
 
 // Opens a virtual GPU on physical device `info`: reserves cap_bytes up front.
-// `shm_name` (CPU backend) names the shared segment that holds the arena so
-// that same-host peers can map it (see comm); may be NULL for a private one.
+// The CPU backend's arena is a memfd that same-host peers can map (see comm
+// and shm_share.h).
 // Returns 0, VGPU_EDEVMEM (the cap cannot be reserved), or another error.
 int device_open(device_t *dev, const struct device_info *info, int rank, const char *host,
-                uint64_t cap_bytes, int blas_threads, const char *shm_name);
+                uint64_t cap_bytes, int blas_threads);
 // Frees everything; device_close(NULL) is a no-op.
 void device_close(device_t *dev);
 

@@ -1,5 +1,5 @@
-// device_cpu.c: the CPU-simulated virtual GPU. Device memory is a shared
-// segment mapped twice: a PROT_NONE view whose addresses are handed out as
+// device_cpu.c: the CPU-simulated virtual GPU. Device memory is a memfd
+// (shm_share.h) mapped twice: a PROT_NONE view whose addresses are handed out as
 // device pointers (host code that dereferences one faults, as on a GPU) and a
 // read-write view that the device's kernels and same-host peers use.
 #include <errno.h>
@@ -9,20 +9,20 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cpu_gemm.h"
 #include "device_internal.h"
 #include "kernels.h"
 #include "log.h"
+#include "util.h"
 
 struct cpu_impl {
-    int fd;
-    char *device_view; // PROT_NONE: the device addresses
-    char *host_view;   // read-write alias of the same pages
+    int fd;                 // the memfd, held open so that peers can map it
+    struct shm_handle share; // what a peer needs to map it
+    char *device_view;      // PROT_NONE: the device addresses
+    char *host_view;        // read-write alias of the same pages
     size_t bytes;
-    int named;         // the segment still has a name in /dev/shm
 };
 
 // ---- discovery ----
@@ -65,6 +65,69 @@ static uint64_t meminfo_bytes_(const char *key)
     return (uint64_t)kib * 1024;
 }
 
+static int read_u64_(const char *path, uint64_t *v)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    unsigned long long x = 0;
+    int ok = fscanf(f, "%llu", &x) == 1; // "max" (no limit) does not parse
+    fclose(f);
+    *v = x;
+    return ok ? 0 : -1;
+}
+
+// Room left under the tightest limit `max_file` (usage in `cur_file`) of the
+// cgroup `rel` below `base` and of its ancestors; UINT64_MAX if none is set.
+static uint64_t headroom_under_(const char *base, const char *rel, const char *max_file,
+                                const char *cur_file)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s%s", base, rel);
+    uint64_t room = UINT64_MAX;
+    for (;;) {
+        char file[600];
+        uint64_t max, cur;
+        snprintf(file, sizeof file, "%s/%s", dir, max_file);
+        if (read_u64_(file, &max) == 0) {
+            snprintf(file, sizeof file, "%s/%s", dir, cur_file);
+            if (read_u64_(file, &cur) < 0)
+                cur = 0;
+            uint64_t left = max > cur ? max - cur : 0;
+            room = left < room ? left : room;
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < strlen(base))
+            break;
+        *slash = '\0';
+    }
+    return room;
+}
+
+// Room left under this process's memory cgroup (v2 memory.max or v1
+// memory.limit_in_bytes, and their ancestors'); UINT64_MAX when unlimited.
+static uint64_t cgroup_headroom_(void)
+{
+    uint64_t room = UINT64_MAX;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return room;
+    char line[448];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *rel = NULL;
+        uint64_t r = UINT64_MAX;
+        if (!strncmp(line, "0::", 3))
+            r = headroom_under_("/sys/fs/cgroup", rel = line + 3, "memory.max", "memory.current");
+        else if ((rel = strstr(line, ":memory:")))
+            r = headroom_under_("/sys/fs/cgroup/memory", rel + 8, "memory.limit_in_bytes",
+                                "memory.usage_in_bytes");
+        room = r < room ? r : room;
+    }
+    fclose(f);
+    return room;
+}
+
 int device_cpu_discover_(struct device_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -72,16 +135,11 @@ int device_cpu_discover_(struct device_info *out)
     out->index = 0;
     read_cpu_name_(out->name, sizeof out->name);
     out->total_bytes = meminfo_bytes_("MemTotal");
-    // Arenas live in /dev/shm: what it can still hold bounds the caps, and
-    // so does the memory actually available.
+    // Arenas are memfds (no /dev/shm): the memory actually available bounds
+    // the caps, and so does this process's memory cgroup (Slurm, Docker).
     uint64_t avail = meminfo_bytes_("MemAvailable");
-    struct statvfs vfs;
-    if (statvfs("/dev/shm", &vfs) == 0) {
-        uint64_t shm_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-        out->free_bytes = shm_free < avail || !avail ? shm_free : avail;
-    } else {
-        out->free_bytes = avail;
-    }
+    uint64_t room = cgroup_headroom_();
+    out->free_bytes = room < avail || !avail ? room : avail;
     char boot_id[40] = "unknown";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
@@ -105,28 +163,27 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     im->fd = -1;
     im->bytes = cap_bytes;
     int rc = 0;
-    // A private memfd has no size limit of its own: committing more than the
-    // host has would end in the OOM killer rather than ENOSPC.
+    // A memfd has no size limit of its own: committing more than the host
+    // has would end in the OOM killer rather than an error, so check first.
+    char need[32], have[32];
+    util_format_bytes(cap_bytes, need, sizeof need);
     uint64_t avail = meminfo_bytes_("MemAvailable");
     if (avail && cap_bytes > avail) {
+        log_error("the cap needs %s of host memory and the host has %s available (MemAvailable)",
+                  need, util_format_bytes(avail, have, sizeof have));
         rc = VGPU_EDEVMEM;
         goto fail;
     }
-    if (dev->shm_name[0]) {
-        im->fd = shm_open(dev->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        im->named = im->fd >= 0;
-    } else {
-        im->fd = memfd_create("vgpu-arena", MFD_CLOEXEC);
-    }
+    im->fd = shm_share_create("vgpu-arena", cap_bytes, &im->share);
     if (im->fd < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    // Commit the pages now (tmpfs otherwise allocates lazily and a full
-    // /dev/shm would surface later as SIGBUS): the cap is really reserved.
-    int err = posix_fallocate(im->fd, 0, (off_t)cap_bytes);
-    if (err) {
-        rc = err == ENOSPC ? VGPU_EDEVMEM : -err;
+        rc = im->fd;
+        if (rc == VGPU_ENOMEM) {
+            uint64_t room = cgroup_headroom_();
+            if (room != UINT64_MAX)
+                log_error("the cap needs %s of host memory and this process's memory cgroup "
+                          "has %s left", need, util_format_bytes(room, have, sizeof have));
+            rc = VGPU_EDEVMEM;
+        }
         goto fail;
     }
     im->device_view = mmap(NULL, cap_bytes, PROT_NONE, MAP_SHARED, im->fd, 0);
@@ -158,7 +215,6 @@ static void cpu_release_(device_t *dev)
         munmap(im->host_view, im->bytes);
     if (im->fd >= 0)
         close(im->fd);
-    device_cpu_unlink(dev);
     free(im);
     dev->impl = NULL;
 }
@@ -171,19 +227,13 @@ void *device_cpu_view(const device_t *dev, const void *ptr)
     return im->host_view + ((const char *)ptr - im->device_view);
 }
 
-const char *device_cpu_shm_name(const device_t *dev)
+int device_cpu_share(const device_t *dev, struct shm_handle *out)
 {
-    const struct cpu_impl *im = dev ? dev->impl : NULL;
-    return im && im->named ? dev->shm_name : "";
-}
-
-void device_cpu_unlink(device_t *dev)
-{
-    struct cpu_impl *im = dev ? dev->impl : NULL;
-    if (im && im->named) {
-        shm_unlink(dev->shm_name);
-        im->named = 0;
-    }
+    const struct cpu_impl *im = dev && dev->ops == &device_cpu_ops ? dev->impl : NULL;
+    if (!im)
+        return VGPU_EINVAL;
+    *out = im->share;
+    return 0;
 }
 
 // Host view of a device pointer the public wrappers have already checked.

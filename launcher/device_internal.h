@@ -4,6 +4,7 @@
 #define VGPU_DEVICE_INTERNAL_H
 
 #include "device.h"
+#include "shm_share.h"
 
 extern const struct device_ops device_cpu_ops;
 extern const struct device_ops device_cuda_ops; // only when built with CUDA
@@ -14,7 +15,7 @@ extern const struct device_ops device_cuda_ops; // only when built with CUDA
 int device_cpu_discover_(struct device_info *out);
 int device_cuda_discover_(struct device_info *out, int max, int *count);
 
-// CPU backend. Device memory is a shared-memory segment mapped twice: the
+// CPU backend. Device memory is a memfd (shm_share.h) mapped twice: the
 // "device" view (PROT_NONE, the addresses handed out, so a host dereference
 // faults as on a GPU) and a read-write "host view" used by the device's own
 // kernels and by the collectives.
@@ -22,10 +23,9 @@ int device_cuda_discover_(struct device_info *out, int max, int *count);
 // Host view of a device pointer on a CPU device; NULL if dev is not a CPU
 // device or ptr is not inside its arena.
 void *device_cpu_view(const device_t *dev, const void *ptr);
-// Name of the shared segment holding the arena ("" once unlinked or if private).
-const char *device_cpu_shm_name(const device_t *dev);
-// Removes the segment's name (mappings stay valid); idempotent.
-void device_cpu_unlink(device_t *dev);
+// What a same-host peer needs to map the arena (shm_share_map); returns 0,
+// or VGPU_EINVAL if dev is not an open CPU device.
+int device_cpu_share(const device_t *dev, struct shm_handle *out);
 
 // Whether the device is a CUDA device (memory not host-mappable).
 int device_is_cuda(const device_t *dev);

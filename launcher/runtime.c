@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "binding.h"
@@ -16,6 +15,7 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
+#include "startup_watch.h"
 #include "util.h"
 
 #define MAX_DEVICES 64
@@ -37,10 +37,32 @@ struct runtime_impl {
     struct board_slot **peer_board;  // [local_size] every local rank's slot
 };
 
+// A rank in the same collective (or start-up) that has not polled for this
+// long is stopped.
+#define BOARD_STALE_S 1.0
+
 struct board_slot {
     _Atomic uint64_t entered;  // control-plane collectives entered
     _Atomic uint64_t beat_us;  // last poll inside one, microseconds (util_now_s)
+    _Atomic uint32_t stage;    // start-up stage (enum runtime_stage)
+    _Atomic uint64_t alive_us; // start-up watcher's last look, microseconds
 };
+
+static const char *const stage_names_[] = {
+    [RUNTIME_STAGE_MPI] = "starting MPI (MPI_Init_thread; every rank of the job must start)",
+    [RUNTIME_STAGE_JOIN] = "joining the job (hosts, arrival board)",
+    [RUNTIME_STAGE_CONFIG] = "agreeing on the config",
+    [RUNTIME_STAGE_DATA] = "loading the data",
+    [RUNTIME_STAGE_DEVICES] = "opening the virtual GPUs",
+    [RUNTIME_STAGE_CONNECT] = "connecting the collectives",
+    [RUNTIME_STAGE_MODEL] = "setting up the model",
+    [RUNTIME_STAGE_WARMUP] = "the warm-up step",
+};
+
+static const char *stage_name_(uint32_t stage)
+{
+    return stage < sizeof stage_names_ / sizeof stage_names_[0] ? stage_names_[stage] : "?";
+}
 
 static void abort_hook_(int exit_code)
 {
@@ -72,9 +94,59 @@ int runtime_launcher_rank(void)
     return rank > 0 ? rank : 0;
 }
 
+// The start-up bound before the config is read: VGPU_COMM_TIMEOUT_S, the
+// environment's comm.timeout_s, when it is a valid one.
+static double early_timeout_s_(void)
+{
+    const char *v = getenv("VGPU_COMM_TIMEOUT_S");
+    char *end = NULL;
+    double t = v ? strtod(v, &end) : 0;
+    return v && end != v && !*end && t >= 0.1 && t <= 86400 ? t : CONTROL_DEFAULT_TIMEOUT_S;
+}
+
+static void watch_beat_(void *arg)
+{
+    struct runtime_impl *im = ((struct runtime *)arg)->impl;
+    atomic_store(&im->board->alive_us, (uint64_t)(util_now_s() * 1e6));
+}
+
+// For the start-up watch: the host-mates this rank waits for, and where.
+static void watch_describe_(void *arg, char *buf, size_t bytes)
+{
+    struct runtime *rt = arg;
+    struct runtime_impl *im = rt->impl;
+    const uint32_t mine = atomic_load(&im->board->stage);
+    const double now = util_now_s();
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int q = 0; q < rt->local_size && len + 160 < bytes; q++) {
+        if (q == rt->local_rank)
+            continue;
+        const uint32_t stage = atomic_load(&im->peer_board[q]->stage);
+        const double alive = (double)atomic_load(&im->peer_board[q]->alive_us) * 1e-6;
+        if (now - alive > BOARD_STALE_S)
+            len += (size_t)snprintf(buf + len, bytes - len, "%srank %d (host %s) is stopped (in '%s')",
+                                    len ? "; " : "", im->local_world[q], rt->host, stage_name_(stage));
+        else if (stage < mine)
+            len += (size_t)snprintf(buf + len, bytes - len, "%srank %d (host %s) is still in '%s'",
+                                    len ? "; " : "", im->local_world[q], rt->host, stage_name_(stage));
+    }
+    if (!len && rt->node_count > 1)
+        snprintf(buf, bytes, "every rank on %s is running and here or further: a rank on another host",
+                 rt->host);
+}
+
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
 {
     memset(rt, 0, sizeof *rt);
+    if (gethostname(rt->host, sizeof rt->host) != 0)
+        snprintf(rt->host, sizeof rt->host, "unknown");
+    rt->host[sizeof rt->host - 1] = '\0';
+    // Messages before MPI_Init_thread returns carry the launcher's rank.
+    if (env_get()->launcher_rank >= 0)
+        log_set_identity(env_get()->launcher_rank, rt->host);
+    if (startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), early_timeout_s_()) < 0)
+        log_warn("cannot start the start-up watch: start-up waits are not bounded");
     int provided;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "vgpu: MPI_Init_thread failed\n");
@@ -83,11 +155,9 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     log_set_fatal_hook(abort_hook_);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->size));
-    if (gethostname(rt->host, sizeof rt->host) != 0)
-        snprintf(rt->host, sizeof rt->host, "unknown");
-    rt->host[sizeof rt->host - 1] = '\0';
     log_set_identity(rt->rank, rt->host);
     rt->launched = env_get()->under_launcher;
+    startup_watch_stage(stage_name_(RUNTIME_STAGE_JOIN));
 
     struct runtime_impl *im = calloc(1, sizeof *im);
     if (!im)
@@ -129,8 +199,27 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         MPI_CHECK(MPI_Win_shared_query(im->board_win, q, &bytes, &unit, &slot));
         im->peer_board[q] = slot;
     }
+    struct startup_watch_hooks hooks = {.beat = watch_beat_, .describe = watch_describe_,
+                                        .arg = rt};
+    atomic_store(&im->board->stage, RUNTIME_STAGE_JOIN);
+    watch_beat_(rt);
+    startup_watch_set_hooks(&hooks);
     MPI_CHECK(MPI_Barrier(im->local));
     return 0;
+}
+
+void runtime_stage(struct runtime *rt, enum runtime_stage stage)
+{
+    struct runtime_impl *im = rt->impl;
+    if (im && im->board)
+        atomic_store(&im->board->stage, (uint32_t)stage);
+    startup_watch_stage(stage_name_((uint32_t)stage));
+}
+
+void runtime_started(struct runtime *rt)
+{
+    (void)rt;
+    startup_watch_end();
 }
 
 // ---- configuration: rank 0 decides, everyone gets the verdict ----
@@ -142,6 +231,7 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
         int rc;
         char msg[1024];
     } verdict = {0, ""};
+    runtime_stage(rt, RUNTIME_STAGE_CONFIG);
     if (rt->rank == 0) {
         config_defaults(&rt->cfg);
         if (path)
@@ -166,6 +256,7 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
         return verdict.rc;
     }
     MPI_CHECK(MPI_Bcast(&rt->cfg, sizeof rt->cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    startup_watch_set_bound(rt->cfg.comm.timeout_s);
     return 0;
 }
 
@@ -176,9 +267,6 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
 // each collective is started nonblocking and waited for with the bound of
 // comm.timeout_s, a warning at half of it naming the host-mates that have
 // not arrived, then the job ends naming them.
-
-// A rank in the same collective that has not polled for this long is stopped.
-#define BOARD_STALE_S 1.0
 
 // Same-host ranks that are behind (not yet in this collective) or silent in
 // it, as "rank 2 (host h), rank 3 (host h)"; when none, the straggler is on
@@ -428,6 +516,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     int ndev = 0;
 
     // 1. Discover (the host's first rank) and bind (every rank, same inputs).
+    runtime_stage(rt, RUNTIME_STAGE_DEVICES);
     int rc = discover_(rt, devs, &ndev, err, sizeof err);
     int fell_back = rc == 1;
     if (rc < 0) {
@@ -464,13 +553,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     struct binding mine = bind[rt->local_rank];
     free(bind);
 
-    // 2. The job's unique id, then this rank's virtual GPU.
-    struct comm_unique_id id;
-    if (rt->rank == 0 && getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
-        FATAL(1, "getrandom failed: %s", strerror(errno));
-    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-    char shm_name[64];
-    comm_shm_name(&id, rt->rank, "arena", shm_name, sizeof shm_name);
+    // 2. This rank's virtual GPU.
     long threads = cfg->devices.cpu_threads;
     if (args->one_blas_thread) {
         if (threads > 1 && rt->rank == 0)
@@ -481,12 +564,13 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
     }
-    rc = device_open(&rt->dev, &devs[mine.device], rt->rank, rt->host, mine.cap_bytes, (int)threads,
-                     cuda ? NULL : shm_name);
+    rc = device_open(&rt->dev, &devs[mine.device], rt->rank, rt->host, mine.cap_bytes, (int)threads);
     if ((rc = agree_worst_(rt, rc)) < 0) {
         if (rt->dev.ops)
             device_close(&rt->dev);
-        return rc;
+        // A cap the device cannot hold (the rank said how much it has) is
+        // the configuration's to change: devices.memory_limit or the ranks.
+        return rc == VGPU_EDEVMEM ? VGPU_ECONFIG : rc;
     }
 
     // 3. Who shares a physical device decides the collective backend.
@@ -525,12 +609,12 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         return agree_worst_(rt, rc);
     }
 
-    // 4. Connect. Same-host peers map each other's arenas by name during
-    // create; after it no name is needed, so a crash leaks nothing.
+    // 4. Connect. Same-host peers map each other's arenas (memfds, no names:
+    // shm_share.h), so no death, here or later, leaves memory behind.
+    runtime_stage(rt, RUNTIME_STAGE_CONNECT);
     struct comm_args cargs = {
         .mpi_comm = MPI_COMM_WORLD,
         .dev = &rt->dev,
-        .id = id,
         .timeout_s = cfg->comm.timeout_s,
         .slice_bytes = cfg->comm.slice_bytes,
         .node_index = rt->node_index,
@@ -538,8 +622,6 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     };
     rc = comm_create(&rt->comm, comm_find_ops(chosen), &cargs);
     rc = agree_worst_(rt, rc);
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    device_cpu_unlink(&rt->dev);
     if (rc < 0) {
         if (rt->rank == 0)
             log_error("could not connect the %s communicator", chosen);
@@ -557,6 +639,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 
 int runtime_close(struct runtime *rt, int exit_code)
 {
+    startup_watch_end();
     comm_destroy(rt->comm);
     rt->comm = NULL;
     device_close(&rt->dev);

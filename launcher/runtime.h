@@ -40,7 +40,27 @@ int runtime_launcher_rank(void);
 
 // MPI_Init_thread, world and host topology, rank-tagged logging; makes fatal
 // errors end the whole job (MPI_Abort). Returns 0 or a negative status.
+// Start-up is watched from here on (runtime_stage).
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv);
+
+// Start-up stages, in order. Each must finish within comm.timeout_s (before
+// the config is read: VGPU_COMM_TIMEOUT_S, else 300 s), not counting time the
+// process was stopped; past it the rank names the stage and the host-mates
+// that are behind or stopped, and exits 1 (startup_watch.h).
+enum runtime_stage {
+    RUNTIME_STAGE_MPI,     // MPI_Init_thread (runtime_bootstrap)
+    RUNTIME_STAGE_JOIN,    // hosts and the arrival board (runtime_bootstrap)
+    RUNTIME_STAGE_CONFIG,  // runtime_load_config
+    RUNTIME_STAGE_DATA,    // the program loads and agrees on its data
+    RUNTIME_STAGE_DEVICES, // runtime_open: discovery, binding, the virtual GPU
+    RUNTIME_STAGE_CONNECT, // runtime_open: the collective backend
+    RUNTIME_STAGE_MODEL,   // the program sets up its model
+    RUNTIME_STAGE_WARMUP,  // the program's first step
+};
+// Enters `stage` (its clock starts now).
+void runtime_stage(struct runtime *rt, enum runtime_stage stage);
+// Start-up is over: the watch ends (waits are bounded by comm.timeout_s).
+void runtime_started(struct runtime *rt);
 
 // Rank 0 reads `path` (NULL = defaults only) and applies the overrides
 // ("section.key=value") and validation; every rank gets the same config and

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "comm_internal.h"
@@ -247,33 +246,24 @@ int main(int argc, char **argv)
     int hosts = node + 1;
     MPI_Allreduce(MPI_IN_PLACE, &hosts, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 
-    // The job's id, drawn once and shared: every shared-memory name derives from it.
-    struct comm_unique_id id = {{0, 0}};
-    if (rank == 0 && getrandom(id.nonce, sizeof id.nonce, 0) != (ssize_t)sizeof id.nonce)
-        FATAL(2, "getrandom failed");
-    MPI_Bcast(id.nonce, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-
     struct device_info info;
     int ndev = 0, rc;
     if ((rc = device_discover("cpu", &info, 1, &ndev)) < 0 || ndev < 1)
         die_(NULL, rc, "device_discover");
-    char shm_name[64];
-    comm_shm_name(&id, rank, "arena", shm_name, sizeof shm_name);
     device_t dev;
     // Tree mode: the partials, plus the all-reduce's scratch.
     const int most = o.tree ? (o.tree + size - 1) / size : 1;
     const uint64_t cap = (uint64_t)(most + 1) * (o.max_bytes + ARENA_ALIGN) + ARENA_ALIGN +
                          (o.tree ? comm_tree_scratch_bytes(size, most, o.max_bytes / sizeof(float)) +
                                    ARENA_ALIGN : 0);
-    if ((rc = device_open(&dev, &info, rank, host, cap, 1, shm_name)) < 0)
+    if ((rc = device_open(&dev, &info, rank, host, cap, 1)) < 0)
         die_(NULL, rc, "device_open");
-    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev, .id = id,
+    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev,
                              .timeout_s = o.timeout_s, .slice_bytes = o.slice_bytes,
                              .node_index = node, .host = host};
     comm_t *c = NULL;
     if ((rc = comm_create(&c, comm_find_ops(o.backend), &args)) < 0)
         die_(NULL, rc, "comm_create");
-    device_cpu_unlink(&dev); // everyone has mapped it: a crash now leaks nothing
 
     float *dsend, *drecv;
     const size_t max_count = o.max_bytes / sizeof(float);
@@ -290,8 +280,6 @@ int main(int argc, char **argv)
         if (o.tree)
             printf("# tree: %d partials of each size split over the ranks, summed in the "
                    "canonical tree (both columns)\n", o.tree);
-        printf("# job id %016llx%016llx\n", (unsigned long long)id.nonce[0],
-               (unsigned long long)id.nonce[1]);
         printf("#%68s%36s\n", "out-of-place", "in-place");
         printf("#%11s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
                "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");

@@ -325,7 +325,7 @@ int main(int argc, char **argv)
         int count = 0;
         if (device_discover("cpu", &info, 1, &count) < 0 ||
             device_open(&dev, &info, 0, "local", 3 * max_elems * sizeof(float) + (1 << 20),
-                        o.threads, NULL) < 0) {
+                        o.threads) < 0) {
             fprintf(stderr, "vgpu_gemm_perf: cannot open a CPU virtual GPU\n");
             return 1;
         }

@@ -2,6 +2,7 @@
 // atomic replacement under write failures, compatibility and naming.
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -101,19 +102,19 @@ static void fill_meta_(struct ckpt_meta *m)
     m->nranks = 4;
 }
 
-// Values whose bits must survive exactly: signed zero, infinities, NaN with a
-// payload, denormals, and ordinary numbers.
+// Values whose bits must survive exactly: signed zero, the largest floats,
+// denormals, and ordinary numbers. (NaN and infinities are refused on load:
+// test_meaningless_refused.)
 static float *make_values_(long n, float scale)
 {
     float *v = malloc((size_t)n * sizeof(float));
     assert_non_null(v);
     for (long i = 0; i < n; i++)
         v[i] = scale * sinf((float)i * 0.37f);
-    uint32_t nan_bits = 0x7fc01234u;
-    memcpy(&v[1], &nan_bits, 4);
+    v[1] = 1e-45f; // the smallest denormal
     v[2] = -0.0f;
-    v[3] = INFINITY;
-    v[4] = -INFINITY;
+    v[3] = FLT_MAX;
+    v[4] = -FLT_MAX;
     v[5] = 1e-42f;
     v[6] = 1.0f;
     return v;
@@ -678,6 +679,119 @@ static void test_naming(void **state)
     assert_string_equal(buf, want);
 }
 
+// Checkpoints whose CRCs are right but whose content means nothing are
+// refused, each with its reason: positions no run reaches, and parameters or
+// optimizer state that are not finite.
+static void test_meaningless_refused(void **state)
+{
+    (void)state;
+    char dir[512], path[700], err[512];
+    test_dir_(dir, "meaningless");
+    struct {
+        const char *what;
+        int64_t step, epoch, batch, total;
+        int32_t nranks;
+    } cases[] = {
+        {"step 2^62", (int64_t)1 << 62, 3, 17, 0, 4},
+        {"negative epoch", 1234, -1, 17, 0, 4},
+        {"negative batch", 1234, 3, -5, 0, 4},
+        {"no writer", 1234, 3, 17, 0, 0},
+        {"more epochs than steps", 10, 11, 0, 0, 4},
+        {"more batches than steps", 10, 0, 11, 0, 4},
+        {"negative horizon", 1234, 3, 17, -1, 4},
+    };
+    float *p = make_values_(N_PARAMS, 1.0f), *o = make_values_(N_STATE, 0.01f);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ckpt_meta m;
+        fill_meta_(&m);
+        m.step = cases[i].step, m.epoch = cases[i].epoch, m.step_in_epoch = cases[i].batch;
+        m.total_steps = cases[i].total, m.nranks = cases[i].nranks;
+        snprintf(path, sizeof path, "%s/case%zu.bin", dir, i);
+        assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof err), 0);
+        print_message("  %s\n", cases[i].what);
+        expect_load_error_(path, VGPU_EFORMAT, "a position no run can be at");
+    }
+    struct ckpt_meta m;
+    fill_meta_(&m);
+    p[N_PARAMS / 2] = NAN;
+    snprintf(path, sizeof path, "%s/nan.bin", dir);
+    assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof err), 0);
+    expect_load_error_(path, VGPU_EFORMAT, "1 of 1000 parameters and 0 of");
+    p[N_PARAMS / 2] = 0;
+    for (long i = 0; i < N_STATE; i++)
+        o[i] = INFINITY;
+    snprintf(path, sizeof path, "%s/inf.bin", dir);
+    assert_int_equal(checkpoint_save(path, &m, p, o, err, sizeof err), 0);
+    expect_load_error_(path, VGPU_EFORMAT, "are NaN or infinite: the run that wrote it had diverged");
+    free(p);
+    free(o);
+}
+
+// Listing sorts newest first and counts only the names checkpoint_path
+// makes; pruning keeps the newest.
+static void test_list_and_prune(void **state)
+{
+    (void)state;
+    char dir[512];
+    test_dir_(dir, "prune");
+    touch_(dir, "ckpt-0000000005.bin");
+    touch_(dir, "ckpt-0000000100.bin");
+    touch_(dir, "ckpt-0000000020.bin");
+    touch_(dir, "ckpt-00000000007.bin"); // another padding: not one of ours
+    touch_(dir, "ckpt-0000000999.bin.tmp.abcdef");
+    int64_t *steps;
+    int n;
+    assert_int_equal(checkpoint_list(dir, &steps, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(steps[0], 100);
+    assert_int_equal(steps[1], 20);
+    assert_int_equal(steps[2], 5);
+    free(steps);
+    assert_int_equal(checkpoint_prune(dir, 2), 1);
+    assert_int_equal(checkpoint_list(dir, &steps, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(steps[1], 20);
+    free(steps);
+    assert_int_equal(checkpoint_prune(dir, 5), 0);
+    assert_int_equal(checkpoint_prune(dir, 0), VGPU_EINVAL);
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/absent", dir);
+    assert_int_equal(checkpoint_list(missing, &steps, &n), -ENOENT);
+}
+
+// Claiming a directory: temporary files a dead writer left go, a second
+// claim while the first is held is refused naming the holder, and a
+// directory every user may write is refused.
+static void test_claim_dir(void **state)
+{
+    (void)state;
+    char dir[512], err[512];
+    test_dir_(dir, "claim");
+    touch_(dir, "ckpt-0000000040.bin.tmp.Ab12Cd");
+    touch_(dir, "ckpt-0000000060.bin.tmp.zzzzzz");
+    touch_(dir, "ckpt-0000000060.bin.tmp.toolong"); // not one of ours: kept
+    touch_(dir, "notes.tmp.abcdef");                // nor this
+    int removed = -1;
+    int fd = checkpoint_claim_dir(dir, &removed, err, sizeof err);
+    assert_true(fd >= 0);
+    assert_int_equal(removed, 2);
+    assert_int_equal(count_tmp_files_(dir), 2);
+    int second = checkpoint_claim_dir(dir, &removed, err, sizeof err);
+    assert_int_equal(second, VGPU_ECONFIG);
+    char pid[64];
+    snprintf(pid, sizeof pid, "in use by another running job (pid %d)", (int)getpid());
+    assert_non_null(strstr(err, pid));
+    close(fd);
+    fd = checkpoint_claim_dir(dir, &removed, err, sizeof err); // released: free again
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(checkpoint_claim_dir(dir, &removed, err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "writable by every user (mode 777)"));
+    assert_int_equal(chmod(dir, 01777), 0); // sticky or not: others can still plant
+    assert_int_equal(checkpoint_claim_dir(dir, &removed, err, sizeof err), VGPU_ECONFIG);
+}
+
 // The checkpoint directory is made with its parents; a file in the way, or
 // an empty name, is an error naming the path.
 static void test_make_dir(void **state)
@@ -719,6 +833,9 @@ int main(void)
         cmocka_unit_test(test_compatible),
         cmocka_unit_test(test_naming),
         cmocka_unit_test(test_make_dir),
+        cmocka_unit_test(test_meaningless_refused),
+        cmocka_unit_test(test_list_and_prune),
+        cmocka_unit_test(test_claim_dir),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, setup_, teardown_);
 }

@@ -77,22 +77,6 @@ static void test_choose_small_why(void **state)
                      VGPU_EINVAL);
 }
 
-static void test_shm_name(void **state)
-{
-    (void)state;
-    struct comm_unique_id id = {{0x0123456789abcdefull, 0xfedcba9876543210ull}};
-    char name[64];
-    comm_shm_name(&id, 3, "arena", name, sizeof name);
-    assert_string_equal(name, "/vgpu-0123456789abcdeffedcba9876543210-arena-r3");
-    comm_shm_name(&id, 12, "ctl", name, sizeof name);
-    assert_string_equal(name, "/vgpu-0123456789abcdeffedcba9876543210-ctl-r12");
-    struct comm_unique_id zero = {{0, 1}};
-    comm_shm_name(&zero, 0, "stage", name, sizeof name);
-    assert_string_equal(name, "/vgpu-00000000000000000000000000000001-stage-r0");
-    comm_shm_name(&id, 1000000, "0123456789abcdef", name, sizeof name);
-    assert_true(strlen(name) < sizeof name);
-}
-
 static void test_find_ops(void **state)
 {
     (void)state;
@@ -113,7 +97,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choose_table),
         cmocka_unit_test(test_choose_small_why),
-        cmocka_unit_test(test_shm_name),
         cmocka_unit_test(test_find_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

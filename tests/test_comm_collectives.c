@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "comm_internal.h"
@@ -303,17 +302,27 @@ static void test_barrier_(comm_t *c)
     }
 }
 
-// No name of the job may be left in /dev/shm once comm_create has returned.
-static void check_no_names_(const struct comm_unique_id *id, const char *when)
+// The job's shared memory has no name: the arena (and, staging, the staging
+// window and the ring's control segment) are memfds, nothing is in /dev/shm.
+// open: whether the device and communicator are open (else nothing of them
+// may still be mapped).
+static void check_no_names_(int open, const char *when)
 {
-    static const char *const whats[] = {"arena", "ctl", "stage"};
-    for (int q = 0; q < size_; q++)
-        for (int w = 0; w < 3; w++) {
-            char name[64], path[80];
-            comm_shm_name(id, q, whats[w], name, sizeof name);
-            snprintf(path, sizeof path, "/dev/shm%s", name);
-            CHECK(access(path, F_OK) != 0, "%s still exists %s", path, when);
-        }
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL, "cannot read /proc/self/maps");
+    char line[512];
+    int arena = 0, any = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        CHECK(!strstr(line, "/dev/shm/vgpu"), "a named segment is mapped %s: %s", when, line);
+        arena += strstr(line, "/memfd:vgpu-arena") != NULL;
+        any += strstr(line, "/memfd:vgpu-") != NULL;
+    }
+    if (f)
+        fclose(f);
+    if (open)
+        CHECK(arena >= 2, "the arena is not a memfd mapped twice %s", when);
+    else
+        CHECK(any == 0, "%d vgpu memfd mappings are left %s", any, when);
 }
 
 static int node_index_(void)
@@ -370,40 +379,24 @@ int main(int argc, char **argv)
     if (!ops)
         FATAL(2, "unknown backend %s", backend);
 
-    // Unique id: rank 0 draws it, everyone must end up with the same one.
-    struct comm_unique_id id = {{0, 0}};
-    if (rank_ == 0 && getrandom(id.nonce, sizeof id.nonce, 0) != (ssize_t)sizeof id.nonce)
-        FATAL(2, "getrandom failed");
-    MPI_Bcast(id.nonce, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    uint64_t *ids = malloc((size_t)size_ * sizeof id);
-    MPI_Allgather(&id, 2, MPI_UINT64_T, ids, 2, MPI_UINT64_T, MPI_COMM_WORLD);
-    for (int q = 0; q < size_; q++)
-        CHECK(ids[2 * q] == id.nonce[0] && ids[2 * q + 1] == id.nonce[1],
-              "rank %d has another unique id", q);
-    CHECK(id.nonce[0] | id.nonce[1], "unique id is zero");
-    free(ids);
-
     const size_t big = (1u << 20) + 7; // floats
     // + room for the deterministic all-reduce of up to 12 partials of 512 KiB.
     const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096) + (48ull << 20);
     struct device_info info;
     int ndev = 0;
     CALL(device_discover("cpu", &info, 1, &ndev));
-    char shm_name[64];
-    comm_shm_name(&id, rank_, "arena", shm_name, sizeof shm_name);
     device_t dev;
-    CALL(device_open(&dev, &info, rank_, host, cap, 1, shm_name));
+    CALL(device_open(&dev, &info, rank_, host, cap, 1));
     const int node = fake_hosts > 0 ? rank_ % fake_hosts : node_index_();
-    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev, .id = id,
+    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev,
                              .timeout_s = timeout_s, .slice_bytes = slice,
                              .node_index = node, .host = host};
     comm_t *c = NULL;
     CALL(comm_create(&c, ops, &args));
-    device_cpu_unlink(&dev);
     CHECK(!strcmp(comm_backend_name(c), backend), "backend is %s", comm_backend_name(c));
     CHECK(comm_rank(c) == rank_ && comm_size(c) == size_, "rank/size mismatch");
     MPI_Barrier(MPI_COMM_WORLD);
-    check_no_names_(&id, "after comm_create");
+    check_no_names_(1, "after comm_create");
 
     if (sleep_rank >= 0) {
         // Fault mode: sleep_rank never arrives; everyone else must time out.
@@ -463,7 +456,7 @@ int main(int argc, char **argv)
 
     comm_destroy(c);
     device_close(&dev);
-    check_no_names_(&id, "at the end");
+    check_no_names_(0, "at the end");
 
     long long all = total_(failures_);
     if (rank_ == 0)

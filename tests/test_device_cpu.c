@@ -39,7 +39,7 @@ static int setup_dev(void **state)
     if (device_discover(g_kind, infos, 8, &count) || count < 1)
         return -1;
     device_t *dev = calloc(1, sizeof *dev);
-    if (!dev || device_open(dev, &infos[0], 0, "testhost", CAP_BYTES, 1, NULL)) {
+    if (!dev || device_open(dev, &infos[0], 0, "testhost", CAP_BYTES, 1)) {
         free(dev);
         return -1;
     }
@@ -112,7 +112,7 @@ static void test_open_close(void **state)
     assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
     device_t dev;
     // The cap is rounded down to the arena alignment.
-    assert_int_equal(device_open(&dev, &info, 3, "h", 1000, 1, NULL), 0);
+    assert_int_equal(device_open(&dev, &info, 3, "h", 1000, 1), 0);
     assert_int_equal(dev.cap_bytes, 768);
     assert_int_equal(dev.virtual_id, 3);
     assert_int_equal(arena_get_stats(&dev.arena).cap_bytes, 768);
@@ -121,40 +121,66 @@ static void test_open_close(void **state)
     device_close(NULL);
 
     // A cap that cannot be reserved fails cleanly.
-    assert_true(device_open(&dev, &info, 0, "h", 0, 1, NULL) < 0);
+    assert_true(device_open(&dev, &info, 0, "h", 0, 1) < 0);
     device_close(&dev);
     // More than the host has: refused up front (committing it would summon
     // the OOM killer, as a private memfd has no size limit of its own).
-    assert_int_equal(device_open(&dev, &info, 0, "h", 2 * info.total_bytes, 1, NULL), VGPU_EDEVMEM);
+    assert_int_equal(device_open(&dev, &info, 0, "h", 2 * info.total_bytes, 1), VGPU_EDEVMEM);
     device_close(&dev);
-    assert_int_equal(device_open(&dev, &info, 0, "h", UINT64_MAX / 2, 1, NULL), VGPU_EDEVMEM);
+    assert_int_equal(device_open(&dev, &info, 0, "h", UINT64_MAX / 2, 1), VGPU_EDEVMEM);
     device_close(&dev);
 
     // An unknown backend is refused.
     struct device_info bogus = info;
     snprintf(bogus.kind, sizeof bogus.kind, "tpu");
-    assert_int_equal(device_open(&dev, &bogus, 0, "h", CAP_BYTES, 1, NULL), VGPU_EUNSUPPORTED);
+    assert_int_equal(device_open(&dev, &bogus, 0, "h", CAP_BYTES, 1), VGPU_EUNSUPPORTED);
 }
 
 // A named segment appears in /dev/shm, is exclusive, and goes away on close.
-static void test_named_segment(void **state)
+// The arena is shared with no name: a peer process maps it through the
+// handle (shm_share.h) and sees the owner's writes; a handle that names
+// another file, or a process that is gone, is refused; /dev/shm stays empty.
+static void test_shared_arena(void **state)
 {
     (void)state;
     struct device_info info;
     int count;
     assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
-    char name[64], path[96];
-    snprintf(name, sizeof name, "/vgpu-test-dev-%d", (int)getpid());
-    snprintf(path, sizeof path, "/dev/shm%s", name);
-    device_t a, b;
-    assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1, name), 0);
-    struct stat st;
-    assert_int_equal(stat(path, &st), 0);
-    assert_int_equal(st.st_size, CAP_BYTES);
-    assert_string_equal(device_cpu_shm_name(&a), name);
-    assert_true(device_open(&b, &info, 1, "h", CAP_BYTES, 1, name) < 0); // taken
+    device_t a;
+    assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1), 0);
+    struct shm_handle h;
+    assert_int_equal(device_cpu_share(&a, &h), 0);
+    assert_int_equal(h.pid, getpid());
+    assert_int_equal(h.bytes, CAP_BYTES);
+    float *view = device_cpu_view(&a, a.arena.base);
+    view[7] = 42.0f;
+    pid_t child = fork();
+    if (child == 0) {
+        void *m = NULL;
+        int ok = shm_share_map(&h, 1, &m) == 0 && ((float *)m)[7] == 42.0f;
+        if (ok)
+            ((float *)m)[8] = 7.0f;
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(view[8] == 7.0f);
+
+    void *m = NULL;
+    struct shm_handle other = h;
+    other.ino ^= 1;
+    fprintf(stderr, "  (three expected 'shared memory' messages follow)\n");
+    assert_int_equal(shm_share_map(&other, 0, &m), VGPU_ECOMM);
+    other = h;
+    other.bytes = 2 * h.bytes;
+    assert_int_equal(shm_share_map(&other, 0, &m), VGPU_ECOMM);
+    other = h;
+    other.pid = child; // reaped: gone
+    assert_true(shm_share_map(&other, 0, &m) < 0);
+    assert_null(m);
     device_close(&a);
-    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(device_cpu_share(&a, &h), VGPU_EINVAL);
 }
 
 // ---- memory ----
@@ -875,7 +901,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest cpu_tests[] = {
         cmocka_unit_test(test_discover),
         cmocka_unit_test(test_open_close),
-        cmocka_unit_test(test_named_segment),
+        cmocka_unit_test(test_shared_arena),
         cmocka_unit_test_setup_teardown(test_host_dereference_faults, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_adam_vector_matches_kernel, setup_dev, teardown_dev),
     };

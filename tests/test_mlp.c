@@ -35,7 +35,7 @@ static device_t *open_cpu_(uint64_t cap_bytes)
     assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
     device_t *dev = calloc(1, sizeof *dev);
     assert_non_null(dev);
-    assert_int_equal(device_open(dev, &info, 0, "testhost", cap_bytes, 1, NULL), 0);
+    assert_int_equal(device_open(dev, &info, 0, "testhost", cap_bytes, 1), 0);
     return dev;
 }
 

@@ -134,7 +134,7 @@ static int setup_dev(void **state)
     int count;
     f->dev = calloc(1, sizeof *f->dev);
     if (device_discover("cpu", &info, 1, &count) ||
-        device_open(f->dev, &info, 0, "testhost", 1 << 20, 1, NULL) ||
+        device_open(f->dev, &info, 0, "testhost", 1 << 20, 1) ||
         device_alloc_floats(f->dev, N, &f->params) || device_alloc_floats(f->dev, N, &f->grads))
         return -1;
     *state = f;

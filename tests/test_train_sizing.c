@@ -175,7 +175,7 @@ static void test_device_bytes_fit(void **state)
     assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
     device_t dev;
     memset(&dev, 0, sizeof dev);
-    assert_int_equal(device_open(&dev, &info, 0, "testhost", need, 1, NULL), 0);
+    assert_int_equal(device_open(&dev, &info, 0, "testhost", need, 1), 0);
     int dims[MLP_MAX_DIMS], n;
     assert_int_equal(train_model_dims(&cfg, &coded, dims, &n), 0);
     const int rows = train_max_rows(&cfg, nranks);

@@ -24,10 +24,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +50,10 @@ static const struct header_layout layouts_[] = {
 #define CKPT_MIN_HEADER 192      // the smallest
 #define CKPT_IO_FLOATS 16384     // floats converted per write/read call
 #define CKPT_NAME_DIGITS 10      // zero-padded step in file names
+// More steps than any run takes (a million steps a day for 2700 years):
+// a larger count is a crafted or corrupt header, not a position.
+#define CKPT_MAX_STEP 1000000000000LL
+#define CKPT_LOCK_NAME ".vgpu-checkpoint.lock"
 
 
 // ---- little-endian fields ----
@@ -412,6 +418,18 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
                    (unsigned long long)opt_bytes);
         goto done;
     }
+    // A position a run can be at: nothing negative, no more epochs or
+    // batches than steps, a writer, and a step count a run can reach. The
+    // CRC protects against damage, not against a header made to mislead.
+    if (m.step < 0 || m.step > CKPT_MAX_STEP || m.epoch < 0 || m.epoch > m.step ||
+        m.step_in_epoch < 0 || m.step_in_epoch > m.step || m.nranks < 1 || m.total_steps < 0) {
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
+                         "%s: a position no run can be at (step %lld, epoch %lld, batch %lld, "
+                         "written by %d ranks, horizon %lld steps)",
+                         path, (long long)m.step, (long long)m.epoch, (long long)m.step_in_epoch,
+                         m.nranks, (long long)m.total_steps);
+        goto done;
+    }
     uint64_t want_size = layout->bytes + params_bytes + opt_bytes;
     uint64_t have_size = (uint64_t)st.st_size;
     if (have_size != want_size) {
@@ -452,6 +470,21 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                    "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is corrupt",
                    path, stored_pcrc, crc);
+        goto done;
+    }
+    // Parameters that are not finite train to nothing but NaN: the run that
+    // wrote them had diverged (or the file was made so).
+    int64_t bad_params = 0, bad_state = 0;
+    for (int64_t i = 0; i < m.param_count; i++)
+        bad_params += !isfinite(p[i]);
+    for (int64_t i = 0; i < m.opt_state_count; i++)
+        bad_state += !isfinite(o[i]);
+    if (bad_params || bad_state) {
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
+                         "%s: %lld of %lld parameters and %lld of %lld optimizer values are NaN or "
+                         "infinite: the run that wrote it had diverged",
+                         path, (long long)bad_params, (long long)m.param_count,
+                         (long long)bad_state, (long long)m.opt_state_count);
         goto done;
     }
     *meta = m;
@@ -618,6 +651,134 @@ int checkpoint_make_dir(const char *dir, char *err, size_t err_bytes)
         return -e;
     }
     return 0;
+}
+
+static int steps_descending_(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int checkpoint_list(const char *dir, int64_t **steps, int *count)
+{
+    *steps = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int64_t *v = NULL;
+    int n = 0, cap = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int64_t step = parse_name_(e->d_name);
+        char canonical[64];
+        // Only the names checkpoint_path makes (not "ckpt-000000000007.bin"),
+        // so a step is one file.
+        if (step < 0 || snprintf(canonical, sizeof canonical, "ckpt-%0*lld.bin", CKPT_NAME_DIGITS,
+                                 (long long)step) < 0 || strcmp(canonical, e->d_name) != 0)
+            continue;
+        if (n == cap) {
+            int64_t *grown = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *v);
+            if (!grown) {
+                rc = VGPU_ENOMEM;
+                break;
+            }
+            v = grown;
+        }
+        v[n++] = step;
+    }
+    closedir(d);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    qsort(v, (size_t)n, sizeof *v, steps_descending_);
+    *steps = v;
+    *count = n;
+    return 0;
+}
+
+int checkpoint_prune(const char *dir, int keep)
+{
+    if (keep < 1)
+        return VGPU_EINVAL;
+    int64_t *steps;
+    int n, removed = 0;
+    int rc = checkpoint_list(dir, &steps, &n);
+    for (int i = keep; rc == 0 && i < n; i++) {
+        char path[4096];
+        if (checkpoint_path(dir, steps[i], path, sizeof path) == 0 && unlink(path) == 0)
+            removed++;
+        else if (errno != ENOENT)
+            rc = -errno;
+    }
+    free(steps);
+    return rc < 0 ? rc : removed;
+}
+
+// An unfinished checkpoint_save's file: "ckpt-<digits>.bin.tmp.<6 characters>".
+static int is_temp_name_(const char *name)
+{
+    const char *tmp = strstr(name, ".bin.tmp.");
+    if (!tmp || strlen(tmp + 9) != 6)
+        return 0;
+    char base[256];
+    snprintf(base, sizeof base, "%.*s.bin", (int)(tmp - name), name);
+    return parse_name_(base) >= 0;
+}
+
+int checkpoint_claim_dir(const char *dir, int *removed, char *err, size_t err_bytes)
+{
+    *removed = 0;
+    int rc = checkpoint_make_dir(dir, err, err_bytes);
+    if (rc < 0)
+        return rc;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return util_errorf(err, err_bytes, -errno, "checkpoint directory %s: %s", dir,
+                           strerror(errno));
+    // Anyone who can write here could plant the "newest" checkpoint that
+    // --resume DIR would take, or fill the directory.
+    if (st.st_mode & S_IWOTH)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "checkpoint directory %s is writable by every user (mode %03o): "
+                           "anyone could plant a checkpoint there; use a directory of your own "
+                           "(chmod o-w)",
+                           dir, (unsigned)(st.st_mode & 0777));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK_NAME);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return util_errorf(err, err_bytes, -errno, "cannot create %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char owner[32] = "";
+        ssize_t got = pread(fd, owner, sizeof owner - 1, 0);
+        owner[got > 0 ? got : 0] = '\0';
+        owner[strcspn(owner, "\n")] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "checkpoint directory %s is in use by another running job%s%s%s; "
+                               "give each job its own checkpoint.dir",
+                               dir, owner[0] ? " (pid " : "", owner, owner[0] ? ")" : "");
+        return util_errorf(err, err_bytes, -e, "cannot lock %s: %s", path, strerror(e));
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        // The pid is only a courtesy for the message above.
+    }
+    // Under the lock no other job writes here: a temporary file is what a
+    // run that died in checkpoint_save left.
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (is_temp_name_(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            (*removed)++;
+    if (d)
+        closedir(d);
+    return fd;
 }
 
 int checkpoint_find_latest(const char *dir, char *buf, size_t buf_bytes)

@@ -43,7 +43,10 @@ int checkpoint_save(const char *path, const struct ckpt_meta *meta, const float 
                     const float *opt_state, char *err, size_t err_bytes);
 
 // Reads path and checks magic, version, header CRC, section sizes against the
-// file size (short = truncated, long = trailing data) and the payload CRC.
+// file size (short = truncated, long = trailing data), the payload CRC, and
+// that it means something: a position a run can be at (no negative count,
+// epoch and batch <= step <= 10^12, nranks >= 1) and finite parameters and
+// optimizer state.
 // On success fills *meta and sets *params and *opt_state to malloc'ed arrays
 // the caller frees with free() (NULL when the count is 0). Returns 0; -errno
 // when the file cannot be opened or read; VGPU_EFORMAT for a bad file;
@@ -69,6 +72,25 @@ int checkpoint_path(const char *dir, int64_t step, char *buf, size_t buf_bytes);
 // that it is a directory this process can write into. Returns 0, or -errno /
 // VGPU_EINVAL (empty or over-long name) with a message naming the path in err.
 int checkpoint_make_dir(const char *dir, char *err, size_t err_bytes);
+
+// The checkpoints in dir (names as made by checkpoint_path), newest first:
+// *steps is a malloc'ed array of *count steps (free() it). Returns 0 or
+// -errno (dir cannot be read) / VGPU_ENOMEM.
+int checkpoint_list(const char *dir, int64_t **steps, int *count);
+
+// Removes every checkpoint in dir but the newest `keep` (>= 1). Returns how
+// many it removed, or a negative status.
+int checkpoint_prune(const char *dir, int keep);
+
+// Claims dir for this run: creates it (checkpoint_make_dir), refuses a
+// directory every user may write (VGPU_ECONFIG: anyone could plant the
+// checkpoint --resume DIR picks), takes an exclusive lock on a file in it
+// (VGPU_ECONFIG when another running job holds it, naming its pid), and then
+// removes the temporary files a run that died while saving left there, their
+// count in *removed. Returns a descriptor to keep open while the run writes
+// checkpoints (closing it releases the lock), or a negative status with a
+// message in err.
+int checkpoint_claim_dir(const char *dir, int *removed, char *err, size_t err_bytes);
 
 // Finds the checkpoint with the highest step in dir (names as made by
 // checkpoint_path; temporary files and other names are ignored) and writes

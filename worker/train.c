@@ -200,18 +200,21 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         .env = env_get(),
         .mode = rt->cfg.train.deterministic ? &train_step_deterministic : &train_step_normal,
         .last_loss = NAN,
+        .ckpt_lock = -1,
     };
     memset(result, 0, sizeof *result);
     result->data = data->name;
     // Not measured until an evaluation runs (a run preempted before its first
     // epoch ends reports nan, not 0).
     result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;
+    runtime_stage(rt, RUNTIME_STAGE_MODEL);
     train_test_pause("open", rt->rank);
     int rc = trainer_prepare(&t);
     rc = runtime_agree_min(rt, rc < 0 ? rc : train_stop_vote());
     // Past this point the ranks are in lockstep: a failure on one rank would
     // leave the others waiting in the next collective, so it ends the job.
     // Agreed verdicts (a bad checkpoint, divergence, preemption) do not.
+    runtime_stage(rt, RUNTIME_STAGE_WARMUP);
     if (rc == 0 && (rc = trainer_start(&t)) < 0)
         FATAL(1, "training set-up failed: %s", status_str(rc));
     if (rc == 0 && opts->resume_path)
@@ -221,6 +224,7 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         train_test_pause("warmup", rt->rank);
         rc = runtime_agree_min(rt, train_stop_vote());
     }
+    runtime_started(rt); // from here every wait is a collective's, bounded itself
     if (rc == VGPU_EPREEMPTED && rt->rank == 0)
         train_report_early_stop();
     if (rc == 0) {

@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "log.h"
+#include "util.h"
 
 // The checkpoint header of this run's model, optimizer and seed; position
 // fields are left for the caller.
@@ -47,6 +49,13 @@ static int write_(struct trainer *t, const char *dir, char *path, size_t path_by
     TRY_GOTO(checkpoint_make_dir(dir, err, err_bytes), rc, out);
     TRY_GOTO(checkpoint_path(dir, t->step, path, path_bytes), rc, out);
     rc = checkpoint_save(path, &meta, params, state, err, err_bytes);
+    const long keep = t->cfg->checkpoint.keep_last;
+    if (rc == 0 && keep > 0) {
+        const int pruned = checkpoint_prune(dir, (int)keep);
+        if (pruned < 0) // the new checkpoint is whole: a warning, not a failure
+            log_warn("checkpoint.keep_last = %ld: cannot remove older checkpoints in %s: %s", keep,
+                     dir, status_str(pruned));
+    }
 out:
     free(params);
     free(state);
@@ -90,18 +99,62 @@ int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t
 struct resume_header {
     int rc;                // 0, or why the checkpoint cannot be used
     char err[512];         // rank 0's message when rc < 0
+    char path[4096];       // the checkpoint read (--resume DIR: the newest valid one)
     struct ckpt_meta meta; // the checkpoint's header
 };
 
-// Rank 0: reads the file, checks it fits this run, copies its state to the device.
+// Rank 0, --resume DIR: loads the newest checkpoint in dir that passes
+// checkpoint_load's checks, saying which newer ones it passed over and why.
+// Sets *path_out to the one taken (buf holds it).
+static int load_newest_(const char *dir, struct resume_header *hdr, float **params, float **state,
+                        char *buf, size_t buf_bytes)
+{
+    int64_t *steps;
+    int n;
+    int rc = checkpoint_list(dir, &steps, &n);
+    if (rc < 0)
+        return util_errorf(hdr->err, sizeof hdr->err, rc, "%s: cannot read the directory: %s",
+                           dir, status_str(rc));
+    if (n == 0)
+        rc = util_errorf(hdr->err, sizeof hdr->err, VGPU_ECONFIG,
+                         "%s holds no checkpoint (ckpt-<step>.bin)", dir);
+    for (int i = 0; i < n; i++) {
+        rc = checkpoint_path(dir, steps[i], buf, buf_bytes);
+        if (rc == 0)
+            rc = checkpoint_load(buf, &hdr->meta, params, state, hdr->err, sizeof hdr->err);
+        if (rc == 0 || rc == VGPU_ENOMEM)
+            break;
+        if (i + 1 < n)
+            log_warn("--resume %s: passing over %s", dir, hdr->err);
+        else
+            snprintf(hdr->err, sizeof hdr->err, "%s: no valid checkpoint among %d (the oldest: "
+                     "see above)", dir, n);
+    }
+    free(steps);
+    return rc;
+}
+
+// Rank 0: reads the file (the newest valid one of a directory), checks it
+// fits this run, copies its state to the device. Sets hdr->path.
 static void load_(struct trainer *t, const char *path, struct resume_header *hdr)
 {
     float *params = NULL, *state = NULL;
-    hdr->rc = checkpoint_load(path, &hdr->meta, &params, &state, hdr->err, sizeof hdr->err);
+    struct stat st;
+    snprintf(hdr->path, sizeof hdr->path, "%s", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        hdr->rc = load_newest_(path, hdr, &params, &state, hdr->path, sizeof hdr->path);
+    else
+        hdr->rc = checkpoint_load(path, &hdr->meta, &params, &state, hdr->err, sizeof hdr->err);
     if (hdr->rc == 0) {
         struct ckpt_meta want = meta_of_(t);
         hdr->rc = checkpoint_check_compatible(&hdr->meta, &want, hdr->err, sizeof hdr->err);
     }
+    const long batches = sampler_batches_per_epoch(&t->sampler);
+    if (hdr->rc == 0 && hdr->meta.step_in_epoch > batches)
+        hdr->rc = util_errorf(hdr->err, sizeof hdr->err, VGPU_ECONFIG,
+                              "%s is at batch %lld of its epoch and this run's epochs have %ld "
+                              "batches (another data set or train_limit?)",
+                              hdr->path, (long long)hdr->meta.step_in_epoch, batches);
     if (hdr->rc == 0)
         hdr->rc = device_copy_to_device(t->dev, t->model.params, params,
                                         t->model.param_count * sizeof(float));
@@ -139,8 +192,9 @@ int train_resume(struct trainer *t, const char *path)
     sampler_set_position(&t->sampler, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
     if (t->rt->rank == 0)
         printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
-               path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
+               hdr.path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
                (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);
+    train_metrics_resumed(t, (long)hdr.meta.epoch);
     warn_if_schedule_moved_(t, hdr.meta.total_steps);
     return 0;
 }

@@ -96,6 +96,7 @@ struct trainer {
     // ---- reporting (train_report.c) ----
     FILE *metrics;                 // rank 0: the --metrics CSV (NULL = none)
     int metrics_errno;             // rank 0: why writing it failed (0 = it did not)
+    int ckpt_lock;                 // rank 0: held lock on checkpoint.dir (-1 = none)
     double window[3];              // loss sum, correct, samples since the last progress line
     double last_loss;              // mean loss of the last progress window (all ranks)
     int warned_nonfinite;          // rank 0 has warned that the loss is NaN or infinite
@@ -174,9 +175,13 @@ int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t
 int train_resume(struct trainer *t, const char *path);
 
 // ---- train_report.c ----
-// The --metrics CSV header, opened by rank 0. Returns VGPU_ECONFIG for a path
-// that cannot be opened, VGPU_EIO if the header cannot be written (reported).
-int train_open_metrics(struct trainer *t, const char *path);
+// The --metrics CSV header, opened by rank 0; when resuming, an existing
+// metrics CSV is continued (anything else there is refused). Returns
+// VGPU_ECONFIG for a path that cannot be opened or is not such a file,
+// VGPU_EIO if the header cannot be written (reported).
+int train_open_metrics(struct trainer *t, const char *path, int resuming);
+// Marks in the metrics CSV where a resumed run picks up (a `resume` row).
+void train_metrics_resumed(struct trainer *t, long epoch);
 // Closes it: VGPU_EIO if any row was lost or the close failed (reported), else
 // 0; 0 without a metrics file (and on ranks other than 0).
 int train_close_metrics(struct trainer *t);

@@ -75,16 +75,40 @@ static void metrics_flush_(struct trainer *t)
               t->opts->metrics_path, t->step, strerror(t->metrics_errno));
 }
 
-int train_open_metrics(struct trainer *t, const char *path)
+#define METRICS_HEADER "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n"
+
+int train_open_metrics(struct trainer *t, const char *path, int resuming)
 {
-    t->metrics = fopen(path, "w");
+    // A resumed run continues the file its first part wrote (a `resume` row
+    // marks the seam, train_metrics_resumed); a new run starts it afresh.
+    t->metrics = fopen(path, resuming ? "a+" : "w");
     if (!t->metrics) {
         log_error("cannot write metrics to %s: %s", path, strerror(errno));
         return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
     }
-    fprintf(t->metrics, "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n");
+    char first[sizeof METRICS_HEADER + 1] = "";
+    if (resuming && fgets(first, sizeof first, t->metrics) && strcmp(first, METRICS_HEADER) != 0) {
+        log_error("--metrics %s: the file exists and is not a vgpu_train metrics CSV (its first "
+                  "line is not the header); name another file", path);
+        fclose(t->metrics);
+        t->metrics = NULL;
+        return VGPU_ECONFIG;
+    }
+    if (!first[0]) // new or empty
+        fputs(METRICS_HEADER, t->metrics);
     metrics_flush_(t);
     return t->metrics_errno ? VGPU_EIO : 0;
+}
+
+void train_metrics_resumed(struct trainer *t, long epoch)
+{
+    if (!t->metrics || t->metrics_errno)
+        return;
+    // Rows of the first part past this step were not kept by the
+    // checkpoint: the resumed run's rows after this one replace them.
+    fprintf(t->metrics, "resume,%ld,%ld,%.6g,,,,,0.000\n", epoch + 1, t->step,
+            optim_lr_at(t->cfg, t->step, t->total_steps));
+    metrics_flush_(t);
 }
 
 int train_close_metrics(struct trainer *t)

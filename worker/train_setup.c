@@ -82,12 +82,20 @@ static int open_files_(struct trainer *t)
     const struct config *cfg = t->cfg;
     if (cfg->checkpoint.dir[0]) {
         char err[512];
-        if (checkpoint_make_dir(cfg->checkpoint.dir, err, sizeof err) < 0) {
+        int removed = 0;
+        t->ckpt_lock = checkpoint_claim_dir(cfg->checkpoint.dir, &removed, err, sizeof err);
+        if (t->ckpt_lock < 0) {
             log_error("%s", err);
             return VGPU_ECONFIG;
         }
+        if (removed)
+            log_warn("removed %d unfinished checkpoint file%s (*.tmp.*) that a run which died "
+                     "while saving left in %s", removed, removed == 1 ? "" : "s",
+                     cfg->checkpoint.dir);
     }
-    return t->opts->metrics_path ? train_open_metrics(t, t->opts->metrics_path) : 0;
+    return t->opts->metrics_path
+               ? train_open_metrics(t, t->opts->metrics_path, t->opts->resume_path != NULL)
+               : 0;
 }
 
 // Identical replicas: rank 0 draws the initial parameters (trainer_start
@@ -261,4 +269,6 @@ void trainer_free(struct trainer *t)
     free(t->micro_stats);
     if (t->metrics)
         fclose(t->metrics);
+    if (t->ckpt_lock >= 0)
+        close(t->ckpt_lock);
 }

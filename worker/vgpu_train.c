@@ -189,6 +189,7 @@ int main(int argc, char **argv)
         cfg->checkpoint.dir[0] = '\0';
     }
 
+    runtime_stage(&rt, RUNTIME_STAGE_DATA);
     train_test_pause("data", rt.rank);
     struct train_data data;
     rc = train_load_data(&rt.cfg, &data, err, sizeof err);

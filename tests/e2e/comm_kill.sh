@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # comm_kill.sh: kill -9 one rank of a running ring benchmark; the job must end
-# (not hang) and leave no shared-memory name of the job in /dev/shm, since
-# every name is unlinked as soon as all ranks have attached. (Long options:
-# scripts/mpirun.sh reads -n/-c anywhere on the line as the rank count.)
+# (not hang) and leave nothing behind: its shared memory has no name (memfds,
+# launcher/shm_share.h), so it goes with the last process that maps it.
+# (Long options: scripts/mpirun.sh reads -n/-c anywhere on the line as the
+# rank count.)
 source "$(dirname "$0")/lib.sh"
 log="$WORK/bench.out"
 
@@ -10,23 +11,25 @@ log="$WORK/bench.out"
   --iters 100000 --warmup_iters 0 --check 0 -t 20 >"$log" 2>&1 &
 job=$!
 for _ in $(seq 1 300); do # up to 30 s for start-up
-  grep -q "^# job id" "$log" && break
+  grep -q "^# *(B)" "$log" && break
   sleep 0.1
 done
-id=$(sed -n 's/^# job id \([0-9a-f]*\)$/\1/p' "$log")
 # mpirun.sh runs mpirun as its child; the ranks are mpirun's children: kill
 # one of them (not the first).
 launcher=$(pgrep -P "$job" -x mpirun)
-victim=$(pgrep -P "${launcher:-0}" | sed -n 2p)
-if [ -z "$id" ] || [ -z "$victim" ]; then
+ranks=$(pgrep -P "${launcher:-0}")
+victim=$(sed -n 2p <<<"$ranks")
+if ! grep -q "^# *(B)" "$log" || [ -z "$victim" ]; then
   out=$(cat "$log")
-  bad "the benchmark did not start (job id '${id}', rank '${victim}')"
+  bad "the benchmark did not start (rank '${victim}')"
   kill -9 "$job" $launcher 2>/dev/null
   finish
   exit
 fi
 sleep 1
-leaked_before=$(ls /dev/shm | grep "$id" || true)
+shm_before=$(ls /dev/shm)
+named=$(cat $(printf '/proc/%s/maps ' $ranks) 2>/dev/null | grep -c '/dev/shm/vgpu')
+memfds=$(cat $(printf '/proc/%s/maps ' $ranks) 2>/dev/null | grep -c '/memfd:vgpu-arena')
 t0=$(date +%s.%N)
 kill -9 "$victim"
 for _ in $(seq 1 600); do # up to 60 s for the job to end
@@ -44,7 +47,20 @@ else
   expect_nonzero
   ok "the job ended ${secs}s after rank kill"
 fi
-if [ -z "$leaked_before" ]; then ok "no name of the job in /dev/shm while it ran"; else bad "names of the job existed while it ran: $leaked_before"; fi
-leaked=$(ls /dev/shm | grep "$id" || true)
-if [ -z "$leaked" ]; then ok "nothing of job $id left in /dev/shm"; else bad "left in /dev/shm: $leaked"; fi
+if [ "$named" = 0 ] && [ "$memfds" -ge 8 ]; then
+  ok "the ranks' shared memory is memfds ($memfds arena mappings), none named in /dev/shm"
+else
+  bad "the ranks map $named /dev/shm/vgpu* segments and $memfds arena memfds (expected 0 and >= 8)"
+fi
+for _ in $(seq 1 50); do # ranks that outlive mpirun get 5 s to go
+  left=""
+  for pid in $ranks; do
+    [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && left="$left $pid"
+  done
+  [ -z "$left" ] && break
+  sleep 0.1
+done
+if [ -z "$left" ]; then ok "no rank left (their memory went with them)"; else bad "ranks left:$left"; fi
+new=$(ls /dev/shm | grep -vxF -f <(echo "$shm_before") | grep '^vgpu-' || true)
+if [ -z "$new" ]; then ok "nothing of the job in /dev/shm"; else bad "new in /dev/shm: $new"; fi
 finish

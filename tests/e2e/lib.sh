@@ -33,10 +33,19 @@ expect_no_out() { if grep -qE -- "$1" <<<"$out"; then bad "output has /$1/"; els
 # launchers leave it out on one host (mpirun -q) when the ranks have said why.
 expect_no_banner() { expect_no_out '^-{20,}$|Primary job +terminated|mpirun (detected|noticed)'; }
 expect_within() { if [ "$(echo "$secs <= $1" | bc)" = 1 ]; then ok "within $1 s"; else bad "took ${secs}s, bound $1 s"; fi; }
+# What /dev/shm held when the test started: another job's segments (vgpu's
+# own shared memory has no names; Open MPI's has) are not this test's.
+SHM_AT_START=$(ls /dev/shm 2>/dev/null)
+# expect_no_shm: nothing the test's jobs created is left in /dev/shm: no
+# entry of vgpu's or of Open MPI's shared-memory transport that appeared since
+# the test started and that no live process maps (a mapped one belongs to a
+# job still running, perhaps someone else's).
 expect_no_shm() {
-  local left
-  left=$(ls /dev/shm 2>/dev/null | grep '^vgpu-' || true)
-  if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "left in /dev/shm: $left"; fi
+  local left="" f
+  for f in $(ls /dev/shm 2>/dev/null | grep -E '^(vgpu-|vader_segment\.)' | grep -vxF -f <(echo "$SHM_AT_START")); do
+    grep -qsF "/dev/shm/$f" /proc/[0-9]*/maps || left="$left $f"
+  done
+  if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "left in /dev/shm:$left"; fi
 }
 # skip REASON: ctest reports the test as skipped (exit 77); scripts/test.sh
 # lists the reason at the end.

@@ -13,14 +13,33 @@ run "uninterrupted" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set "checkpoint
 expect_rc 0
 full=$(tail -1 <<<"$out")
 
-run "first 40 steps, checkpoint" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set train.max_steps=40 --set "checkpoint.dir=$WORK/ck"
+run "first 40 steps, checkpoint" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set train.max_steps=40 --set "checkpoint.dir=$WORK/ck" --metrics "$WORK/split.csv"
 expect_rc 0
 ckpt="$WORK/ck/ckpt-0000000040.bin"
 if [ -f "$ckpt" ] && ! ls "$WORK/ck" | grep -q tmp; then ok "checkpoint written, no temp file"; else bad "checkpoint missing: $(ls "$WORK/ck")"; fi
 
-run "resume with 4 ranks" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --resume "$ckpt"
+first_part=$(cat "$WORK/split.csv")
+run "resume with 4 ranks" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --resume "$ckpt" --metrics "$WORK/split.csv"
 expect_rc 0
 if [ "$(field params_crc "$out")" = "$(field params_crc "$full")" ]; then ok "same params_crc as uninterrupted"; else bad "params_crc $(field params_crc "$out") != $(field params_crc "$full")"; fi
+# The same --metrics file: the first part's rows are kept, a resume row marks
+# the seam, and the two parts together are the uninterrupted run's rows (all
+# but throughput and elapsed time), besides the evaluation the first part
+# made when it stopped at step 40 (train.max_steps).
+if [ "$(head -n "$(wc -l <<<"$first_part")" "$WORK/split.csv")" = "$first_part" ]; then
+  ok "resuming kept the first part's $(($(wc -l <<<"$first_part") - 1)) metrics rows"
+else bad "the first part's metrics rows changed: $(head -5 "$WORK/split.csv")"; fi
+expect_seam=$(grep -c '^resume,2,40,' "$WORK/split.csv")
+if [ "$expect_seam" = 1 ]; then ok "one resume row at step 40"; else bad "resume rows: $(grep '^resume' "$WORK/split.csv")"; fi
+joined=$(grep -vE '^(resume|eval,[0-9]+,40,)' "$WORK/split.csv" | cut -d, -f1-7)
+if [ "$joined" = "$(cut -d, -f1-7 "$WORK/full.csv")" ]; then
+  ok "both parts' rows are the uninterrupted run's"
+else bad "rows differ: $(diff <(echo "$joined") <(cut -d, -f1-7 "$WORK/full.csv") | head -5)"; fi
+echo "step,loss" >"$WORK/other.csv"
+run "resume into a file that is not a metrics CSV" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$ckpt" --metrics "$WORK/other.csv"
+expect_rc 2
+expect_out "metrics .*other.csv: the file exists and is not a vgpu_train metrics CSV"
+if [ "$(cat "$WORK/other.csv")" = "step,loss" ]; then ok "the other file is untouched"; else bad "other.csv changed"; fi
 
 expect_no_out 'schedule is rescaled' # a constant rate does not depend on the horizon
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# startup_faults.sh: faults during start-up, where no collective timeout
+# watches yet. A rank killed right after launch or at a start-up stage (the
+# stage widened by the test pause) ends the job; a rank stopped right after
+# launch, or at a stage, ends it within the start-up bound (comm.timeout_s,
+# here VGPU_COMM_TIMEOUT_S=4, which also bounds MPI's own start) with a line
+# naming the stage that did not finish. Nothing is left behind in any case.
+# (Stop signals at start-up, which must exit 75, are in preempt.sh.)
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
+bound=4
+export VGPU_COMM_TIMEOUT_S=$bound
+
+# wait_rank_pid R: the pid of rank R as soon as it exists (up to 30 s).
+wait_rank_pid() {
+  local p i
+  for i in $(seq 3000); do
+    p=$(rank_pid "$1")
+    [ -n "$p" ] && { echo "$p"; return; }
+    sleep 0.01
+  done
+}
+
+# wait_pause STAGE: until rank 0 says it paused there (up to 30 s).
+wait_pause() {
+  for _ in $(seq 300); do grep -q "test pause at $1" "$job_out" && return 0; sleep 0.1; done
+  return 1
+}
+
+# Killed right after launch (inside or before MPI_Init_thread).
+start_job killed-at-launch 4
+victim=$(wait_rank_pid 2)
+mark
+kill -9 "$victim"
+wait_job 30
+expect_nonzero
+expect_within 15
+expect_nothing_left
+
+# Killed at each start-up stage.
+for stage in data open warmup; do
+  VGPU_TEST_START_PAUSE=$stage:2 start_job "killed-at-$stage" 4
+  if ! wait_pause "$stage"; then out=$(cat "$job_out"); bad "$stage: no pause"; continue; fi
+  mark
+  kill -9 "$(rank_pid 2)"
+  wait_job 30
+  expect_nonzero
+  expect_within 10
+  expect_out "rank was killed by signal 9|killed|exited on signal 9"
+  expect_nothing_left
+done
+
+# Stopped right after launch: the others wait in MPI's start or in the first
+# exchanges; the start-up bound ends the job and says where.
+start_job stopped-at-launch 4
+victim=$(wait_rank_pid 2)
+mark
+kill -STOP "$victim"
+wait_job 30
+expect_nonzero
+expect_within $((bound + 8))
+expect_out "start-up did not finish: [0-9.]+ s in '[^']+' \(bound $bound.0 s"
+expect_nothing_left
+
+# Stopped at a stage after the hosts have joined: the line names the rank.
+for stage in data open; do
+  VGPU_TEST_START_PAUSE=$stage:1 start_job "stopped-at-$stage" 4
+  if ! wait_pause "$stage"; then out=$(cat "$job_out"); bad "$stage: no pause"; continue; fi
+  mark
+  kill -STOP "$(rank_pid 2)"
+  wait_job 30
+  expect_nonzero
+  expect_within $((bound + 8))
+  expect_out "(start-up did not finish|timed out after [0-9.]+ s waiting for).*rank 2 \(host [^)]+\)( is stopped|:)"
+  expect_nothing_left
+done
+finish
