@@ -9,6 +9,9 @@
 
 static int is_cuda_(const struct device_info *d) { return !strcmp(d->kind, "cuda"); }
 
+// a + b, or UINT64_MAX when that does not fit.
+static uint64_t add_sat_(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 int binding_compute(const struct binding_request *req, struct binding *out, char *err,
                     size_t err_bytes)
 {
@@ -115,13 +118,16 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         uint64_t sum = 0, ranks = 0;
         for (int r = 0; r < n; r++)
             if (out[r].device == dev) {
-                sum += out[r].cap_bytes;
+                sum = add_sat_(sum, out[r].cap_bytes); // caps near 2^64 must not wrap to "fits"
                 ranks++;
             }
         if (!ranks)
             continue;
         const struct device_info *dv = &req->devices[dev];
-        uint64_t need = sum + ranks * req->overhead_bytes;
+        const uint64_t overhead = req->overhead_bytes > UINT64_MAX / ranks
+                                      ? UINT64_MAX
+                                      : ranks * req->overhead_bytes;
+        uint64_t need = add_sat_(sum, overhead);
         if (need > dv->free_bytes)
             return util_errorf(err, err_bytes, VGPU_ECONFIG,
                                "device %s%d (%s) cannot hold its %llu ranks: caps %s + overhead %llu x %s "

@@ -14,6 +14,7 @@
 #include "cpu_gemm.h"
 #include "device_internal.h"
 #include "kernels.h"
+#include "hostmem.h"
 #include "log.h"
 #include "util.h"
 
@@ -48,98 +49,16 @@ static void read_cpu_name_(char *buf, size_t bytes)
     fclose(f);
 }
 
-static uint64_t meminfo_bytes_(const char *key)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kib = 0;
-    size_t n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') {
-            sscanf(line + n + 1, "%llu", &kib);
-            break;
-        }
-    fclose(f);
-    return (uint64_t)kib * 1024;
-}
-
-static int read_u64_(const char *path, uint64_t *v)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    unsigned long long x = 0;
-    int ok = fscanf(f, "%llu", &x) == 1; // "max" (no limit) does not parse
-    fclose(f);
-    *v = x;
-    return ok ? 0 : -1;
-}
-
-// Room left under the tightest limit `max_file` (usage in `cur_file`) of the
-// cgroup `rel` below `base` and of its ancestors; UINT64_MAX if none is set.
-static uint64_t headroom_under_(const char *base, const char *rel, const char *max_file,
-                                const char *cur_file)
-{
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s%s", base, rel);
-    uint64_t room = UINT64_MAX;
-    for (;;) {
-        char file[600];
-        uint64_t max, cur;
-        snprintf(file, sizeof file, "%s/%s", dir, max_file);
-        if (read_u64_(file, &max) == 0) {
-            snprintf(file, sizeof file, "%s/%s", dir, cur_file);
-            if (read_u64_(file, &cur) < 0)
-                cur = 0;
-            uint64_t left = max > cur ? max - cur : 0;
-            room = left < room ? left : room;
-        }
-        char *slash = strrchr(dir, '/');
-        if (!slash || (size_t)(slash - dir) < strlen(base))
-            break;
-        *slash = '\0';
-    }
-    return room;
-}
-
-// Room left under this process's memory cgroup (v2 memory.max or v1
-// memory.limit_in_bytes, and their ancestors'); UINT64_MAX when unlimited.
-static uint64_t cgroup_headroom_(void)
-{
-    uint64_t room = UINT64_MAX;
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f)
-        return room;
-    char line[448];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        const char *rel = NULL;
-        uint64_t r = UINT64_MAX;
-        if (!strncmp(line, "0::", 3))
-            r = headroom_under_("/sys/fs/cgroup", rel = line + 3, "memory.max", "memory.current");
-        else if ((rel = strstr(line, ":memory:")))
-            r = headroom_under_("/sys/fs/cgroup/memory", rel + 8, "memory.limit_in_bytes",
-                                "memory.usage_in_bytes");
-        room = r < room ? r : room;
-    }
-    fclose(f);
-    return room;
-}
-
 int device_cpu_discover_(struct device_info *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->kind, sizeof out->kind, "cpu");
     out->index = 0;
     read_cpu_name_(out->name, sizeof out->name);
-    out->total_bytes = meminfo_bytes_("MemTotal");
+    out->total_bytes = hostmem_meminfo("MemTotal");
     // Arenas are memfds (no /dev/shm): the memory actually available bounds
     // the caps, and so does this process's memory cgroup (Slurm, Docker).
-    uint64_t avail = meminfo_bytes_("MemAvailable");
-    uint64_t room = cgroup_headroom_();
-    out->free_bytes = room < avail || !avail ? room : avail;
+    out->free_bytes = hostmem_available();
     char boot_id[40] = "unknown";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
@@ -167,10 +86,10 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     // has would end in the OOM killer rather than an error, so check first.
     char need[32], have[32];
     util_format_bytes(cap_bytes, need, sizeof need);
-    uint64_t avail = meminfo_bytes_("MemAvailable");
-    if (avail && cap_bytes > avail) {
-        log_error("the cap needs %s of host memory and the host has %s available (MemAvailable)",
-                  need, util_format_bytes(avail, have, sizeof have));
+    uint64_t avail = hostmem_available();
+    if (cap_bytes > avail) {
+        log_error("the cap needs %s of host memory and the host has %s available (MemAvailable, "
+                  "memory cgroup)", need, util_format_bytes(avail, have, sizeof have));
         rc = VGPU_EDEVMEM;
         goto fail;
     }
@@ -178,7 +97,7 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     if (im->fd < 0) {
         rc = im->fd;
         if (rc == VGPU_ENOMEM) {
-            uint64_t room = cgroup_headroom_();
+            uint64_t room = hostmem_cgroup_room();
             if (room != UINT64_MAX)
                 log_error("the cap needs %s of host memory and this process's memory cgroup "
                           "has %s left", need, util_format_bytes(room, have, sizeof have));

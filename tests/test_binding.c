@@ -192,6 +192,10 @@ static const struct binding_case cases[] = {
      .needle = {"64.0 MiB", "65.0 MiB", "devices.memory_limit"}},
     {"a bare number is bytes, and says so", 1, DEVS(cpu_big), .memory_limit = 1,
      .rc = VGPU_ECONFIG, .needle = {"devices.memory_limit = 1 B", "256 B", "without a unit is bytes"}},
+    {"caps whose sum overflows 64 bits", 2, DEVS(cpu_big), .memory_limit = 9223372036871553024ull,
+     .rc = VGPU_ECONFIG,
+     // 2 x (2^63 + 16 MiB) wraps to 32 MiB without saturation, and "fits"
+     .needle = {"cannot hold its 2 ranks", "only 64.0 GiB is free", ""}},
     {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
      .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
 };

@@ -533,6 +533,12 @@ static void test_gzip_bomb(void **state)
     assert_string_equal(err, want);
     assert_null(train.codes);
     assert_null(test.codes);
+    // vgpu_train's bound can be the host's memory: the message names it.
+    assert_int_equal(dataset_load_dir_bounded(&train, &test, dir, 1u << 20,
+                                              "a rank's share of the host's memory", err,
+                                              sizeof(err)),
+                     VGPU_EFORMAT);
+    assert_non_null(strstr(err, "over the limit of 1048576 (a rank's share of the host's memory)"));
     remove_dir_(dir);
 }
 

@@ -280,8 +280,8 @@ static int check_counts_(const struct idx_file_ *im, const struct idx_file_ *lb,
 // (0 = no limit), naming the file that claims the most. Decompressing is
 // what costs (a 1 MB .gz can hold a gigabyte of zeros), so this comes before
 // any payload is read.
-static int check_claims_(const struct idx_file_ *files, int n, uint64_t max_bytes, char *err,
-                         size_t err_bytes)
+static int check_claims_(const struct idx_file_ *files, int n, uint64_t max_bytes,
+                         const char *limit_name, char *err, size_t err_bytes)
 {
     uint64_t total = 0;
     int big = 0;
@@ -300,9 +300,9 @@ static int check_claims_(const struct idx_file_ *files, int n, uint64_t max_byte
         snprintf(what, sizeof what, "%u labels", f->h.count);
     return util_errorf(err, err_bytes, VGPU_EFORMAT,
                        "%s: header claims %s, %llu bytes; the dataset's %d files claim %llu "
-                       "bytes, over the limit of %llu (data.max_bytes)",
+                       "bytes, over the limit of %llu (%s)",
                        f->path, what, (unsigned long long)idx_payload_bytes_(f), n,
-                       (unsigned long long)total, (unsigned long long)max_bytes);
+                       (unsigned long long)total, (unsigned long long)max_bytes, limit_name);
 }
 
 // Reads the payloads of a checked image/label pair into *ds (zeroed on error).
@@ -357,7 +357,7 @@ int dataset_load_idx(struct dataset *ds, const char *images_path, const char *la
     if (rc == 0)
         rc = check_counts_(&f[0], &f[1], err, err_bytes);
     if (rc == 0)
-        rc = check_claims_(f, 2, max_bytes, err, err_bytes);
+        rc = check_claims_(f, 2, max_bytes, "data.max_bytes", err, err_bytes);
     if (rc == 0)
         rc = load_pair_(ds, &f[0], &f[1], err, err_bytes);
     idx_close_(&f[0]);
@@ -382,6 +382,13 @@ static int find_idx_file_(const char *dir, const char *name, char *path, size_t 
 
 int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir,
                      uint64_t max_bytes, char *err, size_t err_bytes)
+{
+    return dataset_load_dir_bounded(train, test, dir, max_bytes, "data.max_bytes", err, err_bytes);
+}
+
+int dataset_load_dir_bounded(struct dataset *train, struct dataset *test, const char *dir,
+                             uint64_t max_bytes, const char *limit_name, char *err,
+                             size_t err_bytes)
 {
     static const char *names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
@@ -417,7 +424,7 @@ int dataset_load_dir(struct dataset *train, struct dataset *test, const char *di
         rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: test images are %dx%d but %s holds %dx%d",
                          paths[2], f[2].h.rows, f[2].h.cols, paths[0], f[0].h.rows, f[0].h.cols);
     if (rc == 0)
-        rc = check_claims_(f, 4, max_bytes, err, err_bytes);
+        rc = check_claims_(f, 4, max_bytes, limit_name, err, err_bytes);
     if (rc == 0)
         rc = load_pair_(train, &f[0], &f[1], err, err_bytes);
     if (rc == 0)

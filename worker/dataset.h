@@ -65,6 +65,10 @@ int dataset_load_idx(struct dataset *ds, const char *images_path, const char *la
 // dataset_load_idx. On error both sets are left zeroed (nothing to free).
 int dataset_load_dir(struct dataset *train, struct dataset *test, const char *dir,
                      uint64_t max_bytes, char *err, size_t err_bytes);
+// The same, with the limit's name for the message (dataset_load_dir: "data.max_bytes").
+int dataset_load_dir_bounded(struct dataset *train, struct dataset *test, const char *dir,
+                             uint64_t max_bytes, const char *limit_name, char *err,
+                             size_t err_bytes);
 
 // A learnable synthetic set: `classes` Gaussian clusters in `features`
 // dimensions. Class means come from `seed` alone (so train and test share

@@ -43,8 +43,12 @@ struct train_data {
 
 // Loads the configured dataset (with the synthetic fallback when allowed:
 // then data->fallback says why, for the caller to report once a host).
+// Every rank holds its own copy: what ranks_on_host copies would take must
+// fit the host's available memory (hostmem.h), else VGPU_ECONFIG with the
+// numbers, before anything is allocated or decompressed.
 // Returns 0 or a negative status with a message in err.
-int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes);
+int train_load_data(const struct config *cfg, int ranks_on_host, struct train_data *data,
+                    char *err, size_t err_bytes);
 void train_free_data(struct train_data *data);
 
 

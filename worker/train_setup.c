@@ -9,16 +9,34 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "hostmem.h"
 #include "log.h"
 #include "preempt.h"
+#include "util.h"
 
-int train_load_data(const struct config *cfg, struct train_data *data, char *err, size_t err_bytes)
+int train_load_data(const struct config *cfg, int ranks_on_host, struct train_data *data,
+                    char *err, size_t err_bytes)
 {
     memset(data, 0, sizeof *data);
     const struct config *c = cfg;
+    // Each rank loads its own copy: a rank's share of the host's memory
+    // bounds what a dataset may take (the IDX claims, the synthetic size).
+    const uint64_t avail = hostmem_available();
+    const uint64_t share = avail / (uint64_t)(ranks_on_host > 0 ? ranks_on_host : 1);
+    char have[32], each[32];
+    util_format_bytes(avail, have, sizeof have);
+    util_format_bytes(share, each, sizeof each);
     if (c->data.dataset != DATASET_SYNTHETIC) {
-        int rc = dataset_load_dir(&data->train, &data->test, c->data.path, c->data.max_bytes,
-                                  err, err_bytes);
+        uint64_t limit = c->data.max_bytes;
+        char limit_name[160] = "data.max_bytes";
+        if (!limit || share < limit) {
+            limit = share;
+            snprintf(limit_name, sizeof limit_name,
+                     "a rank's share of the host's memory: %s available for %d ranks", have,
+                     ranks_on_host);
+        }
+        int rc = dataset_load_dir_bounded(&data->train, &data->test, c->data.path, limit,
+                                          limit_name, err, err_bytes);
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s",
                      config_enum_name("data", "dataset", c->data.dataset), c->data.path);
@@ -35,10 +53,30 @@ int train_load_data(const struct config *cfg, struct train_data *data, char *err
     }
     if (!data->train.count) {
         int features = (int)c->data.synthetic_features;
-        TRY(dataset_make_synthetic(&data->train, c->data.synthetic_train, features, 10,
-                                   (uint64_t)c->train.seed, 0));
-        TRY(dataset_make_synthetic(&data->test, c->data.synthetic_test, features, 10,
-                                   (uint64_t)c->train.seed, 1));
+        // Values are floats, plus a label each (and the class means).
+        const double need = (double)(c->data.synthetic_train + c->data.synthetic_test) *
+                                ((double)features * sizeof(float) + sizeof(int32_t)) +
+                            10.0 * features * sizeof(float);
+        char needs[32];
+        util_format_bytes(need < 1.8e19 ? (uint64_t)need : UINT64_MAX, needs, sizeof needs);
+        if (need > (double)share)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "the synthetic set (%ld + %ld samples x %d features) takes %s a "
+                               "rank; each of the %d ranks on this host has %s of the %s "
+                               "available: lower data.synthetic_train, synthetic_test or "
+                               "synthetic_features, or run fewer ranks a host",
+                               c->data.synthetic_train, c->data.synthetic_test, features, needs,
+                               ranks_on_host, each, have);
+        int rc = dataset_make_synthetic(&data->train, c->data.synthetic_train, features, 10,
+                                        (uint64_t)c->train.seed, 0);
+        if (rc == 0)
+            rc = dataset_make_synthetic(&data->test, c->data.synthetic_test, features, 10,
+                                        (uint64_t)c->train.seed, 1);
+        if (rc < 0) {
+            train_free_data(data);
+            return util_errorf(err, err_bytes, rc, "cannot make the synthetic set (%s a rank): %s",
+                               needs, status_str(rc));
+        }
         snprintf(data->source, sizeof data->source, "synthetic (%ld train, %ld test, %d features)",
                  data->train.count, data->test.count, features);
         data->name = "synthetic";

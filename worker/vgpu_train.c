@@ -192,7 +192,7 @@ int main(int argc, char **argv)
     runtime_stage(&rt, RUNTIME_STAGE_DATA);
     train_test_pause("data", rt.rank);
     struct train_data data;
-    rc = train_load_data(&rt.cfg, &data, err, sizeof err);
+    rc = train_load_data(&rt.cfg, rt.local_size, &data, err, sizeof err);
     if (rc < 0 && rt.local_rank == 0)
         log_error("%s", err);
     if (rc == 0 && data.fallback[0] && rt.local_rank == 0)

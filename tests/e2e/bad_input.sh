@@ -32,6 +32,16 @@ run "memory_limit larger than the machine" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --
 expect_rc 2
 expect_out 'cannot hold its 4 ranks: caps 16.0 TiB'
 
+run "caps whose sum wraps 64 bits" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set devices.memory_limit=9223372036871553024
+expect_rc 2
+expect_out 'cannot hold its 2 ranks'
+
+# Each rank holds its own copy of the data: it must fit the host's memory.
+run "synthetic set larger than the host" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" \
+  --set data.synthetic_train=16777216 --set data.synthetic_features=1048576
+expect_rc 2
+expect_out 'the synthetic set \(16777216 \+ 512 samples x 1048576 features\) takes 64.0 TiB a rank; each of the 4 ranks on this host has [0-9.]+ [KMGT]iB of the'
+
 run "memory_limit below what the job needs" 30 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --set devices.memory_limit=64K
 expect_rc 2
 expect_out 'devices.memory_limit = 64.0 KiB is below the .* each rank needs'
