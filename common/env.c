@@ -30,6 +30,13 @@ static const struct env_var vars_[] = {
      "catch it)"},
     {"VGPU_TEST_SLOW", "RANK:FACTOR",
      "test hook: RANK's compute lasts FACTOR times as long, standing in for a slower device"},
+    {"VGPU_SIM_GPUS", "TOPOLOGY",
+     "simulated GPUs: the host's GPUs as described (e.g. 4x80G, 1x80G/exclusive, 1x80G/mig=3, "
+     "2x24G/used=4G, none, nodriver; README: Planning), with CPU math behind them; "
+     "CUDA_VISIBLE_DEVICES selects among them as CUDA does"},
+    {"VGPU_TEST_HOST", "NAME",
+     "test hook: the rank counts as on host NAME (ranks naming the same host are one host), to "
+     "rehearse several hosts on one machine"},
     {"VGPU_TEST_START_PAUSE", "STAGE:SECONDS",
      "test hook: every rank of vgpu_train sleeps SECONDS at a start-up stage: data (before the "
      "data is agreed), open (before the model is set up), warmup (after the warm-up step)"},
@@ -91,6 +98,12 @@ static void env_parse_(struct vgpu_env *e)
          !(e->slow_factor >= 1))) {
         malformed_("VGPU_TEST_SLOW", v, "RANK:FACTOR with FACTOR >= 1");
         e->slow_rank = -1;
+    }
+    if ((v = getenv("VGPU_TEST_HOST")) && *v) {
+        if (strlen(v) < sizeof e->test_host && !strchr(v, ' '))
+            snprintf(e->test_host, sizeof e->test_host, "%s", v);
+        else
+            malformed_("VGPU_TEST_HOST", v, "a host name of at most 63 characters, no spaces");
     }
     if ((v = getenv("VGPU_TEST_START_PAUSE")) && *v) {
         size_t len = strcspn(v, ":");

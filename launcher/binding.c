@@ -1,5 +1,6 @@
 // binding.c: ranks -> devices and memory caps.
 #include "binding.h"
+#include "gpu_driver.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,9 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
                            "devices.map and devices.ranks_per_device conflict: set one of them");
 
     // 1. Which device each rank goes to.
+    int same_view = 1;
+    for (int r = 1; req->visible && r < n; r++)
+        same_view &= req->visible[r] == req->visible[0];
     if (req->map) {
         if (req->map_count != n)
             return util_errorf(err, err_bytes, VGPU_ECONFIG,
@@ -43,6 +47,20 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
                                    "are visible",
                                    r, req->map[r], nd - 1);
             out[r].device = (int)req->map[r];
+        }
+    } else if (!same_view) {
+        for (int r = 0; r < n; r++) {
+            int first = -1;
+            for (int k = 0; k < nd && k < 64 && first < 0; k++)
+                if (req->visible[r] >> k & 1)
+                    first = k;
+            if (first < 0)
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "local rank %d sees no device while others do: its "
+                                   "CUDA_VISIBLE_DEVICES (or the scheduler's per-task binding) "
+                                   "hides every GPU",
+                                   r);
+            out[r].device = first;
         }
     } else {
         long per = req->ranks_per_device ? req->ranks_per_device : (n + nd - 1) / nd;
@@ -58,6 +76,20 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         }
     }
 
+    for (int r = 0; r < n; r++) {
+        const struct device_info *dv = &req->devices[out[r].device];
+        if (req->visible && !(req->visible[r] >> out[r].device & 1))
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "local rank %d is bound to %s%d (%s) but does not see it (its "
+                               "CUDA_VISIBLE_DEVICES); bind it to a device it sees",
+                               r, dv->kind, out[r].device, dv->uuid);
+        if (dv->compute_mode == GPU_MODE_PROHIBITED)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "local rank %d is bound to %s%d (%s), whose compute mode is "
+                               "PROHIBITED: no process may use it",
+                               r, dv->kind, out[r].device, dv->uuid);
+    }
+
     // 2. Slots and sharing counts.
     for (int r = 0; r < n; r++) {
         out[r].slot = 0;
@@ -69,6 +101,19 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
             if (q < r)
                 out[r].slot++;
         }
+    }
+
+    // An EXCLUSIVE_PROCESS device takes one process: ranks 2..k would fail
+    // to create their contexts. MPS makes its server that one process.
+    for (int r = 0; r < n && !req->mps; r++) {
+        const struct device_info *dv = &req->devices[out[r].device];
+        if (dv->compute_mode == GPU_MODE_EXCLUSIVE_PROCESS && out[r].ranks_on_device > 1)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "%s%d (%s, %s) is in EXCLUSIVE_PROCESS compute mode: one process "
+                               "may use it, and %d ranks are bound to it; run one rank per GPU, "
+                               "start MPS (vgpurun --mps), or have the GPU set to DEFAULT "
+                               "(nvidia-smi -c DEFAULT)",
+                               dv->kind, out[r].device, dv->name, dv->uuid, out[r].ranks_on_device);
     }
 
     // 3. Caps, then whether each device holds its ranks.
@@ -84,12 +129,26 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
             uint64_t overhead = k * req->overhead_bytes;
             uint64_t usable = dv->free_bytes > overhead ? dv->free_bytes - overhead : 0;
             cap = (uint64_t)(BINDING_CUDA_AUTO_SHARE * (double)usable / (double)k);
+            // Under MPS a client may hold no more than its pinned limit,
+            // its context included.
+            const uint64_t lim = dv->client_limit_bytes;
+            if (lim && cap > (lim > req->overhead_bytes ? lim - req->overhead_bytes : 0))
+                cap = lim > req->overhead_bytes ? lim - req->overhead_bytes : 0;
         } else {
             cap = BINDING_CPU_DEFAULT_CAP;
             if (cap > dv->free_bytes / 2 / k) // leave the host room to live in
                 cap = dv->free_bytes / 2 / k;
         }
         cap = cap / ARENA_ALIGN * ARENA_ALIGN;
+        const uint64_t lim = dv->client_limit_bytes;
+        if (lim && add_sat_(cap, req->overhead_bytes) > lim)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "local rank %d: its cap %s + CUDA context %s is over its MPS limit %s "
+                               "on %s%d (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); lower the cap, or raise "
+                               "the limit (vgpurun --mps sets it to --mem-per-rank + 512 MiB)",
+                               r, util_format_bytes(cap, a, sizeof a),
+                               util_format_bytes(req->overhead_bytes, b, sizeof b),
+                               util_format_bytes(lim, c, sizeof c), dv->kind, out[r].device);
         const uint64_t need = req->min_bytes > ARENA_ALIGN ? req->min_bytes : ARENA_ALIGN;
         if (req->memory_limit && cap < need)
             return util_errorf(err, err_bytes, VGPU_ECONFIG,

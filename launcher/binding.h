@@ -22,6 +22,11 @@ struct binding_request {
     int map_count;
     uint64_t overhead_bytes;            // per-process device overhead (CUDA context), bytes
     uint64_t min_bytes;                 // least a rank needs, bytes; 0 = no check
+    // Per local rank, bit d: device d is visible to it (its own
+    // CUDA_VISIBLE_DEVICES, a Slurm per-task binding, one MIG instance per
+    // process); NULL = every rank sees every device.
+    const uint64_t *visible;
+    int mps;                            // an MPS server fronts the devices
 };
 
 struct binding {
@@ -31,10 +36,16 @@ struct binding {
     uint64_t cap_bytes;    // memory cap of this rank's virtual GPU
 };
 
-// Computes the binding of every local rank (out[local_size]). Returns 0, or
-// VGPU_ECONFIG with a message that names the rank or device and the numbers
-// (caps that do not fit, a rank with no device, a cap below min_bytes,
-// contradictory keys) and says what to change.
+// Computes the binding of every local rank (out[local_size]). Which device:
+// devices.map when given; else, when every rank sees every device, ranks in
+// order fill the devices (ranks_per_device each, default an even split);
+// else (per-rank visibility) each rank takes the first device it sees. A
+// rank is never bound to a device it does not see, nor to a PROHIBITED one,
+// and more than one rank on an EXCLUSIVE_PROCESS device needs MPS.
+// Returns 0, or VGPU_ECONFIG with a message that names the rank or device
+// and the numbers (caps that do not fit, a rank with no device, a cap below
+// min_bytes, contradictory keys, a compute mode that refuses the ranks) and
+// says what to change.
 int binding_compute(const struct binding_request *req, struct binding *out, char *err,
                     size_t err_bytes);
 

@@ -104,7 +104,7 @@ static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, 
 // every peer has mapped it, or a negative status.
 static int create_segment_(const char *what, uint64_t bytes, struct shm_handle *h, void **map)
 {
-    int fd = shm_share_create(what, bytes, h);
+    int fd = shm_share_create(what, bytes, 1, h);
     if (fd < 0) {
         log_error("ring: cannot create the %s segment (%llu bytes): %s", what,
                   (unsigned long long)bytes, status_str(fd));

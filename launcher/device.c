@@ -4,8 +4,15 @@
 #include <string.h>
 
 #include "device_internal.h"
+#include "gpu_driver.h"
 #include "log.h"
 #include "util.h"
+
+// A simulated GPU does its math on the CPU backend.
+static const struct device_ops *ops_for_(const struct device_info *info)
+{
+    return info->simulated ? &device_cpu_ops : device_find_ops(info->kind);
+}
 
 const struct device_ops *device_find_ops(const char *name)
 {
@@ -18,7 +25,8 @@ const struct device_ops *device_find_ops(const char *name)
     return NULL;
 }
 
-int device_discover(const char *kind, struct device_info *out, int max, int *count)
+int device_discover(const char *kind, struct device_info *out, int max, int *count, char *err,
+                    size_t err_bytes)
 {
     *count = 0;
     if (!strcmp(kind, "cpu")) {
@@ -29,22 +37,50 @@ int device_discover(const char *kind, struct device_info *out, int max, int *cou
         return 0;
     }
     if (!strcmp(kind, "cuda")) {
-#ifdef VGPU_HAVE_CUDA
-        return device_cuda_discover_(out, max, count);
-#else
-        return VGPU_EUNSUPPORTED;
-#endif
+        const struct gpu_driver *drv = gpu_driver();
+        if (!drv)
+            return VGPU_EUNSUPPORTED;
+        struct gpu_props props[GPU_MAX];
+        int n = 0;
+        int rc = drv->scan(props, GPU_MAX < max ? GPU_MAX : max, &n, err, err_bytes);
+        if (rc < 0)
+            return rc; // err says which device and why
+        for (int i = 0; i < n; i++) {
+            struct device_info *d = &out[i];
+            memset(d, 0, sizeof *d);
+            snprintf(d->kind, sizeof d->kind, "cuda");
+            d->index = props[i].ordinal;
+            snprintf(d->name, sizeof d->name, "%s", props[i].name);
+            snprintf(d->uuid, sizeof d->uuid, "%s", props[i].uuid);
+            snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", props[i].pci_bus_id);
+            d->total_bytes = props[i].total_bytes;
+            d->free_bytes = props[i].free_bytes;
+            d->compute_mode = props[i].compute_mode;
+            d->mig = props[i].mig;
+            d->client_limit_bytes = props[i].client_limit_bytes;
+            d->simulated = drv->simulated;
+        }
+        *count = n;
+        return 0;
     }
     return VGPU_EINVAL;
 }
 
-int device_is_cuda(const device_t *dev) { return dev && !strcmp(dev->info.kind, "cuda"); }
+int device_is_cuda(const device_t *dev)
+{
+#ifdef VGPU_HAVE_CUDA
+    return dev && dev->ops == &device_cuda_ops;
+#else
+    (void)dev;
+    return 0;
+#endif
+}
 
 int device_open(device_t *dev, const struct device_info *info, int rank, const char *host,
                 uint64_t cap_bytes, int blas_threads)
 {
     memset(dev, 0, sizeof *dev);
-    dev->ops = device_find_ops(info->kind);
+    dev->ops = ops_for_(info);
     if (!dev->ops) {
         log_error("device backend '%s' is not built into this binary", info->kind);
         return VGPU_EUNSUPPORTED;

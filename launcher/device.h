@@ -26,9 +26,13 @@ struct device_info {
     int index;             // ordinal among visible devices of that kind
     char name[96];         // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
     uint64_t total_bytes;  // device memory (CPU: host RAM)
-    uint64_t free_bytes;   // free now (CPU: space for shared arenas in /dev/shm)
+    uint64_t free_bytes;   // free now (CPU: available host memory; CUDA: physically free)
     char pci_bus_id[32];   // CUDA only, else ""
-    char uuid[48];         // CUDA: GPU UUID; CPU: "cpu-<boot id>" (same for all ranks on a host)
+    char uuid[48];         // CUDA: GPU or MIG UUID; CPU: "cpu-<boot id>" (same for all ranks on a host)
+    int compute_mode;      // CUDA: enum gpu_compute_mode (gpu_driver.h); CPU: 0
+    int mig;               // CUDA: a MIG instance
+    uint64_t client_limit_bytes; // CUDA under MPS: this process's pinned memory limit (0 = none)
+    int simulated;         // a GPU of VGPU_SIM_GPUS: CPU math behind a GPU's description
 };
 
 struct device_counters {
@@ -84,10 +88,14 @@ struct device {
 // Backends by name; NULL if unknown or not built.
 const struct device_ops *device_find_ops(const char *name);
 
-// Physical devices of `kind` ("cpu" or "cuda"). Fills up to max entries and
-// sets *count (0 for cuda when there is no driver or no GPU: not an error).
-// Returns VGPU_EUNSUPPORTED for cuda when the CUDA backend is not built.
-int device_discover(const char *kind, struct device_info *out, int max, int *count);
+// Physical devices of `kind` ("cpu" or "cuda") this process sees. Fills up
+// to max entries and sets *count (0 for cuda when there is no driver or no
+// GPU: not an error). For cuda the driver layer answers (gpu_driver.h: CUDA,
+// or the simulated topology of VGPU_SIM_GPUS). Returns VGPU_EUNSUPPORTED for
+// cuda when no GPU support is built and none is simulated, VGPU_EIO for a GPU
+// that is present but failing (err names it).
+int device_discover(const char *kind, struct device_info *out, int max, int *count, char *err,
+                    size_t err_bytes);
 
 // Opens a virtual GPU on physical device `info`: reserves cap_bytes up front.
 // The CPU backend's arena is a memfd that same-host peers can map (see comm

@@ -87,13 +87,14 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     char need[32], have[32];
     util_format_bytes(cap_bytes, need, sizeof need);
     uint64_t avail = hostmem_available();
-    if (cap_bytes > avail) {
+    const int simulated = dev->info.simulated; // a GPU's cap: pages only as used
+    if (!simulated && cap_bytes > avail) {
         log_error("the cap needs %s of host memory and the host has %s available (MemAvailable, "
                   "memory cgroup)", need, util_format_bytes(avail, have, sizeof have));
         rc = VGPU_EDEVMEM;
         goto fail;
     }
-    im->fd = shm_share_create("vgpu-arena", cap_bytes, &im->share);
+    im->fd = shm_share_create("vgpu-arena", cap_bytes, !simulated, &im->share);
     if (im->fd < 0) {
         rc = im->fd;
         if (rc == VGPU_ENOMEM) {

@@ -7,8 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 extern "C" {
 #include "device_internal.h"
+#include "gpu_driver.h"
+#include "util.h"
 #include "kernels.h"
 #include "log.h"
 }
@@ -38,49 +44,154 @@ struct cuda_impl {
 
 static struct cuda_impl *impl_(device_t *dev) { return (struct cuda_impl *)dev->impl; }
 
-// ---- discovery ----
+// ---- the driver layer (gpu_driver.h) ----
+//
+// Discovery creates no context: on an EXCLUSIVE_PROCESS GPU a context made
+// by one rank's discovery would keep its host-mates out. Properties and the
+// compute mode come from the runtime (no context needed); memory from NVML,
+// loaded with dlopen (it ships with the driver, not the toolkit), which also
+// reports physical free memory where cudaMemGetInfo under MPS reports the
+// client's limit less its usage.
 
-extern "C" int device_cuda_discover_(struct device_info *out, int max, int *count)
+typedef int nvml_return_;          // nvmlReturn_t: 0 = NVML_SUCCESS
+typedef struct nvml_device_st_ *nvml_device_;
+struct nvml_memory_ {              // nvmlMemory_t (v1)
+    unsigned long long total, free, used;
+};
+static struct {
+    int tried, ok;
+    nvml_return_ (*init)(void);
+    nvml_return_ (*by_uuid)(const char *, nvml_device_ *);
+    nvml_return_ (*memory)(nvml_device_, struct nvml_memory_ *);
+} nvml_;
+
+static int nvml_load_(void)
+{
+    if (nvml_.tried)
+        return nvml_.ok;
+    nvml_.tried = 1;
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+    nvml_.init = (nvml_return_(*)(void))dlsym(h, "nvmlInit_v2");
+    nvml_.by_uuid = (nvml_return_(*)(const char *, nvml_device_ *))dlsym(h, "nvmlDeviceGetHandleByUUID");
+    nvml_.memory = (nvml_return_(*)(nvml_device_, struct nvml_memory_ *))dlsym(h, "nvmlDeviceGetMemoryInfo");
+    nvml_.ok = nvml_.init && nvml_.by_uuid && nvml_.memory && nvml_.init() == 0;
+    return nvml_.ok;
+}
+
+// Fills total/free and mig for the device whose UUID bytes are hex (32
+// hex digits); tries "GPU-" then "MIG-" (a MIG instance has a MIG UUID).
+static int nvml_memory_(const char *hex, struct gpu_props *p)
+{
+    if (!nvml_load_())
+        return -1;
+    static const char *const prefixes[] = {"GPU-", "MIG-"};
+    for (int k = 0; k < 2; k++) {
+        char uuid[48];
+        nvml_device_ d;
+        struct nvml_memory_ m;
+        snprintf(uuid, sizeof uuid, "%s%s", prefixes[k], hex);
+        if (nvml_.by_uuid(uuid, &d) == 0 && nvml_.memory(d, &m) == 0) {
+            snprintf(p->uuid, sizeof p->uuid, "%s", uuid);
+            p->mig = k == 1;
+            p->total_bytes = m.total;
+            p->free_bytes = m.free;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+// CUDA_VISIBLE_DEVICES names MIG instances by "MIG-<uuid>": without NVML,
+// that is how a MIG instance is recognised.
+static int visible_as_mig_(const char *hex)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    char want[48];
+    snprintf(want, sizeof want, "MIG-%.8s", hex);
+    return v && strstr(v, want) != NULL;
+}
+
+static int cuda_mps_active_(void);
+
+static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, size_t err_bytes)
 {
     int n = 0;
     *count = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
-    if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver ||
-        rc == cudaErrorInitializationError || rc == cudaErrorSystemDriverMismatch) {
-        cudaGetLastError(); // clear the sticky error: no GPU is not a failure
+    if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver) {
+        cudaGetLastError(); // no driver or no GPU: the CPU stands in, with the notice
         return 0;
     }
-    if (rc != cudaSuccess) {
-        log_warn("cudaGetDeviceCount: %s; treating this host as having no GPU",
-                 cudaGetErrorString(rc));
+    if (rc != cudaSuccess) { // a driver and a device that do not work: say so
         cudaGetLastError();
-        return 0;
+        return util_errorf(err, err_bytes, VGPU_EIO,
+                           "cudaGetDeviceCount: %s (%s): a GPU driver is installed but does not "
+                           "work; nvidia-smi says more (devices.kind = cpu runs without it)",
+                           cudaGetErrorName(rc), cudaGetErrorString(rc));
     }
     for (int i = 0; i < n && i < max; i++) {
         cudaDeviceProp prop;
-        CUDA_CHECK(cudaGetDeviceProperties(&prop, i));
-        struct device_info *d = &out[i];
-        memset(d, 0, sizeof *d);
-        snprintf(d->kind, sizeof d->kind, "cuda");
-        d->index = i;
-        snprintf(d->name, sizeof d->name, "%.95s", prop.name);
-        size_t free_b = 0, total_b = 0;
-        CUDA_CHECK(cudaSetDevice(i));
-        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        d->total_bytes = total_b;
-        d->free_bytes = free_b;
-        cudaDeviceGetPCIBusId(d->pci_bus_id, sizeof d->pci_bus_id, i);
+        int mode = 0;
+        struct gpu_props *p = &out[i];
+        memset(p, 0, sizeof *p);
+        p->ordinal = i;
+        cudaDeviceGetPCIBusId(p->pci_bus_id, sizeof p->pci_bus_id, i);
+        if ((rc = cudaGetDeviceProperties(&prop, i)) != cudaSuccess ||
+            (rc = cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, i)) != cudaSuccess) {
+            cudaGetLastError();
+            return util_errorf(err, err_bytes, VGPU_EIO,
+                               "GPU %d (PCI %s) is present but failing: %s (%s); nvidia-smi says "
+                               "more, or hide it with CUDA_VISIBLE_DEVICES",
+                               i, p->pci_bus_id[0] ? p->pci_bus_id : "?", cudaGetErrorName(rc),
+                               cudaGetErrorString(rc));
+        }
+        snprintf(p->name, sizeof p->name, "%.95s", prop.name);
+        if (cuda_mps_active_())
+            p->client_limit_bytes =
+                gpu_mps_client_limit(getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), i);
+        p->compute_mode = mode == cudaComputeModeProhibited       ? GPU_MODE_PROHIBITED
+                          : mode == cudaComputeModeExclusiveProcess ? GPU_MODE_EXCLUSIVE_PROCESS
+                                                                   : GPU_MODE_DEFAULT;
         const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
-        snprintf(d->uuid, sizeof d->uuid,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                 u[14], u[15]);
-        // Free the context discovery made, so it does not count against the caps.
-        cudaDeviceReset();
+        char hex[40];
+        snprintf(hex, sizeof hex, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                 u[13], u[14], u[15]);
+        if (nvml_memory_(hex, p) != 0) {
+            p->mig = visible_as_mig_(hex);
+            snprintf(p->uuid, sizeof p->uuid, "%s%s", p->mig ? "MIG-" : "GPU-", hex);
+            p->total_bytes = prop.totalGlobalMem;
+            p->free_bytes = prop.totalGlobalMem;
+            // Without NVML free memory needs a context: only where that
+            // keeps no one out (DEFAULT mode), and never under MPS, where
+            // it would be the client's limit.
+            size_t free_b = 0, total_b = 0;
+            if (mode == cudaComputeModeDefault && !getenv("CUDA_MPS_PIPE_DIRECTORY") &&
+                cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+                p->free_bytes = free_b;
+            cudaGetLastError();
+            cudaDeviceReset(); // the context discovery made does not count against the caps
+        }
     }
     *count = n < max ? n : max;
     return 0;
 }
+
+static int cuda_mps_active_(void)
+{
+    // vgpurun --mps exports the pipe directory; a site-wide daemon uses the
+    // default one.
+    const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    return (pipe && *pipe) || access("/tmp/nvidia-mps/control", F_OK) == 0;
+}
+
+static const struct gpu_driver cuda_driver_ = {
+    "cuda", 0, cuda_scan_, cuda_mps_active_,
+};
+
+extern "C" const struct gpu_driver *gpu_cuda_driver(void) { return &cuda_driver_; }
 
 // ---- memory ----
 
@@ -95,7 +206,10 @@ static int cuda_reserve_(device_t *dev, uint64_t cap_bytes)
     CUBLAS_CHECK(cublasCreate(&im->blas));
     CUBLAS_CHECK(cublasSetStream(im->blas, im->stream));
     CUDA_CHECK(cudaMalloc(&im->bad_label, sizeof(int)));
-    CUDA_CHECK(cudaMemset(im->bad_label, 0, sizeof(int)));
+    // On the stream every kernel runs on: the legacy stream does not order
+    // with a non-blocking one.
+    CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
     cudaError_t rc = cudaMalloc(&im->region, cap_bytes);
     if (rc != cudaSuccess) {
         cudaGetLastError();
@@ -273,7 +387,10 @@ static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const
     CUDA_CHECK(cudaMemcpyAsync(&bad, im->bad_label, sizeof bad, cudaMemcpyDeviceToHost, im->stream));
     CUDA_CHECK(cudaStreamSynchronize(im->stream));
     if (bad) {
-        CUDA_CHECK(cudaMemset(im->bad_label, 0, sizeof(int)));
+        // On the stream every kernel runs on: the legacy stream does not order
+    // with a non-blocking one.
+    CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
         log_error("softmax_xent: a label is outside [0, %d)", classes);
         return VGPU_EINVAL;
     }

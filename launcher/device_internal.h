@@ -9,11 +9,9 @@
 extern const struct device_ops device_cpu_ops;
 extern const struct device_ops device_cuda_ops; // only when built with CUDA
 
-// Discovery per backend (see device_discover). The CPU backend reports one
-// device: the host. The CUDA backend reports 0 devices (not an error) when
-// there is no driver or no GPU.
+// CPU discovery (see device_discover): one device, the host. GPUs are
+// discovered through the driver layer (gpu_driver.h).
 int device_cpu_discover_(struct device_info *out);
-int device_cuda_discover_(struct device_info *out, int max, int *count);
 
 // CPU backend. Device memory is a memfd (shm_share.h) mapped twice: the
 // "device" view (PROT_NONE, the addresses handed out, so a host dereference

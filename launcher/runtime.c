@@ -14,6 +14,7 @@
 #include "comm_internal.h"
 #include "device_internal.h"
 #include "env.h"
+#include "gpu_driver.h"
 #include "log.h"
 #include "startup_watch.h"
 #include "util.h"
@@ -163,8 +164,26 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     if (!im)
         return VGPU_ENOMEM;
     rt->impl = im;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL,
-                                  &im->local));
+    const char *test_host = env_get()->test_host;
+    if (test_host[0]) {
+        // Test hook: ranks that name the same host are one host (a cluster
+        // of several hosts rehearsed on one machine).
+        snprintf(rt->host, sizeof rt->host, "%s", test_host);
+        log_set_identity(rt->rank, rt->host);
+        char *names = malloc((size_t)rt->size * sizeof rt->host);
+        if (!names)
+            return VGPU_ENOMEM;
+        MPI_CHECK(MPI_Allgather(rt->host, sizeof rt->host, MPI_CHAR, names, sizeof rt->host,
+                                MPI_CHAR, MPI_COMM_WORLD));
+        int color = 0;
+        while (strcmp(names + (size_t)color * sizeof rt->host, rt->host) != 0)
+            color++;
+        free(names);
+        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rt->rank, &im->local));
+    } else {
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
+                                      MPI_INFO_NULL, &im->local));
+    }
     MPI_CHECK(MPI_Comm_rank(im->local, &rt->local_rank));
     MPI_CHECK(MPI_Comm_size(im->local, &rt->local_size));
     // Host index: rank among the hosts' first ranks, shared with the host.
@@ -404,52 +423,114 @@ void runtime_barrier(struct runtime *rt)
 
 // ---- devices ----
 
-// The host's first rank discovers; the others get its list, so every rank
-// binds from the same numbers. Returns the device kind chosen.
-static int discover_(struct runtime *rt, struct device_info *devs, int *ndev, char *err,
+// What one rank found: its own visible devices, as it sees them (its
+// CUDA_VISIBLE_DEVICES, a scheduler's per-task binding, one MIG instance).
+struct scan_ {
+    int rc;        // 0, or why its GPUs cannot be used (msg says)
+    int count;     // GPUs it sees
+    int mps;       // it is an MPS client
+    char msg[256];
+    struct device_info devs[MAX_DEVICES];
+};
+
+// The host's devices: every rank scans what it sees, the host's ranks share
+// their lists, and the union (by UUID, in the order the ranks list them,
+// PROHIBITED devices left out) is what binding places ranks on, with each
+// rank's view as a mask. Fills host->devs/ndev/visible/mps and *mine (this
+// rank's scan). Returns 0 (GPUs), 1 (no GPU: the CPU stands in), 2 (CPU
+// asked for), or a negative status with a message in err (the same on every
+// rank of the host).
+struct host_devices {
+    struct device_info devs[MAX_DEVICES];
+    int ndev;
+    uint64_t *visible; // [local_size]
+    int mps;
+};
+
+static int discover_(struct runtime *rt, struct host_devices *host, struct scan_ *mine, char *err,
                      size_t err_bytes)
 {
-    struct {
-        int rc, count;
-        char msg[256];
-    } found = {0, 0, ""};
     const enum device_kind want = rt->cfg.devices.kind;
-    if (rt->local_rank == 0) {
-        int rc = VGPU_EUNSUPPORTED, n = 0;
-        if (want != DEVICE_KIND_CPU)
-            rc = device_discover("cuda", devs, MAX_DEVICES, &n);
-        if (want == DEVICE_KIND_CUDA && (rc < 0 || n == 0)) {
-            found.rc = VGPU_ENODEV;
-            snprintf(found.msg, sizeof found.msg,
-                     rc == VGPU_EUNSUPPORTED
-                         ? "devices.kind = cuda, but this vgpu was built without CUDA "
-                           "(rebuild with -DVGPU_CUDA=ON) or use devices.kind = auto|cpu"
-                         : "devices.kind = cuda, but no CUDA GPU is visible on %s "
-                           "(CUDA_VISIBLE_DEVICES, driver?); use devices.kind = auto|cpu",
-                     rt->host);
-        } else if (rc == 0 && n > 0) {
-            found.count = n;
-        } else {
-            found.rc = device_discover("cpu", devs, MAX_DEVICES, &n);
-            found.count = n;
-            // Negative count marks "fell back to CPU" for the message below.
-            if (want == DEVICE_KIND_AUTO)
-                found.count = -n;
+    memset(mine, 0, sizeof *mine);
+    if (want == DEVICE_KIND_CPU) {
+        int n = 0;
+        int rc = device_discover("cpu", host->devs, MAX_DEVICES, &n, err, err_bytes);
+        host->ndev = n;
+        return rc < 0 ? rc : 2;
+    }
+    mine->rc = device_discover("cuda", mine->devs, MAX_DEVICES, &mine->count, mine->msg,
+                               sizeof mine->msg);
+    const struct gpu_driver *drv = gpu_driver();
+    mine->mps = drv && drv->mps_active();
+    struct scan_ *all = malloc((size_t)rt->local_size * sizeof *all);
+    if (!all)
+        FATAL(1, "out of memory for the host's device lists");
+    MPI_CHECK(MPI_Allgather(mine, sizeof *mine, MPI_BYTE, all, sizeof *mine, MPI_BYTE, local_(rt)));
+    int rc = 0, seeing = 0;
+    for (int q = 0; q < rt->local_size && rc == 0; q++) {
+        if (all[q].rc == VGPU_EUNSUPPORTED)
+            continue; // no GPU support built: as no GPU
+        if (all[q].rc < 0)
+            rc = util_errorf(err, err_bytes, all[q].rc, "local rank %d: %s", q, all[q].msg);
+        seeing += all[q].count > 0;
+        host->mps |= all[q].mps;
+    }
+    host->ndev = 0;
+    for (int q = 0; q < rt->local_size && rc == 0; q++) {
+        host->visible[q] = 0;
+        for (int i = 0; i < all[q].count; i++) {
+            const struct device_info *d = &all[q].devs[i];
+            if (d->compute_mode == GPU_MODE_PROHIBITED) {
+                if (q == 0 && rt->local_rank == 0)
+                    log_warn("%s (%s) is in PROHIBITED compute mode: left out", d->uuid, d->name);
+                continue; // as good as absent
+            }
+            int u = 0;
+            while (u < host->ndev && strcmp(host->devs[u].uuid, d->uuid) != 0)
+                u++;
+            if (u == host->ndev && host->ndev < MAX_DEVICES)
+                host->devs[host->ndev++] = *d;
+            if (u < 64)
+                host->visible[q] |= 1ull << u;
         }
     }
-    MPI_CHECK(MPI_Bcast(&found, sizeof found, MPI_BYTE, 0, local_(rt)));
-    int n = found.count < 0 ? -found.count : found.count;
-    MPI_CHECK(MPI_Bcast(devs, (int)(n * sizeof *devs), MPI_BYTE, 0, local_(rt)));
-    if (found.rc) {
-        snprintf(err, err_bytes, "%s", found.msg);
-        return found.rc;
+    if (rc == 0 && seeing && seeing < rt->local_size)
+        rc = util_errorf(err, err_bytes, VGPU_ECONFIG,
+                         "%d of the %d ranks on %s see no GPU while the others do (each rank's "
+                         "CUDA_VISIBLE_DEVICES, or the scheduler's per-task binding, decides): "
+                         "give every rank a GPU, or set devices.kind = cpu",
+                         rt->local_size - seeing, rt->local_size, rt->host);
+    const int prohibited_only = rc == 0 && seeing && host->ndev == 0;
+    free(all);
+    if (rc < 0)
+        return rc;
+    if (host->ndev > 0) {
+        for (int i = 0; i < host->ndev; i++)
+            host->devs[i].index = i; // the host's numbering; ordinals stay per rank
+        return 0;
     }
-    *ndev = n;
-    return found.count < 0 ? 1 : 0;
+    if (want == DEVICE_KIND_CUDA && mine->rc == VGPU_EUNSUPPORTED)
+        return util_errorf(err, err_bytes, VGPU_ENODEV,
+                           "devices.kind = cuda, but this vgpu was built without CUDA (rebuild "
+                           "with -DVGPU_CUDA=ON) or use devices.kind = auto|cpu");
+    if (want == DEVICE_KIND_CUDA)
+        return util_errorf(err, err_bytes, VGPU_ENODEV,
+                           prohibited_only
+                               ? "devices.kind = cuda, but every GPU on %s is in PROHIBITED compute "
+                                 "mode (nvidia-smi -q | grep 'Compute Mode'); use devices.kind = auto|cpu"
+                               : "devices.kind = cuda, but no CUDA GPU is visible on %s "
+                                 "(CUDA_VISIBLE_DEVICES, driver?); use devices.kind = auto|cpu",
+                           rt->host);
+    int n = 0;
+    rc = device_discover("cpu", host->devs, MAX_DEVICES, &n, err, err_bytes);
+    host->ndev = n;
+    for (int q = 0; q < rt->local_size; q++)
+        host->visible[q] = 1;
+    return rc < 0 ? rc : 1;
 }
 
 struct job_row {
-    int rank, local_rank, node_index, device_index, ranks_on_device;
+    int rank, local_rank, node_index, device_index, ranks_on_device, mps;
     char host[64];
     char kind[8];
     char name[96];
@@ -470,17 +551,26 @@ static int count_physical_(const struct job_row *rows, int n)
     return distinct;
 }
 
-static void print_job_table_(const struct runtime *rt, const struct job_row *rows)
+static void print_job_table_(const struct runtime *rt, const struct job_row *rows,
+                             const char *backend)
 {
     int cuda = !strcmp(rows[0].kind, "cuda");
     int p = rt->physical_devices, n = rt->size, h = rt->node_count;
     if (cuda)
-        printf("vgpu: %d physical GPU%s -> %d virtual GPU%s (%d rank%s, %d host%s)\n", p,
-               p == 1 ? "" : "s", n, n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
+        printf("vgpu: %d %sphysical GPU%s -> %d virtual GPU%s (%d rank%s, %d host%s)%s\n", p,
+               rt->simulated ? "simulated " : "", p == 1 ? "" : "s", n, n == 1 ? "" : "s", n,
+               n == 1 ? "" : "s", h, h == 1 ? "" : "s",
+               rt->simulated ? " (VGPU_SIM_GPUS: CPU math behind the GPUs' description)" : "");
     else
         printf("vgpu: no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)\n", n,
                n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
-    printf("vgpu: collectives: %s (%s)\n", comm_backend_name(rt->comm), rt->backend_reason);
+    printf("vgpu: collectives: %s (%s)\n", backend, rt->backend_reason);
+    int mps_hosts = 0;
+    for (int r = 0; r < n; r++)
+        mps_hosts += rows[r].mps && rows[r].local_rank == 0;
+    if (mps_hosts)
+        printf("vgpu: MPS: %d of %d host%s run their ranks as MPS clients (one server per GPU)\n",
+               mps_hosts, h, h == 1 ? "" : "s");
     char from_env[512];
     config_describe_env(from_env, sizeof from_env);
     if (from_env[0]) // they override the config file: say so where the caps are shown
@@ -512,28 +602,29 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 {
     const struct config *cfg = &rt->cfg;
     char err[1024] = "";
-    struct device_info devs[MAX_DEVICES];
-    int ndev = 0;
 
-    // 1. Discover (the host's first rank) and bind (every rank, same inputs).
+    // 1. Discover (every rank what it sees; the host shares it) and bind
+    // (every rank of a host from the same inputs).
     runtime_stage(rt, RUNTIME_STAGE_DEVICES);
-    int rc = discover_(rt, devs, &ndev, err, sizeof err);
+    struct host_devices *host = calloc(1, sizeof *host);
+    struct scan_ *scan = calloc(1, sizeof *scan);
+    uint64_t *visible = calloc((size_t)rt->local_size, sizeof *visible);
+    if (!host || !scan || !visible)
+        FATAL(1, "out of memory for device discovery");
+    host->visible = visible;
+    int rc = discover_(rt, host, scan, err, sizeof err);
     int fell_back = rc == 1;
-    if (rc < 0) {
-        if (rt->rank == 0 || rt->local_rank == 0)
-            log_error("%s", err);
-        return agree_worst_(rt, rc);
-    }
-    if (fell_back && rt->rank == 0 && !args->quiet)
+    if (rc >= 0 && fell_back && rt->rank == 0 && !args->quiet)
         printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
 
     struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
     if (!bind)
-        return agree_worst_(rt, VGPU_ENOMEM);
-    int cuda = !strcmp(devs[0].kind, "cuda");
+        FATAL(1, "out of memory for the binding");
+    const struct device_info *devs = host->devs;
+    int cuda = rc == 0;
     struct binding_request req = {
         .local_size = rt->local_size,
-        .ndevices = ndev,
+        .ndevices = host->ndev,
         .devices = devs,
         .ranks_per_device = cfg->devices.ranks_per_device,
         .memory_limit = cfg->devices.memory_limit,
@@ -542,16 +633,33 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .map_count = cfg->devices.map.count,
         .overhead_bytes = cuda ? CUDA_CONTEXT_OVERHEAD : 0,
         .min_bytes = args->min_bytes,
+        .visible = cuda ? visible : NULL,
+        .mps = host->mps,
     };
-    rc = binding_compute(&req, bind, err, sizeof err);
+    if (rc >= 0)
+        rc = binding_compute(&req, bind, err, sizeof err);
     if (rc < 0) {
         if (rt->local_rank == 0)
             log_error("%s", err);
         free(bind);
+        free(host);
+        free(scan);
+        free(visible);
         return agree_worst_(rt, rc);
     }
     struct binding mine = bind[rt->local_rank];
     free(bind);
+    // This rank opens the bound device by its own ordinal for it.
+    struct device_info my_dev = devs[mine.device];
+    for (int i = 0; cuda && i < scan->count; i++)
+        if (!strcmp(scan->devs[i].uuid, my_dev.uuid))
+            my_dev.index = scan->devs[i].index;
+    const int host_index = mine.device;
+    const int host_mps = host->mps && cuda;
+    rt->simulated = my_dev.simulated;
+    free(host);
+    free(scan);
+    free(visible);
 
     // 2. This rank's virtual GPU.
     long threads = cfg->devices.cpu_threads;
@@ -564,7 +672,10 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
     }
-    rc = device_open(&rt->dev, &devs[mine.device], rt->rank, rt->host, mine.cap_bytes, (int)threads);
+    // A plan opens nothing: it shows what would be opened.
+    rc = args->plan_only ? 0
+                         : device_open(&rt->dev, &my_dev, rt->rank, rt->host, mine.cap_bytes,
+                                       (int)threads);
     if ((rc = agree_worst_(rt, rc)) < 0) {
         if (rt->dev.ops)
             device_close(&rt->dev);
@@ -575,12 +686,14 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 
     // 3. Who shares a physical device decides the collective backend.
     struct job_row row = {.rank = rt->rank, .local_rank = rt->local_rank,
-                          .node_index = rt->node_index, .device_index = rt->dev.info.index,
-                          .ranks_on_device = mine.ranks_on_device, .cap_bytes = rt->dev.cap_bytes};
+                          .node_index = rt->node_index, .device_index = host_index,
+                          .ranks_on_device = mine.ranks_on_device,
+                          .cap_bytes = mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
+                          .mps = host_mps};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
-    snprintf(row.kind, sizeof row.kind, "%s", rt->dev.info.kind);
-    snprintf(row.name, sizeof row.name, "%s", rt->dev.info.name);
-    snprintf(row.uuid, sizeof row.uuid, "%s", rt->dev.info.uuid);
+    snprintf(row.kind, sizeof row.kind, "%s", my_dev.kind);
+    snprintf(row.name, sizeof row.name, "%.82s%s", my_dev.name, my_dev.simulated ? " (simulated)" : "");
+    snprintf(row.uuid, sizeof row.uuid, "%s", my_dev.uuid);
     struct job_row *rows = malloc((size_t)rt->size * sizeof *rows);
     if (!rows)
         FATAL(1, "out of memory for the job table");
@@ -608,6 +721,20 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         device_close(&rt->dev);
         return agree_worst_(rt, rc);
     }
+    if (args->plan_only) {
+        if (rt->rank == 0)
+            print_job_table_(rt, rows, chosen);
+        free(rows);
+        rt->planned = 1;
+        return 0;
+    }
+    // Simulated GPUs do their math on the CPU: NCCL cannot drive them.
+    if (rt->simulated && !strcmp(chosen, "nccl")) {
+        size_t len = strlen(rt->backend_reason);
+        snprintf(rt->backend_reason + len, sizeof rt->backend_reason - len,
+                 "; the GPUs are simulated, so the ring stands in for NCCL");
+        chosen = "ring";
+    }
 
     // 4. Connect. Same-host peers map each other's arenas (memfds, no names:
     // shm_share.h), so no death, here or later, leaves memory behind.
@@ -632,7 +759,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         return rc;
     }
     if (rt->rank == 0 && !args->quiet)
-        print_job_table_(rt, rows);
+        print_job_table_(rt, rows, comm_backend_name(rt->comm));
     free(rows);
     return 0;
 }

@@ -20,6 +20,8 @@ struct runtime {
     device_t dev;                 // this rank's virtual GPU (after runtime_open)
     comm_t *comm;                 // collectives between the virtual GPUs (after runtime_open)
     int physical_devices;         // distinct physical devices in the job
+    int simulated;                // the GPUs are VGPU_SIM_GPUS's (CPU math behind them)
+    int planned;                  // runtime_open only planned (plan_only): nothing is open
     char backend_reason[160];     // why the collective backend was chosen
     int launched;                 // started by a launcher (mpirun, srun): a rank's stdout is
                                   // then not the user's terminal
@@ -31,6 +33,8 @@ struct runtime_open_args {
     int quiet;            // no job table
     int one_blas_thread;  // GEMM results must not depend on how a GEMM is split over
                           // threads (bitwise-reproducible training): one BLAS thread
+    int plan_only;        // discover, bind, choose the backend, print the job table
+                          // (rank 0), open nothing (rt->planned is set)
 };
 
 // This process's rank as its launcher exported it (mpirun, srun, PMIx),

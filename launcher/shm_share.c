@@ -12,7 +12,7 @@
 #include "log.h"
 #include "status.h"
 
-int shm_share_create(const char *tag, uint64_t bytes, struct shm_handle *h)
+int shm_share_create(const char *tag, uint64_t bytes, int commit, struct shm_handle *h)
 {
     memset(h, 0, sizeof *h);
     if (bytes == 0 || bytes > (uint64_t)INT64_MAX)
@@ -22,7 +22,8 @@ int shm_share_create(const char *tag, uint64_t bytes, struct shm_handle *h)
         return -errno;
     // posix_fallocate commits the pages: a memory cgroup or host that cannot
     // hold them answers ENOMEM/ENOSPC now.
-    int err = posix_fallocate(fd, 0, (off_t)bytes);
+    int err = commit ? posix_fallocate(fd, 0, (off_t)bytes)
+                     : ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
     struct stat st;
     if (!err && fstat(fd, &st) < 0)
         err = errno;

@@ -23,11 +23,13 @@ struct shm_handle {
     uint64_t bytes; // size of the segment, bytes
 };
 
-// Creates a segment of `bytes` (committed now, so running short of memory is
-// an error here and not a SIGBUS later), fills *h and returns the descriptor
-// (>= 0; close it once every peer has mapped), or a negative status. `tag`
-// names the memfd in /proc/<pid>/maps, e.g. "vgpu-arena".
-int shm_share_create(const char *tag, uint64_t bytes, struct shm_handle *h);
+// Creates a segment of `bytes`, fills *h and returns the descriptor (>= 0;
+// close it once every peer has mapped), or a negative status. `tag` names
+// the memfd in /proc/<pid>/maps, e.g. "vgpu-arena". With `commit` the pages
+// are committed now, so running short of memory is an error here and not a
+// SIGBUS later; without it they come as touched (a simulated GPU's cap
+// describes the GPU's memory, not the host's).
+int shm_share_create(const char *tag, uint64_t bytes, int commit, struct shm_handle *h);
 
 // Maps a peer's segment (read-write when `writable`) into *map, h->bytes long.
 // Returns 0, or a negative status after logging what failed and why.

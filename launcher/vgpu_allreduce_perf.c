@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 
     struct device_info info;
     int ndev = 0, rc;
-    if ((rc = device_discover("cpu", &info, 1, &ndev)) < 0 || ndev < 1)
+    if ((rc = device_discover("cpu", &info, 1, &ndev, NULL, 0)) < 0 || ndev < 1)
         die_(NULL, rc, "device_discover");
     device_t dev;
     // Tree mode: the partials, plus the all-reduce's scratch.

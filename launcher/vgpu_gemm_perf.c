@@ -323,7 +323,7 @@ int main(int argc, char **argv)
     if (use_dev) {
         struct device_info info;
         int count = 0;
-        if (device_discover("cpu", &info, 1, &count) < 0 ||
+        if (device_discover("cpu", &info, 1, &count, NULL, 0) < 0 ||
             device_open(&dev, &info, 0, "local", 3 * max_elems * sizeof(float) + (1 << 20),
                         o.threads) < 0) {
             fprintf(stderr, "vgpu_gemm_perf: cannot open a CPU virtual GPU\n");

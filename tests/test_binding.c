@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "binding.h"
+#include "gpu_driver.h"
 #include "status.h"
 #include "test_util.h"
 
@@ -53,6 +54,25 @@ static const struct device_info gpu_subset[] = {
     {.kind = "cuda", .index = 3, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
      .free_bytes = 20 * GiB, .pci_bus_id = "0000:c1:00.0", .uuid = "GPU-3333"},
 };
+static const struct device_info gpu_excl[] = { // EXCLUSIVE_PROCESS, as clusters set them
+    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+     .uuid = "GPU-excl", .compute_mode = GPU_MODE_EXCLUSIVE_PROCESS},
+};
+static const struct device_info gpu_prohibited[] = {
+    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+     .uuid = "GPU-ok"},
+    {.kind = "cuda", .index = 1, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+     .uuid = "GPU-no", .compute_mode = GPU_MODE_PROHIBITED},
+};
+// Under MPS: 80 GiB physically free, each client limited to 10 GiB.
+static const struct device_info gpu_mps[] = {
+    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+     .uuid = "GPU-mps", .client_limit_bytes = 10 * GiB},
+};
+// Per-task visibility: ranks 0-1 see only GPU A, ranks 2-3 only GPU B.
+static const uint64_t vis_split[MAXR] = {1, 1, 2, 2};
+static const uint64_t vis_one_blind[MAXR] = {1, 0, 1, 1};
+static const uint64_t vis_reverse[MAXR] = {2, 1};
 static const struct device_info gpu_tiny[] = { // less free than one context needs
     {.kind = "cuda", .index = 0, .name = "Busy GPU", .total_bytes = 16 * GiB, .free_bytes = 300 * MiB},
 };
@@ -75,6 +95,8 @@ struct binding_case {
     int map_count;
     uint64_t overhead_bytes;
     uint64_t min_bytes;
+    const uint64_t *visible;
+    int mps;
     // expected
     int rc;
     const char *needle[3]; // substrings of the message on failure
@@ -196,6 +218,39 @@ static const struct binding_case cases[] = {
      .rc = VGPU_ECONFIG,
      // 2 x (2^63 + 16 MiB) wraps to 32 MiB without saturation, and "fits"
      .needle = {"cannot hold its 2 ranks", "only 64.0 GiB is free", ""}},
+    {"per-task visibility: each rank on what it sees", 4, DEVS(gpu2), .visible = vis_split,
+     .memory_limit = GiB, .device = {0, 0, 1, 1}, .slot = {0, 1, 0, 1},
+     .ranks_on_device = {2, 2, 2, 2}, .cap = {GiB, GiB, GiB, GiB}},
+    {"per-task visibility, in the order the ranks see them", 2, DEVS(gpu2), .visible = vis_reverse,
+     .memory_limit = GiB, .device = {1, 0}, .slot = {0, 0}, .ranks_on_device = {1, 1},
+     .cap = {GiB, GiB}},
+    {"a rank that sees no device while others do", 4, DEVS(gpu2), .visible = vis_one_blind,
+     .rc = VGPU_ECONFIG, .needle = {"local rank 1 sees no device", "CUDA_VISIBLE_DEVICES", ""}},
+    {"devices.map to a device the rank does not see", 4, DEVS(gpu2), .visible = vis_split,
+     .map = map_1011, .map_count = 4, .rc = VGPU_ECONFIG,
+     .needle = {"local rank 0 is bound to cuda1", "does not see it", "GPU-b"}},
+    {"EXCLUSIVE_PROCESS with 2 ranks and no MPS", 2, DEVS(gpu_excl), .overhead_bytes = 512 * MiB,
+     .rc = VGPU_ECONFIG, .needle = {"EXCLUSIVE_PROCESS", "2 ranks are bound", "vgpurun --mps"}},
+    {"EXCLUSIVE_PROCESS with 2 ranks under MPS", 2, DEVS(gpu_excl), .overhead_bytes = 512 * MiB,
+     .mps = 1, .memory_limit = 8 * GiB, .device = {0, 0}, .slot = {0, 1},
+     .ranks_on_device = {2, 2}, .cap = {8 * GiB, 8 * GiB}},
+    {"EXCLUSIVE_PROCESS with one rank", 1, DEVS(gpu_excl), .memory_limit = 8 * GiB,
+     .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {8 * GiB}},
+    {"a PROHIBITED device is never bound", 2, DEVS(gpu_prohibited), .map = map_10, .map_count = 2,
+     .rc = VGPU_ECONFIG, .needle = {"local rank 0 is bound to cuda1", "PROHIBITED", ""}},
+    {"MPS: caps against physical free, each under its client limit", 4, DEVS(gpu_mps),
+     .overhead_bytes = 512 * MiB, .mps = 1, .memory_limit = 9 * GiB + 512 * MiB,
+     // 4 x (9.5 GiB + 512 MiB) = 40 GiB <= 80 GiB physically free; 10 GiB each <= the limit
+     .device = {0, 0, 0, 0}, .slot = {0, 1, 2, 3}, .ranks_on_device = {4, 4, 4, 4},
+     .cap = {9 * GiB + 512 * MiB, 9 * GiB + 512 * MiB, 9 * GiB + 512 * MiB, 9 * GiB + 512 * MiB}},
+    {"MPS: auto cap kept under the client limit", 2, DEVS(gpu_mps), .overhead_bytes = 512 * MiB,
+     .mps = 1,
+     // 0.9 x (80 GiB - 1 GiB) / 2 = 35.55 GiB, above 10 GiB - 512 MiB = 9.5 GiB
+     .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {9 * GiB + 512 * MiB, 9 * GiB + 512 * MiB}},
+    {"MPS: an explicit cap over the client limit", 1, DEVS(gpu_mps), .overhead_bytes = 512 * MiB,
+     .mps = 1, .memory_limit = 10 * GiB, .rc = VGPU_ECONFIG,
+     .needle = {"over its MPS limit 10.0 GiB", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""}},
     {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
      .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
 };
@@ -213,6 +268,8 @@ static void check_case_(const struct binding_case *t)
         .map_count = t->map_count,
         .overhead_bytes = t->overhead_bytes,
         .min_bytes = t->min_bytes,
+        .visible = t->visible,
+        .mps = t->mps,
     };
     struct binding out[MAXR];
     memset(out, 0xA5, sizeof out);

@@ -36,7 +36,7 @@ static int setup_dev(void **state)
 {
     struct device_info infos[8];
     int count = 0;
-    if (device_discover(g_kind, infos, 8, &count) || count < 1)
+    if (device_discover(g_kind, infos, 8, &count, NULL, 0) || count < 1)
         return -1;
     device_t *dev = calloc(1, sizeof *dev);
     if (!dev || device_open(dev, &infos[0], 0, "testhost", CAP_BYTES, 1)) {
@@ -76,7 +76,7 @@ static void test_discover(void **state)
     (void)state;
     struct device_info info[4];
     int count = -1;
-    assert_int_equal(device_discover("cpu", info, 4, &count), 0);
+    assert_int_equal(device_discover("cpu", info, 4, &count, NULL, 0), 0);
     assert_int_equal(count, 1);
     assert_string_equal(info[0].kind, "cpu");
     assert_int_equal(info[0].index, 0);
@@ -84,14 +84,14 @@ static void test_discover(void **state)
     assert_true(info[0].free_bytes > 0);
     assert_true(info[0].name[0] != '\0');
     assert_int_equal(strncmp(info[0].uuid, "cpu-", 4), 0);
-    assert_int_equal(device_discover("cpu", info, 0, &count), VGPU_EINVAL);
-    assert_int_equal(device_discover("tpu", info, 4, &count), VGPU_EINVAL);
+    assert_int_equal(device_discover("cpu", info, 0, &count, NULL, 0), VGPU_EINVAL);
+    assert_int_equal(device_discover("tpu", info, 4, &count, NULL, 0), VGPU_EINVAL);
     assert_int_equal(count, 0);
     assert_non_null(device_find_ops("cpu"));
     assert_null(device_find_ops("tpu"));
 
     count = -1;
-    int rc = device_discover("cuda", info, 4, &count);
+    int rc = device_discover("cuda", info, 4, &count, NULL, 0);
 #ifdef VGPU_HAVE_CUDA
     // Built: no GPU (or no driver) is 0 devices, not an error.
     assert_int_equal(rc, 0);
@@ -109,7 +109,7 @@ static void test_open_close(void **state)
     (void)state;
     struct device_info info;
     int count;
-    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
     device_t dev;
     // The cap is rounded down to the arena alignment.
     assert_int_equal(device_open(&dev, &info, 3, "h", 1000, 1), 0);
@@ -145,7 +145,7 @@ static void test_shared_arena(void **state)
     (void)state;
     struct device_info info;
     int count;
-    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
     device_t a;
     assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1), 0);
     struct shm_handle h;
@@ -885,7 +885,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "cuda")) {
         struct device_info info[8];
         int count = 0;
-        int rc = device_discover("cuda", info, 8, &count);
+        int rc = device_discover("cuda", info, 8, &count, NULL, 0);
         if (rc == VGPU_EUNSUPPORTED) {
             printf("SKIP: the CUDA backend is not built\n");
             return 77;

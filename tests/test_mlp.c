@@ -32,7 +32,7 @@ static device_t *open_cpu_(uint64_t cap_bytes)
 {
     struct device_info info;
     int count = 0;
-    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
     device_t *dev = calloc(1, sizeof *dev);
     assert_non_null(dev);
     assert_int_equal(device_open(dev, &info, 0, "testhost", cap_bytes, 1), 0);

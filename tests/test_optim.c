@@ -133,7 +133,7 @@ static int setup_dev(void **state)
     struct device_info info;
     int count;
     f->dev = calloc(1, sizeof *f->dev);
-    if (device_discover("cpu", &info, 1, &count) ||
+    if (device_discover("cpu", &info, 1, &count, NULL, 0) ||
         device_open(f->dev, &info, 0, "testhost", 1 << 20, 1) ||
         device_alloc_floats(f->dev, N, &f->params) || device_alloc_floats(f->dev, N, &f->grads))
         return -1;

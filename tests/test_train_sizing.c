@@ -172,7 +172,7 @@ static void test_device_bytes_fit(void **state)
     const uint64_t need = train_device_bytes(&cfg, &coded, nranks, 0);
     struct device_info info;
     int count = 0;
-    assert_int_equal(device_discover("cpu", &info, 1, &count), 0);
+    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
     device_t dev;
     memset(&dev, 0, sizeof dev);
     assert_int_equal(device_open(&dev, &info, 0, "testhost", need, 1), 0);

@@ -287,7 +287,8 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
                "steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
-               rt->size, rt->physical_devices, device_kind(&rt->dev), rt->size,
+               rt->size, rt->physical_devices, rt->simulated ? "cuda-sim" : device_kind(&rt->dev),
+               rt->size,
                comm_backend_name(rt->comm), res->data ? res->data : "?", epochs, res->steps,
                res->train_loss,
                res->test_loss, res->test_acc, res->samples_per_s, wall_s, mem,

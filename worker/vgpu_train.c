@@ -31,6 +31,9 @@ static void usage_(FILE *f)
             "  --verify                 train verify.steps steps, then replay them on one device\n"
             "                           and compare the parameters (bitwise in deterministic mode)\n"
             "  --quiet                  no job table or progress; only the summary line\n"
+            "  --plan                   print the job table (hosts, devices, caps, backend and\n"
+            "                           why) and exit without training; with VGPU_SIM_GPUS, for\n"
+            "                           a described GPU topology (README: Planning)\n"
             "  --help-config            print every config key with its default and exit\n"
             "  --help                   this help\n"
             "  --version                print the version\n"
@@ -51,6 +54,7 @@ struct cli {
     const char *config_path;
     const char *overrides[MAX_OVERRIDES];
     int n_overrides;
+    int plan; // --plan: the job table, no training
     struct train_options train;
 };
 
@@ -67,13 +71,15 @@ enum cli_action {
 static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *err,
                                   size_t err_bytes)
 {
-    enum { OPT_SET = 256, OPT_METRICS, OPT_RESUME, OPT_VERIFY, OPT_QUIET, OPT_HELP_CONFIG, OPT_VERSION };
+    enum { OPT_SET = 256, OPT_METRICS, OPT_RESUME, OPT_VERIFY, OPT_QUIET, OPT_HELP_CONFIG, OPT_VERSION,
+           OPT_PLAN };
     static const struct option options[] = {
         {"set", required_argument, NULL, OPT_SET},
         {"metrics", required_argument, NULL, OPT_METRICS},
         {"resume", required_argument, NULL, OPT_RESUME},
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"plan", no_argument, NULL, OPT_PLAN},
         {"help-config", no_argument, NULL, OPT_HELP_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -101,6 +107,7 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
         case OPT_RESUME: cli->train.resume_path = optarg; break;
         case OPT_VERIFY: cli->train.verify = 1; break;
         case OPT_QUIET: cli->train.quiet = 1; break;
+        case OPT_PLAN: cli->plan = 1; break;
         case OPT_HELP_CONFIG: return CLI_HELP_CONFIG;
         case 'h': return CLI_HELP;
         case OPT_VERSION: return CLI_VERSION;
@@ -208,11 +215,16 @@ int main(int argc, char **argv)
         .min_bytes = train_device_bytes(&rt.cfg, &data.train, rt.size, cli.train.verify),
         .quiet = cli.train.quiet,
         .one_blas_thread = rt.cfg.train.deterministic,
+        .plan_only = cli.plan,
     };
     rc = runtime_open(&rt, &open_args);
     if (rc < 0) {
         train_free_data(&data);
         return runtime_close(&rt, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : 1);
+    }
+    if (rt.planned) {
+        train_free_data(&data);
+        return runtime_close(&rt, 0);
     }
     if (rt.rank == 0 && !cli.train.quiet) {
         printf("vgpu_train: data: %s\n", data.source);

@@ -1,0 +1,122 @@
+// test_gpu_sim.c: the simulated GPU driver's pure parts (gpu_driver.h): the
+// topology language, CUDA_VISIBLE_DEVICES as CUDA applies it, and the MPS
+// client limit as MPS writes it.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_driver.h"
+#include "status.h"
+
+#define GiB (1ull << 30)
+
+static struct gpu_sim_gpu gpus_[GPU_MAX];
+
+static int parse_(const char *spec, int *count)
+{
+    char err[256] = "";
+    int no_driver = 0;
+    int rc = gpu_sim_parse(spec, gpus_, GPU_MAX, count, &no_driver, err, sizeof err);
+    if (rc)
+        print_message("  %s -> %s\n", spec, err);
+    return rc ? rc : no_driver ? 1 : 0;
+}
+
+static void test_parse(void **state)
+{
+    (void)state;
+    int n;
+    assert_int_equal(parse_("4x80G", &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(gpus_[3].props.total_bytes, 80 * GiB);
+    assert_int_equal(gpus_[3].props.free_bytes, 80 * GiB);
+    assert_string_equal(gpus_[0].props.uuid, "GPU-5117a000-0000-4000-8000-000000000000");
+    assert_string_equal(gpus_[3].props.uuid, "GPU-5117a000-0000-4000-8000-000000000003");
+    assert_int_equal(gpus_[0].props.compute_mode, GPU_MODE_DEFAULT);
+
+    assert_int_equal(parse_("2x24G/exclusive/used=4G,1x80G/prohibited/name=H100", &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(gpus_[1].props.compute_mode, GPU_MODE_EXCLUSIVE_PROCESS);
+    assert_int_equal(gpus_[1].props.free_bytes, 20 * GiB);
+    assert_int_equal(gpus_[2].props.compute_mode, GPU_MODE_PROHIBITED);
+    assert_string_equal(gpus_[2].props.name, "H100");
+
+    assert_int_equal(parse_("1x80G/mig=4", &n), 0);
+    assert_int_equal(n, 4);
+    assert_true(gpus_[2].props.mig);
+    assert_int_equal(gpus_[2].props.total_bytes, 20 * GiB);
+    assert_string_equal(gpus_[2].props.uuid, "MIG-5117a000-0000-4000-8000-000000000002");
+
+    assert_int_equal(parse_("2x40G/failing=1", &n), 0);
+    assert_false(gpus_[0].failing);
+    assert_true(gpus_[1].failing);
+
+    assert_int_equal(parse_("nodriver", &n), 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(parse_("none", &n), 0);
+    assert_int_equal(n, 0);
+
+    // Each mistake is refused with a reason.
+    assert_int_equal(parse_("4x", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("0x80G", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("80", &n), VGPU_ECONFIG); // 80 bytes: not a GPU
+    assert_int_equal(parse_("1x80G/fast", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("1x80G/used=90G", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("2x80G/failing=2", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("1x80G/mig=8", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("65x1G", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("", &n), VGPU_ECONFIG);
+}
+
+static void test_visible(void **state)
+{
+    (void)state;
+    int n, order[GPU_MAX];
+    assert_int_equal(parse_("4x80G", &n), 0);
+    assert_int_equal(gpu_sim_visible(gpus_, n, NULL, order, GPU_MAX), 4);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "", order, GPU_MAX), 0);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "2", order, GPU_MAX), 1);
+    assert_int_equal(order[0], 2);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "3,1", order, GPU_MAX), 2);
+    assert_int_equal(order[0], 3);
+    assert_int_equal(order[1], 1);
+    // Up to the first entry that names nothing, as CUDA does.
+    assert_int_equal(gpu_sim_visible(gpus_, n, "1,7,2", order, GPU_MAX), 1);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "1,1", order, GPU_MAX), 1);
+    // UUIDs and unambiguous prefixes.
+    assert_int_equal(gpu_sim_visible(gpus_, n, "GPU-5117a000-0000-4000-8000-000000000002", order,
+                                     GPU_MAX),
+                     1);
+    assert_int_equal(order[0], 2);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "GPU-5117a", order, GPU_MAX), 0); // ambiguous
+    assert_int_equal(parse_("1x80G/mig=3", &n), 0);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "MIG-5117a000-0000-4000-8000-000000000001", order,
+                                     GPU_MAX),
+                     1);
+    assert_int_equal(order[0], 1);
+}
+
+static void test_mps_limit(void **state)
+{
+    (void)state;
+    assert_int_equal(gpu_mps_client_limit("0=10240MB,1=2G", 0), 10 * GiB);
+    assert_int_equal(gpu_mps_client_limit("0=10240MB,1=2G", 1), 2 * GiB);
+    assert_int_equal(gpu_mps_client_limit("0=10240MB,1=2G", 2), 0);
+    assert_int_equal(gpu_mps_client_limit(NULL, 0), 0);
+    assert_int_equal(gpu_mps_client_limit("0=lots", 0), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_visible),
+        cmocka_unit_test(test_mps_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
