@@ -30,6 +30,9 @@ static const struct env_var vars_[] = {
      "catch it)"},
     {"VGPU_TEST_SLOW", "RANK:FACTOR",
      "test hook: RANK's compute lasts FACTOR times as long, standing in for a slower device"},
+    {"VGPU_PLAN", "1",
+     "start up, print the job table (hosts, devices, caps, backend and why) and exit without "
+     "training, as vgpu_train --plan (vgpurun --plan exports it)"},
     {"VGPU_SIM_GPUS", "TOPOLOGY",
      "simulated GPUs: the host's GPUs as described (e.g. 4x80G, 1x80G/exclusive, 1x80G/mig=3, "
      "2x24G/used=4G, none, nodriver; README: Planning), with CPU math behind them; "
@@ -98,6 +101,12 @@ static void env_parse_(struct vgpu_env *e)
          !(e->slow_factor >= 1))) {
         malformed_("VGPU_TEST_SLOW", v, "RANK:FACTOR with FACTOR >= 1");
         e->slow_rank = -1;
+    }
+    if ((v = getenv("VGPU_PLAN")) && *v) {
+        if (!strcmp(v, "1"))
+            e->plan = 1;
+        else if (strcmp(v, "0") != 0)
+            malformed_("VGPU_PLAN", v, "1 or 0");
     }
     if ((v = getenv("VGPU_TEST_HOST")) && *v) {
         if (strlen(v) < sizeof e->test_host && !strchr(v, ' '))

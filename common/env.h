@@ -23,6 +23,7 @@ struct vgpu_env {
     long perturb_step;
     int slow_rank;        // VGPU_TEST_SLOW=RANK:FACTOR: RANK's compute lasts FACTOR times as long; -1 = off
     double slow_factor;
+    int plan;             // VGPU_PLAN=1: start up, print the job table, do not train
     char test_host[64];   // VGPU_TEST_HOST=NAME: this rank counts as on host NAME
     char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that
     double pause_s;       // start-up stage (data, open, warmup); "" = off

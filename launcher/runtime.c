@@ -673,7 +673,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
     }
     // A plan opens nothing: it shows what would be opened.
-    rc = args->plan_only ? 0
+    const int plan_only = args->plan_only || env_get()->plan;
+    rc = plan_only ? 0
                          : device_open(&rt->dev, &my_dev, rt->rank, rt->host, mine.cap_bytes,
                                        (int)threads);
     if ((rc = agree_worst_(rt, rc)) < 0) {
@@ -721,7 +722,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         device_close(&rt->dev);
         return agree_worst_(rt, rc);
     }
-    if (args->plan_only) {
+    if (plan_only) {
         if (rt->rank == 0)
             print_job_table_(rt, rows, chosen);
         free(rows);

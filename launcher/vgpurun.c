@@ -48,6 +48,9 @@ static void usage_(FILE *f)
             "                         --mem-per-rank + 512 MiB (GPU hosts only; one host)\n"
             "  -x NAME[=VALUE]        pass a variable to every rank (mpirun -x; srun exports all)\n"
             "  --dry-run              print the command and exit\n"
+            "  --plan                 run the job's start-up only: each vgpu program prints its\n"
+            "                         job table (hosts, devices, caps, backend) and exits\n"
+            "                         (exports " VGPURUN_ENV_PLAN "=1)\n"
             "  -v, --verbose          print the command and why each part is there, then run it;\n"
             "                         keeps mpirun's own reports (also " VGPURUN_ENV_MPIRUN_REPORT "=1)\n"
             "  --version              print vgpurun's version\n"
@@ -101,6 +104,25 @@ static int count_gpus_(void)
     for (const char *p = visible; *p; p++)
         listed += *p == ',';
     return listed < nodes ? listed : nodes;
+}
+
+// The host's GPU UUIDs in PCI bus order, as nvidia-smi numbers them (for
+// --mps with CUDA_VISIBLE_DEVICES). Fills uuids[max] (strdup'ed); returns how many.
+static int gpu_uuids_(char **uuids, int max)
+{
+    FILE *p = popen("nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null", "r");
+    if (!p)
+        return 0;
+    int n = 0;
+    char line[128];
+    while (n < max && fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\r\n ")] = '\0';
+        if (!strncmp(line, "GPU-", 4) && !(uuids[n] = strdup(line)))
+            break;
+        n += !strncmp(line, "GPU-", 4);
+    }
+    pclose(p);
+    return n;
 }
 
 static int on_path_(const char *program)
@@ -324,7 +346,13 @@ int main(int argc, char **argv)
         .keep_mpirun_reports = env_is_(VGPURUN_ENV_MPIRUN_REPORT, "1"),
         .host = host,
         .env_names = (const char *const *)names,
+        .cuda_visible = getenv("CUDA_VISIBLE_DEVICES"),
     };
+    char *uuids[64] = {0};
+    if (opts.mps && facts.cuda_visible && facts.cuda_visible[0]) {
+        facts.gpu_uuid_count = gpu_uuids_(uuids, 64);
+        facts.gpu_uuids = (const char *const *)uuids;
+    }
     if (opts.hostfile) {
         char *text = read_file_(opts.hostfile);
         if (!text) {
@@ -346,6 +374,8 @@ int main(int argc, char **argv)
     struct vgpurun_plan plan;
     rc = vgpurun_plan_build(&opts, &facts, &plan, err, sizeof err);
     free_names_(names);
+    for (int i = 0; i < facts.gpu_uuid_count; i++)
+        free(uuids[i]);
     if (rc < 0) {
         fprintf(stderr, "vgpurun: %s\n", err);
         vgpurun_plan_free(&plan);

@@ -44,7 +44,7 @@ static int variable_name_(const char *text)
 int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
                        size_t err_bytes)
 {
-    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY,
+    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY, OPT_PLAN,
            OPT_VERSION };
     static const struct option options[] = {
         {"np", required_argument, NULL, 'n'},
@@ -56,6 +56,7 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         {"launcher", required_argument, NULL, OPT_LAUNCHER},
         {"mps", no_argument, NULL, OPT_MPS},
         {"dry-run", no_argument, NULL, OPT_DRY},
+        {"plan", no_argument, NULL, OPT_PLAN},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -111,6 +112,7 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
             break;
         case OPT_MPS: opts->mps = 1; break;
         case OPT_DRY: opts->dry_run = 1; break;
+        case OPT_PLAN: opts->plan = 1; break;
         case 'v': opts->verbose = 1; break;
         case 'x':
             if (!variable_name_(optarg))
@@ -243,10 +245,10 @@ static int add_arg_(struct vgpurun_plan *plan, const char *arg)
 
 static int add_env_(struct vgpurun_plan *plan, const char *name, const char *value)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s=%s", name, value);
-    if (plan->envc >= VGPURUN_MAX_ENV || !(plan->env[plan->envc] = strdup(buf)))
+    char *buf = NULL;
+    if (plan->envc >= VGPURUN_MAX_ENV || asprintf(&buf, "%s=%s", name, value) < 0)
         return -1;
+    plan->env[plan->envc] = buf;
     plan->envc++;
     return 0;
 }
@@ -313,6 +315,35 @@ char *vgpurun_mps_limit(uint64_t limit_bytes, int gpu_count, char *buf, size_t b
     return buf;
 }
 
+int vgpurun_visible_as_uuids(const char *visible, const char *const *uuids, int n, char *out,
+                             size_t out_bytes, char *err, size_t err_bytes)
+{
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", visible);
+    size_t used = 0;
+    out[0] = '\0';
+    char *save = NULL;
+    for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        const char *as = e;
+        char *end;
+        long i = strtol(e, &end, 10);
+        if (end != e && !*end) {
+            if (i < 0 || i >= n || !uuids)
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "--mps with CUDA_VISIBLE_DEVICES=%s: GPU %ld's UUID is not known "
+                                   "(%s); an MPS server renumbers its GPUs, so name them by UUID: "
+                                   "CUDA_VISIBLE_DEVICES=GPU-... (nvidia-smi -L lists them)",
+                                   visible, i, uuids ? "no such GPU" : "nvidia-smi did not say");
+            as = uuids[i];
+        }
+        used += (size_t)snprintf(out + used, used < out_bytes ? out_bytes - used : 0, "%s%s",
+                                 used ? "," : "", as);
+    }
+    if (used >= out_bytes)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "CUDA_VISIBLE_DEVICES is too long");
+    return 0;
+}
+
 static int check_mps_(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
                       char *err, size_t err_bytes)
 {
@@ -376,6 +407,12 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
             goto no_memory;
         set_names[set_count++] = VGPURUN_ENV_MEMORY_LIMIT;
     }
+    if (opts->plan) {
+        if (add_env_(plan, VGPURUN_ENV_PLAN, "1"))
+            goto no_memory;
+        set_names[set_count++] = VGPURUN_ENV_PLAN;
+        note_(plan, "--plan: the ranks print the job table and exit without training");
+    }
     if (opts->backend) {
         if (add_env_(plan, VGPURUN_ENV_BACKEND, opts->backend))
             goto no_memory;
@@ -394,6 +431,21 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 512 MiB for "
                     "cuBLAS/NCCL workspace), enforced by the driver",
               limit);
+        if (facts->cuda_visible && facts->cuda_visible[0]) {
+            char uuids[1024];
+            if (vgpurun_visible_as_uuids(facts->cuda_visible, facts->gpu_uuids,
+                                         facts->gpu_uuid_count, uuids, sizeof uuids, err,
+                                         err_bytes) < 0)
+                return VGPU_ECONFIG;
+            if (add_env_(plan, "CUDA_VISIBLE_DEVICES", uuids) ||
+                add_env_(plan, "CUDA_DEVICE_ORDER", "PCI_BUS_ID"))
+                goto no_memory;
+            set_names[set_count++] = "CUDA_VISIBLE_DEVICES";
+            set_names[set_count++] = "CUDA_DEVICE_ORDER";
+            note_(plan, "MPS: the daemon and the ranks get the same GPUs by UUID "
+                        "(CUDA_VISIBLE_DEVICES=%s): a server renumbers what it is given",
+                  uuids);
+        }
     }
 
     // A terminal gets the live bar, which the ranks cannot know of: under

@@ -13,6 +13,7 @@
 #define VGPURUN_ENV_RANKS_PER_DEVICE "VGPU_RANKS_PER_DEVICE"
 #define VGPURUN_ENV_MEMORY_LIMIT "VGPU_MEMORY_LIMIT"
 #define VGPURUN_ENV_BACKEND "VGPU_BACKEND"
+#define VGPURUN_ENV_PLAN "VGPU_PLAN"
 // Set to 1, it keeps mpirun's own reports (vgpurun runs mpirun -q on one host).
 #define VGPURUN_ENV_MPIRUN_REPORT "VGPU_MPIRUN_REPORT"
 
@@ -36,7 +37,7 @@ struct vgpurun_options {
     uint64_t mem_per_rank_bytes; // parsed from mem_per_rank
     const char *backend;        // auto|ring|mpi|nccl, or NULL
     enum vgpurun_launcher launcher;
-    int mps, dry_run, verbose;
+    int mps, dry_run, verbose, plan;
     int help;                   // --help: print the usage, run nothing
     int version;                // --version: print the version, run nothing
     const char *exports[VGPURUN_MAX_EXPORTS]; // -x NAME or NAME=VALUE, in order
@@ -61,6 +62,9 @@ struct vgpurun_facts {
     int have_mps_control;       // nvidia-cuda-mps-control is on PATH
     int terminal_columns;       // width of vgpurun's stdout terminal; 0 = not a terminal
     int keep_mpirun_reports;    // VGPU_MPIRUN_REPORT=1: no mpirun -q
+    const char *cuda_visible;   // CUDA_VISIBLE_DEVICES as set, NULL if not
+    const char *const *gpu_uuids; // with --mps: the host's GPU UUIDs in PCI order (nvidia-smi),
+    int gpu_uuid_count;           // NULL/0 when unknown
     const char *host;           // this host's name, for messages
     const char *const *env_names; // variables set in the environment (names only), NULL-terminated
 };
@@ -100,6 +104,15 @@ void vgpurun_plan_free(struct vgpurun_plan *plan);
 // The value for CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "0=NMB,1=NMB,..." for each of
 // gpu_count devices, N = limit rounded up to MiB. Returns buf.
 char *vgpurun_mps_limit(uint64_t limit_bytes, int gpu_count, char *buf, size_t buf_bytes);
+
+// An MPS server renumbers the GPUs it is given, so a client's
+// CUDA_VISIBLE_DEVICES=2,3 names devices the server does not have. vgpurun
+// gives the daemon and the ranks the same GPUs by UUID: each ordinal entry of
+// `visible` (in PCI bus order, CUDA_DEVICE_ORDER=PCI_BUS_ID) becomes its UUID
+// from uuids[n]; UUID and MIG entries stay. Returns 0, or VGPU_ECONFIG with
+// the reason in err (an ordinal with no UUID known).
+int vgpurun_visible_as_uuids(const char *visible, const char *const *uuids, int n, char *out,
+                             size_t out_bytes, char *err, size_t err_bytes);
 
 // Formats env assignments and argv as one shell-quoted line into buf. Returns buf.
 char *vgpurun_format_command(const struct vgpurun_plan *plan, char *buf, size_t buf_bytes);

@@ -162,8 +162,37 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
                              "1G", "prog"),
                         "");
     assert_non_null(strstr(err_, "this host only"));
-    gpu.have_mps_control = 0;
+    // Finding 2: an MPS server renumbers the GPUs it is given: the daemon and
+    // the ranks get the same GPUs by UUID.
     gpu.host_count = 0;
+    static const char *const uuids[] = {"GPU-aa", "GPU-bb", "GPU-cc", "GPU-dd"};
+    gpu.cuda_visible = "2,3";
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
+    assert_non_null(strstr(err_, "GPU 2's UUID is not known (nvidia-smi did not say)"));
+    gpu.gpu_uuids = uuids;
+    gpu.gpu_uuid_count = 4;
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "CUDA_VISIBLE_DEVICES=GPU-cc,GPU-dd CUDA_DEVICE_ORDER=PCI_BUS_ID "
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed "
+                        "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
+                        "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "
+                        "-x CUDA_VISIBLE_DEVICES -x CUDA_DEVICE_ORDER prog");
+    gpu.cuda_visible = "GPU-dd,1";
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "CUDA_VISIBLE_DEVICES=GPU-dd,GPU-bb CUDA_DEVICE_ORDER=PCI_BUS_ID "
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed "
+                        "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
+                        "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "
+                        "-x CUDA_VISIBLE_DEVICES -x CUDA_DEVICE_ORDER prog");
+    gpu.cuda_visible = "7";
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
+    assert_non_null(strstr(err_, "GPU 7's UUID is not known (no such GPU)"));
+    gpu.cuda_visible = NULL;
+    gpu.have_mps_control = 0;
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
     assert_non_null(strstr(err_, "nvidia-cuda-mps-control"));
 }

@@ -36,6 +36,11 @@ expect_out '^vgpu: 4 simulated physical GPUs -> 4 virtual GPUs'
 expect_out 'collectives: (nccl \(every rank has its own GPU\)|ring \(.*NCCL.*not built)'
 expect_out '^ +3 +[^ ]+ +3 +cuda3 '
 
+run "vgpurun --plan" 60 env VGPU_SIM_GPUS=2x24G "$VGPU_BUILD_DIR/vgpurun" --plan -np 4 -- "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 2 simulated physical GPUs -> 4 virtual GPUs'
+expect_no_out 'vgpu_train: done'
+
 NP=8
 run "two hosts, a GPU per task" 60 env VGPU_SIM_GPUS=4x80G "$MPIRUN" -np 8 "$per_task" "$TRAIN" "$cfg" --plan
 expect_rc 0
