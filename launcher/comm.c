@@ -397,32 +397,58 @@ static void why_(char *why, size_t why_bytes, const char *fmt, const char *arg)
         snprintf(why, why_bytes, fmt, arg);
 }
 
-int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a_gpu, int all_cuda,
-                        int nccl_version, int multi_rank_env, const char **chosen, char *why,
-                        size_t why_bytes)
+// NCCL's documented limit on ranks a GPU under NCCL_MULTI_RANK_GPU_ENABLE=1:
+// two by default; more only with MPS and NCCL_MAX_CTAS bounding each rank's
+// share (running short of resources hangs, not fails).
+#define NCCL_RANKS_PER_GPU_DEFAULT 2
+
+// Whether NCCL may run ranks that share a GPU here; why not in why (left
+// untouched when it may).
+static int multi_rank_ok_(const struct comm_choice_facts *f, char *why, size_t why_bytes)
 {
-    if (!chosen)
+    if (f->nccl_version < 23000 || !f->multi_rank_env) {
+        snprintf(why, why_bytes,
+                 "ranks share a GPU, which NCCL %d.%d refuses (\"Duplicate GPU detected\"; NCCL >= "
+                 "2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it)",
+                 f->nccl_version / 10000, f->nccl_version % 10000 / 100);
+        return 0;
+    }
+    if (f->max_ranks_per_gpu > NCCL_RANKS_PER_GPU_DEFAULT && !(f->mps && f->max_ctas_set)) {
+        snprintf(why, why_bytes,
+                 "%d ranks share a GPU; NCCL supports %d a GPU unless MPS runs and NCCL_MAX_CTAS "
+                 "bounds each rank (else it can hang short of resources)",
+                 f->max_ranks_per_gpu, NCCL_RANKS_PER_GPU_DEFAULT);
+        return 0;
+    }
+    return 1;
+}
+
+int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
+                        const char **chosen, char *why, size_t why_bytes)
+{
+    if (!chosen || !f)
         return VGPU_EINVAL;
     *chosen = NULL;
-    // NCCL >= 2.9 encodes its version as major*10000 + minor*100 + patch.
-    char ver[32];
-    snprintf(ver, sizeof ver, "%d.%d", nccl_version / 10000, nccl_version % 10000 / 100);
-    const int multi_rank_ok = nccl_version >= 23000 && multi_rank_env;
-
+    char no[256] = ""; // why NCCL cannot run this job ("" = it can)
+    const int shared = f->max_ranks_per_gpu > 1;
+    if (!f->nccl_built)
+        snprintf(no, sizeof no, "this build has no NCCL backend");
+    else if (!f->all_cuda)
+        snprintf(no, sizeof no, "not every rank has a CUDA device");
+    else if (f->nccl_version < 21400)
+        snprintf(no, sizeof no, "NCCL %d.%d found at run time, and vgpu needs >= 2.14 "
+                                "(ncclCommInitRankConfig)",
+                 f->nccl_version / 10000, f->nccl_version % 10000 / 100);
+    else if (shared)
+        multi_rank_ok_(f, no, sizeof no); // fills `no` when it is not
     if (!requested || !*requested || strcmp(requested, "auto") == 0) {
-        if (!nccl_built) {
-            *chosen = "ring";
-            why_(why, why_bytes, "%sNCCL backend not built", "");
-        } else if (!all_cuda) {
-            *chosen = "ring";
-            why_(why, why_bytes, "%snot every rank has a CUDA device", "");
-        } else if (ranks_share_a_gpu) {
-            *chosen = "ring";
-            why_(why, why_bytes, "%sranks share a GPU, which NCCL refuses", "");
-        } else {
-            *chosen = "nccl";
-            why_(why, why_bytes, "%severy rank has its own GPU", "");
-        }
+        *chosen = no[0] ? "ring" : "nccl";
+        if (no[0])
+            why_(why, why_bytes, "%s", no);
+        else
+            why_(why, why_bytes, "%s", shared ? "ranks share a GPU under NCCL_MULTI_RANK_GPU_ENABLE=1, "
+                                              "within NCCL's documented limits"
+                                            : "every rank has its own GPU");
         return 0;
     }
     if (strcmp(requested, "ring") == 0 || strcmp(requested, "mpi") == 0) {
@@ -431,37 +457,14 @@ int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a
         return 0;
     }
     if (strcmp(requested, "nccl") == 0) {
-        if (!nccl_built) {
-            why_(why, why_bytes,
-                 "comm.backend = nccl, but this build has no NCCL backend (configure with CUDA "
-                 "and NCCL present, -DVGPU_NCCL=ON); use comm.backend = ring or auto%s",
-                 "");
-            return VGPU_ECONFIG;
-        }
-        if (!all_cuda) {
-            why_(why, why_bytes,
-                 "comm.backend = nccl needs a CUDA device on every rank, but some ranks run on "
-                 "CPU devices; use comm.backend = ring or auto%s",
-                 "");
-            return VGPU_ECONFIG;
-        }
-        if (ranks_share_a_gpu && !multi_rank_ok) {
-            why_(why, why_bytes,
-                 "comm.backend = nccl, but ranks of the communicator share a GPU and NCCL %s "
-                 "refuses two ranks on one device (\"Duplicate GPU detected\"); use "
-                 "comm.backend = ring (or auto), give each rank its own GPU, or use NCCL >= "
-                 "2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1",
-                 ver);
+        if (no[0]) {
+            if (why && why_bytes)
+                snprintf(why, why_bytes, "comm.backend = nccl, but %s; use comm.backend = ring or auto",
+                         no);
             return VGPU_ECONFIG;
         }
         *chosen = "nccl";
-        if (ranks_share_a_gpu)
-            why_(why, why_bytes,
-                 "requested; ranks share a GPU under NCCL %s's experimental "
-                 "NCCL_MULTI_RANK_GPU_ENABLE=1",
-                 ver);
-        else
-            why_(why, why_bytes, "requested (comm.backend = %s)", requested);
+        why_(why, why_bytes, "requested (comm.backend = %s)", requested);
         return 0;
     }
     why_(why, why_bytes, "unknown comm.backend '%s' (expected auto, ring, mpi or nccl)", requested);

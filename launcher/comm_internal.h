@@ -99,12 +99,23 @@ int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args
 void comm_destroy(comm_t *c);
 
 // The pure backend policy (comm.backend = auto|ring|mpi|nccl): auto gives
-// nccl when NCCL is built and every rank has its own GPU, else ring. Sets
-// *chosen and a one-line reason in why; returns VGPU_ECONFIG (why says what
-// to change) for an explicit choice that cannot work.
-int comm_choose_backend(const char *requested, int nccl_built, int ranks_share_a_gpu, int all_cuda,
-                        int nccl_version, int multi_rank_env, const char **chosen, char *why,
-                        size_t why_bytes);
+// nccl when NCCL (>= 2.14) is built and every rank has a CUDA device of its
+// own, or ranks share GPUs within what NCCL documents (NCCL >= 2.30 with
+// NCCL_MULTI_RANK_GPU_ENABLE=1, at most 2 ranks a GPU unless MPS runs and
+// NCCL_MAX_CTAS is set); else ring. Sets *chosen and a one-line reason in
+// why; returns VGPU_ECONFIG (why says what to change) for an explicit
+// choice that cannot work.
+struct comm_choice_facts {
+    int nccl_built;        // this binary has the NCCL backend
+    int nccl_version;      // NCCL at run time (22809 = 2.28.9), 0 = none
+    int all_cuda;          // every rank has a CUDA device
+    int max_ranks_per_gpu; // most ranks on one GPU (1 = every rank its own)
+    int multi_rank_env;    // NCCL_MULTI_RANK_GPU_ENABLE=1
+    int max_ctas_set;      // NCCL_MAX_CTAS is set
+    int mps;               // the ranks are MPS clients
+};
+int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
+                        const char **chosen, char *why, size_t why_bytes);
 
 // NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
 int comm_nccl_runtime_version(void);

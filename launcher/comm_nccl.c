@@ -28,6 +28,8 @@ struct nccl_comm {
     int broken;          // timed out or failed: abort instead of destroy
 };
 
+#define NCCL_SPIN_POLLS 2000 // polls before the wait starts sleeping 50 us between them
+
 struct nccl_peer {
     char host[64];
     char uuid[48];
@@ -39,19 +41,34 @@ int comm_nccl_runtime_version(void)
     return ncclGetVersion(&v) == ncclSuccess ? v : 0;
 }
 
-// Waits for NCCL's work on the stream (and, with comm NULL, for the
-// non-blocking init), bounded by the timeout.
+// Aborts the communicator: its kernels stop and its resources go, so no rank
+// stays inside NCCL (ncclCommAbort; the handle is invalid afterwards).
+static void abort_(struct nccl_comm *m)
+{
+    m->broken = 1;
+    if (m->comm) {
+        ncclCommAbort(m->comm);
+        m->comm = NULL;
+    }
+}
+
+// Waits for NCCL's work on the stream (and, with the stream NULL, for the
+// non-blocking init), bounded by the timeout; polls briefly before sleeping
+// (a collective usually finishes within microseconds of its last peer).
+// On a timeout or an error the communicator is aborted here.
 static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
 {
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
     int warned = 0;
+    unsigned polls = 0;
     for (;;) {
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(m->comm, &async) != ncclSuccess ||
             (async != ncclSuccess && async != ncclInProgress)) {
-            log_error("nccl: %s failed: %s", what, ncclGetErrorString(async));
-            m->broken = 1;
+            log_error("nccl: %s failed: %s; aborting the NCCL communicator", what,
+                      ncclGetErrorString(async));
+            abort_(m);
             return VGPU_ECOMM;
         }
         if (async == ncclSuccess) {
@@ -59,8 +76,9 @@ static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
             if (q == cudaSuccess)
                 return 0;
             if (q != cudaErrorNotReady) {
-                log_error("nccl: %s: CUDA error %s", what, cudaGetErrorString(q));
-                m->broken = 1;
+                log_error("nccl: %s: CUDA error %s; aborting the NCCL communicator", what,
+                          cudaGetErrorString(q));
+                abort_(m);
                 return VGPU_ECOMM;
             }
         }
@@ -69,7 +87,7 @@ static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
             log_error("collective timed out after %.1f s in NCCL %s (a peer did not arrive); "
                       "aborting the NCCL communicator",
                       waited_s, what);
-            m->broken = 1;
+            abort_(m);
             return VGPU_ETIMEOUT;
         }
         if (!warned && waited_s >= c->timeout_s / 2) {
@@ -77,8 +95,10 @@ static int nccl_wait_(comm_t *c, struct nccl_comm *m, const char *what)
             log_warn("NCCL %s still running after %.1f s (timeout %.1f s)", what, waited_s,
                      c->timeout_s);
         }
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
+        if (++polls > NCCL_SPIN_POLLS) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
     }
 }
 
@@ -139,10 +159,14 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     memset(&mine, 0, sizeof mine);
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     snprintf(mine.uuid, sizeof mine.uuid, "%s", args->dev->info.uuid);
-    TRY_GOTO(check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
-                                  MPI_BYTE, m->mpi),
-                    "MPI_Allgather"),
+    // Set-up exchanges are bounded like every wait: a rank that never
+    // arrives costs comm.timeout_s, named, not a hang.
+    MPI_Request req;
+    TRY_GOTO(check_(MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                   MPI_BYTE, m->mpi, &req),
+                    "MPI_Iallgather"),
              rc, fail);
+    TRY_GOTO(comm_mpi_wait_bounded(c, &req, "nccl set-up (GPU list)"), rc, fail);
     int share = 0, other = -1;
     for (int q = 0; q < c->size && !share; q++)
         for (int q2 = q + 1; q2 < c->size; q2++)
@@ -153,8 +177,14 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
             }
     const char *chosen = NULL;
     char why[512];
-    rc = comm_choose_backend("nccl", 1, share, 1, comm_nccl_runtime_version(),
-                             env_get()->nccl_multi_rank_gpu, &chosen, why, sizeof why);
+    const struct comm_choice_facts facts = {
+        .nccl_built = 1,
+        .nccl_version = comm_nccl_runtime_version(),
+        .all_cuda = 1,
+        .max_ranks_per_gpu = share ? 2 : 1, // the runtime checked the limits; this backs NCCL's own check
+        .multi_rank_env = env_get()->nccl_multi_rank_gpu,
+    };
+    rc = comm_choose_backend("nccl", &facts, &chosen, why, sizeof why);
     if (rc < 0) {
         if (c->rank == 0)
             log_error("nccl: %s (e.g. rank %d shares GPU %s on %s)", why, other,
@@ -175,7 +205,9 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     if (c->rank == 0 && rc == 0)
         rc = nccl_check_(ncclGetUniqueId(&id), "ncclGetUniqueId");
     TRY_GOTO(comm_agree(c, m->mpi, rc, "NCCL unique id"), rc, fail);
-    TRY_GOTO(check_(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->mpi), "MPI_Bcast"), rc, fail);
+    TRY_GOTO(check_(MPI_Ibcast(&id, (int)sizeof id, MPI_BYTE, 0, m->mpi, &req), "MPI_Ibcast"), rc,
+             fail);
+    TRY_GOTO(comm_mpi_wait_bounded(c, &req, "nccl set-up (unique id)"), rc, fail);
 
     // Non-blocking init, so that a rank that never joins costs a timeout,
     // not a hang.

@@ -703,17 +703,24 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     int all_cuda = 1;
     for (int r = 0; r < rt->size; r++)
         all_cuda &= !strcmp(rows[r].kind, "cuda");
-    int shared = rt->physical_devices < rt->size;
-    int nccl_version = 0;
+    struct comm_choice_facts facts = {
+        .nccl_version = comm_nccl_runtime_version(),
+        .all_cuda = all_cuda,
+        .max_ranks_per_gpu = 1,
+        .multi_rank_env = env_get()->nccl_multi_rank_gpu,
+        .max_ctas_set = getenv("NCCL_MAX_CTAS") != NULL,
+    };
 #ifdef VGPU_HAVE_NCCL
-    nccl_version = comm_nccl_runtime_version();
-    int nccl_built = 1;
-#else
-    int nccl_built = 0;
+    facts.nccl_built = 1;
 #endif
+    for (int r = 0; r < rt->size; r++) {
+        facts.max_ranks_per_gpu = rows[r].ranks_on_device > facts.max_ranks_per_gpu
+                                      ? rows[r].ranks_on_device
+                                      : facts.max_ranks_per_gpu;
+        facts.mps |= rows[r].mps;
+    }
     const char *chosen = NULL;
-    rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), nccl_built,
-                             shared, all_cuda, nccl_version, env_get()->nccl_multi_rank_gpu,
+    rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), &facts,
                              &chosen, rt->backend_reason, sizeof rt->backend_reason);
     if (rc < 0) {
         if (rt->rank == 0)

@@ -46,6 +46,8 @@ static void usage_(FILE *f)
             "  --mps                  run a private CUDA MPS daemon for the job; each rank gets\n"
             "                         a driver-enforced cap CUDA_MPS_PINNED_DEVICE_MEM_LIMIT =\n"
             "                         --mem-per-rank + 512 MiB (GPU hosts only; one host)\n"
+            "  --sm-share PCT         with --mps: each rank may use PCT%% of the GPU's SMs\n"
+            "                         (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)\n"
             "  -x NAME[=VALUE]        pass a variable to every rank (mpirun -x; srun exports all)\n"
             "  --dry-run              print the command and exit\n"
             "  --plan                 run the job's start-up only: each vgpu program prints its\n"

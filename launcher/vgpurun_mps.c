@@ -110,9 +110,9 @@ int vgpurun_mps_start(struct vgpurun_mps *mps, char *err, size_t err_bytes)
             reason[strcspn(reason, "\n")] = '\0';
             fclose(f);
         }
-        util_errorf(err, err_bytes, 0, "%s -d %s: %s", MPS_CONTROL,
-                    rc < 0 ? "could not run" : "failed", reason);
-        remove_tree_(mps->dir);
+        // The directory stays: its log says what the first line cannot.
+        util_errorf(err, err_bytes, 0, "%s -d %s: %s (the daemon's log stays in %s)", MPS_CONTROL,
+                    rc < 0 ? "could not run" : "failed", reason, log_dir);
         mps->dir[0] = '\0';
         return rc < 0 ? VGPU_EUNSUPPORTED : VGPU_EIO;
     }

@@ -44,7 +44,7 @@ static int variable_name_(const char *text)
 int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char *err,
                        size_t err_bytes)
 {
-    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY, OPT_PLAN,
+    enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY, OPT_PLAN, OPT_SM,
            OPT_VERSION };
     static const struct option options[] = {
         {"np", required_argument, NULL, 'n'},
@@ -57,6 +57,7 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         {"mps", no_argument, NULL, OPT_MPS},
         {"dry-run", no_argument, NULL, OPT_DRY},
         {"plan", no_argument, NULL, OPT_PLAN},
+        {"sm-share", required_argument, NULL, OPT_SM},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -113,6 +114,15 @@ int vgpurun_parse_args(int argc, char **argv, struct vgpurun_options *opts, char
         case OPT_MPS: opts->mps = 1; break;
         case OPT_DRY: opts->dry_run = 1; break;
         case OPT_PLAN: opts->plan = 1; break;
+        case OPT_SM: {
+            char *end;
+            long pct = strtol(optarg, &end, 10);
+            if (end == optarg || *end || pct < 1 || pct > 100)
+                return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                                   "--sm-share %s: expected a percentage, 1 to 100", optarg);
+            opts->sm_share = (int)pct;
+            break;
+        }
         case 'v': opts->verbose = 1; break;
         case 'x':
             if (!variable_name_(optarg))
@@ -380,6 +390,9 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
                            "--launcher mpirun",
                            opts->hostfile ? "--hostfile" : "-H");
     int rc = opts->mps ? check_mps_(opts, facts, err, err_bytes) : VGPU_OK;
+    if (rc == VGPU_OK && opts->sm_share && !opts->mps)
+        rc = util_errorf(err, err_bytes, VGPU_ECONFIG,
+                         "--sm-share gives each rank a share of the SMs through MPS: add --mps");
     if (rc < 0)
         return rc;
 
@@ -431,6 +444,15 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 512 MiB for "
                     "cuBLAS/NCCL workspace), enforced by the driver",
               limit);
+        if (opts->sm_share) {
+            char pct[16];
+            snprintf(pct, sizeof pct, "%d", opts->sm_share);
+            if (add_env_(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct))
+                goto no_memory;
+            set_names[set_count++] = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+            note_(plan, "MPS: each rank may use %d%% of the GPU's SMs "
+                        "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)", opts->sm_share);
+        }
         if (facts->cuda_visible && facts->cuda_visible[0]) {
             char uuids[1024];
             if (vgpurun_visible_as_uuids(facts->cuda_visible, facts->gpu_uuids,

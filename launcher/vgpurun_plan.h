@@ -35,6 +35,7 @@ struct vgpurun_options {
     int ranks_per_gpu;          // 0 = not given
     const char *mem_per_rank;   // size text as given (K/M/G), or NULL
     uint64_t mem_per_rank_bytes; // parsed from mem_per_rank
+    int sm_share;               // --sm-share PCT (with --mps): each rank's share of the SMs; 0 = all
     const char *backend;        // auto|ring|mpi|nccl, or NULL
     enum vgpurun_launcher launcher;
     int mps, dry_run, verbose, plan;

@@ -1,5 +1,4 @@
-// test_comm_choose.c: the backend policy (comm_choose_backend), table-driven,
-// and the shared-memory name format.
+// test_comm_choose.c: the backend policy (comm_choose_backend), table-driven.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,36 +12,45 @@
 
 struct choose_case {
     const char *requested;
-    int nccl_built, share, all_cuda, version, multi_env;
-    int want_rc;          // 0 or the expected error
-    const char *want;     // chosen backend when want_rc == 0
-    const char *why_has;  // a substring the reason must contain
+    struct comm_choice_facts f; // built, version, all_cuda, ranks a GPU, env, max_ctas, mps
+    int want_rc;                // 0 or the expected error
+    const char *want;           // chosen backend when want_rc == 0
+    const char *why_has;        // a substring the reason must contain
 };
 
+#define OWN(v) {1, v, 1, 1, 0, 0, 0}             // NCCL v, a GPU per rank
+#define SHARE(v, k, env, ctas, mps) {1, v, 1, k, env, ctas, mps}
+
 static const struct choose_case cases_[] = {
-    // auto: nccl only when built and every rank has its own GPU.
-    {"auto", 1, 0, 1, 22809, 0, 0, "nccl", "own GPU"},
-    {NULL, 1, 0, 1, 22809, 0, 0, "nccl", "own GPU"},
-    {"", 1, 0, 1, 22809, 0, 0, "nccl", "own GPU"},
-    {"auto", 1, 1, 1, 22809, 0, 0, "ring", "share a GPU"},
-    {"auto", 1, 1, 1, 23000, 1, 0, "ring", "share a GPU"}, // the opt-in is for explicit nccl
-    {"auto", 0, 0, 1, 0, 0, 0, "ring", "not built"},
-    {"auto", 1, 0, 0, 22809, 0, 0, "ring", "CUDA"},
-    {"auto", 0, 0, 0, 0, 0, 0, "ring", "not built"},
+    // auto: nccl when built (>= 2.14) and every rank has its own GPU.
+    {"auto", OWN(22809), 0, "nccl", "own GPU"},
+    {NULL, OWN(22809), 0, "nccl", "own GPU"},
+    {"", OWN(22809), 0, "nccl", "own GPU"},
+    {"auto", OWN(21300), 0, "ring", "needs >= 2.14"},
+    {"auto", {0, 0, 1, 1, 0, 0, 0}, 0, "ring", "no NCCL backend"},
+    {"auto", {1, 22809, 0, 1, 0, 0, 0}, 0, "ring", "CUDA"},
+    // Ranks sharing a GPU: only within what NCCL documents.
+    {"auto", SHARE(22809, 2, 0, 0, 0), 0, "ring", "NCCL 2.28 refuses"},
+    {"auto", SHARE(22809, 2, 1, 0, 0), 0, "ring", ">= 2.30"},
+    {"auto", SHARE(23000, 2, 0, 0, 0), 0, "ring", "NCCL_MULTI_RANK_GPU_ENABLE=1 allows"},
+    {"auto", SHARE(23000, 2, 1, 0, 0), 0, "nccl", "documented limits"},
+    {"auto", SHARE(23000, 4, 1, 0, 0), 0, "ring", "4 ranks share a GPU; NCCL supports 2"},
+    {"auto", SHARE(23000, 4, 1, 1, 0), 0, "ring", "unless MPS runs"},
+    {"auto", SHARE(23000, 4, 1, 0, 1), 0, "ring", "NCCL_MAX_CTAS"},
+    {"auto", SHARE(23105, 4, 1, 1, 1), 0, "nccl", "documented limits"},
     // explicit ring / mpi are always honoured.
-    {"ring", 1, 0, 1, 22809, 0, 0, "ring", "requested"},
-    {"mpi", 0, 1, 0, 0, 0, 0, "mpi", "requested"},
+    {"ring", OWN(22809), 0, "ring", "requested"},
+    {"mpi", {0, 0, 0, 4, 0, 0, 0}, 0, "mpi", "requested"},
     // explicit nccl.
-    {"nccl", 1, 0, 1, 22809, 0, 0, "nccl", "requested"},
-    {"nccl", 0, 0, 1, 0, 0, VGPU_ECONFIG, NULL, "no NCCL backend"},
-    {"nccl", 1, 0, 0, 22809, 0, VGPU_ECONFIG, NULL, "CUDA device on every rank"},
-    {"nccl", 1, 1, 1, 22809, 0, VGPU_ECONFIG, NULL, "NCCL 2.28 refuses"},
-    {"nccl", 1, 1, 1, 22809, 1, VGPU_ECONFIG, NULL, "NCCL_MULTI_RANK_GPU_ENABLE=1"},
-    {"nccl", 1, 1, 1, 23000, 0, VGPU_ECONFIG, NULL, "comm.backend = ring"},
-    {"nccl", 1, 1, 1, 23000, 1, 0, "nccl", "experimental"},
-    {"nccl", 1, 1, 1, 23105, 1, 0, "nccl", "2.31"},
+    {"nccl", OWN(22809), 0, "nccl", "requested"},
+    {"nccl", {0, 0, 1, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "no NCCL backend"},
+    {"nccl", {1, 22809, 0, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
+    {"nccl", OWN(21300), VGPU_ECONFIG, NULL, "2.13 found at run time"},
+    {"nccl", SHARE(22809, 2, 0, 0, 0), VGPU_ECONFIG, NULL, "NCCL 2.28 refuses"},
+    {"nccl", SHARE(23000, 3, 1, 0, 0), VGPU_ECONFIG, NULL, "use comm.backend = ring"},
+    {"nccl", SHARE(23000, 2, 1, 0, 0), 0, "nccl", "requested"},
     // anything else is a configuration error that lists the choices.
-    {"gloo", 1, 0, 1, 22809, 0, VGPU_ECONFIG, NULL, "auto, ring, mpi or nccl"},
+    {"gloo", OWN(22809), VGPU_ECONFIG, NULL, "auto, ring, mpi or nccl"},
 };
 
 static void test_choose_table(void **state)
@@ -52,14 +60,12 @@ static void test_choose_table(void **state)
         const struct choose_case *t = &cases_[i];
         const char *chosen = "unset";
         char why[512] = "";
-        int rc = comm_choose_backend(t->requested, t->nccl_built, t->share, t->all_cuda,
-                                     t->version, t->multi_env, &chosen, why, sizeof why);
+        int rc = comm_choose_backend(t->requested, &t->f, &chosen, why, sizeof why);
         if (rc != t->want_rc || (t->want && (!chosen || strcmp(chosen, t->want))) ||
             (!t->want && chosen) || !strstr(why, t->why_has))
-            fail_msg("case %zu (%s, built %d, share %d, cuda %d, v %d, env %d): rc %d chosen %s "
-                     "why '%s'",
-                     i, t->requested ? t->requested : "NULL", t->nccl_built, t->share, t->all_cuda,
-                     t->version, t->multi_env, rc, chosen ? chosen : "NULL", why);
+            fail_msg("case %zu (%s, v %d, %d a GPU): rc %d chosen %s why '%s'", i,
+                     t->requested ? t->requested : "NULL", t->f.nccl_version,
+                     t->f.max_ranks_per_gpu, rc, chosen ? chosen : "NULL", why);
     }
 }
 
@@ -68,13 +74,12 @@ static void test_choose_small_why(void **state)
     (void)state;
     const char *chosen = NULL;
     char why[8];
-    assert_int_equal(comm_choose_backend("nccl", 1, 1, 1, 22809, 0, &chosen, why, sizeof why),
-                     VGPU_ECONFIG);
+    const struct comm_choice_facts shared = SHARE(22809, 2, 0, 0, 0), none = {0};
+    assert_int_equal(comm_choose_backend("nccl", &shared, &chosen, why, sizeof why), VGPU_ECONFIG);
     assert_int_equal(strlen(why), sizeof why - 1); // truncated, terminated
-    assert_int_equal(comm_choose_backend("auto", 0, 0, 0, 0, 0, &chosen, NULL, 0), 0);
+    assert_int_equal(comm_choose_backend("auto", &none, &chosen, NULL, 0), 0);
     assert_string_equal(chosen, "ring");
-    assert_int_equal(comm_choose_backend("auto", 0, 0, 0, 0, 0, NULL, why, sizeof why),
-                     VGPU_EINVAL);
+    assert_int_equal(comm_choose_backend("auto", &none, NULL, why, sizeof why), VGPU_EINVAL);
 }
 
 static void test_find_ops(void **state)

@@ -192,6 +192,19 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
     assert_non_null(strstr(err_, "GPU 7's UUID is not known (no such GPU)"));
     gpu.cuda_visible = NULL;
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G",
+                             "--sm-share", "50", "prog"),
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed "
+                        "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
+                        "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "
+                        "-x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE prog");
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--sm-share", "50", "prog"), "");
+    assert_non_null(strstr(err_, "add --mps"));
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--sm-share", "0", "prog"), "");
+    assert_non_null(strstr(err_, "1 to 100"));
     gpu.have_mps_control = 0;
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
     assert_non_null(strstr(err_, "nvidia-cuda-mps-control"));
