@@ -200,3 +200,24 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
     }
     return 0;
 }
+
+int binding_check_headroom(const struct binding *b, const struct device_info *dv,
+                           uint64_t context_bytes, uint64_t extra_bytes, const char *extra_what,
+                           char *err, size_t err_bytes)
+{
+    const uint64_t k = (uint64_t)(b->ranks_on_device > 0 ? b->ranks_on_device : 1);
+    const uint64_t each = add_sat_(add_sat_(b->cap_bytes, context_bytes), extra_bytes);
+    const uint64_t need = each > UINT64_MAX / k ? UINT64_MAX : each * k;
+    if (need <= dv->free_bytes)
+        return 0;
+    char cap[32], ctx[32], extra[32], sum[32], free_b[32];
+    return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                       "%s%d (%s) cannot hold %llu x (cap %s + CUDA context %s + %s %s) = %s; %s "
+                       "is free: lower devices.memory_limit (the automatic cap leaves room)",
+                       dv->kind, b->device, dv->name, (unsigned long long)k,
+                       util_format_bytes(b->cap_bytes, cap, sizeof cap),
+                       util_format_bytes(context_bytes, ctx, sizeof ctx), extra_what,
+                       util_format_bytes(extra_bytes, extra, sizeof extra),
+                       util_format_bytes(need, sum, sizeof sum),
+                       util_format_bytes(dv->free_bytes, free_b, sizeof free_b));
+}

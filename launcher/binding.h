@@ -49,4 +49,12 @@ struct binding {
 int binding_compute(const struct binding_request *req, struct binding *out, char *err,
                     size_t err_bytes);
 
+// Whether a device that binding placed `b` on also holds what the chosen
+// backend allocates outside the caps (extra_bytes per rank, e.g. NCCL's
+// buffers), besides each rank's cap and context_bytes. Returns 0, or
+// VGPU_ECONFIG with the sum, the free memory and what to change in err.
+int binding_check_headroom(const struct binding *b, const struct device_info *dv,
+                           uint64_t context_bytes, uint64_t extra_bytes, const char *extra_what,
+                           char *err, size_t err_bytes);
+
 #endif

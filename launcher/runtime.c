@@ -22,6 +22,10 @@
 #define MAX_DEVICES 64
 #define JOB_TABLE_ROWS 16 // rows of the job table before it summarises
 #define CUDA_CONTEXT_OVERHEAD (512ull << 20) // bytes a CUDA context takes outside the cap
+// What an NCCL communicator allocates outside the caps, on paper: NCCL's
+// buffers and channels take 0.3 to 1.6 GB a rank on H100 systems (its
+// NCCL_BUFFSIZE, channel count and NVLS settings decide).
+#define NCCL_BUFFER_BUDGET (1ull << 30)
 
 // Used for control-plane waits until the config (comm.timeout_s) is loaded.
 #define CONTROL_DEFAULT_TIMEOUT_S 300.0
@@ -728,6 +732,24 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         free(rows);
         device_close(&rt->dev);
         return agree_worst_(rt, rc);
+    }
+    // NCCL allocates its buffers after the arena and outside the cap: an
+    // explicit cap near free memory would pass binding and then fail in
+    // ncclCommInitRank. Check the room now, with the numbers.
+    if (!strcmp(chosen, "nccl")) {
+        const struct binding nb = {.device = host_index,
+                                   .ranks_on_device = mine.ranks_on_device,
+                                   .cap_bytes = mine.cap_bytes};
+        rc = binding_check_headroom(&nb, &my_dev, CUDA_CONTEXT_OVERHEAD, NCCL_BUFFER_BUDGET,
+                                    "NCCL buffers", err, sizeof err);
+        // The first rank whose device is short says so, for all.
+        if (runtime_agree_min(rt, rc < 0 ? rt->rank : INT_MAX) == rt->rank)
+            log_error("%s", err);
+        if ((rc = agree_worst_(rt, rc)) < 0) {
+            free(rows);
+            device_close(&rt->dev);
+            return rc;
+        }
     }
     if (plan_only) {
         if (rt->rank == 0)

@@ -344,11 +344,38 @@ static void test_binding_invariants(void **state)
             }
 }
 
+// What the backend allocates outside the caps must fit beside them.
+static void test_headroom(void **state)
+{
+    (void)state;
+    char err[512];
+    const struct binding one = {.device = 0, .ranks_on_device = 1, .cap_bytes = 78 * GiB};
+    assert_int_equal(binding_check_headroom(&one, &gpu1[0], 512 * MiB, GiB, "NCCL buffers", err,
+                                            sizeof err),
+                     0); // 78 + 0.5 + 1 = 79.5 GiB <= 80 GiB
+    const struct binding big = {.device = 0, .ranks_on_device = 1, .cap_bytes = 79 * GiB};
+    assert_int_equal(binding_check_headroom(&big, &gpu1[0], 512 * MiB, GiB, "NCCL buffers", err,
+                                            sizeof err),
+                     VGPU_ECONFIG);
+    assert_contains(err, "cap 79.0 GiB + CUDA context 512.0 MiB + NCCL buffers 1.0 GiB) = 80.5 GiB");
+    // Two ranks a GPU: 2 x (38 + 0.5 + 1) = 79 GiB fits; 2 x (39 + 1.5) = 81 GiB does not.
+    const struct binding two = {.device = 0, .ranks_on_device = 2, .cap_bytes = 38 * GiB};
+    assert_int_equal(binding_check_headroom(&two, &gpu1[0], 512 * MiB, GiB, "NCCL buffers", err,
+                                            sizeof err),
+                     0);
+    const struct binding two_big = {.device = 0, .ranks_on_device = 2, .cap_bytes = 39 * GiB};
+    assert_int_equal(binding_check_headroom(&two_big, &gpu1[0], 512 * MiB, GiB, "NCCL buffers",
+                                            err, sizeof err),
+                     VGPU_ECONFIG);
+    assert_contains(err, "cannot hold 2 x");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_binding_table),
         cmocka_unit_test(test_binding_invariants),
+        cmocka_unit_test(test_headroom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

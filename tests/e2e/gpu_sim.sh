@@ -41,6 +41,16 @@ expect_rc 0
 expect_out '^vgpu: 2 simulated physical GPUs -> 4 virtual GPUs'
 expect_no_out 'vgpu_train: done'
 
+# Finding 11: NCCL's buffers come after the arena, outside the cap.
+plan "a cap that leaves NCCL no room" VGPU_SIM_GPUS=4x80G VGPU_MEMORY_LIMIT=79G
+if grep -q 'NCCL backend not built\|no NCCL backend' <<<"$out"; then
+  echo "SKIP NCCL's room: this build has no NCCL"
+else
+  expect_rc 2
+  expect_out 'cuda0 \(Simulated GPU 80.0 GiB\) cannot hold 1 x \(cap 79.0 GiB \+ CUDA context 512.0 MiB \+ NCCL buffers 1.0 GiB\) = 80.5 GiB; 80.0 GiB is free'
+  if [ "$(grep -c 'cannot hold' <<<"$out")" = 1 ]; then ok "said once"; else bad "said $(grep -c 'cannot hold' <<<"$out") times"; fi
+fi
+
 NP=8
 run "two hosts, a GPU per task" 60 env VGPU_SIM_GPUS=4x80G "$MPIRUN" -np 8 "$per_task" "$TRAIN" "$cfg" --plan
 expect_rc 0
