@@ -3,10 +3,10 @@
 //
 // NCCL refuses two ranks of a communicator on one GPU, so create checks that
 // first (all-gather of host + GPU UUID) and says what to do instead. Calls run
-// on a stream of this backend after device_sync (the device's own stream has
-// finished writing the buffers), and every wait polls the stream and NCCL's
-// asynchronous error with the comm's timeout; on timeout the communicator is
-// aborted so that no rank stays inside NCCL.
+// on a stream of this backend ordered after the device's own stream by an
+// event (no host round trip), and every wait polls the stream and NCCL's
+// asynchronous error with the comm's timeout; on a timeout or an error the
+// communicator is aborted so that no rank stays inside NCCL.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -25,6 +25,7 @@ struct nccl_comm {
     cudaStream_t stream; // collectives run here
     MPI_Comm mpi;        // duplicate of the communicator (bootstrap)
     float *scratch;      // one device float for the barrier
+    cudaEvent_t ready;   // recorded on the device's stream: the buffers are written
     int broken;          // timed out or failed: abort instead of destroy
 };
 
@@ -121,6 +122,8 @@ static void nccl_destroy_(comm_t *c)
         else
             ncclCommDestroy(m->comm);
     }
+    if (m->ready)
+        cudaEventDestroy(m->ready);
     if (m->stream)
         cudaStreamDestroy(m->stream);
     if (m->scratch)
@@ -195,7 +198,8 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     all = NULL;
 
     rc = cudaSetDevice(args->dev->info.index) == cudaSuccess &&
-                 cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) == cudaSuccess
+                 cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming) == cudaSuccess
              ? 0
              : VGPU_ECOMM;
     if (rc == 0)
@@ -232,12 +236,27 @@ fail:
     return rc;
 }
 
-// Buffers were written on the device's stream: let it finish first.
+// Buffers were written on the device's stream: NCCL's stream waits for that
+// work on the GPU (an event), not the host for the device.
+static int after_device_(comm_t *c, struct nccl_comm *m)
+{
+    cudaStream_t dev_stream = (cudaStream_t)device_cuda_stream(c->dev);
+    if (cudaEventRecord(m->ready, dev_stream) != cudaSuccess ||
+        cudaStreamWaitEvent(m->stream, m->ready, 0) != cudaSuccess) {
+        log_error("nccl: cannot order NCCL's stream after the device's: %s",
+                  cudaGetErrorString(cudaGetLastError()));
+        return VGPU_ECOMM;
+    }
+    return 0;
+}
+
+// The host waits (bounded) for the collective, so work the device enqueues
+// after it reads the result.
 #define NCCL_RUN_(c, m, call, what)                      \
     do {                                                 \
         if ((m)->broken)                                 \
             return VGPU_ECOMM;                           \
-        TRY(device_sync((c)->dev));                      \
+        TRY(after_device_((c), (m)));                    \
         TRY(nccl_check_((call), what));                  \
         return nccl_wait_((c), (m), what);               \
     } while (0)

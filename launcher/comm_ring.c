@@ -180,6 +180,9 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         stage_fd = create_segment_("vgpu-stage", rc->stage_bytes, &mine.win, &map);
         status = stage_fd < 0 ? stage_fd : 0;
         rc->stage = map;
+        // Every collective copies through it to and from the device.
+        if (status == 0)
+            device_pin_host(rc->dev, rc->stage, rc->stage_bytes);
         rc->core.win = rc->stage;
         rc->core.win_bytes = rc->stage_bytes;
     } else if (status == 0) {
@@ -324,8 +327,10 @@ static void ring_destroy_(comm_t *c)
         munmap(rc->left_map, rc->left_map_bytes);
     if (rc->ctl)
         munmap(rc->ctl, rc->ctl_bytes);
-    if (rc->stage)
+    if (rc->stage) {
+        device_unpin_host(rc->dev, rc->stage);
         munmap(rc->stage, rc->stage_bytes);
+    }
     free(rc->core.landing);
     free(rc->peers);
     free(rc->order);

@@ -223,6 +223,19 @@ int device_zero(device_t *dev, void *dst, size_t bytes)
 
 int device_sync(device_t *dev) { return dev->ops->sync(dev); }
 
+int device_pin_host(device_t *dev, void *ptr, size_t bytes)
+{
+    if (!ptr || !bytes || !dev->ops->pin_host)
+        return 0;
+    return dev->ops->pin_host(dev, ptr, bytes);
+}
+
+void device_unpin_host(device_t *dev, void *ptr)
+{
+    if (ptr && dev && dev->ops && dev->ops->unpin_host)
+        dev->ops->unpin_host(dev, ptr);
+}
+
 // ---- math ----
 
 #define F_ sizeof(float)

@@ -55,6 +55,9 @@ struct device_ops {
     int (*copy_d2d)(device_t *dev, void *dst, const void *src, size_t bytes);
     int (*memset_zero)(device_t *dev, void *dst, size_t bytes);
     int (*sync)(device_t *dev);
+    // Page-locks a host range for fast copies (NULL: nothing to do, the CPU).
+    int (*pin_host)(device_t *dev, void *ptr, size_t bytes);
+    void (*unpin_host)(device_t *dev, void *ptr);
     // Math (row-major). See the device_* wrappers below for shapes.
     int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
@@ -124,6 +127,14 @@ int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t b
 int device_copy(device_t *dev, void *dst, const void *src, size_t bytes);
 int device_zero(device_t *dev, void *dst, size_t bytes);
 int device_sync(device_t *dev);
+
+// Registers a host buffer that copies to and from the device use often, so
+// that they run at full speed without a bounce through pageable memory
+// (CUDA: cudaHostRegister); a no-op on the CPU backend. Returns 0, or a
+// negative status after which the buffer is still usable, only slower.
+// device_unpin_host before freeing it (NULL is ignored).
+int device_pin_host(device_t *dev, void *ptr, size_t bytes);
+void device_unpin_host(device_t *dev, void *ptr);
 
 // c[m,n] = alpha * op(a) @ op(b) + beta * c; op(a) is [m,k], op(b) is [k,n];
 // a is stored [m,k] (or [k,m] when trans_a), b [k,n] (or [n,k] when trans_b).

@@ -193,6 +193,11 @@ static const struct gpu_driver cuda_driver_ = {
 
 extern "C" const struct gpu_driver *gpu_cuda_driver(void) { return &cuda_driver_; }
 
+extern "C" void *device_cuda_stream(const device_t *dev)
+{
+    return dev && dev->impl ? (void *)((const struct cuda_impl *)dev->impl)->stream : NULL;
+}
+
 // ---- memory ----
 
 static int cuda_reserve_(device_t *dev, uint64_t cap_bytes)
@@ -419,6 +424,25 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
     return 0;
 }
 
+static int cuda_pin_host_(device_t *dev, void *ptr, size_t bytes)
+{
+    (void)dev;
+    cudaError_t rc = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+    if (rc == cudaSuccess)
+        return 0;
+    cudaGetLastError(); // not sticky: the buffer works unpinned
+    log_warn("cudaHostRegister of %zu bytes: %s; copies through it stay pageable", bytes,
+             cudaGetErrorString(rc));
+    return VGPU_EIO;
+}
+
+static void cuda_unpin_host_(device_t *dev, void *ptr)
+{
+    (void)dev;
+    if (cudaHostUnregister(ptr) != cudaSuccess)
+        cudaGetLastError(); // it was never pinned (a failed pin)
+}
+
 extern "C" const struct device_ops device_cuda_ops = {
     /* .name = */ "cuda",
     /* .reserve = */ cuda_reserve_,
@@ -428,6 +452,8 @@ extern "C" const struct device_ops device_cuda_ops = {
     /* .copy_d2d = */ cuda_copy_d2d_,
     /* .memset_zero = */ cuda_memset_zero_,
     /* .sync = */ cuda_sync_,
+    /* .pin_host = */ cuda_pin_host_,
+    /* .unpin_host = */ cuda_unpin_host_,
     /* .gemm = */ cuda_gemm_,
     /* .decode_u8 = */ cuda_decode_u8_,
     /* .bias_add = */ cuda_bias_add_,

@@ -25,6 +25,10 @@ void *device_cpu_view(const device_t *dev, const void *ptr);
 // or VGPU_EINVAL if dev is not an open CPU device.
 int device_cpu_share(const device_t *dev, struct shm_handle *out);
 
+// CUDA backend: the stream every kernel and copy of the device runs on (a
+// cudaStream_t), for backends that order their own streams after it.
+void *device_cuda_stream(const device_t *dev);
+
 // Whether the device is a CUDA device (memory not host-mappable).
 int device_is_cuda(const device_t *dev);
 

@@ -110,7 +110,15 @@ static int alloc_staging_(struct trainer *t, int max_rows)
     }
     t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
     t->host_stats = malloc((size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
-    return (t->host_rows || t->host_codes) && t->host_labels && t->host_stats ? 0 : VGPU_ENOMEM;
+    if (!(t->host_rows || t->host_codes) || !t->host_labels || !t->host_stats)
+        return VGPU_ENOMEM;
+    // Every step copies through these: page-locked on a GPU (a failure is
+    // only slower, and said once).
+    device_pin_host(t->dev, t->host_codes, values);
+    device_pin_host(t->dev, t->host_rows, values * sizeof(float));
+    device_pin_host(t->dev, t->host_labels, (size_t)t->host_rows_cap * sizeof(int32_t));
+    device_pin_host(t->dev, t->host_stats, (size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
+    return 0;
 }
 
 // Rank 0's files: the checkpoint directory (made now rather than after the
@@ -300,6 +308,10 @@ void trainer_free(struct trainer *t)
     if (t->dev_codes)
         device_free(t->dev, t->dev_codes);
     mlp_free(&t->model, t->dev);
+    device_unpin_host(t->dev, t->host_rows);
+    device_unpin_host(t->dev, t->host_codes);
+    device_unpin_host(t->dev, t->host_labels);
+    device_unpin_host(t->dev, t->host_stats);
     free(t->host_rows);
     free(t->host_codes);
     free(t->host_labels);
