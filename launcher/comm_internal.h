@@ -13,6 +13,7 @@ struct comm_args {
     device_t *dev;           // this rank's device
     double timeout_s;        // bound on every wait
     uint64_t slice_bytes;    // ring pipelining granularity
+    uint64_t largest_bytes;  // the largest collective the caller will make (0 = unknown)
     int node_index;          // this rank's host index (ranks with equal index share memory)
     const char *host;
 };

@@ -25,6 +25,7 @@
 // Collectives are cut into pieces of this many bytes (all ranks alike), so
 // that a staging window of this size carries any count.
 #define RING_PIECE_BYTES (64ull << 20)
+#define RING_MIN_STAGE_BYTES (64ull << 10) // the smallest staging window
 // Polls of a neighbour's counter before sleeping on the futex (tuned with
 // scripts/bench_allreduce.sh; override with VGPU_RING_SPIN). With a core per
 // rank the neighbour is running and usually publishes within microseconds:
@@ -166,12 +167,27 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
                     "MPI_Allreduce");
     if (status < 0)
         goto fail;
-    rc->piece_bytes = RING_PIECE_BYTES;
 
     // This rank's window: its CPU arena, mapped by its right neighbour; or
     // (CUDA devices, VGPU_RING_STAGING=1) a host staging segment that device
     // buffers are copied through.
     rc->staging = device_is_cuda(rc->dev) || env_get()->ring_staging;
+    // A staging window is host memory each rank commits: as large as the
+    // largest collective the caller declared, within [64 KiB, a piece]
+    // (larger collectives pass in pieces). Every rank must cut alike: the
+    // smallest wins; without staging anywhere the piece stays 64 MiB (and
+    // the bits of every reduction with it).
+    uint64_t piece = RING_PIECE_BYTES;
+    if (rc->staging && args->largest_bytes) {
+        piece = (args->largest_bytes + 4095) & ~(uint64_t)4095;
+        piece = piece < RING_MIN_STAGE_BYTES ? RING_MIN_STAGE_BYTES
+                : piece > RING_PIECE_BYTES   ? RING_PIECE_BYTES
+                                             : piece;
+    }
+    if (status == 0)
+        status = check_(MPI_Allreduce(MPI_IN_PLACE, &piece, 1, MPI_UINT64_T, MPI_MIN, rc->mpi),
+                        "MPI_Allreduce");
+    rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     if (status == 0 && rc->staging) {

@@ -774,6 +774,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .dev = &rt->dev,
         .timeout_s = cfg->comm.timeout_s,
         .slice_bytes = cfg->comm.slice_bytes,
+        .largest_bytes = args->largest_collective_bytes,
         .node_index = rt->node_index,
         .host = rt->host,
     };

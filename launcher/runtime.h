@@ -30,6 +30,8 @@ struct runtime {
 
 struct runtime_open_args {
     uint64_t min_bytes;   // least device memory a rank needs (0 = no check)
+    uint64_t largest_collective_bytes; // the largest single collective the program makes
+                                       // (0 = unknown): sizes host staging windows
     int quiet;            // no job table
     int one_blas_thread;  // GEMM results must not depend on how a GEMM is split over
                           // threads (bitwise-reproducible training): one BLAS thread

@@ -190,6 +190,23 @@ static void test_device_bytes_fit(void **state)
     device_close(&dev);
 }
 
+// The largest collective: the optimizer state's broadcast (AdamW: two floats
+// a parameter), or the gradients' all-reduce (plain SGD: one).
+static void test_largest_collective(void **state)
+{
+    (void)state;
+    struct config cfg;
+    small_config_(&cfg);
+    struct dataset flat = shape_(784, 0);
+    // 784-64-32-10: 784*64+64 + 64*32+32 + 32*10+10 = 52650 parameters
+    char err[256];
+    assert_int_equal(config_apply_override(&cfg, "train.optimizer=adamw", err, sizeof err), 0);
+    assert_int_equal(train_largest_collective_bytes(&cfg, &flat), 52650ull * 4 * 2);
+    assert_int_equal(config_apply_override(&cfg, "train.optimizer=sgd", err, sizeof err), 0);
+    cfg.train.momentum = 0;
+    assert_true(train_largest_collective_bytes(&cfg, &flat) >= 52650ull * 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_max_rows),
         cmocka_unit_test(test_device_bytes_terms),
         cmocka_unit_test(test_device_bytes_fit),
+        cmocka_unit_test(test_largest_collective),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

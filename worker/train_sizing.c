@@ -111,3 +111,13 @@ uint64_t train_device_bytes(const struct config *cfg, const struct dataset *trai
     }
     return bytes;
 }
+
+uint64_t train_largest_collective_bytes(const struct config *cfg, const struct dataset *train)
+{
+    int dims[MLP_MAX_DIMS], n;
+    struct mlp layout;
+    if (train_model_dims(cfg, train, dims, &n) < 0 || mlp_layout(&layout, dims, n, 1) < 0)
+        return 0;
+    const int state = optim_state_per_param(cfg->train.optimizer);
+    return layout.param_count * sizeof(float) * (uint64_t)(state > 1 ? state : 1);
+}

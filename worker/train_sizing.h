@@ -44,4 +44,10 @@ long train_staging_rows(const struct config *cfg, int max_rows, int verify);
 uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
                             int verify);
 
+// The largest single collective the job makes, bytes: the optimizer state's
+// broadcast on resume (state floats a parameter, at least one: the
+// gradients' all-reduce). 0 when the job cannot be sized. The ring's staging
+// windows (GPUs) are sized from it.
+uint64_t train_largest_collective_bytes(const struct config *cfg, const struct dataset *train);
+
 #endif

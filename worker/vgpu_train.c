@@ -213,6 +213,7 @@ int main(int argc, char **argv)
 
     struct runtime_open_args open_args = {
         .min_bytes = train_device_bytes(&rt.cfg, &data.train, rt.size, cli.train.verify),
+        .largest_collective_bytes = train_largest_collective_bytes(&rt.cfg, &data.train),
         .quiet = cli.train.quiet,
         .one_blas_thread = rt.cfg.train.deterministic,
         .plan_only = cli.plan,

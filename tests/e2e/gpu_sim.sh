@@ -112,5 +112,26 @@ run "simulated GPU run" 60 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np 4 "$TRAIN" "$cf
 expect_rc 0
 expect_out 'devices=1xcuda-sim/4vgpu backend=ring .*status=ok'
 if [ -n "$cpu_crc" ] && grep -q "$cpu_crc" <<<"$out"; then ok "same $cpu_crc as the CPU run"; else bad "simulated run's params differ from the CPU run's ($cpu_crc)"; fi
+# Finding 6: the host staging window (the GPU data path; VGPU_RING_STAGING=1
+# takes it on CPU devices) is sized from the largest collective, not 64 MiB:
+# the default MLP's 235,146 parameters (784-256-128-10) with AdamW's two
+# state floats each make 1,881,168 bytes, rounded up to 4 KiB.
+VGPU_RING_STAGING=1 VGPU_TEST_START_PAUSE=warmup:3 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet \
+  --set train.max_steps=5 >"$WORK/staging.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do grep -q "test pause at warmup" "$WORK/staging.out" && break; sleep 0.1; done
+sizes=""
+for p in $(pgrep -f -- "$TRAIN $cfg --quiet --set train.max_steps=5"); do
+  while read -r range _; do
+    sizes="$sizes $((16#${range#*-} - 16#${range%-*}))"
+  done < <(grep 'memfd:vgpu-stage' "/proc/$p/maps")
+done
+wait "$job"
+rc=$?
+expect_rc 0
+want=$(( (235146 * 4 * 2 + 4095) / 4096 * 4096 ))
+if [ -n "${sizes// /}" ] && [ -z "$(tr ' ' '\n' <<<"$sizes" | grep -v "^$want\$" | grep .)" ]; then
+  ok "staging windows of $want bytes (the largest collective), not 64 MiB"
+else bad "staging window sizes:$sizes (want $want each)"; fi
 expect_no_shm
 finish
