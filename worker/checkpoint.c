@@ -692,7 +692,8 @@ int checkpoint_list(const char *dir, int64_t **steps, int *count)
         free(v);
         return rc;
     }
-    qsort(v, (size_t)n, sizeof *v, steps_descending_);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, steps_descending_);
     *steps = v;
     *count = n;
     return 0;

@@ -7,9 +7,12 @@
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || skip "tmux is not installed (scripts/test.sh installs it as root)"
 VGPURUN="$VGPU_BUILD_DIR/vgpurun"
-socket="vgpu-test-$$"
-tmux_() { tmux -L "$socket" -f /dev/null "$@"; }
-trap 'tmux_ kill-server 2>/dev/null; rm -rf "$WORK"' EXIT
+# A tmux server of its own for each pane: a new session on a server still
+# going down from kill-server fails ("server exited unexpectedly").
+panes=0
+socket() { echo "vgpu-test-$$-$panes"; }
+tmux_() { tmux -L "$(socket)" -f /dev/null "$@"; }
+trap 'for ((i = 1; i <= panes; i++)); do tmux -L "vgpu-test-$$-$i" kill-server 2>/dev/null; done; rm -rf "$WORK"' EXIT
 
 # in_terminal NAME CMD...: runs CMD in a fresh 80x50 tmux pane (no
 # VGPU_PROGRESS or COLUMNS of ours); sets $out to the pane, lines joined, and
@@ -17,7 +20,8 @@ trap 'tmux_ kill-server 2>/dev/null; rm -rf "$WORK"' EXIT
 in_terminal() {
   local name=$1
   shift
-  tmux_ kill-server 2>/dev/null
+  [ "$panes" = 0 ] || tmux_ kill-server 2>/dev/null
+  panes=$((panes + 1))
   # The pane's shell runs CMD, then prints its status where we can find it.
   tmux_ new-session -d -x 80 -y 50 \
     "env -u VGPU_PROGRESS -u COLUMNS $(printf '%q ' "$@"); echo \"exit=\$?\"; sleep 60"
