@@ -1,6 +1,8 @@
 // env.c: the environment switches, parsed once.
 #include "env.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +27,6 @@ static const struct env_var vars_[] = {
     {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
      "NCCL's own switch (NCCL >= 2.30, experimental): comm.backend = auto may then pick NCCL "
      "for ranks that share a GPU"},
-    {"VGPU_TEST_PERTURB", "RANK@STEP",
-     "test hook: vgpu_train nudges one parameter of RANK after STEP (the replica check must "
-     "catch it)"},
-    {"VGPU_TEST_SLOW", "RANK:FACTOR",
-     "test hook: RANK's compute lasts FACTOR times as long, standing in for a slower device"},
     {"VGPU_PLAN", "1",
      "start up, print the job table (hosts, devices, caps, backend and why) and exit without "
      "training, as vgpu_train --plan (vgpurun --plan exports it)"},
@@ -37,6 +34,18 @@ static const struct env_var vars_[] = {
      "simulated GPUs: the host's GPUs as described (e.g. 4x80G, 1x80G/exclusive, 1x80G/mig=3, "
      "2x24G/used=4G, none, nodriver; README: Planning), with CPU math behind them; "
      "CUDA_VISIBLE_DEVICES selects among them as CUDA does"},
+    {"VGPU_INJECT_SLOW", "RANK:FACTOR",
+     "injected fault: RANK's compute lasts FACTOR (>= 1) times as long, as on a slower device "
+     "(README: Injecting faults)"},
+    {"VGPU_INJECT_HANG", "RANK@WHEN",
+     "injected fault: RANK stops itself (SIGSTOP) after step WHEN, as a hung process: the "
+     "others name it at comm.timeout_s. WHEN: a step, or random[:SEED] for a step drawn from "
+     "SEED in the run's steps"},
+    {"VGPU_INJECT_KILL", "RANK@WHEN",
+     "injected fault: RANK kills itself (SIGKILL) after step WHEN (a step, or random[:SEED])"},
+    {"VGPU_INJECT_PERTURB", "RANK@WHEN",
+     "injected fault: RANK nudges one parameter after step WHEN (a step, or random[:SEED]); the "
+     "replica check (train.check_replicas_every) must catch it"},
     {"VGPU_TEST_HOST", "NAME",
      "test hook: the rank counts as on host NAME (ranks naming the same host are one host), to "
      "rehearse several hosts on one machine"},
@@ -57,10 +66,40 @@ static void malformed_(const char *name, const char *value, const char *form)
     log_warn("ignoring %s=%s: expected %s", name, value, form);
 }
 
+// NAME=RANK@STEP, RANK@random or RANK@random:SEED into *at (rank -1 = off).
+static void parse_when_(const char *name, struct env_when *at)
+{
+    *at = (struct env_when){.rank = -1};
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return;
+    int rank, used = 0;
+    char end;
+    long step;
+    unsigned long long seed;
+    if (sscanf(v, "%d@%n", &rank, &used) == 1 && used > 0 && rank >= 0) {
+        const char *when = v + used;
+        if (sscanf(when, "%ld%c", &step, &end) == 1 && step >= 1 && isdigit((unsigned char)*when)) {
+            *at = (struct env_when){.rank = rank, .step = step};
+            return;
+        }
+        if (!strcmp(when, "random")) {
+            *at = (struct env_when){.rank = rank, .random = 1, .seed_given = 0};
+            return;
+        }
+        if (!strncmp(when, "random:", 7) && isdigit((unsigned char)when[7]) &&
+            sscanf(when + 7, "%llu%c", &seed, &end) == 1) {
+            *at = (struct env_when){.rank = rank, .random = 1, .seed_given = 1, .seed = seed};
+            return;
+        }
+    }
+    malformed_(name, v, "RANK@STEP (STEP >= 1), RANK@random or RANK@random:SEED");
+}
+
 static void env_parse_(struct vgpu_env *e)
 {
     *e = (struct vgpu_env){.progress = -1, .ring_spin = -1, .launcher_rank = -1,
-                           .perturb_rank = -1, .slow_rank = -1};
+                           .slow_rank = -1};
     const char *v;
     char end;
     if ((v = getenv("VGPU_PROGRESS")) && *v) {
@@ -90,18 +129,15 @@ static void env_parse_(struct vgpu_env *e)
         }
     }
     e->under_launcher = e->launcher_rank >= 0 || getenv("OMPI_COMM_WORLD_SIZE") != NULL;
-    if ((v = getenv("VGPU_TEST_PERTURB")) && *v &&
-        (sscanf(v, "%d@%ld%c", &e->perturb_rank, &e->perturb_step, &end) != 2 ||
-         e->perturb_rank < 0 || e->perturb_step < 0)) {
-        malformed_("VGPU_TEST_PERTURB", v, "RANK@STEP");
-        e->perturb_rank = -1;
-    }
-    if ((v = getenv("VGPU_TEST_SLOW")) && *v &&
+    if ((v = getenv("VGPU_INJECT_SLOW")) && *v &&
         (sscanf(v, "%d:%lf%c", &e->slow_rank, &e->slow_factor, &end) != 2 || e->slow_rank < 0 ||
-         !(e->slow_factor >= 1))) {
-        malformed_("VGPU_TEST_SLOW", v, "RANK:FACTOR with FACTOR >= 1");
+         !(e->slow_factor >= 1) || e->slow_factor > 1e6)) {
+        malformed_("VGPU_INJECT_SLOW", v, "RANK:FACTOR with FACTOR from 1 to 1e6");
         e->slow_rank = -1;
     }
+    parse_when_("VGPU_INJECT_HANG", &e->hang);
+    parse_when_("VGPU_INJECT_KILL", &e->kill);
+    parse_when_("VGPU_INJECT_PERTURB", &e->perturb);
     if ((v = getenv("VGPU_PLAN")) && *v) {
         if (!strcmp(v, "1"))
             e->plan = 1;

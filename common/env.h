@@ -8,6 +8,16 @@
 
 #include <stdio.h>
 
+// When an injected fault strikes: RANK@STEP, or RANK@random[:SEED] (the step
+// is drawn from SEED among the run's steps by the trainer, which knows them).
+struct env_when {
+    int rank;                // -1 = off
+    long step;               // >= 1 when !random
+    int random;              // RANK@random...
+    int seed_given;          // RANK@random:SEED (else the trainer picks a seed and says it)
+    unsigned long long seed;
+};
+
 struct vgpu_env {
     int progress;         // VGPU_PROGRESS: 1 = "bar", 0 = "lines", -1 = unset (automatic)
     int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
@@ -18,12 +28,14 @@ struct vgpu_env {
     int launcher_rank;    // OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID;
                           // -1 = not started by a launcher
     int under_launcher;   // started by mpirun/srun: a rank's stdout is then not the user's terminal
-    // Test hooks: faults that the end-to-end tests plant.
-    int perturb_rank;     // VGPU_TEST_PERTURB=RANK@STEP: nudge one parameter of RANK after STEP; -1 = off
-    long perturb_step;
-    int slow_rank;        // VGPU_TEST_SLOW=RANK:FACTOR: RANK's compute lasts FACTOR times as long; -1 = off
+    // Injected faults (README: Injecting faults), read by the trainer.
+    int slow_rank;        // VGPU_INJECT_SLOW=RANK:FACTOR: RANK's compute lasts FACTOR times as long; -1 = off
     double slow_factor;
+    struct env_when hang;    // VGPU_INJECT_HANG=RANK@WHEN: RANK stops itself after that step
+    struct env_when kill;    // VGPU_INJECT_KILL=RANK@WHEN: RANK kills itself after that step
+    struct env_when perturb; // VGPU_INJECT_PERTURB=RANK@WHEN: RANK nudges a parameter after that step
     int plan;             // VGPU_PLAN=1: start up, print the job table, do not train
+    // Test hooks:
     char test_host[64];   // VGPU_TEST_HOST=NAME: this rank counts as on host NAME
     char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that
     double pause_s;       // start-up stage (data, open, warmup); "" = off

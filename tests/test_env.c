@@ -14,8 +14,8 @@
 
 static const char *const all_[] = {
     "VGPU_PROGRESS",     "VGPU_RING_STAGING", "VGPU_RING_SPIN", "NCCL_MULTI_RANK_GPU_ENABLE",
-    "VGPU_TEST_PERTURB", "VGPU_TEST_SLOW",    "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-    "PMI_RANK",          "SLURM_PROCID",      "OMPI_COMM_WORLD_SIZE",
+    "VGPU_INJECT_PERTURB", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG", "VGPU_INJECT_KILL",
+    "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
 };
 
 // Each test starts from an environment without any of them.
@@ -38,7 +38,9 @@ static void test_unset_means_automatic(void **state)
     assert_int_equal(e->nccl_multi_rank_gpu, 0);
     assert_int_equal(e->launcher_rank, -1);
     assert_int_equal(e->under_launcher, 0);
-    assert_int_equal(e->perturb_rank, -1);
+    assert_int_equal(e->perturb.rank, -1);
+    assert_int_equal(e->hang.rank, -1);
+    assert_int_equal(e->kill.rank, -1);
     assert_int_equal(e->slow_rank, -1);
 }
 
@@ -49,15 +51,25 @@ static void test_each_switch_is_parsed(void **state)
     setenv("VGPU_RING_STAGING", "1", 1);
     setenv("VGPU_RING_SPIN", "250", 1);
     setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
-    setenv("VGPU_TEST_PERTURB", "2@40", 1);
-    setenv("VGPU_TEST_SLOW", "1:2.5", 1);
+    setenv("VGPU_INJECT_PERTURB", "2@40", 1);
+    setenv("VGPU_INJECT_SLOW", "1:2.5", 1);
+    setenv("VGPU_INJECT_HANG", "3@random", 1);
+    setenv("VGPU_INJECT_KILL", "0@random:12345678901", 1);
     const struct vgpu_env *e = env_get();
     assert_int_equal(e->progress, 0);
     assert_int_equal(e->ring_staging, 1);
     assert_int_equal(e->ring_spin, 250);
     assert_int_equal(e->nccl_multi_rank_gpu, 1);
-    assert_int_equal(e->perturb_rank, 2);
-    assert_int_equal(e->perturb_step, 40);
+    assert_int_equal(e->perturb.rank, 2);
+    assert_int_equal(e->perturb.step, 40);
+    assert_int_equal(e->perturb.random, 0);
+    assert_int_equal(e->hang.rank, 3);
+    assert_int_equal(e->hang.random, 1);
+    assert_int_equal(e->hang.seed_given, 0);
+    assert_int_equal(e->kill.rank, 0);
+    assert_int_equal(e->kill.random, 1);
+    assert_int_equal(e->kill.seed_given, 1);
+    assert_true(e->kill.seed == 12345678901ULL);
     assert_int_equal(e->slow_rank, 1);
     assert_true(e->slow_factor == 2.5);
     setenv("VGPU_PROGRESS", "bar", 1);
@@ -81,18 +93,28 @@ static void test_malformed_values_are_ignored(void **state)
     (void)state;
     setenv("VGPU_PROGRESS", "fancy", 1);
     setenv("VGPU_RING_SPIN", "-3", 1);
-    setenv("VGPU_TEST_PERTURB", "2@x", 1);
-    setenv("VGPU_TEST_SLOW", "1:0.5", 1); // faster is not a slow-down
+    setenv("VGPU_INJECT_PERTURB", "2@x", 1);
+    setenv("VGPU_INJECT_SLOW", "1:0.5", 1); // faster is not a slow-down
+    setenv("VGPU_INJECT_HANG", "1@0", 1);   // steps count from 1
+    setenv("VGPU_INJECT_KILL", "1@random:", 1);
     const struct vgpu_env *e = env_get();
     assert_int_equal(e->progress, -1);
     assert_int_equal(e->ring_spin, -1);
-    assert_int_equal(e->perturb_rank, -1);
+    assert_int_equal(e->perturb.rank, -1);
     assert_int_equal(e->slow_rank, -1);
+    assert_int_equal(e->hang.rank, -1);
+    assert_int_equal(e->kill.rank, -1);
     env_reset();
     setenv("VGPU_RING_SPIN", "12abc", 1);
-    setenv("VGPU_TEST_SLOW", "1:3x", 1);
+    setenv("VGPU_INJECT_SLOW", "1:3x", 1);
+    setenv("VGPU_INJECT_HANG", "-1@5", 1);
+    setenv("VGPU_INJECT_KILL", "2@5x", 1);
+    setenv("VGPU_INJECT_PERTURB", "2@-5", 1);
     assert_int_equal(env_get()->ring_spin, -1);
     assert_int_equal(env_get()->slow_rank, -1);
+    assert_int_equal(env_get()->hang.rank, -1);
+    assert_int_equal(env_get()->kill.rank, -1);
+    assert_int_equal(env_get()->perturb.rank, -1);
 }
 
 static void test_launcher_rank_most_specific_first(void **state)

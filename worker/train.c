@@ -111,6 +111,7 @@ static int train_epoch_(struct trainer *t, struct train_result *res, long epoch,
         t->step++;
         t->samples_done += (double)b.global_count;
         TRY(train_maybe_perturb(t));
+        inject_after_step(&t->inject, rt->rank, t->step);
         // Every rank learns of a signal that reached any of them, at the same
         // step: an extra synchronisation, so every few steps only.
         if (t->step % PREEMPT_CHECK_STEPS == 0) {
@@ -145,6 +146,7 @@ static int train_loop_(struct trainer *t, struct train_result *res)
     double lr = t->step > 0 ? optim_lr_at(cfg, t->step - 1, t->total_steps) : 0; // a resumed run's
     long epoch = sampler_epoch(&t->sampler);
     t->start_step = t->step;
+    inject_plan_make(&t->inject, t->env, t->rt->rank, t->start_step, t->total_steps);
     if (epoch >= cfg->train.epochs || t->step >= t->total_steps)
         TRY(evaluate_finished_(t, res, lr));
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {

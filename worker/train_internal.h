@@ -19,6 +19,7 @@
 
 #include "balance.h"
 #include "env.h"
+#include "inject.h"
 #include "optim.h"
 #include "sampler.h"
 #include "train.h"
@@ -76,7 +77,8 @@ struct trainer {
     const struct config *cfg;      // the job's configuration (&rt->cfg)
     const struct train_options *opts; // what the command line asked for
     struct train_data *data;       // the data sets, in host memory
-    const struct vgpu_env *env;    // environment switches (the test hooks)
+    const struct vgpu_env *env;    // environment switches (injected faults among them)
+    struct inject_plan inject;     // when this rank hangs, dies or drifts (VGPU_INJECT_*)
     const struct step_ops *mode;   // normal or deterministic steps
     // ---- the replica and where it is ----
     struct mlp model;              // parameters, gradients and activations on the device
@@ -139,7 +141,7 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
 // This rank's compute on training samples indices[0..count): forward,
 // backward (the loss sum's gradient times grad_scale into m->grads) and the
 // stats, added into acc[XENT_STATS]. With `timed`: waits for the device,
-// applies the VGPU_TEST_SLOW hook and sets *seconds.
+// applies the VGPU_INJECT_SLOW hook and sets *seconds.
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
                        double *acc, int timed, double *seconds);
 // Test-set loss, accuracy and top-5 (a collective; the same bits for any N).
@@ -163,7 +165,7 @@ void train_describe_split(const struct trainer *t, char *buf, size_t bytes);
 // Every rank's parameters and optimizer state must hash equal to rank 0's.
 // Returns 0, or VGPU_EMISMATCH on every rank (the differences are reported).
 int train_check_replicas(struct trainer *t);
-// VGPU_TEST_PERTURB: nudges one parameter of the chosen rank after its step.
+// VGPU_INJECT_PERTURB: nudges one parameter of the chosen rank after its step.
 int train_maybe_perturb(struct trainer *t);
 
 // ---- train_checkpoint.c ----

@@ -125,12 +125,13 @@ int train_check_replicas(struct trainer *t)
 
 int train_maybe_perturb(struct trainer *t)
 {
-    if (t->env->perturb_rank != t->rt->rank || t->env->perturb_step != t->step)
+    if (t->inject.perturb_step != t->step)
         return 0;
     const size_t i = t->model.param_count / 2;
     float v;
     TRY(device_copy_to_host(t->dev, &v, t->model.params + i, sizeof v));
     v += 1e-3f;
-    log_warn("VGPU_TEST_PERTURB: perturbing parameter %zu at step %ld", i, t->step);
+    log_warn("VGPU_INJECT_PERTURB: rank %d nudges parameter %zu after step %ld", t->rt->rank, i,
+             t->step);
     return device_copy_to_device(t->dev, t->model.params + i, &v, sizeof v);
 }

@@ -46,7 +46,7 @@ static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
     return 0;
 }
 
-// VGPU_TEST_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
+// VGPU_INJECT_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
 static void maybe_slow_(const struct trainer *t, double start)
 {
     if (t->env->slow_rank != t->rt->rank)

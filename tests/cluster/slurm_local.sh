@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# slurm_local.sh: a throw-away one-node Slurm cluster on this machine (its own
-# munged, slurmctld and slurmd, everything in a temp directory), then
+# slurm_local.sh: the throw-away one-node Slurm cluster users make
+# (scripts/cluster/slurm.sh up: its own munged, slurmctld and slurmd), then
 # `sbatch --wait scripts/slurm/cpu_only.sbatch`: 4 ranks train through
-# vgpurun -> srun --mpi=pmix. Checks the bootstrap works the same under srun.
+# vgpurun -> srun --mpi=pmix, and a second allocation resumes; down stops
+# exactly those daemons and removes the cluster's files. Without root the
+# script says so.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/lib.sh"
 need_root "to run slurmctld, slurmd and munged"
@@ -12,97 +14,30 @@ need_cmds iproute2 ss
 [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ] || ls /usr/lib/*/slurm*/mpi_pmix*.so >/dev/null 2>&1 ||
   skip "Slurm's PMIx plugin (mpi_pmix.so) not found"
 
-T=$WORK/slurm
-chmod 0755 "$WORK" # munged checks every directory above its socket
-mkdir -m 0755 "$T" "$T/munge-run"
-mkdir -m 0700 "$T/munge-etc" "$T/munge-lib" "$T/munge-log"
-mkdir -p "$T/ctld" "$T/slurmd" "$T/log"
-
-# ---- munge: own key and socket ----
-dd if=/dev/urandom of="$T/munge-etc/munge.key" bs=1024 count=1 status=none
-chmod 0400 "$T/munge-etc/munge.key"
-SOCKET=$T/munge-run/munge.socket
-munged --key-file="$T/munge-etc/munge.key" --socket="$SOCKET" --pid-file="$T/munge-run/munged.pid" \
-  --seed-file="$T/munge-lib/seed" --log-file="$T/munge-log/munged.log" ||
-  { cat "$T/munge-log/munged.log"; echo "FAIL munged did not start"; exit 1; }
-at_exit 'm=$(cat "$T/munge-run/munged.pid"); kill $m; for _ in $(seq 50); do kill -0 $m || break; sleep 0.1; done'
-
-# ---- slurm.conf: non-default ports, state and logs here ----
-free_port() {
-  local p
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
-    [ -z "$(ss -Htan "sport = :$p")" ] && [ -z "$(ss -Htan "sport = :$((p + 1))")" ] && { echo $p; return; }
-  done
-  echo 26817
-}
-PORT=$(free_port)
-HOST=$(hostname -s)
-cat >"$T/slurm.conf" <<EOF
-ClusterName=vgputest$$
-SlurmctldHost=$HOST(127.0.0.1)
-SlurmctldPort=$PORT
-SlurmdPort=$((PORT + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$SOCKET
-StateSaveLocation=$T/ctld
-SlurmdSpoolDir=$T/slurmd
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MpiDefault=none
-ReturnToService=2
-MinJobAge=5
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 256)) State=UNKNOWN
-PartitionName=vgpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
-EOF
-# Not exported: this shell must not match the "left behind" sweep below.
-CONF=$T/slurm.conf
-sl() { SLURM_CONF=$CONF "$@"; }
-
-# Last resort on the way out: anything still carrying this cluster's
-# SLURM_CONF (a job step, slurmstepd after a failure) is this test's.
-kill_leftovers() {
-  local p
-  for p in $(grep -lsxF "SLURM_CONF=$CONF" --null-data /proc/[0-9]*/environ | cut -d/ -f3); do
-    [ "$p" != $$ ] && kill -9 "$p"
-  done
-}
-at_exit kill_leftovers
-
-# ---- daemons (foreground children, so this script owns their pids) ----
-slurmctld -D -i -f "$CONF" >"$T/log/slurmctld.out" 2>&1 &
-CTLD=$!
-at_exit "kill $CTLD; wait $CTLD"
-slurmd -D -N "$HOST" -f "$CONF" >"$T/log/slurmd.out" 2>&1 &
-SLURMD=$!
-# Jobs first (their steps are children of slurmd), then slurmd.
-at_exit "kill $SLURMD; wait $SLURMD"
-at_exit 'sl scancel --quiet --partition=vgpu; for _ in $(seq 50); do [ -z "$(sl squeue -h)" ] && break; sleep 0.2; done'
-
-t0=$(date +%s.%N)
-for _ in $(seq 100); do
-  [ "$(sl sinfo -h -o %t 2>/dev/null)" = idle ] && break
-  sleep 0.2
-done
-if [ "$(sl sinfo -h -o %t 2>/dev/null)" != idle ]; then
-  echo "FAIL the node did not come up: $(sl sinfo 2>&1)"
-  tail -20 "$T/log/slurmctld.log" "$T/log/slurmd.log"
-  exit 1
+SLURM_SH=$VGPU_SOURCE_DIR/scripts/cluster/slurm.sh
+# Without root: said, nothing started (checked as nobody when we are root).
+if command -v setpriv >/dev/null; then
+  run "slurm.sh up without root" 20 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$SLURM_SH" up --name nr$$
+  expect_rc 1
+  expect_out '^slurm.sh: needs root \(it runs slurmctld, slurmd and munged\): run it with sudo$'
 fi
-echo "--- local Slurm up after $(echo "$(date +%s.%N) - $t0" | bc)s (port $PORT, node $HOST)"
+
+NAME=t$(($$ % 10000000))
+T=$WORK/slurm
+mkdir -p "$T"
+at_exit "$SLURM_SH down --name $NAME"
+t0=$(date +%s.%N)
+run "slurm.sh up" 60 "$SLURM_SH" up --name "$NAME"
+expect_rc 0
+[ "$rc" = 0 ] || { finish; exit; }
+expect_out "^slurm.sh: cluster '$NAME' up: node $(hostname -s) "
+echo "--- local Slurm up after $(echo "$(date +%s.%N) - $t0" | bc)s"
+# Not exported: this shell must not look like a job of the cluster.
+CONF=$(sed -n 's/^export SLURM_CONF=//p' <<<"$("$SLURM_SH" env --name "$NAME")")
+[ -f "$CONF" ] && ok "SLURM_CONF=$CONF" || bad "no slurm.conf from slurm.sh env"
+sl() { SLURM_CONF=$CONF "$@"; }
+HOST=$(hostname -s)
 
 # ---- the job: the batch script exactly as a user submits it ----
 cd "$VGPU_SOURCE_DIR"
@@ -138,4 +73,17 @@ expect_rc 0
 out=$(cat "$T/job2.out")
 expect_out "^vgpu batch: resuming from $newest "
 expect_out '^vgpu_train: done ranks=4 .*epochs=3 .*status=ok$'
+
+# ---- down stops what up started and removes its files ----
+pids=$(cat "${CONF%/*}"/slurmctld.pid "${CONF%/*}"/slurmd.pid "${CONF%/*}"/munge-run/munged.pid 2>/dev/null)
+run "slurm.sh down" 60 "$SLURM_SH" down --name "$NAME"
+expect_rc 0
+expect_out "^slurm.sh: cluster '$NAME' is down$"
+alive=""
+for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+if [ -n "$pids" ] && [ -z "$alive" ]; then ok "munged, slurmctld and slurmd stopped"
+else bad "daemons still running:$alive (pids: $pids)"; fi
+if [ ! -e "${CONF%/*}" ]; then ok "no state left"; else bad "${CONF%/*} left"; fi
+run "slurm.sh status" 10 "$SLURM_SH" status --name "$NAME"
+expect_out "cluster '$NAME' is not up"
 finish

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # balance.sh: train.balance = dynamic. A rank made slower (test-only
-# VGPU_TEST_SLOW=RANK:FACTOR, standing in for a slower device) is given fewer
+# VGPU_INJECT_SLOW=RANK:FACTOR, standing in for a slower device) is given fewer
 # rows of each batch; the gradient is still the global-batch mean (--verify);
 # a skewed starting split moves back toward equal speeds; preemption still
 # works through the combined exchange; deterministic mode refuses it.
@@ -13,7 +13,7 @@ long=(--quiet --set train.epochs=4)
 # split_of: the summary's split=a,b,... as words.
 split_of() { sed -n 's/.* split=\([0-9,.]*\) .*/\1/p' <<<"$out" | tail -1 | tr ',' ' '; }
 
-run "rank 1 four times slower, dynamic" 120 env VGPU_TEST_SLOW=1:4 "$MPIRUN" -np 2 -x VGPU_TEST_SLOW \
+run "rank 1 four times slower, dynamic" 120 env VGPU_INJECT_SLOW=1:4 "$MPIRUN" -np 2 -x VGPU_INJECT_SLOW \
   "$TRAIN" "$syn" "${long[@]}" --set train.balance=dynamic
 expect_rc 0
 expect_out 'split=[0-9]+,[0-9]+ .*status=ok'
@@ -24,12 +24,12 @@ else
   bad "expected rank 0 to get at least twice rank 1's rows, split '$a,$b'"
 fi
 
-run "rank 1 four times slower, static" 120 env VGPU_TEST_SLOW=1:4 "$MPIRUN" -np 2 -x VGPU_TEST_SLOW \
+run "rank 1 four times slower, static" 120 env VGPU_INJECT_SLOW=1:4 "$MPIRUN" -np 2 -x VGPU_INJECT_SLOW \
   "$TRAIN" "$syn" "${long[@]}"
 expect_rc 0
 expect_no_out 'split='
 
-run "4 ranks, rank 3 slowed" 120 env VGPU_TEST_SLOW=3:4 "$MPIRUN" -np 4 -x VGPU_TEST_SLOW \
+run "4 ranks, rank 3 slowed" 120 env VGPU_INJECT_SLOW=3:4 "$MPIRUN" -np 4 -x VGPU_INJECT_SLOW \
   "$TRAIN" "$syn" "${long[@]}" --set train.balance=dynamic
 expect_rc 0
 read -r s0 s1 s2 s3 <<<"$(split_of)"
@@ -57,7 +57,7 @@ fi
 # The re-split batches still give the global-batch mean: 60 steps (splits
 # adopted at steps 20..50) replayed on one device; the slowed rank's mean
 # share shows that rows did move.
-run "--verify with a slowed rank" 120 env VGPU_TEST_SLOW=2:3 "$MPIRUN" -np 3 -x VGPU_TEST_SLOW \
+run "--verify with a slowed rank" 120 env VGPU_INJECT_SLOW=2:3 "$MPIRUN" -np 3 -x VGPU_INJECT_SLOW \
   "$TRAIN" "$syn" --quiet --verify --set verify.steps=60 --set verify.rtol=1e-5 --set train.balance=dynamic
 expect_rc 0
 expect_out 'verify passed'

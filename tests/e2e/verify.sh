@@ -38,7 +38,7 @@ fi
 # A planted divergence (test-only switch): rank 2's parameters change after
 # step 13; with every rank updating every parameter (shard_optimizer off),
 # the check at step 20 names it.
-run "planted divergence" 120 env VGPU_TEST_PERTURB=2@13 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10 --set train.shard_optimizer=false
+run "planted divergence" 120 env VGPU_INJECT_PERTURB=2@13 "$MPIRUN" -np 4 -x VGPU_INJECT_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10 --set train.shard_optimizer=false
 expect_rc 3
 expect_no_banner
 expect_out 'replica check at step 20: rank 2 diverged from rank 0'
@@ -48,7 +48,7 @@ expect_no_shm
 # With the sharded optimizer (default) every step re-gathers the parameters
 # from the rank that updated them, so a stray change lives until the next
 # step: the check catches it at the step it happens.
-run "planted divergence, sharded optimizer" 120 env VGPU_TEST_PERTURB=2@20 "$MPIRUN" -np 4 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10
+run "planted divergence, sharded optimizer" 120 env VGPU_INJECT_PERTURB=2@20 "$MPIRUN" -np 4 -x VGPU_INJECT_PERTURB "$TRAIN" "$syn" --quiet --set train.check_replicas_every=10
 expect_rc 3
 expect_out 'replica check at step 20: rank 2 diverged from rank 0'
 expect_out 'status=diverged'
@@ -60,7 +60,7 @@ for shard in true false; do
 done
 
 # --verify fails when the run is wrong (one rank, perturbed: no replica to disagree).
-run "--verify catches a wrong run" 120 env VGPU_TEST_PERTURB=0@5 "$MPIRUN" -np 1 -x VGPU_TEST_PERTURB "$TRAIN" "$syn" --quiet --verify --set train.deterministic=true
+run "--verify catches a wrong run" 120 env VGPU_INJECT_PERTURB=0@5 "$MPIRUN" -np 1 -x VGPU_INJECT_PERTURB "$TRAIN" "$syn" --quiet --verify --set train.deterministic=true
 expect_rc 3
 expect_out 'verify FAILED'
 expect_out 'status=verify_failed'

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench_links.sh: all-reduce bus bandwidth of the ring and of MPI across local
+# hosts (scripts/cluster/hosts.sh) at several link models, beside the limit the
+# link model sets: how much of a link each path uses, with real data moved.
+# Usage: scripts/cluster/bench_links.sh [--hosts N] [--size BYTES] [MODEL...]
+#   MODEL as hosts.sh --link (none, 10gbit, 1gbit, 100mbit,50us ...);
+#   default: none 10gbit 1gbit 200mbit. One rank per host: every byte of the
+#   ring crosses a link. Needs root. Env: ITERS=10, WARMUP=2, BUILD=build.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+build=${BUILD:-$root/build}
+hosts=4 size=16M
+models=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --hosts) hosts=${2:-}; shift 2 ;;
+    --size) size=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "bench_links: unknown option $1" >&2; exit 2 ;;
+    *) models+=("$1"); shift ;;
+  esac
+done
+[ ${#models[@]} -gt 0 ] || models=(none 10gbit 1gbit 200mbit)
+[[ $hosts =~ ^[2-9]$|^1[0-6]$ ]] || { echo "bench_links: --hosts: 2 to 16" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench_links: needs root (it makes network namespaces): run it with sudo" >&2; exit 1; }
+perf=$build/vgpu_allreduce_perf
+[ -x "$perf" ] || { echo "bench_links: $perf not built (cmake --build $build)" >&2; exit 2; }
+
+name=bench$$
+name=${name:0:8}
+tmp=$(mktemp -d)
+trap '"$here/hosts.sh" down --name "$name" >/dev/null || true; rm -rf "$tmp"' EXIT
+"$here/hosts.sh" up "$hosts" --slots 1 --name "$name" >/dev/null
+eval "$("$here/hosts.sh" env --name "$name")"
+
+# busbw BACKEND: the bus bandwidth (GB/s) of the out-of-place all-reduce at $size.
+busbw() {
+  "$build/vgpurun" -np "$hosts" --hostfile "$VGPU_HOSTFILE" -- "$perf" --backend "$1" \
+    --minbytes "$size" --maxbytes "$size" --iters "${ITERS:-10}" --warmup_iters "${WARMUP:-2}" \
+    --check 1 >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; echo "bench_links: $1 FAILED" >&2; exit 1; }
+  # From the time column (perf prints GB/s with two decimals).
+  awk -v n="$hosts" '!/^#/ && NF >= 12 { v = $1 / ($5 * 1e-6) * 2 * (n - 1) / n / 1e9 }
+                      END { printf "%.4f", v }' "$tmp/out"
+}
+
+echo "# all-reduce across $hosts local hosts (network namespaces), 1 rank each, $size bytes, float sum,"
+echo "# bus bandwidth GB/s (busbw = bytes/time x 2(n-1)/n; a link's limit is its rate, each way)"
+echo "# host: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+printf "%-16s | %10s | %9s %9s | %10s\n" "link" "limit GB/s" "mpi" "ring" "ring/limit"
+for m in "${models[@]}"; do
+  "$here/hosts.sh" link "$m" --name "$name" >/dev/null
+  limit=$(awk -v m="${m%%,*}" 'BEGIN {
+    if (m == "none") { print "-"; exit }
+    v = m + 0; u = substr(m, length(v "") + 1)
+    f = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : 1e12
+    printf "%.3f", v * f / 8 / 1e9 }')
+  mpi=$(busbw mpi)
+  ring=$(busbw ring)
+  share=$(awk -v r="$ring" -v l="$limit" 'BEGIN { if (l == "-") print "-"; else printf "%.0f%%", 100 * r / l }')
+  printf "%-16s | %10s | %9.4f %9.4f | %10s\n" "$m" "$limit" "$mpi" "$ring" "$share"
+done
