@@ -435,6 +435,8 @@ int comm_choose_backend(const char *requested, const struct comm_choice_facts *f
         snprintf(no, sizeof no, "this build has no NCCL backend");
     else if (!f->all_cuda)
         snprintf(no, sizeof no, "not every rank has a CUDA device");
+    else if (f->nccl_version == 0)
+        snprintf(no, sizeof no, "NCCL could not be loaded at run time (libnccl.so.2 not found)");
     else if (f->nccl_version < 21400)
         snprintf(no, sizeof no, "NCCL %d.%d found at run time, and vgpu needs >= 2.14 "
                                 "(ncclCommInitRankConfig)",

@@ -27,6 +27,7 @@ static const struct choose_case cases_[] = {
     {NULL, OWN(22809), 0, "nccl", "own GPU"},
     {"", OWN(22809), 0, "nccl", "own GPU"},
     {"auto", OWN(21300), 0, "ring", "needs >= 2.14"},
+    {"auto", OWN(0), 0, "ring", "NCCL could not be loaded at run time"},
     {"auto", {0, 0, 1, 1, 0, 0, 0}, 0, "ring", "no NCCL backend"},
     {"auto", {1, 22809, 0, 1, 0, 0, 0}, 0, "ring", "CUDA"},
     // Ranks sharing a GPU: only within what NCCL documents.
@@ -46,6 +47,7 @@ static const struct choose_case cases_[] = {
     {"nccl", {0, 0, 1, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "no NCCL backend"},
     {"nccl", {1, 22809, 0, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
     {"nccl", OWN(21300), VGPU_ECONFIG, NULL, "2.13 found at run time"},
+    {"nccl", OWN(0), VGPU_ECONFIG, NULL, "libnccl.so.2 not found"},
     {"nccl", SHARE(22809, 2, 0, 0, 0), VGPU_ECONFIG, NULL, "NCCL 2.28 refuses"},
     {"nccl", SHARE(23000, 3, 1, 0, 0), VGPU_ECONFIG, NULL, "use comm.backend = ring"},
     {"nccl", SHARE(23000, 2, 1, 0, 0), 0, "nccl", "requested"},

@@ -133,5 +133,26 @@ want=$(( (235146 * 4 * 2 + 4095) / 4096 * 4096 ))
 if [ -n "${sizes// /}" ] && [ -z "$(tr ' ' '\n' <<<"$sizes" | grep -v "^$want\$" | grep .)" ]; then
   ok "staging windows of $want bytes (the largest collective), not 64 MiB"
 else bad "staging window sizes:$sizes (want $want each)"; fi
+
+# A CUDA build starts on a host without cuBLAS, NCCL or the CUDA runtime's
+# shared library: the runtime is static and the others are loaded when first
+# used. Shown for real by hiding the toolkit (a mount namespace of this test).
+if nm "$TRAIN" 2>/dev/null | grep ' T ncclGetVersion$' >/dev/null; then
+  deps=$(ldd "$TRAIN" | grep -oE 'lib(cudart|cublas|cublasLt|nccl)\.so[^ ]*' | sort -u | tr '\n' ' ')
+  if [ -z "$deps" ]; then ok "vgpu_train needs no CUDA library to start (ldd)"
+  else bad "vgpu_train links $deps"; fi
+  cudadir=$(readlink -f /usr/local/cuda 2>/dev/null || true)
+  if [ "$(id -u)" = 0 ] && [ -d "$cudadir" ] && command -v unshare >/dev/null; then
+    run "no CUDA libraries on the host, GPUs that would take NCCL" 60 unshare -m sh -c \
+      "mount -t tmpfs none '$cudadir' && exec env VGPU_SIM_GPUS=4x80G '$MPIRUN' -np 4 '$TRAIN' '$cfg' --set train.max_steps=10"
+    expect_rc 0
+    expect_out 'collectives: ring \(NCCL could not be loaded at run time \(libnccl.so.2 not found\)\)'
+    expect_out 'status=ok'
+  else
+    echo "--- not run: hiding the CUDA toolkit needs root, unshare and $cudadir"
+  fi
+else
+  echo "--- a build without CUDA: nothing to load"
+fi
 expect_no_shm
 finish
