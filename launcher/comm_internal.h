@@ -121,4 +121,25 @@ int comm_choose_backend(const char *requested, const struct comm_choice_facts *f
 // NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
 int comm_nccl_runtime_version(void);
 
+// ---- the ring's windows (comm_ring.c) ----
+
+// What each rank's device is, for the choice of window kind.
+struct ring_device_fact {
+    int node;       // host index
+    int cuda;       // a CUDA device (not host-addressable)
+    int mig;        // a MIG instance (no CUDA IPC)
+    char uuid[48];  // the GPU's (or instance's) UUID
+};
+enum ring_window {
+    RING_WINDOW_HOST,   // CPU arenas, mapped between the host's ranks
+    RING_WINDOW_STAGED, // host staging segments; device buffers copied through them
+    RING_WINDOW_DEVICE, // GPU arenas of one GPU, mapped between its ranks (CUDA IPC)
+};
+// The window kind for rank `me` of n (facts by rank; all ranks decide alike):
+// device windows when every rank is on this host, on this GPU, none a MIG
+// instance and staging is not forced (VGPU_RING_STAGING=1); host windows for
+// CPU devices; else staging.
+enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
+                                  int force_staging);
+
 #endif

@@ -1,7 +1,8 @@
 // comm_ring.c: the ring collective backend: bootstrap (shared control
-// segment, peers' windows mapped by name, names unlinked once everyone is
-// attached), device buffers to host windows (CPU arena views, or staging
-// through host shared memory for CUDA devices), and diagnostics.
+// segment, peers' windows mapped), what a window is (ring_window_kind: a CPU
+// arena, a host staging segment that device buffers are copied through, or a
+// GPU arena the ranks sharing that GPU map into each other with CUDA IPC),
+// and diagnostics.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,6 +49,8 @@ struct ring_peer {
     int staging;           // its window is a staging segment
     char host[64];
     struct shm_handle win; // its window, for a same-host right neighbour to map
+    uint64_t dev_bytes;    // (device windows) its arena's size
+    unsigned char ipc[DEVICE_IPC_HANDLE_BYTES]; // (device windows) its arena's IPC handle
 };
 
 struct ring_comm {
@@ -60,11 +63,13 @@ struct ring_comm {
     int *slot_of;              // rank -> slot index on its host, [size]
     struct ring_ctl *ctl;      // the host's control segment
     size_t ctl_bytes;
+    enum ring_window kind;     // what the windows are (ring_window_kind)
     int staging;               // device buffers pass through `stage`
     char *stage;               // (staging) this rank's window
     uint64_t stage_bytes;
     void *left_map;            // the left neighbour's window, mapped read-only
     size_t left_map_bytes;
+    void *left_dev;            // (device windows) the left's arena, opened by IPC
     uint64_t piece_bytes;      // unit of one engine pass, bytes
 };
 
@@ -136,6 +141,21 @@ static int cpus_available_(void)
     return online > 0 ? (int)online : 1;
 }
 
+enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
+                                  int force_staging)
+{
+    const struct ring_device_fact *mine = &facts[me];
+    if (!mine->cuda)
+        return force_staging ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
+    // Device windows need every rank on this host, on this very GPU (IPC
+    // between processes of one device), and no MIG instance (no CUDA IPC).
+    int device = !force_staging && !mine->mig;
+    for (int q = 0; q < n && device; q++)
+        device = facts[q].cuda && !facts[q].mig && facts[q].node == mine->node &&
+                 strcmp(facts[q].uuid, mine->uuid) == 0;
+    return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
+}
+
 static int ring_create_(comm_t *c, const struct comm_args *args)
 {
     struct ring_comm *rc = calloc(1, sizeof *rc);
@@ -168,10 +188,28 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     if (status < 0)
         goto fail;
 
-    // This rank's window: its CPU arena, mapped by its right neighbour; or
-    // (CUDA devices, VGPU_RING_STAGING=1) a host staging segment that device
-    // buffers are copied through.
-    rc->staging = device_is_cuda(rc->dev) || env_get()->ring_staging;
+    // This rank's window: its CPU arena, mapped by its right neighbour; its
+    // GPU arena, opened by its right neighbour through CUDA IPC (every rank on
+    // one GPU); or a host staging segment that device buffers are copied
+    // through (GPUs otherwise; VGPU_RING_STAGING=1 on any device).
+    struct ring_device_fact fact = {.node = args->node_index,
+                                    .cuda = device_is_cuda(rc->dev),
+                                    .mig = rc->dev->info.mig};
+    snprintf(fact.uuid, sizeof fact.uuid, "%s", rc->dev->info.uuid);
+    struct ring_device_fact *facts = calloc((size_t)n, sizeof *facts);
+    if (status == 0 && !facts)
+        status = VGPU_ENOMEM;
+    status = comm_agree(c, rc->mpi, status, "ring devices");
+    if (status == 0)
+        status = check_(MPI_Allgather(&fact, (int)sizeof fact, MPI_BYTE, facts, (int)sizeof fact,
+                                      MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    rc->kind = status == 0 ? ring_window_kind(facts, n, me, env_get()->ring_staging)
+                           : RING_WINDOW_HOST;
+    free(facts);
+    if (status < 0)
+        goto fail;
+    rc->staging = rc->kind == RING_WINDOW_STAGED;
     // A staging window is host memory each rank commits: as large as the
     // largest collective the caller declared, within [64 KiB, a piece]
     // (larger collectives pass in pieces). Every rank must cut alike: the
@@ -201,6 +239,16 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             device_pin_host(rc->dev, rc->stage, rc->stage_bytes);
         rc->core.win = rc->stage;
         rc->core.win_bytes = rc->stage_bytes;
+    } else if (status == 0 && rc->kind == RING_WINDOW_DEVICE) {
+#ifdef VGPU_HAVE_CUDA
+        rc->core.win = rc->dev->arena.base;
+        rc->core.win_bytes = rc->dev->arena.cap_bytes;
+        rc->core.mem = device_cuda_ring_ops(rc->dev);
+        mine.dev_bytes = rc->core.win_bytes;
+        status = device_cuda_ipc_export(rc->dev, mine.ipc);
+#else
+        status = VGPU_EUNSUPPORTED; // ring_window_kind gives it only to CUDA devices
+#endif
     } else if (status == 0) {
         rc->core.win = device_cpu_view(rc->dev, rc->dev->arena.base);
         rc->core.win_bytes = rc->dev->arena.cap_bytes;
@@ -306,7 +354,18 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
         if (core->right.local)
             core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
-        if (n > 1 && core->left.local) {
+        if (n > 1 && core->left.local && rc->kind == RING_WINDOW_DEVICE) {
+#ifdef VGPU_HAVE_CUDA
+            const struct ring_peer *lp = &rc->peers[core->left.rank];
+            status = device_cuda_ipc_open(rc->dev, lp->ipc, &rc->left_dev);
+            core->left.win = rc->left_dev;
+            core->left.win_bytes = lp->dev_bytes;
+            if (status < 0)
+                log_error("ring: cannot open rank %d's GPU arena (CUDA IPC); "
+                          "VGPU_RING_STAGING=1 copies through host memory instead",
+                          core->left.rank);
+#endif
+        } else if (n > 1 && core->left.local) {
             const struct ring_peer *lp = &rc->peers[core->left.rank];
             status = shm_share_map(&lp->win, 0, &rc->left_map);
             rc->left_map_bytes = lp->win.bytes;
@@ -341,6 +400,17 @@ static void ring_destroy_(comm_t *c)
         return;
     if (rc->left_map)
         munmap(rc->left_map, rc->left_map_bytes);
+#ifdef VGPU_HAVE_CUDA
+    // A neighbour's arena is closed here before its owner frees it (freeing
+    // an exported allocation still open elsewhere is undefined): everyone
+    // closes, then agrees, then goes on to free its own. After a timeout the
+    // job is ending anyway and a dead peer would not agree.
+    if (rc->kind == RING_WINDOW_DEVICE) {
+        device_cuda_ipc_close(rc->dev, rc->left_dev);
+        if (!rc->core.broken && rc->mpi != MPI_COMM_NULL)
+            comm_agree(c, rc->mpi, 0, "ring teardown");
+    }
+#endif
     if (rc->ctl)
         munmap(rc->ctl, rc->ctl_bytes);
     if (rc->stage) {
@@ -362,9 +432,13 @@ static void ring_destroy_(comm_t *c)
 
 // ---- collectives: device buffers to host windows ----
 
+// Where the engine reaches a device buffer: a CPU device's host view, or on
+// device windows the device pointer itself.
 static char *view_(struct ring_comm *rc, const void *dev_ptr)
 {
-    return dev_ptr ? device_cpu_view(rc->dev, dev_ptr) : NULL;
+    if (!dev_ptr)
+        return NULL;
+    return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_cpu_view(rc->dev, dev_ptr);
 }
 
 static int ring_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
@@ -485,7 +559,7 @@ static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t byte
 static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
 {
     struct ring_comm *rc = c->impl;
-    if (rc->staging) {
+    if (rc->kind != RING_WINDOW_HOST) {
         log_error("ring backend: all-to-all needs host-addressable device memory (CPU devices); "
                   "use comm.backend = mpi");
         return VGPU_EUNSUPPORTED;

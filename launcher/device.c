@@ -197,13 +197,37 @@ int device_copy_to_device(device_t *dev, void *dst, const void *host_src, size_t
     return bytes ? dev->ops->copy_h2d(dev, dst, host_src, bytes) : 0;
 }
 
+int device_copy_to_device_async(device_t *dev, void *dst, const void *host_src, size_t bytes)
+{
+    if (!dev->ops->copy_h2d_async)
+        return device_copy_to_device(dev, dst, host_src, bytes);
+    DEV_(dst, bytes, "destination", "copy_to_device");
+    TRY(check_host_(dev, host_src, bytes, "copy_to_device"));
+    dev->counters.h2d_calls++;
+    dev->counters.h2d_bytes += bytes;
+    if (!bytes)
+        return 0;
+    TRY(dev->ops->copy_h2d_async(dev, dst, host_src, bytes));
+    dev->host_reads_pending = 1;
+    return 0;
+}
+
+int device_wait_host_reads(device_t *dev)
+{
+    return dev->host_reads_pending ? device_sync(dev) : 0;
+}
+
 int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t bytes)
 {
     DEV_(src, bytes, "source", "copy_to_host");
     TRY(check_host_(dev, host_dst, bytes, "copy_to_host"));
     dev->counters.d2h_calls++;
     dev->counters.d2h_bytes += bytes;
-    return bytes ? dev->ops->copy_d2h(dev, host_dst, src, bytes) : 0;
+    if (!bytes)
+        return 0;
+    TRY(dev->ops->copy_d2h(dev, host_dst, src, bytes)); // waits for the stream
+    dev->host_reads_pending = 0;
+    return 0;
 }
 
 int device_copy(device_t *dev, void *dst, const void *src, size_t bytes)
@@ -221,7 +245,12 @@ int device_zero(device_t *dev, void *dst, size_t bytes)
     return bytes ? dev->ops->memset_zero(dev, dst, bytes) : 0;
 }
 
-int device_sync(device_t *dev) { return dev->ops->sync(dev); }
+int device_sync(device_t *dev)
+{
+    TRY(dev->ops->sync(dev));
+    dev->host_reads_pending = 0;
+    return 0;
+}
 
 int device_pin_host(device_t *dev, void *ptr, size_t bytes)
 {

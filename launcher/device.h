@@ -51,6 +51,8 @@ struct device_ops {
     int (*reserve)(device_t *dev, uint64_t cap_bytes);
     void (*release)(device_t *dev);
     int (*copy_h2d)(device_t *dev, void *dst, const void *src, size_t bytes);
+    // Without waiting (NULL: copy_h2d, which returns when done).
+    int (*copy_h2d_async)(device_t *dev, void *dst, const void *src, size_t bytes);
     int (*copy_d2h)(device_t *dev, void *dst, const void *src, size_t bytes);
     int (*copy_d2d)(device_t *dev, void *dst, const void *src, size_t bytes);
     int (*memset_zero)(device_t *dev, void *dst, size_t bytes);
@@ -85,6 +87,7 @@ struct device {
     arena_t arena;               // sub-allocator over the reserved region
     struct device_counters counters;
     int blas_threads;            // CPU backend: BLAS threads for this rank
+    int host_reads_pending;      // asynchronous copies whose host source may still be read
     void *impl;                  // backend state
 };
 
@@ -123,6 +126,14 @@ int device_alloc_floats(device_t *dev, size_t count, float **ptr);
 int device_free(device_t *dev, void *ptr);
 
 int device_copy_to_device(device_t *dev, void *dst, const void *host_src, size_t bytes);
+// The same copy without waiting for it (CUDA: queued on the device's stream;
+// a CPU device copies at once). host_src must not change until
+// device_wait_host_reads, a copy to the host or device_sync has returned;
+// page-locked sources (device_pin_host) are copied truly asynchronously.
+int device_copy_to_device_async(device_t *dev, void *dst, const void *host_src, size_t bytes);
+// Returns once the host sources of every asynchronous copy have been read
+// (at once when none is outstanding).
+int device_wait_host_reads(device_t *dev);
 int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t bytes);
 int device_copy(device_t *dev, void *dst, const void *src, size_t bytes);
 int device_zero(device_t *dev, void *dst, size_t bytes);

@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "device_internal.h"
+#include "ring_mem.h"
 #include "gpu_driver.h"
 #include "util.h"
 #include "kernels.h"
@@ -40,6 +41,9 @@ struct cuda_impl {
     cudaStream_t stream;
     cublasHandle_t blas;
     int *bad_label;        // device flag set by softmax_xent on a label out of range
+    int *bad_label_host;   // its copy (page-locked), queued after each softmax_xent and
+                           // checked at the next synchronisation
+    struct ring_mem_ops ring; // the ring's operations on this device's stream
 };
 
 static struct cuda_impl *impl_(device_t *dev) { return (struct cuda_impl *)dev->impl; }
@@ -211,6 +215,8 @@ static int cuda_reserve_(device_t *dev, uint64_t cap_bytes)
     CUBLAS_CHECK(cublasCreate(&im->blas));
     CUBLAS_CHECK(cublasSetStream(im->blas, im->stream));
     CUDA_CHECK(cudaMalloc(&im->bad_label, sizeof(int)));
+    CUDA_CHECK(cudaMallocHost(&im->bad_label_host, sizeof(int)));
+    *im->bad_label_host = 0;
     // On the stream every kernel runs on: the legacy stream does not order
     // with a non-blocking one.
     CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
@@ -233,6 +239,8 @@ static void cuda_release_(device_t *dev)
         cudaFree(im->region);
     if (im->bad_label)
         cudaFree(im->bad_label);
+    if (im->bad_label_host)
+        cudaFreeHost(im->bad_label_host);
     if (im->blas)
         cublasDestroy(im->blas);
     if (im->stream)
@@ -241,12 +249,34 @@ static void cuda_release_(device_t *dev)
     dev->impl = NULL;
 }
 
+// Waits for the stream, then reports what its kernels found since the last
+// wait (softmax_xent's label check): one synchronisation per step carries
+// both the step's statistics and that verdict.
+static int stream_wait_(device_t *dev)
+{
+    struct cuda_impl *im = impl_(dev);
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    if (*im->bad_label_host) {
+        *im->bad_label_host = 0;
+        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
+        CUDA_CHECK(cudaStreamSynchronize(im->stream));
+        log_error("softmax_xent: a label is outside the model's classes");
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
 static int copy_(device_t *dev, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
     // Synchronous from the caller's view: the host buffer may be reused or
     // read as soon as this returns.
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, impl_(dev)->stream));
-    CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
+    return stream_wait_(dev);
+}
+
+static int cuda_copy_h2d_async_(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_(dev)->stream));
     return 0;
 }
 
@@ -274,8 +304,7 @@ static int cuda_memset_zero_(device_t *dev, void *dst, size_t bytes)
 
 static int cuda_sync_(device_t *dev)
 {
-    CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
-    return 0;
+    return stream_wait_(dev);
 }
 
 // ---- math ----
@@ -388,17 +417,10 @@ static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const
     struct cuda_impl *im = impl_(dev);
     LAUNCH(softmax_xent_kernel, (size_t)rows, dlogits, stats, logits, labels, rows, classes,
            grad_scale, im->bad_label);
-    int bad = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&bad, im->bad_label, sizeof bad, cudaMemcpyDeviceToHost, im->stream));
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));
-    if (bad) {
-        // On the stream every kernel runs on: the legacy stream does not order
-    // with a non-blocking one.
-    CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));
-        log_error("softmax_xent: a label is outside [0, %d)", classes);
-        return VGPU_EINVAL;
-    }
+    // No wait here: the flag travels with the stream and is read at the next
+    // synchronisation (the step's statistics copy).
+    CUDA_CHECK(cudaMemcpyAsync(im->bad_label_host, im->bad_label, sizeof(int),
+                               cudaMemcpyDeviceToHost, im->stream));
     return 0;
 }
 
@@ -422,6 +444,90 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
     LAUNCH(adam_step_kernel, n, param, grad, m, v, n, beta1, beta2, eps, weight_decay,
            kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2), decoupled);
     return 0;
+}
+
+// ---- the ring over device memory (ring_mem.h, comm_ring.c) ----
+//
+// Ranks that share one GPU map each other's arena (CUDA IPC of the one
+// cudaMalloc) and run the ring's steps as a kernel and device-to-device
+// copies on their own stream; settle is the stream's synchronisation, after
+// which the host hand-shake (the progress counters) tells the neighbour.
+
+__global__ void ring_reduce_kernel(float *dst, const float *mine, const float *theirs, size_t n,
+                                   float div)
+{
+    GRID_STRIDE(i, n) kernel_ring_reduce(i, dst, mine, theirs, div);
+}
+
+static int ring_reduce_(void *ctx, float *dst, const float *mine, const float *theirs, uint64_t n,
+                        float div)
+{
+    device_t *dev = (device_t *)ctx;
+    if (n)
+        LAUNCH(ring_reduce_kernel, (size_t)n, dst, mine, theirs, (size_t)n, div);
+    return 0;
+}
+
+static int ring_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
+{
+    device_t *dev = (device_t *)ctx;
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, impl_(dev)->stream));
+    return 0;
+}
+
+static int ring_settle_(void *ctx)
+{
+    device_t *dev = (device_t *)ctx;
+    CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
+    return 0;
+}
+
+extern "C" const struct ring_mem_ops *device_cuda_ring_ops(device_t *dev)
+{
+    struct cuda_impl *im = impl_(dev);
+    im->ring.reduce = ring_reduce_;
+    im->ring.copy = ring_copy_;
+    im->ring.settle = ring_settle_;
+    im->ring.ctx = dev;
+    return &im->ring;
+}
+
+extern "C" int device_cuda_ipc_export(const device_t *dev, unsigned char handle[DEVICE_IPC_HANDLE_BYTES])
+{
+    static_assert(sizeof(cudaIpcMemHandle_t) <= DEVICE_IPC_HANDLE_BYTES, "IPC handle size");
+    cudaIpcMemHandle_t h;
+    cudaError_t rc = cudaIpcGetMemHandle(&h, ((const struct cuda_impl *)dev->impl)->region);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        log_error("cudaIpcGetMemHandle of the device arena: %s", cudaGetErrorString(rc));
+        return VGPU_EUNSUPPORTED;
+    }
+    memcpy(handle, &h, sizeof h);
+    return 0;
+}
+
+extern "C" int device_cuda_ipc_open(device_t *dev, const unsigned char handle[DEVICE_IPC_HANDLE_BYTES],
+                                    void **base)
+{
+    (void)dev;
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof h);
+    cudaError_t rc = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        *base = NULL;
+        log_error("cudaIpcOpenMemHandle of a neighbour's arena: %s", cudaGetErrorString(rc));
+        return VGPU_EUNSUPPORTED;
+    }
+    return 0;
+}
+
+extern "C" void device_cuda_ipc_close(device_t *dev, void *base)
+{
+    (void)dev;
+    if (base && cudaIpcCloseMemHandle(base) != cudaSuccess)
+        cudaGetLastError();
 }
 
 static int cuda_pin_host_(device_t *dev, void *ptr, size_t bytes)
@@ -448,6 +554,7 @@ extern "C" const struct device_ops device_cuda_ops = {
     /* .reserve = */ cuda_reserve_,
     /* .release = */ cuda_release_,
     /* .copy_h2d = */ cuda_copy_h2d_,
+    /* .copy_h2d_async = */ cuda_copy_h2d_async_,
     /* .copy_d2h = */ cuda_copy_d2h_,
     /* .copy_d2d = */ cuda_copy_d2d_,
     /* .memset_zero = */ cuda_memset_zero_,

@@ -32,4 +32,16 @@ void *device_cuda_stream(const device_t *dev);
 // Whether the device is a CUDA device (memory not host-mappable).
 int device_is_cuda(const device_t *dev);
 
+// CUDA backend, the ring over device memory (comm_ring.c): the ring's memory
+// operations on the device's stream (ring_mem.h); the arena's IPC handle, and
+// a neighbour's arena opened from it (closed before its owner frees it).
+// Return 0 or VGPU_EUNSUPPORTED (said).
+#define DEVICE_IPC_HANDLE_BYTES 64
+struct ring_mem_ops;
+const struct ring_mem_ops *device_cuda_ring_ops(device_t *dev);
+int device_cuda_ipc_export(const device_t *dev, unsigned char handle[DEVICE_IPC_HANDLE_BYTES]);
+int device_cuda_ipc_open(device_t *dev, const unsigned char handle[DEVICE_IPC_HANDLE_BYTES],
+                         void **base);
+void device_cuda_ipc_close(device_t *dev, void *base);
+
 #endif

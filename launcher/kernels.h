@@ -137,4 +137,13 @@ KERNEL_FN void kernel_adam_step(size_t i, float *param, const float *grad, float
     param[i] -= delta;
 }
 
+// The ring's reduction of one element (ring_mem.h): the same single-precision
+// sum and division as the host engine's loops (ring_core.c).
+KERNEL_FN void kernel_ring_reduce(size_t i, float *dst, const float *mine, const float *theirs,
+                                  float div)
+{
+    const float s = mine[i] + theirs[i];
+    dst[i] = div != 0.0f ? s / div : s;
+}
+
 #endif

@@ -69,10 +69,24 @@ static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t t
     return 0;
 }
 
-static void publish_(struct ring_core *r, uint64_t value)
+// Waits for what this rank issued (nothing to wait for on host memory).
+static int settle_(struct ring_core *r)
 {
+    if (!r->mem)
+        return 0;
+    int rc = r->mem->settle(r->mem->ctx);
+    r->broken |= rc < 0;
+    return rc;
+}
+
+// Tells the neighbours this rank has done `value` steps: only once what the
+// steps wrote is there (device windows: settled).
+static int publish_(struct ring_core *r, uint64_t value)
+{
+    TRY(settle_(r));
     r->progress = value;
     shm_flag_publish(&r->me->progress, value);
+    return 0;
 }
 
 // Completes an MPI request within the timeout. Polls, then yields, then
@@ -163,12 +177,31 @@ static void add_div_in_(float *restrict dst, const float *restrict b, uint64_t n
         dst[i] = (dst[i] + b[i]) / d;
 }
 
-static void reduce_(float *dst, const float *mine, const float *theirs, uint64_t n, float div)
+static int reduce_(struct ring_core *r, float *dst, const float *mine, const float *theirs,
+                   uint64_t n, float div)
 {
+    if (r->mem) {
+        int rc = r->mem->reduce(r->mem->ctx, dst, mine, theirs, n, div);
+        r->broken |= rc < 0;
+        return rc;
+    }
     if (div != 0.0f)
         dst == mine ? add_div_in_(dst, theirs, n, div) : add_div_out_(dst, mine, theirs, n, div);
     else
         dst == mine ? add_in_(dst, theirs, n) : add_out_(dst, mine, theirs, n);
+    return 0;
+}
+
+// bytes from src to dst (which may overlap), in this rank's window.
+static int copy_(struct ring_core *r, void *dst, const void *src, uint64_t bytes)
+{
+    if (r->mem) {
+        int rc = r->mem->copy(r->mem->ctx, dst, src, bytes);
+        r->broken |= rc < 0;
+        return rc;
+    }
+    memmove(dst, src, bytes);
+    return 0;
 }
 
 // ---- collectives ----
@@ -181,7 +214,7 @@ static uint64_t off_(const struct ring_core *r, const void *p)
 enum { KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_BROADCAST, KIND_ALL_REDUCE_UPDATE };
 
 // Publishes this collective's buffers, then "arrived" (one step).
-static void arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
+static int arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
                     uint64_t stride)
 {
     r->calls++;
@@ -189,7 +222,7 @@ static void arrive_(struct ring_core *r, int kind, const void *send, const void 
     atomic_store_explicit(&r->me->send_off, off_(r, send), memory_order_relaxed);
     atomic_store_explicit(&r->me->recv_off, off_(r, recv), memory_order_relaxed);
     atomic_store_explicit(&r->me->stride, stride, memory_order_relaxed);
-    publish_(r, r->progress + 1);
+    return publish_(r, r->progress + 1);
 }
 
 // The left neighbour's buffer at its published offset `off`, after checking
@@ -230,9 +263,10 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
     if (r->broken)
         return VGPU_ECOMM;
     const int n = r->size, p = r->pos;
-    if (n == 1) {
+    if (n == 1) { // settled like every other return: the results are there
         if (send != recv && count)
-            memmove(recv, send, count * sizeof(float));
+            TRY(copy_(r, recv, send, count * sizeof(float)));
+        TRY(settle_(r));
         return update && count ? update(ctx, 0, count) : 0;
     }
     const uint64_t base = r->progress;
@@ -243,9 +277,9 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
     // The update form publishes the parameters as its "send" buffer: its
     // reduction is in place on recv, so the left's input is its recv.
     if (update)
-        arrive_(r, KIND_ALL_REDUCE_UPDATE, out, recv, 0);
+        TRY(arrive_(r, KIND_ALL_REDUCE_UPDATE, out, recv, 0));
     else
-        arrive_(r, KIND_ALL_REDUCE, send, recv, 0);
+        TRY(arrive_(r, KIND_ALL_REDUCE, send, recv, 0));
 
     const float *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {
@@ -283,8 +317,8 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
                 theirs = (const float *)r->landing;
             }
             if (chi > clo)
-                reduce_(recv + lo + clo, send + lo + clo, theirs, chi - clo,
-                        s == n - 2 ? div : 0.0f);
+                TRY(reduce_(r, recv + lo + clo, send + lo + clo, theirs, chi - clo,
+                            s == n - 2 ? div : 0.0f));
             // My chunk of this round is complete: update before the right
             // may read its parameters (it waits for this step's publish).
             if (update && s == n - 2 && chi > clo) {
@@ -294,7 +328,7 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
                     return urc;
                 }
             }
-            publish_(r, rb + s + 1);
+            TRY(publish_(r, rb + s + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -313,11 +347,11 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + t)));
                 if (chi > clo)
-                    memcpy(out + lo + clo, lout + lo + clo, (chi - clo) * 4);
+                    TRY(copy_(r, out + lo + clo, lout + lo + clo, (chi - clo) * 4));
             } else {
                 TRY(recv_left_(r, chi > clo ? out + lo + clo : NULL, (chi - clo) * 4));
             }
-            publish_(r, rb + (uint64_t)(n - 1 + t) + 1);
+            TRY(publish_(r, rb + (uint64_t)(n - 1 + t) + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -349,14 +383,14 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
     const int n = r->size, p = r->pos;
     char *mine = bytes ? recv + (uint64_t)r->rank * stride : NULL;
     if (bytes && send != mine)
-        memmove(mine, send, bytes);
+        TRY(copy_(r, mine, send, bytes));
     if (n == 1)
-        return 0;
+        return settle_(r);
     const uint64_t base = r->progress;
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t steps = (uint64_t)(n - 1);
-    arrive_(r, KIND_ALL_GATHER, NULL, recv, stride);
+    TRY(arrive_(r, KIND_ALL_GATHER, NULL, recv, stride));
 
     const char *lrecv = NULL;
     uint64_t lstride = 0;
@@ -385,11 +419,11 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, t == 0 ? base + 1 : rb + (uint64_t)t));
                 if (len)
-                    memcpy(dst, lrecv + (uint64_t)q * lstride + lo, len);
+                    TRY(copy_(r, dst, lrecv + (uint64_t)q * lstride + lo, len));
             } else {
                 TRY(recv_left_(r, dst, len));
             }
-            publish_(r, rb + (uint64_t)t + 1);
+            TRY(publish_(r, rb + (uint64_t)t + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -413,9 +447,9 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t final = base + 1 + rounds;
-    arrive_(r, KIND_BROADCAST, NULL, buf, 0);
+    TRY(arrive_(r, KIND_BROADCAST, NULL, buf, 0));
     if (d == 0)
-        publish_(r, final); // the root holds every slice already
+        TRY(publish_(r, final)); // the root holds every slice already
     const char *lbuf = NULL;
     if (d != 0 && r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
@@ -430,11 +464,11 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, base + 2 + k));
                 if (len)
-                    memcpy(dst, lbuf + lo, len);
+                    TRY(copy_(r, dst, lbuf + lo, len));
             } else {
                 TRY(recv_left_(r, dst, len));
             }
-            publish_(r, base + 2 + k);
+            TRY(publish_(r, base + 2 + k));
         }
         if (forwards && !r->right.local) {
             MPI_Request sreq;

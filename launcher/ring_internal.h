@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "ring_mem.h"
 #include "shm_flag.h"
 
 // One rank's part of the control segment; two cache lines so that one rank's
@@ -55,7 +56,8 @@ struct ring_core {
     int rank;                // this rank in the communicator
     struct ring_link left, right;
     struct ring_slot *me;    // this rank's control slot
-    char *win;               // this rank's window (host address); offsets are from here
+    char *win;               // this rank's window; offsets are from here
+    const struct ring_mem_ops *mem; // how its windows are touched; NULL = host memory
     uint64_t win_bytes;      // its size, bytes
     uint64_t progress;       // steps completed (what me->progress says), steps
     uint64_t calls;          // collectives entered, calls
@@ -77,8 +79,9 @@ uint64_t ring_round_floats(const struct ring_core *r);
 // aligned to 16 floats so that two ranks never write one cache line.
 void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
 
-// The collectives on host memory. Pointers lie inside r->win (their offsets
-// are published to the right neighbour), except where a length is 0.
+// The collectives on the windows (host memory, or device memory through
+// r->mem). Pointers lie inside r->win (their offsets are published to the
+// right neighbour), except where a length is 0.
 // Return 0, VGPU_ETIMEOUT (reported through r->report; the ring is broken
 // from then on) or VGPU_ECOMM (an MPI failure, or called on a broken ring).
 //

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "comm_internal.h"
@@ -99,12 +100,41 @@ static void test_find_ops(void **state)
 #endif
 }
 
+// The ring's window kind: device windows only for one host's ranks on one
+// GPU without MIG; staging for other GPUs; host windows for CPU devices.
+static void test_ring_window_kind(void **state)
+{
+    (void)state;
+    struct ring_device_fact f[4];
+    const struct ring_device_fact gpu = {0, 1, 0, "GPU-a"};
+    for (int q = 0; q < 4; q++)
+        f[q] = gpu;
+    assert_int_equal(ring_window_kind(f, 4, 2, 0), RING_WINDOW_DEVICE);
+    assert_int_equal(ring_window_kind(f, 4, 2, 1), RING_WINDOW_STAGED); // VGPU_RING_STAGING=1
+    assert_int_equal(ring_window_kind(f, 1, 0, 0), RING_WINDOW_DEVICE);
+    snprintf(f[3].uuid, sizeof f[3].uuid, "GPU-b"); // two GPUs
+    assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
+    assert_int_equal(ring_window_kind(f, 4, 3, 0), RING_WINDOW_STAGED);
+    f[3] = gpu;
+    f[1].node = 1; // two hosts
+    assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
+    f[1] = gpu;
+    f[0].mig = f[1].mig = f[2].mig = f[3].mig = 1; // MIG: no CUDA IPC
+    assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
+    const struct ring_device_fact cpu = {0, 0, 0, "cpu-boot"};
+    for (int q = 0; q < 4; q++)
+        f[q] = cpu;
+    assert_int_equal(ring_window_kind(f, 4, 1, 0), RING_WINDOW_HOST);
+    assert_int_equal(ring_window_kind(f, 4, 1, 1), RING_WINDOW_STAGED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choose_table),
         cmocka_unit_test(test_choose_small_why),
         cmocka_unit_test(test_find_ops),
+        cmocka_unit_test(test_ring_window_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

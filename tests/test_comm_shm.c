@@ -139,9 +139,67 @@ struct ring_world {
 
 static float value_(int rank, uint64_t i) { return (float)((rank * 5 + i * 7) % 9 + 1); }
 
-// One rank's whole test; returns the number of wrong results.
-static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice)
+// Memory operations as a device runs them: queued, done only when settled
+// (in order, as a stream does). A schedule that told a neighbour a step was
+// done before settling it would hand over stale data and fail the checks.
+struct deferred_op {
+    int kind; // 0 reduce, 1 copy
+    void *dst;
+    const void *a, *b;
+    uint64_t n;
+    float div;
+};
+struct deferred {
+    struct deferred_op op[64];
+    int count;
+    long settles;
+};
+
+static int deferred_settle_(void *ctx)
 {
+    struct deferred *d = ctx;
+    for (int i = 0; i < d->count; i++) {
+        const struct deferred_op *o = &d->op[i];
+        if (o->kind == 1) {
+            memmove(o->dst, o->a, o->n);
+            continue;
+        }
+        float *dst = o->dst;
+        const float *mine = o->a, *theirs = o->b;
+        for (uint64_t k = 0; k < o->n; k++)
+            dst[k] = o->div != 0.0f ? (mine[k] + theirs[k]) / o->div : mine[k] + theirs[k];
+    }
+    d->count = 0;
+    d->settles++;
+    return 0;
+}
+
+static int deferred_push_(struct deferred *d, struct deferred_op o)
+{
+    if (d->count == (int)(sizeof d->op / sizeof d->op[0]))
+        return VGPU_EINVAL; // the engine issues a few operations between settles
+    d->op[d->count++] = o;
+    return 0;
+}
+
+static int deferred_reduce_(void *ctx, float *dst, const float *mine, const float *theirs,
+                            uint64_t n, float div)
+{
+    return deferred_push_(ctx, (struct deferred_op){0, dst, mine, theirs, n, div});
+}
+
+static int deferred_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
+{
+    return deferred_push_(ctx, (struct deferred_op){1, dst, src, NULL, bytes, 0});
+}
+
+// One rank's whole test; returns the number of wrong results. deferred: its
+// windows are touched as a device's are (through ring_mem_ops).
+static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice,
+                       int deferred)
+{
+    static struct deferred queue;
+    const struct ring_mem_ops ops = {deferred_reduce_, deferred_copy_, deferred_settle_, &queue};
     struct ring_core r;
     memset(&r, 0, sizeof r);
     r.pos = me;
@@ -160,6 +218,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.mpi = MPI_COMM_NULL;
     r.timeout_s = 20;
     r.spin_count = 50;
+    r.mem = deferred ? &ops : NULL;
     long wrong = 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
@@ -213,7 +272,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     return wrong;
 }
 
-static void run_ring_(int n, uint64_t slice)
+static void run_ring_(int n, uint64_t slice, int deferred)
 {
     struct ring_world *w = shared_alloc_(sizeof *w);
     char *wins = shared_alloc_((size_t)n * WIN_BYTES);
@@ -224,10 +283,10 @@ static void run_ring_(int n, uint64_t slice)
         pids[me] = fork();
         assert_true(pids[me] >= 0);
         if (pids[me] == 0) {
-            long wrong = rank_main_(w, wins, n, me, slice);
+            long wrong = rank_main_(w, wins, n, me, slice, deferred);
             if (wrong)
-                fprintf(stderr, "ring n=%d slice=%llu rank %d: %ld wrong\n", n,
-                        (unsigned long long)slice, me, wrong);
+                fprintf(stderr, "ring n=%d slice=%llu%s rank %d: %ld wrong\n", n,
+                        (unsigned long long)slice, deferred ? " (deferred)" : "", me, wrong);
             _exit(wrong ? 1 : 0);
         }
     }
@@ -240,8 +299,19 @@ static void test_ring_schedule(void **state)
 {
     (void)state;
     for (int n = 1; n <= 5; n++) {
-        run_ring_(n, 256);      // many rounds: every pipelining boundary
-        run_ring_(n, 64 << 10); // the whole buffer in one or two rounds
+        run_ring_(n, 256, 0);      // many rounds: every pipelining boundary
+        run_ring_(n, 64 << 10, 0); // the whole buffer in one or two rounds
+    }
+}
+
+// The same schedule with device-like memory operations (ring_mem.h): what
+// the CUDA IPC windows run, checked here on host memory.
+static void test_ring_schedule_deferred(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 5; n++) {
+        run_ring_(n, 256, 1);
+        run_ring_(n, 64 << 10, 1);
     }
 }
 
@@ -273,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_wait_wakes),
         cmocka_unit_test(test_ring_chunks),
         cmocka_unit_test(test_ring_schedule),
+        cmocka_unit_test(test_ring_schedule_deferred),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -274,6 +274,63 @@ static void test_copies_and_counters(void **state)
     device_free(dev, b);
 }
 
+// Asynchronous uploads: with a backend that queues them (a stand-in that
+// counts its queued copies and syncs), their host sources stay pending until
+// a sync or a copy to the host, and device_wait_host_reads syncs only then.
+static int syncs_, queued_;
+static int counted_sync_(device_t *dev)
+{
+    (void)dev;
+    syncs_++;
+    return 0;
+}
+static int queued_copy_(device_t *dev, void *dst, const void *src, size_t bytes)
+{
+    (void)dev, (void)dst, (void)src, (void)bytes;
+    queued_++;
+    return 0;
+}
+
+static void test_async_uploads(void **state)
+{
+    device_t *dev = *state;
+    float src[64], back[64];
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i;
+    void *a;
+    assert_int_equal(device_alloc(dev, sizeof src, &a), 0);
+    // The CPU backend copies at once: nothing is ever pending.
+    assert_int_equal(device_copy_to_device_async(dev, a, src, sizeof src), 0);
+    assert_int_equal(dev->host_reads_pending, 0);
+    assert_int_equal(device_copy_to_host(dev, back, a, sizeof back), 0);
+    assert_memory_equal(back, src, sizeof src);
+
+    const struct device_ops *real = dev->ops;
+    struct device_ops queued = *real;
+    queued.copy_h2d_async = queued_copy_;
+    queued.sync = counted_sync_;
+    dev->ops = &queued;
+    syncs_ = queued_ = 0;
+    assert_int_equal(device_wait_host_reads(dev), 0);
+    assert_int_equal(syncs_, 0); // nothing pending, no wait
+    assert_int_equal(device_copy_to_device_async(dev, a, src, sizeof src), 0);
+    assert_int_equal(queued_, 1);
+    assert_int_equal(dev->host_reads_pending, 1);
+    assert_int_equal(device_wait_host_reads(dev), 0);
+    assert_int_equal(syncs_, 1);
+    assert_int_equal(dev->host_reads_pending, 0);
+    assert_int_equal(device_wait_host_reads(dev), 0);
+    assert_int_equal(syncs_, 1);
+    assert_int_equal(device_copy_to_device_async(dev, a, src, 0), 0); // nothing to copy
+    assert_int_equal(dev->host_reads_pending, 0);
+    assert_int_equal(device_copy_to_device_async(dev, a, src, sizeof src), 0);
+    dev->ops = real;
+    // A copy to the host waits for the stream, so it clears them too.
+    assert_int_equal(device_copy_to_host(dev, back, a, sizeof back), 0);
+    assert_int_equal(dev->host_reads_pending, 0);
+    device_free(dev, a);
+}
+
 // Host pointers where device pointers belong (and the reverse) are refused,
 // as are ranges that run past the end of an allocation's arena.
 static void test_pointer_checks(void **state)
@@ -868,6 +925,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_alloc_cap, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_alloc_floats_zeroed, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_copies_and_counters, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_async_uploads, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_pointer_checks, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm_empty_inner, setup_dev, teardown_dev),

@@ -16,21 +16,27 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
                     const uint32_t *indices, long count)
 {
     const size_t values = (size_t)count * (size_t)ds->features;
+    // The batch goes up without waiting (a GPU reads the page-locked host
+    // buffers while the host goes on); the buffers are refilled only once the
+    // last batch's copies have read them, which the step's statistics copy
+    // has usually made sure of already: no extra wait then.
+    TRY(device_wait_host_reads(t->dev));
     if (ds->codes) {
         if (t->lut_set != ds) { // the test set's table after the train set's, or back
             TRY(device_copy_to_device(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
             t->lut_set = ds;
         }
         dataset_gather_codes(ds, indices, count, t->host_codes);
-        TRY(device_copy_to_device(t->dev, t->dev_codes, t->host_codes, values));
+        TRY(device_copy_to_device_async(t->dev, t->dev_codes, t->host_codes, values));
         TRY(device_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
     } else {
         dataset_gather(ds, indices, count, t->host_rows);
-        TRY(device_copy_to_device(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
+        TRY(device_copy_to_device_async(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
     }
     for (long i = 0; i < count; i++)
         t->host_labels[i] = ds->labels[indices[i]];
-    return device_copy_to_device(t->dev, m->labels, t->host_labels, (size_t)count * sizeof(int32_t));
+    return device_copy_to_device_async(t->dev, m->labels, t->host_labels,
+                                       (size_t)count * sizeof(int32_t));
 }
 
 // Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,

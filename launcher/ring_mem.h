@@ -1,0 +1,30 @@
+// ring_mem.h: how the ring engine touches memory. The schedule (ring_core.c)
+// is one for every kind of window; what differs is how a chunk is reduced or
+// copied. Host memory (CPU devices, staging windows) is the engine's own
+// loops and memcpy, seen by the neighbours as soon as it is written (ops ==
+// NULL). Device memory that the ranks map into each other (CUDA IPC of one
+// GPU's arenas) is a kernel and asynchronous copies on the device's stream:
+// nothing is written until the stream gets there, so `settle` waits for it.
+// The engine calls settle before every publish of its progress, the host
+// hand-shake its neighbours wait on: what a neighbour is told is done is done.
+// Every operation writes only this rank's window and reads at most its left
+// neighbour's.
+#ifndef VGPU_RING_MEM_H
+#define VGPU_RING_MEM_H
+
+#include <stdint.h>
+
+struct ring_mem_ops {
+    // dst[i] = mine[i] + theirs[i], then / div when div != 0 (IEEE single,
+    // no contraction: the same bits on every implementation); dst may be mine.
+    int (*reduce)(void *ctx, float *dst, const float *mine, const float *theirs, uint64_t n,
+                  float div);
+    // bytes from src to dst (the engine never passes overlapping ranges).
+    int (*copy)(void *ctx, void *dst, const void *src, uint64_t bytes);
+    // Returns once every operation issued so far is complete and visible to
+    // the other processes.
+    int (*settle)(void *ctx);
+    void *ctx;
+};
+
+#endif
