@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -65,6 +68,12 @@ static void usage_(FILE *f)
             "the last word, not mpirun's 10-line report; a rank killed by a signal is\n"
             "still named as such. On a terminal the ranks are asked for the live progress\n"
             "bar (VGPU_PROGRESS=bar, COLUMNS) unless VGPU_PROGRESS is set.\n"
+            "\n"
+            "PROGRAM may be any program: each rank starts through vgpurun-rank (beside\n"
+            "vgpurun), which sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun\n"
+            "does; MASTER_ADDR and MASTER_PORT come from vgpurun unless set) and, on a GPU\n"
+            "host, the rank's own CUDA_VISIBLE_DEVICES by vgpu's binding policy, e.g.\n"
+            "  vgpurun -np 4 -- python3 train_ddp.py   (torch.distributed, env://)\n"
             "\n"
             "The settings reach the program through the environment; vgpu_train reads them\n"
             "(config file < environment < --set). Exit status: the job's; 2 bad usage;\n"
@@ -178,6 +187,81 @@ static int check_program_(const char *program)
     fprintf(stderr, "vgpurun: %s: command not found (not on PATH; a program here needs ./)\n",
             program);
     return EXIT_NOT_FOUND;
+}
+
+// The per-rank shim beside this program (same directory), or NULL.
+static char *rank_shim_(void)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return NULL;
+    strcpy(slash + 1, "vgpurun-rank");
+    return access(self, X_OK) == 0 ? strdup(self) : NULL;
+}
+
+// The first host of a hostfile's text or of a -H list (where mpirun puts
+// rank 0), into out; "" when none.
+static void first_host_(const char *text, int list, char *out, size_t bytes)
+{
+    out[0] = '\0';
+    const char *p = text;
+    while (p && *p) {
+        const char *line_end = list ? p + strcspn(p, ",") : p + strcspn(p, "\n");
+        const char *q = p;
+        while (q < line_end && (*q == ' ' || *q == '\t'))
+            q++;
+        size_t len = strcspn(q, list ? ":," : " \t#\n");
+        if (q < line_end && *q != '#' && len > 0) {
+            snprintf(out, bytes, "%.*s", (int)len, q);
+            return;
+        }
+        p = *line_end ? line_end + 1 : line_end;
+    }
+}
+
+// The first node of the Slurm allocation (rank 0's), from scontrol.
+static void slurm_first_node_(char *out, size_t bytes)
+{
+    out[0] = '\0';
+    const char *list = getenv("SLURM_JOB_NODELIST");
+    if (!list || strchr(list, '\'') || !on_path_("scontrol"))
+        return;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "scontrol show hostnames '%s' 2>/dev/null", list);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return;
+    if (fgets(out, (int)bytes, f))
+        out[strcspn(out, "\n")] = '\0';
+    else
+        out[0] = '\0';
+    pclose(f);
+}
+
+// A TCP port free on this host now (rank 0's, when rank 0 runs here); else
+// one derived from the job, as torchrun's 29500 plus an offset.
+static int rendezvous_port_(int rank0_here)
+{
+    if (rank0_here) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        int port = 0;
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+            port = ntohs(a.sin_port);
+        if (fd >= 0)
+            close(fd);
+        if (port > 0)
+            return port;
+    }
+    const char *job = getenv("SLURM_JOB_ID");
+    return 29500 + (int)((job ? strtoul(job, NULL, 10) : (unsigned long)getpid()) % 1000);
 }
 
 static char *read_file_(const char *path)
@@ -350,6 +434,7 @@ int main(int argc, char **argv)
         .env_names = (const char *const *)names,
         .cuda_visible = getenv("CUDA_VISIBLE_DEVICES"),
     };
+    char master[256] = "";
     char *uuids[64] = {0};
     if (opts.mps && facts.cuda_visible && facts.cuda_visible[0]) {
         facts.gpu_uuid_count = gpu_uuids_(uuids, 64);
@@ -363,19 +448,32 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         rc = vgpurun_count_hostfile(text, &facts.host_count, &facts.slot_count, err, sizeof err);
+        first_host_(text, 0, master, sizeof master);
         free(text);
     } else if (opts.hosts) {
         rc = vgpurun_count_host_list(opts.hosts, &facts.host_count, &facts.slot_count, err, sizeof err);
+        first_host_(opts.hosts, 1, master, sizeof master);
+    } else if (facts.in_slurm) {
+        slurm_first_node_(master, sizeof master);
     }
+    // Rank 0's rendezvous for programs that want one (MASTER_ADDR/PORT).
+    char *shim = rank_shim_();
+    if (!master[0] || !strcmp(master, "localhost"))
+        snprintf(master, sizeof master, "127.0.0.1");
+    facts.rank_shim = shim;
+    facts.master_addr = master;
+    facts.master_port = rendezvous_port_(!strcmp(master, "127.0.0.1") || !strcmp(master, host));
     if (rc < 0) {
         fprintf(stderr, "vgpurun: %s%s%s\n", opts.hostfile ? opts.hostfile : "",
                 opts.hostfile ? ": " : "", err);
         free_names_(names);
+        free(shim);
         return EXIT_USAGE;
     }
     struct vgpurun_plan plan;
     rc = vgpurun_plan_build(&opts, &facts, &plan, err, sizeof err);
     free_names_(names);
+    free(shim);
     for (int i = 0; i < facts.gpu_uuid_count; i++)
         free(uuids[i]);
     if (rc < 0) {

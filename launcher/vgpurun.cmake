@@ -8,3 +8,10 @@ target_link_libraries(vgpurun_plan PUBLIC vgpu_common)
 add_executable(vgpurun ${CMAKE_CURRENT_LIST_DIR}/vgpurun.c ${CMAKE_CURRENT_LIST_DIR}/vgpurun_mps.c)
 target_link_libraries(vgpurun PRIVATE vgpurun_plan)
 target_compile_definitions(vgpurun PRIVATE VGPU_VERSION="${PROJECT_VERSION}")
+
+# vgpurun-rank: each rank starts as it, sets the frameworks' rank variables
+# and its own CUDA_VISIBLE_DEVICES by the binding policy (device discovery and
+# binding.c), then becomes the user's program. vgpurun runs it when it lies
+# beside vgpurun.
+add_executable(vgpurun-rank ${CMAKE_CURRENT_LIST_DIR}/vgpurun_rank.c)
+target_link_libraries(vgpurun-rank PRIVATE vgpurun_plan vgpu_launcher)

@@ -431,6 +431,24 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
             goto no_memory;
         set_names[set_count++] = VGPURUN_ENV_BACKEND;
     }
+    // Any program: the frameworks' rendezvous (torchrun's MASTER_ADDR and
+    // MASTER_PORT) is decided here, where the hosts are known; the shim gives
+    // each rank its RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and, on GPU
+    // hosts, its own CUDA_VISIBLE_DEVICES. The user's own values win.
+    if (facts->rank_shim) {
+        if (!env_has_(facts, "MASTER_ADDR") &&
+            add_env_(plan, "MASTER_ADDR", facts->master_addr ? facts->master_addr : "127.0.0.1"))
+            goto no_memory;
+        snprintf(num, sizeof num, "%d", facts->master_port);
+        if (!env_has_(facts, "MASTER_PORT") && add_env_(plan, "MASTER_PORT", num))
+            goto no_memory;
+        set_names[set_count++] = "MASTER_ADDR";
+        set_names[set_count++] = "MASTER_PORT";
+        note_(plan, "each rank starts through %s: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE "
+                    "from the launcher, MASTER_ADDR/MASTER_PORT from here, its own "
+                    "CUDA_VISIBLE_DEVICES on GPU hosts",
+              facts->rank_shim);
+    }
     if (opts->mps) {
         char limit[512];
         vgpurun_mps_limit(opts->mem_per_rank_bytes + VGPURUN_MPS_HEADROOM_BYTES, facts->gpu_count,
@@ -555,6 +573,8 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
     for (int i = 0; i < opts->launcher_arg_count; i++)
         if (add_arg_(plan, opts->launcher_args[i]))
             goto no_memory;
+    if (facts->rank_shim && add_arg_(plan, facts->rank_shim))
+        goto no_memory;
     for (int i = 0; i < opts->program_count; i++)
         if (add_arg_(plan, opts->program[i]))
             goto no_memory;
@@ -563,6 +583,80 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
 no_memory:
     return util_errorf(err, err_bytes, VGPU_ECONFIG,
                        "the command is too long (at most %d arguments)", VGPURUN_MAX_ARGS);
+}
+
+int vgpurun_slurm_tasks_on_node(const char *list, int node)
+{
+    if (!list || node < 0)
+        return -1;
+    const char *p = list;
+    int first = 0; // the first node of the current group
+    while (*p) {
+        char *end;
+        long tasks = strtol(p, &end, 10);
+        if (end == p || tasks < 0)
+            return -1;
+        long repeat = 1;
+        p = end;
+        if (*p == '(') {
+            if (p[1] != 'x')
+                return -1;
+            repeat = strtol(p + 2, &end, 10);
+            if (end == p + 2 || *end != ')' || repeat < 1)
+                return -1;
+            p = end + 1;
+        }
+        if (node < first + repeat)
+            return (int)tasks;
+        first += (int)repeat;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return -1;
+}
+
+// A non-negative decimal from the environment, or -1.
+static int env_count_(vgpurun_getenv_fn get, const char *name)
+{
+    const char *v = get(name);
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : -1;
+    return v && *v && !*end && n >= 0 && n <= 1 << 24 ? (int)n : -1;
+}
+
+int vgpurun_rank_identity(vgpurun_getenv_fn get, struct vgpurun_rank_id *id, char *err,
+                          size_t err_bytes)
+{
+    *id = (struct vgpurun_rank_id){-1, -1, -1, -1, 0};
+    if (get("OMPI_COMM_WORLD_RANK")) {
+        id->rank = env_count_(get, "OMPI_COMM_WORLD_RANK");
+        id->world_size = env_count_(get, "OMPI_COMM_WORLD_SIZE");
+        id->local_rank = env_count_(get, "OMPI_COMM_WORLD_LOCAL_RANK");
+        id->local_size = env_count_(get, "OMPI_COMM_WORLD_LOCAL_SIZE");
+        id->node = 0; // mpirun places by host itself; the shim needs no index
+    } else if (get("SLURM_PROCID")) {
+        id->rank = env_count_(get, "SLURM_PROCID");
+        id->world_size = env_count_(get, "SLURM_NTASKS");
+        id->local_rank = env_count_(get, "SLURM_LOCALID");
+        id->node = env_count_(get, "SLURM_NODEID");
+        const char *list = get("SLURM_STEP_TASKS_PER_NODE");
+        if (!list)
+            list = get("SLURM_TASKS_PER_NODE");
+        id->local_size = vgpurun_slurm_tasks_on_node(list, id->node);
+    } else {
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "not started by a launcher (no OMPI_COMM_WORLD_RANK or SLURM_PROCID): "
+                           "run it through vgpurun");
+    }
+    if (id->rank < 0 || id->world_size < 1 || id->rank >= id->world_size || id->local_rank < 0 ||
+        id->local_size < 1 || id->local_rank >= id->local_size || id->node < 0)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "the launcher's variables do not add up: rank %d of %d, local rank "
+                           "%d of %d on node %d",
+                           id->rank, id->world_size, id->local_rank, id->local_size, id->node);
+    return VGPU_OK;
 }
 
 void vgpurun_plan_free(struct vgpurun_plan *plan)

@@ -68,7 +68,32 @@ struct vgpurun_facts {
     int gpu_uuid_count;           // NULL/0 when unknown
     const char *host;           // this host's name, for messages
     const char *const *env_names; // variables set in the environment (names only), NULL-terminated
+    // Any program as a rank: the per-rank shim (vgpurun-rank beside vgpurun;
+    // NULL = the program runs as it is) and the rendezvous it passes on.
+    const char *rank_shim;
+    const char *master_addr;    // where rank 0 runs, as the ranks reach it
+    int master_port;            // a port for rank 0's rendezvous
 };
+
+// A rank as the frameworks name it (torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE), from the launcher's variables.
+struct vgpurun_rank_id {
+    int rank, world_size, local_rank, local_size;
+    int node;                   // host index (Slurm's SLURM_NODEID; 0 under mpirun)
+};
+
+// Reads the rank's identity through get (getenv, or a test's table): Open
+// MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, else Slurm's
+// SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE
+// (or SLURM_TASKS_PER_NODE) at SLURM_NODEID. Returns VGPU_OK, or VGPU_ECONFIG
+// with the reason in err (not under a launcher, or inconsistent values).
+typedef const char *(*vgpurun_getenv_fn)(const char *name);
+int vgpurun_rank_identity(vgpurun_getenv_fn get, struct vgpurun_rank_id *id, char *err,
+                          size_t err_bytes);
+
+// Tasks on node `node` of a Slurm tasks-per-node list ("2(x3),1": 2 on each
+// of nodes 0-2, 1 on node 3); -1 when the list is malformed or too short.
+int vgpurun_slurm_tasks_on_node(const char *list, int node);
 
 struct vgpurun_plan {
     char *argv[VGPURUN_MAX_ARGS]; // launcher command, NULL-terminated, owned

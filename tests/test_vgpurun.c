@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "status.h"
 #include "vgpurun_plan.h"
 
 // Builds the plan for `vgpurun ARGS...` on a machine described by facts and
@@ -330,6 +331,85 @@ static void test_mps_limit_rounds_up_to_mib(void **state)
                         "0=3072MB,1=3072MB,2=3072MB");
 }
 
+// Any program: the shim goes before it, the rendezvous travels with -x, and
+// the user's own MASTER_PORT is left alone.
+static void test_any_program_starts_through_the_shim(void **state)
+{
+    (void)state;
+    struct vgpurun_facts facts = user_2cores;
+    facts.rank_shim = "/opt/vgpu/vgpurun-rank";
+    facts.master_addr = "10.0.0.1";
+    facts.master_port = 29517;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--", "python3", "t.py"),
+                        "MASTER_ADDR=10.0.0.1 MASTER_PORT=29517 mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed -x MASTER_ADDR -x MASTER_PORT "
+                        "/opt/vgpu/vgpurun-rank python3 t.py");
+    const char *env[] = {"MASTER_PORT", NULL};
+    facts.env_names = env;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "--", "python3", "t.py"),
+                        "MASTER_ADDR=10.0.0.1 mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed -x MASTER_ADDR -x MASTER_PORT "
+                        "/opt/vgpu/vgpurun-rank python3 t.py");
+}
+
+// The rank's identity from the launcher's variables (a table stands in for
+// the environment).
+static const char *const *table_;
+static const char *table_get_(const char *name)
+{
+    for (int i = 0; table_[i]; i += 2)
+        if (!strcmp(table_[i], name))
+            return table_[i + 1];
+    return NULL;
+}
+
+static void test_rank_identity_from_the_launcher(void **state)
+{
+    (void)state;
+    struct vgpurun_rank_id id;
+    char err[256];
+    const char *ompi[] = {"OMPI_COMM_WORLD_RANK", "5", "OMPI_COMM_WORLD_SIZE", "8",
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "1", "OMPI_COMM_WORLD_LOCAL_SIZE", "4",
+                          NULL};
+    table_ = ompi;
+    assert_int_equal(vgpurun_rank_identity(table_get_, &id, err, sizeof err), 0);
+    assert_int_equal(id.rank, 5);
+    assert_int_equal(id.world_size, 8);
+    assert_int_equal(id.local_rank, 1);
+    assert_int_equal(id.local_size, 4);
+    // Slurm: 2 tasks on each of nodes 0-2, 1 on node 3; rank 6 is node 3's.
+    const char *slurm[] = {"SLURM_PROCID", "6", "SLURM_NTASKS", "7", "SLURM_LOCALID", "0",
+                           "SLURM_NODEID", "3", "SLURM_STEP_TASKS_PER_NODE", "2(x3),1", NULL};
+    table_ = slurm;
+    assert_int_equal(vgpurun_rank_identity(table_get_, &id, err, sizeof err), 0);
+    assert_int_equal(id.rank, 6);
+    assert_int_equal(id.local_size, 1);
+    assert_int_equal(id.node, 3);
+    const char *none[] = {"HOME", "/root", NULL};
+    table_ = none;
+    assert_int_equal(vgpurun_rank_identity(table_get_, &id, err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "run it through vgpurun"));
+    const char *bad[] = {"OMPI_COMM_WORLD_RANK", "4", "OMPI_COMM_WORLD_SIZE", "4",
+                         "OMPI_COMM_WORLD_LOCAL_RANK", "0", "OMPI_COMM_WORLD_LOCAL_SIZE", "1",
+                         NULL};
+    table_ = bad;
+    assert_int_equal(vgpurun_rank_identity(table_get_, &id, err, sizeof err), VGPU_ECONFIG);
+    assert_non_null(strstr(err, "rank 4 of 4"));
+}
+
+static void test_slurm_tasks_per_node(void **state)
+{
+    (void)state;
+    assert_int_equal(vgpurun_slurm_tasks_on_node("4", 0), 4);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("4", 1), -1);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("2(x3),1", 2), 2);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("2(x3),1", 3), 1);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("1,3(x2)", 2), 3);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("2(3)", 0), -1);
+    assert_int_equal(vgpurun_slurm_tasks_on_node("x", 0), -1);
+    assert_int_equal(vgpurun_slurm_tasks_on_node(NULL, 0), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +425,9 @@ int main(void)
         cmocka_unit_test_teardown(test_variables_and_launcher_options_pass_through, teardown_),
         cmocka_unit_test_teardown(test_a_terminal_asks_for_the_bar, teardown_),
         cmocka_unit_test_teardown(test_version_and_help_run_nothing, teardown_),
+        cmocka_unit_test_teardown(test_any_program_starts_through_the_shim, teardown_),
+        cmocka_unit_test(test_rank_identity_from_the_launcher),
+        cmocka_unit_test(test_slurm_tasks_per_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

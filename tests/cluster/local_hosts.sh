@@ -50,7 +50,7 @@ run "6 ranks on 3 hosts" 90 "${VGPURUN[@]}" -np 6 --verbose -- "$TRAIN" "$CONFIG
   --set train.deterministic=true
 crossed=$(($(bridge_bytes) - bytes0))
 expect_rc 0
-expect_out '^vgpurun: mpirun -np 6 --hostfile '
+expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*mpirun -np 6 --hostfile .* [^ ]*/vgpurun-rank [^ ]*/vgpu_train '
 expect_out 'vgpu: no GPU: 6 CPU-simulated virtual GPUs \(6 ranks, 3 hosts\)'
 for r in 0 1 2 3 4 5; do expect_out "^ +$r +$NAME-h$((r / 2)) +$((r % 2)) +cpu0 "; done
 expect_out '^vgpu_train: done ranks=6 devices=3xcpu/6vgpu .*status=ok$'

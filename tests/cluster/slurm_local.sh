@@ -49,7 +49,7 @@ expect_rc 0
 echo "--- job output:"
 sed 's/^/     | /' "$T/job.out"
 out=$(cat "$T/job.out")
-expect_out '^vgpurun: srun --mpi=pmix --export=ALL -n 4 .*/vgpu_train .*synthetic_small\.ini --set devices\.kind=cpu --set checkpoint\.dir=.*/ckpt$'
+expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*srun --mpi=pmix --export=ALL -n 4 .*/vgpurun-rank [^ ]*/vgpu_train .*synthetic_small\.ini --set devices\.kind=cpu --set checkpoint\.dir=.*/ckpt$'
 expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
 for r in 0 1 2 3; do expect_out "^ +$r +$HOST +$r +cpu0 "; done
 expect_out 'collectives: ring'

@@ -10,7 +10,7 @@ cores=$(nproc)
 
 run "dry run, 2x cores ranks" 10 "$VGPURUN" -np $((2 * cores)) --dry-run -- "$TRAIN" c.ini
 expect_rc 0
-expect_out "^mpirun -np $((2 * cores)) .*--oversubscribe --map-by slot --bind-to none( -x [A-Z_]+)* $TRAIN c.ini\$"
+expect_out "^([A-Z_]+=[^ ]+ )*mpirun -np $((2 * cores)) .*--oversubscribe --map-by slot --bind-to none( -x [A-Z_]+)* [^ ]*/vgpurun-rank $TRAIN c.ini\$"
 # As root vgpurun adds the flag, unless the environment already allows root
 # (many MPI container images export both variables).
 if [ "$(id -u)" = 0 ] && ! { [ "${OMPI_ALLOW_RUN_AS_ROOT:-}" = 1 ] &&
@@ -22,7 +22,7 @@ fi
 
 run "dry run, localhost hostfile" 10 "$VGPURUN" --hostfile "$HOSTFILES/localhost" --mem-per-rank 48M --dry-run -- prog
 expect_rc 0
-expect_out '^VGPU_MEMORY_LIMIT=48M mpirun -np 4 -q --hostfile .*/localhost .*--bind-to numa:overload-allowed -x VGPU_MEMORY_LIMIT( -x [A-Z_]+)* prog$'
+expect_out '^VGPU_MEMORY_LIMIT=48M ([A-Z_]+=[^ ]+ )*mpirun -np 4 -q --hostfile .*/localhost .*--bind-to numa:overload-allowed -x VGPU_MEMORY_LIMIT( -x [A-Z_]+)* [^ ]*/vgpurun-rank prog$'
 expect_no_out '--oversubscribe'
 
 # The shipped hostfile says slots=4, more than this machine's cores: binding
@@ -37,7 +37,7 @@ expect_out '^vgpu_train: done ranks=4 .*status=ok$'
 
 run "4 ranks train through vgpurun" 120 "$VGPURUN" -np 4 --verbose -- "$TRAIN" "$CONFIGS/synthetic_small.ini"
 expect_rc 0
-expect_out '^vgpurun: mpirun -np 4 '
+expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*mpirun -np 4 '
 expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
 expect_out '^vgpu_train: done ranks=4 .*status=ok$'
 expect_no_shm

@@ -75,7 +75,7 @@ for stage in data open warmup; do
   kill -TERM "$job"
   wait_job 20
   expect_rc 75
-  expect_within 5
+  expect_within 6 # the 3 s pause, then the milestone
   expect_out "vgpu_train: stopped before the first step \(signal SIGUSR1\)"
   # From the device's opening on, the run has a summary line.
   [ "$stage" = data ] || expect_out 'status=preempted$'

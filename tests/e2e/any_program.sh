@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# any_program.sh: vgpurun runs programs that know nothing of vgpu. Every rank
+# gets torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+# MASTER_ADDR, MASTER_PORT) and, on a GPU host, its own CUDA_VISIBLE_DEVICES
+# by the binding policy (here on simulated GPUs). The PyTorch DDP script:
+# ddp.sh.
+source "$(dirname "$0")/lib.sh"
+VGPURUN=$VGPU_BUILD_DIR/vgpurun
+
+run "vgpurun -np 3 -- env" 60 "$VGPURUN" -np 3 -- env
+expect_rc 0
+for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE; do
+  got=$(grep -E "^$v=" <<<"$out" | sort | tr '\n' ' ')
+  case $v in
+    RANK|LOCAL_RANK) want="$v=0 $v=1 $v=2 " ;;
+    *) want="$v=3 $v=3 $v=3 " ;;
+  esac
+  if [ "$got" = "$want" ]; then ok "$v per rank: $got"; else bad "$v: '$got', want '$want'"; fi
+done
+if [ "$(grep -cE '^MASTER_ADDR=127\.0\.0\.1$' <<<"$out")" = 3 ] &&
+   [ "$(grep -E '^MASTER_PORT=[0-9]+$' <<<"$out" | sort -u | wc -l)" = 1 ]; then
+  ok "MASTER_ADDR=127.0.0.1 and one MASTER_PORT on every rank"
+else
+  bad "MASTER_ADDR / MASTER_PORT not the same on every rank"
+fi
+
+# The user's own rendezvous wins.
+run "MASTER_PORT of the user's" 60 env MASTER_PORT=29999 "$VGPURUN" -np 2 -- sh -c 'echo "port=$MASTER_PORT"'
+expect_rc 0
+if [ "$(grep -c '^port=29999$' <<<"$out")" = 2 ]; then ok "MASTER_PORT=29999 kept"; else bad "MASTER_PORT overridden"; fi
+
+# GPUs: ranks fill them in order, each sees only its own (by UUID).
+run "4 ranks on 2 simulated GPUs" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" -np 4 -- \
+  sh -c 'echo "rank $RANK sees $CUDA_VISIBLE_DEVICES"'
+expect_rc 0
+g0=GPU-5117a000-0000-4000-8000-000000000000 g1=GPU-5117a000-0000-4000-8000-000000000001
+for r in 0 1; do expect_out "^rank $r sees $g0\$"; done
+for r in 2 3; do expect_out "^rank $r sees $g1\$"; done
+run "--ranks-per-gpu 1 on 2 GPUs, 4 ranks" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" -np 4 \
+  --ranks-per-gpu 1 -- sh -c 'echo "rank $RANK sees $CUDA_VISIBLE_DEVICES"'
+expect_nonzero
+expect_out 'vgpurun-rank: rank [0-9]: .*'
+run "no GPU: CUDA_VISIBLE_DEVICES untouched" 60 "$VGPURUN" -np 2 -- sh -c 'echo "cvd=${CUDA_VISIBLE_DEVICES-unset}"'
+expect_rc 0
+if [ "$(grep -c '^cvd=unset$' <<<"$out")" = 2 ]; then ok "no CUDA_VISIBLE_DEVICES without GPUs"; else bad "CUDA_VISIBLE_DEVICES set without GPUs"; fi
+
+finish
