@@ -6,7 +6,7 @@
 # and the summary at the end says so, with the command that enables them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-test_packages=(slurm-wlm munge iproute2 tmux python3 python3-torch)
+test_packages=(slurm-wlm munge iproute2 tmux python3 python3-torch gnuplot-nox)
 scripts/install_packages.sh --optional "${test_packages[@]}"
 scripts/setup.sh ${VGPU_CMAKE_ARGS:-}
 cd "${VGPU_BUILD_DIR:-build}"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# plot_metrics.sh: a picture of a vgpu_train run from its --metrics CSV: loss
+# and accuracy against step (train rows and eval rows), and throughput against
+# time. Resumed runs plot as one (the resume rows mark the seams, drawn as
+# vertical lines). Needs gnuplot (apt-get install gnuplot-nox).
+# Usage: scripts/plot_metrics.sh METRICS.csv [OUT.png]   (default: METRICS.png)
+set -euo pipefail
+usage() { echo "usage: scripts/plot_metrics.sh METRICS.csv [OUT.png]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+case $1 in -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+csv=$1
+out=${2:-${csv%.csv}.png}
+[ -r "$csv" ] || { echo "plot_metrics: cannot read $csv" >&2; exit 2; }
+header=$(head -n 1 "$csv")
+[ "$header" = "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s" ] ||
+  { echo "plot_metrics: $csv is not a vgpu_train metrics CSV (first line: $header)" >&2; exit 2; }
+grep -q '^train,' "$csv" || { echo "plot_metrics: $csv has no train rows to plot" >&2; exit 2; }
+command -v gnuplot >/dev/null ||
+  { echo "plot_metrics: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
+
+title=$(basename "$csv")
+seams=$(awk -F, '$1 == "resume" { printf "set arrow from %s, graph 0 to %s, graph 1 nohead dt 2 lc rgb \"gray40\"\n", $3, $3 }' "$csv")
+gnuplot <<GP
+set terminal pngcairo size 800,760 font "sans,9" noenhanced
+set output "$out"
+set datafile separator ","
+set key top right
+set grid
+set multiplot layout 3,1 title "vgpu_train: $title"
+$seams
+set ylabel "loss"
+set xlabel "step"
+plot "$csv" using 3:(strcol(1) eq "train" ? \$5 : 1/0) every ::1 with linespoints pt 7 ps 0.4 title "train", \
+     "$csv" using 3:(strcol(1) eq "eval" ? \$5 : 1/0) every ::1 with linespoints pt 5 ps 0.8 title "eval (test set)"
+set ylabel "accuracy"
+set yrange [0:1]
+set key bottom right
+plot "$csv" using 3:(strcol(1) eq "train" ? \$6 : 1/0) every ::1 with linespoints pt 7 ps 0.4 title "train", \
+     "$csv" using 3:(strcol(1) eq "eval" ? \$6 : 1/0) every ::1 with linespoints pt 5 ps 0.8 title "eval (test set)"
+set yrange [*:*]
+set key top right
+unset arrow
+set ylabel "samples/s"
+set xlabel "training time (s)"
+plot "$csv" using 9:(strcol(1) eq "train" ? \$8 : 1/0) every ::1 with linespoints pt 7 ps 0.4 title "throughput (all ranks)"
+unset multiplot
+GP
+echo "plot_metrics: wrote $out"
