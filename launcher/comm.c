@@ -72,7 +72,12 @@ int comm_size(const comm_t *c) { return c ? c->size : 0; }
 struct comm_stats comm_get_stats(const comm_t *c)
 {
     struct comm_stats none = {0};
-    return c ? c->stats : none;
+    if (!c)
+        return none;
+    struct comm_stats s = c->stats;
+    s.wait_known = c->impl && c->ops->waited;
+    s.wait_seconds = s.wait_known ? c->ops->waited(c) : 0;
+    return s;
 }
 
 // A device buffer of `bytes` must lie wholly inside the comm's device arena:

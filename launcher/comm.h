@@ -22,6 +22,11 @@ struct comm_stats {
     uint64_t calls;        // collectives issued
     uint64_t bytes;        // payload bytes passed to collectives
     double seconds;        // time spent inside collectives
+    // Of those, time spent waiting for peers to arrive (the ring: a same-host
+    // neighbour's progress; across hosts, waits inside MPI transfers count as
+    // moving data). wait_known = 0 where the backend cannot tell (mpi, nccl).
+    double wait_seconds;
+    int wait_known;
 };
 
 // Name of the backend in use ("ring", "mpi", "nccl").

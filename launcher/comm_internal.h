@@ -36,6 +36,9 @@ struct comm_ops {
     int (*all_to_all)(comm_t *c, const void *send, void *recv, size_t bytes);
     int (*barrier)(comm_t *c);
     void (*destroy)(comm_t *c);
+    // Seconds spent waiting for peers so far (comm_stats.wait_seconds); NULL
+    // where the backend cannot tell.
+    double (*waited)(const comm_t *c);
 };
 
 struct comm {

@@ -591,6 +591,12 @@ static int ring_barrier_(comm_t *c)
     return ring_core_barrier(&rc->core);
 }
 
+static double ring_waited_(const comm_t *c)
+{
+    const struct ring_comm *rc = c->impl;
+    return rc->core.waited_s;
+}
+
 const struct comm_ops comm_ring_ops = {
     .name = "ring",
     .create = ring_create_,
@@ -601,4 +607,5 @@ const struct comm_ops comm_ring_ops = {
     .all_reduce_update = ring_all_reduce_update_,
     .barrier = ring_barrier_,
     .destroy = ring_destroy_,
+    .waited = ring_waited_,
 };

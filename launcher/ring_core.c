@@ -64,7 +64,10 @@ static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t t
                               .spin_count = r->spin_count,
                               .on_slow = on_slow_,
                               .arg = &arg};
-    if (shm_flag_wait(&l->slot->progress, target, &o) < 0)
+    const double t0 = util_now_s();
+    int rc = shm_flag_wait(&l->slot->progress, target, &o);
+    r->waited_s += util_now_s() - t0;
+    if (rc < 0)
         return fail_timeout_(r, l->rank, r->timeout_s);
     return 0;
 }

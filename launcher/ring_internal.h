@@ -68,6 +68,7 @@ struct ring_core {
     double timeout_s;        // bound on every wait, seconds
     unsigned spin_count;     // polls before sleeping, iterations
     int broken;              // a wait timed out: the ring state is unusable
+    double waited_s;         // time spent waiting for a same-host neighbour's progress, seconds
     ring_report_fn report;   // diagnostics for slow/missing peers
     void *report_arg;        // for report
 };

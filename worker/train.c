@@ -24,6 +24,14 @@ static int fill_result_(struct trainer *t, struct train_result *res)
     res->steps = t->step;
     res->train_loss = t->last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
+    const double n = t->clock.steps > 0 ? (double)t->clock.steps : 1;
+    res->time = (struct step_breakdown){
+        .compute_ms = 1e3 * t->clock.compute_s / n,
+        .wait_ms = 1e3 * t->clock.wait_s / n,
+        .move_ms = 1e3 * fmax(0, t->clock.comm_s - t->clock.wait_s - t->clock.optim_in_comm_s) / n,
+        .optim_ms = 1e3 * t->clock.optim_s / n,
+        .wait_known = t->clock.wait_known,
+    };
     if (t->rt->rank != 0)
         return 0;
     const size_t bytes = t->model.param_count * sizeof(float);

@@ -31,6 +31,14 @@ struct train_result {
     char checkpoint[320];      // rank 0: the last checkpoint written ("" = none)
     char split[256];           // rank 0, train.balance = dynamic: each rank's mean rows per
                                // full batch over the run, e.g. "141,115" ("" otherwise)
+    // This rank's mean milliseconds per step of this run (0 steps: zeros):
+    // its own compute; in collectives, waiting for peers and moving data; its
+    // optimizer (inside the sharded all-reduce too). wait_known = 0 where the
+    // backend cannot tell waiting from moving (then wait_ms is 0).
+    struct step_breakdown {
+        double compute_ms, wait_ms, move_ms, optim_ms;
+        int wait_known;
+    } time;
 };
 
 // The job's data, loaded by every rank (host memory).

@@ -260,6 +260,49 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
     fflush(stdout);
 }
 
+// One rank's step breakdown as "C/W/M/O@rR" (W "-" where the backend cannot
+// tell waiting from moving).
+static void format_breakdown_(char *buf, size_t bytes, const struct step_breakdown *b, int rank)
+{
+    char wait[32] = "-";
+    if (b->wait_known)
+        snprintf(wait, sizeof wait, "%.2f", b->wait_ms);
+    snprintf(buf, bytes, "%.2f/%s/%.2f/%.2f@r%d", b->compute_ms, wait, b->move_ms, b->optim_ms,
+             rank);
+}
+
+// The ranks whose own work (compute and optimizer) per step is the largest
+// and the smallest: the one the others wait for, and the one that waits most.
+static void slowest_fastest_(const struct step_breakdown *t, int n, int *slow, int *fast)
+{
+    *slow = *fast = 0;
+    for (int r = 1; r < n; r++) {
+        const double w = t[r].compute_ms + t[r].optim_ms;
+        if (w > t[*slow].compute_ms + t[*slow].optim_ms)
+            *slow = r;
+        if (w < t[*fast].compute_ms + t[*fast].optim_ms)
+            *fast = r;
+    }
+}
+
+// Rank 0's table of where a step's time went, slowest and fastest rank.
+static void print_breakdown_(const struct step_breakdown *t, int n, int slow, int fast, long steps)
+{
+    printf("vgpu_train: step time, ms per step over %ld steps: compute | waiting for peers | "
+           "moving data | optimizer\n",
+           steps);
+    const int ranks[2] = {slow, fast};
+    const char *what[2] = {"slowest", "fastest"};
+    for (int i = 0; i < (n > 1 ? 2 : 1); i++) {
+        const struct step_breakdown *b = &t[ranks[i]];
+        char wait[32] = "      -";
+        if (b->wait_known)
+            snprintf(wait, sizeof wait, "%7.2f", b->wait_ms);
+        printf("  %-7s rank %-4d %7.2f | %s | %7.2f | %7.2f\n", n > 1 ? what[i] : "", ranks[i],
+               b->compute_ms, wait, b->move_ms, b->optim_ms);
+    }
+}
+
 int train_print_summary(struct runtime *rt, const struct train_result *res, int verdict,
                         const struct train_options *opts, double wall_s)
 {
@@ -269,11 +312,25 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
                          : verdict == VGPU_EIO        ? "metrics_lost"
                                                       : NULL;
     double *peaks = malloc((size_t)rt->size * sizeof *peaks);
-    int rc = peaks ? 0 : VGPU_ENOMEM;
+    struct step_breakdown *times = malloc((size_t)rt->size * sizeof *times);
+    int rc = peaks && times ? 0 : VGPU_ENOMEM;
     rc = runtime_agree_min(rt, rc);
     if (rc == 0) {
         double peak = (double)device_peak_bytes(&rt->dev);
         runtime_gather_all(rt, &peak, peaks, sizeof peak);
+        runtime_gather_all(rt, &res->time, times, sizeof res->time);
+    }
+    char step_ms[160] = "";
+    if (rc == 0 && rt->rank == 0 && status) {
+        int slow, fast;
+        slowest_fastest_(times, rt->size, &slow, &fast);
+        char a[72], b[72];
+        format_breakdown_(a, sizeof a, &times[slow], slow);
+        format_breakdown_(b, sizeof b, &times[fast], fast);
+        snprintf(step_ms, sizeof step_ms, " step_ms=%s%s%s", a, rt->size > 1 ? "," : "",
+                 rt->size > 1 ? b : "");
+        if (!opts->quiet && res->steps > 0)
+            print_breakdown_(times, rt->size, slow, fast, res->steps);
     }
     if (rc == 0 && rt->rank == 0 && status) {
         // One token per field (key=value, no spaces): "a,b,c", or "lo..hi"
@@ -285,17 +342,18 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
                  res->epochs);
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s data=%s epochs=%s "
                "steps=%ld "
-               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f "
+               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f%s "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
                rt->size, rt->physical_devices, rt->simulated ? "cuda-sim" : device_kind(&rt->dev),
                rt->size,
                comm_backend_name(rt->comm), res->data ? res->data : "?", epochs, res->steps,
                res->train_loss,
-               res->test_loss, res->test_acc, res->samples_per_s, wall_s, mem,
+               res->test_loss, res->test_acc, res->samples_per_s, wall_s, step_ms, mem,
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
         fflush(stdout);
     }
     free(peaks);
+    free(times);
     return rc;
 }
 

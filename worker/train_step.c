@@ -93,8 +93,31 @@ static int update_shard_(void *arg, size_t first, size_t count)
 {
     struct shard_update *u = arg;
     struct trainer *t = u->t;
-    return optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
-                              count);
+    const double t0 = util_now_s();
+    int rc = optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
+                                count);
+    const double took = util_now_s() - t0;
+    t->clock.optim_s += took;
+    t->clock.optim_in_comm_s += took;
+    return rc;
+}
+
+// The step's collectives' time, from the backend's own accounting.
+static void clock_comm_(struct trainer *t, const struct comm_stats *before)
+{
+    const struct comm_stats now = comm_get_stats(t->rt->comm);
+    t->clock.comm_s += now.seconds - before->seconds;
+    t->clock.wait_s += now.wait_seconds - before->wait_seconds;
+    t->clock.wait_known = now.wait_known;
+}
+
+// The optimizer's step outside any collective, timed.
+static int clocked_optim_step_(struct trainer *t, float lr)
+{
+    const double t0 = util_now_s();
+    int rc = optim_step(&t->opt, t->dev, t->model.params, t->model.grads, lr);
+    t->clock.optim_s += util_now_s() - t0;
+    return rc;
 }
 
 // This rank's piece of the batch in one pass, then the gradients are summed
@@ -109,8 +132,11 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
     // This rank's compute, timed (before any wait for the others) when it is measured.
     double stats[XENT_STATS] = {0}, seconds = 0;
     const int timed = t->balancing || t->env->slow_rank == t->rt->rank;
+    const double c0 = util_now_s();
     TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
                            stats, timed, &seconds));
+    t->clock.compute_s += util_now_s() - c0;
+    t->clock.steps++;
     t->window[0] += stats[0];
     t->window[1] += stats[1];
     t->window[2] += (double)b->count;
@@ -119,14 +145,18 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
         t->busy_rows += (double)b->count;
         t->busy_steps++;
     }
+    const struct comm_stats before = comm_get_stats(t->rt->comm);
     if (!t->cfg->train.shard_optimizer) {
         TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
-        return optim_step(&t->opt, t->dev, m->params, m->grads, lr);
+        clock_comm_(t, &before);
+        return clocked_optim_step_(t, lr);
     }
     optim_begin_step(&t->opt);
     struct shard_update u = {t, lr};
-    return comm_all_reduce_update(t->rt->comm, m->grads, m->params, m->param_count, update_shard_,
-                                  &u);
+    int rc = comm_all_reduce_update(t->rt->comm, m->grads, m->params, m->param_count,
+                                    update_shard_, &u);
+    clock_comm_(t, &before);
+    return rc;
 }
 
 static int noop_update_(void *arg, size_t first, size_t count)
@@ -244,9 +274,15 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
     struct mlp *m = &t->model;
     const long M = t->cfg->train.micro_batches;
     memset(t->micro_stats, 0, (size_t)M * XENT_STATS * sizeof(double));
+    const double c0 = util_now_s();
     TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->rt->rank], t->parts,
                          t->micro_stats));
+    t->clock.compute_s += util_now_s() - c0;
+    t->clock.steps++;
+    const struct comm_stats before = comm_get_stats(t->rt->comm);
     TRY(comm_all_reduce_tree(t->rt->comm, t->parts, t->parts_per_rank, m->grads, m->param_count));
+    clock_comm_(t, &before);
+    t->clock.wait_known = 0; // the tree's exchange is MPI's all-to-all: waits are not told apart
     runtime_sum_doubles(t->rt, t->micro_stats, (int)(M * XENT_STATS));
     if (t->rt->rank == 0) {
         for (long mb = 0; mb < M; mb++)
@@ -254,7 +290,7 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
                 t->window[k] += t->micro_stats[mb * XENT_STATS + k];
         t->window[2] += (double)b->global_count;
     }
-    return optim_step(&t->opt, t->dev, m->params, m->grads, lr);
+    return clocked_optim_step_(t, lr);
 }
 
 // The same micro-batches on one device, summed by the same tree.

@@ -55,6 +55,22 @@ expect_rc 0
 expect_out 'VGPU_INJECT_KILL: step 500 is not among this run.s steps 1\.\.40; nothing injected'
 expect_out 'status=ok'
 
+# A slow rank: the step-time breakdown names it the slowest, with about
+# FACTOR times the compute, and the other rank waits for it.
+run "slow rank 1 (x4): the breakdown" 60 env VGPU_INJECT_SLOW=1:4 "$MPIRUN" -np 2 "$TRAIN" \
+  "$FAULT_CONFIG" --set train.max_steps=60 --set devices.cpu_threads=1
+expect_rc 0
+expect_out '^  slowest rank 1 '
+expect_out '^  fastest rank 0 '
+bd=$(grep -oE 'step_ms=[^ ]+' <<<"$out" | cut -d= -f2)
+IFS='/@,' read -r c1 w1 m1 o1 r1 c0 w0 m0 o0 r0 <<<"$bd"
+echo "--- step_ms: $bd"
+if [ "$r1" = r1 ] && [ "$r0" = r0 ] && [ "$(echo "$c1 > 2 * $c0 && $w0 > $w1" | bc -l)" = 1 ]; then
+  ok "rank 1 computes ${c1} ms a step against rank 0's ${c0}; rank 0 waits ${w0} ms against ${w1}"
+else
+  bad "breakdown does not show the slow rank: $bd"
+fi
+
 # A malformed value is said and ignored.
 run "malformed" 60 env VGPU_INJECT_HANG=1@soon "$MPIRUN" -np 2 "$TRAIN" "$FAULT_CONFIG" --quiet \
   --set train.max_steps=10
