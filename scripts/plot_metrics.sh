@@ -12,7 +12,8 @@ csv=$1
 out=${2:-${csv%.csv}.png}
 [ -r "$csv" ] || { echo "plot_metrics: cannot read $csv" >&2; exit 2; }
 header=$(head -n 1 "$csv")
-[ "$header" = "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s" ] ||
+# The first nine columns are those of every version (later ones add columns).
+[[ $header == kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s* ]] ||
   { echo "plot_metrics: $csv is not a vgpu_train metrics CSV (first line: $header)" >&2; exit 2; }
 grep -q '^train,' "$csv" || { echo "plot_metrics: $csv has no train rows to plot" >&2; exit 2; }
 command -v gnuplot >/dev/null ||

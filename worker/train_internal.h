@@ -79,13 +79,14 @@ struct trainer {
     struct train_data *data;       // the data sets, in host memory
     const struct vgpu_env *env;    // environment switches (injected faults among them)
     struct inject_plan inject;     // when this rank hangs, dies or drifts (VGPU_INJECT_*)
-    // Where this run's steps went on this rank, seconds summed over `steps`.
-    struct {
+    // Where this run's steps went on this rank, seconds summed over `steps`;
+    // clock_mark: its value at the last metrics row.
+    struct step_clock {
         double compute_s, comm_s, wait_s, optim_s;
         double optim_in_comm_s;    // of optim_s, inside the sharded all-reduce
         long steps;
         int wait_known;
-    } clock;
+    } clock, clock_mark;
     const struct step_ops *mode;   // normal or deterministic steps
     // ---- the replica and where it is ----
     struct mlp model;              // parameters, gradients and activations on the device

@@ -75,7 +75,9 @@ static void metrics_flush_(struct trainer *t)
               t->opts->metrics_path, t->step, strerror(t->metrics_errno));
 }
 
-#define METRICS_HEADER "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\n"
+#define METRICS_HEADER_V1 "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s"
+// v2: train rows add rank 0's step-time breakdown over their window (ms per step).
+#define METRICS_HEADER METRICS_HEADER_V1 ",compute_ms,wait_ms,move_ms,optim_ms\n"
 
 int train_open_metrics(struct trainer *t, const char *path, int resuming)
 {
@@ -87,7 +89,16 @@ int train_open_metrics(struct trainer *t, const char *path, int resuming)
         return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
     }
     char first[sizeof METRICS_HEADER + 1] = "";
-    if (resuming && fgets(first, sizeof first, t->metrics) && strcmp(first, METRICS_HEADER) != 0) {
+    if (resuming && fgets(first, sizeof first, t->metrics) &&
+        strcmp(first, METRICS_HEADER_V1 "\n") == 0) {
+        log_error("--metrics %s was written by an older vgpu_train (no step-time columns); "
+                  "give the resumed run a new file",
+                  path);
+        fclose(t->metrics);
+        t->metrics = NULL;
+        return VGPU_ECONFIG;
+    }
+    if (resuming && first[0] && strcmp(first, METRICS_HEADER) != 0) {
         log_error("--metrics %s: the file exists and is not a vgpu_train metrics CSV (its first "
                   "line is not the header); name another file", path);
         fclose(t->metrics);
@@ -106,7 +117,7 @@ void train_metrics_resumed(struct trainer *t, long epoch)
         return;
     // Rows of the first part past this step were not kept by the
     // checkpoint: the resumed run's rows after this one replace them.
-    fprintf(t->metrics, "resume,%ld,%ld,%.6g,,,,,0.000\n", epoch + 1, t->step,
+    fprintf(t->metrics, "resume,%ld,%ld,%.6g,,,,,0.000,,,,\n", epoch + 1, t->step,
             optim_lr_at(t->cfg, t->step, t->total_steps));
     metrics_flush_(t);
 }
@@ -235,9 +246,22 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
                  "train.warmup_steps may help)", loss, t->step);
     }
     if (t->metrics && !t->metrics_errno) {
-        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f\n", epoch + 1, t->step, lr, loss,
-                acc, sps, t->train_seconds);
+        // Rank 0's breakdown over the steps since the last row.
+        const double steps = t->clock.steps > t->clock_mark.steps
+                                 ? (double)(t->clock.steps - t->clock_mark.steps) : 1;
+        const double comm = t->clock.comm_s - t->clock_mark.comm_s;
+        const double wait = t->clock.wait_s - t->clock_mark.wait_s;
+        const double inside = t->clock.optim_in_comm_s - t->clock_mark.optim_in_comm_s;
+        char wait_ms[32] = "";
+        if (t->clock.wait_known)
+            snprintf(wait_ms, sizeof wait_ms, "%.3f", 1e3 * wait / steps);
+        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f,%.3f,%s,%.3f,%.3f\n", epoch + 1,
+                t->step, lr, loss, acc, sps, t->train_seconds,
+                1e3 * (t->clock.compute_s - t->clock_mark.compute_s) / steps, wait_ms,
+                1e3 * fmax(0, comm - wait - inside) / steps,
+                1e3 * (t->clock.optim_s - t->clock_mark.optim_s) / steps);
         metrics_flush_(t);
+        t->clock_mark = t->clock;
     }
     if (!t->opts->quiet)
         print_progress_(t, epoch, lr, final, loss, acc, sps, sums + 3);
@@ -253,7 +277,7 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
         printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
                res->test_loss, res->test_acc, res->test_top5);
     if (t->metrics && !t->metrics_errno) {
-        fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f\n", number, t->step, lr,
+        fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f,,,,\n", number, t->step, lr,
                 res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
         metrics_flush_(t);
     }

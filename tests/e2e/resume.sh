@@ -40,6 +40,10 @@ run "resume into a file that is not a metrics CSV" 60 "$MPIRUN" -np 2 "$TRAIN" "
 expect_rc 2
 expect_out "metrics .*other.csv: the file exists and is not a vgpu_train metrics CSV"
 if [ "$(cat "$WORK/other.csv")" = "step,loss" ]; then ok "the other file is untouched"; else bad "other.csv changed"; fi
+printf 'kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s\ntrain,1,20,0.003,2.1,0.2,,100.0,0.1\n' >"$WORK/v1.csv"
+run "resume into an older metrics CSV" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet --resume "$ckpt" --metrics "$WORK/v1.csv"
+expect_rc 2
+expect_out "metrics .*v1.csv was written by an older vgpu_train \(no step-time columns\); give the resumed run a new file"
 
 expect_no_out 'schedule is rescaled' # a constant rate does not depend on the horizon
 

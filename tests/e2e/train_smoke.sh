@@ -17,7 +17,7 @@ else
 fi
 acc=$(grep -oE 'test_acc=[0-9.]+' <<<"$last" | cut -d= -f2)
 if [ -n "$acc" ] && [ "$(echo "$acc > 0.9" | bc)" = 1 ]; then ok "learns (test_acc=$acc)"; else bad "test_acc=$acc, expected > 0.9"; fi
-if head -1 "$WORK/m.csv" | grep -q '^kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s$' &&
+if head -1 "$WORK/m.csv" | grep -q '^kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s,compute_ms,wait_ms,move_ms,optim_ms$' &&
    grep -q '^eval,2,' "$WORK/m.csv"; then ok "metrics CSV"; else bad "metrics CSV: $(head -3 "$WORK/m.csv")"; fi
 expect_no_shm
 
