@@ -46,6 +46,9 @@ static const struct env_var vars_[] = {
     {"VGPU_INJECT_PERTURB", "RANK@WHEN",
      "injected fault: RANK nudges one parameter after step WHEN (a step, or random[:SEED]); the "
      "replica check (train.check_replicas_every) must catch it"},
+    {"VGPU_FLIGHT_DIR", "DIR",
+     "where the flight recorder writes a failing job's records, in a directory per job "
+     "(default: vgpu-flight in the working directory; README: When a job hangs or dies)"},
     {"VGPU_TEST_HOST", "NAME",
      "test hook: the rank counts as on host NAME (ranks naming the same host are one host), to "
      "rehearse several hosts on one machine"},
@@ -144,6 +147,7 @@ static void env_parse_(struct vgpu_env *e)
         else if (strcmp(v, "0") != 0)
             malformed_("VGPU_PLAN", v, "1 or 0");
     }
+    e->flight_dir = (v = getenv("VGPU_FLIGHT_DIR")) && *v ? v : "vgpu-flight";
     if ((v = getenv("VGPU_TEST_HOST")) && *v) {
         if (strlen(v) < sizeof e->test_host && !strchr(v, ' '))
             snprintf(e->test_host, sizeof e->test_host, "%s", v);

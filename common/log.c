@@ -43,6 +43,28 @@ void log_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+void log_lines(const char *text)
+{
+    size_t lines = 1, len = strlen(text);
+    for (const char *c = text; *c; c++)
+        lines += *c == '\n';
+    char *buf = malloc(len + lines * (strlen(identity_) + 1) + 1);
+    if (!buf) {
+        fputs(text, stderr);
+        return;
+    }
+    size_t at = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        const size_t n = end ? (size_t)(end - line) : strlen(line);
+        at += (size_t)sprintf(buf + at, "%s%.*s\n", identity_, (int)n, line);
+        line += n + (end != NULL);
+    }
+    fwrite(buf, 1, at, stderr);
+    fflush(stderr);
+    free(buf);
+}
+
 void log_fatal_at(const char *file, int line, int exit_code, const char *fmt, ...)
 {
     char msg[2048];

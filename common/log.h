@@ -27,6 +27,10 @@ void log_set_fatal_hook(log_fatal_hook_fn hook);
 void log_error(const char *fmt, ...) VGPU_PRINTF(1, 2);
 void log_warn(const char *fmt, ...) VGPU_PRINTF(1, 2);
 
+// Writes text (lines ending in newlines) to stderr at once, each line tagged
+// with the rank identity: a report of several lines stays together.
+void log_lines(const char *text);
+
 // Prints "[rank R@host] file:line: message" and ends the whole job with
 // exit_code through the fatal hook. Never returns.
 void log_fatal_at(const char *file, int line, int exit_code, const char *fmt, ...)

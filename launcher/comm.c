@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flight.h"
 #include "log.h"
 #include "util.h"
 
@@ -44,6 +45,7 @@ int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args
     c->ops = ops;
     c->dev = args->dev;
     c->timeout_s = args->timeout_s > 0 ? args->timeout_s : COMM_DEFAULT_TIMEOUT_S;
+    flight_set_backend(ops->name);
     MPI_Comm_rank(args->mpi_comm, &c->rank);
     MPI_Comm_size(args->mpi_comm, &c->size);
     int rc = ops->create(c, args);
@@ -97,8 +99,10 @@ static int check_buffer_(const comm_t *c, const void *ptr, size_t bytes, const c
     return 0;
 }
 
-static void account_(comm_t *c, size_t bytes, double start_s)
+// Ends collective `seq` (flight recorder) and counts it.
+static void account_(comm_t *c, uint64_t seq, int rc, size_t bytes, double start_s)
 {
+    flight_end(seq, rc);
     c->stats.calls++;
     c->stats.bytes += bytes;
     c->stats.seconds += util_now_s() - start_s;
@@ -112,9 +116,10 @@ int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
     const size_t bytes = count * sizeof(float);
     TRY(check_buffer_(c, send, bytes, "send", "comm_all_reduce"));
     TRY(check_buffer_(c, recv, bytes, "recv", "comm_all_reduce"));
+    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE, bytes);
     double t0 = util_now_s();
     int rc = c->ops->all_reduce(c, send, recv, count, op);
-    account_(c, bytes, t0);
+    account_(c, seq, rc, bytes, t0);
     return rc;
 }
 
@@ -123,9 +128,10 @@ int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
     if (!c || root < 0 || root >= c->size)
         return VGPU_EINVAL;
     TRY(check_buffer_(c, buf, bytes, "buf", "comm_broadcast"));
+    const uint64_t seq = flight_begin(FLIGHT_BROADCAST, bytes);
     double t0 = util_now_s();
     int rc = c->ops->broadcast(c, buf, bytes, root);
-    account_(c, bytes, t0);
+    account_(c, seq, rc, bytes, t0);
     return rc;
 }
 
@@ -135,9 +141,10 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
         return VGPU_EINVAL;
     TRY(check_buffer_(c, send, bytes, "send", "comm_all_gather"));
     TRY(check_buffer_(c, recv, bytes * (size_t)c->size, "recv", "comm_all_gather"));
+    const uint64_t seq = flight_begin(FLIGHT_ALL_GATHER, bytes * (uint64_t)c->size);
     double t0 = util_now_s();
     int rc = c->ops->all_gather(c, send, recv, bytes);
-    account_(c, bytes, t0);
+    account_(c, seq, rc, bytes, t0);
     return rc;
 }
 
@@ -155,8 +162,11 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
                 *waited_s = waited;
             return VGPU_ECOMM;
         }
-        if (done)
+        if (done) {
+            if (polls)
+                flight_resumed();
             break;
+        }
         waited = util_wait_clock_waited(&clock);
         if (hooks && hooks->on_poll)
             hooks->on_poll(hooks->arg, clock.last_s);
@@ -172,6 +182,8 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
         }
         // Spin briefly (the usual case is microseconds), then sleep so that
         // oversubscribed ranks leave the core to the ones still computing.
+        if (polls == 0)
+            flight_waiting(-1); // for whom, MPI does not say
         if (polls < 200) {
             sched_yield();
         } else {
@@ -317,6 +329,7 @@ int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_ran
     if (total == 0 || count == 0)
         return total == 0 && count ? device_zero(c->dev, out, count * sizeof(float)) : 0;
 
+    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE_TREE, count * sizeof(float));
     double t0 = util_now_s();
     const size_t chunk = tree_chunk_(n, count), block = (size_t)most * chunk;
     const size_t need = comm_tree_scratch_bytes(n, most, count);
@@ -355,7 +368,7 @@ int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_ran
     free(leaves);
     if (rc == 0)
         rc = device_copy(c->dev, out, gathered, count * sizeof(float));
-    account_(c, count * sizeof(float), t0);
+    account_(c, seq, rc, count * sizeof(float), t0);
     return rc;
 }
 
@@ -367,6 +380,7 @@ int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
     const size_t bytes = count * sizeof(float);
     TRY(check_buffer_(c, grads, bytes, "grads", "comm_all_reduce_update"));
     TRY(check_buffer_(c, params, bytes, "params", "comm_all_reduce_update"));
+    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE_UPDATE, bytes);
     double t0 = util_now_s();
     int rc;
     if (c->ops->all_reduce_update) {
@@ -376,7 +390,7 @@ int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
         if (rc == 0 && count)
             rc = update(ctx, 0, count);
     }
-    account_(c, bytes, t0);
+    account_(c, seq, rc, bytes, t0);
     return rc;
 }
 
@@ -384,9 +398,10 @@ int comm_barrier(comm_t *c)
 {
     if (!c)
         return VGPU_EINVAL;
+    const uint64_t seq = flight_begin(FLIGHT_BARRIER, 0);
     double t0 = util_now_s();
     int rc = c->ops->barrier(c);
-    account_(c, 0, t0);
+    account_(c, seq, rc, 0, t0);
     return rc;
 }
 

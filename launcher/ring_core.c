@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flight.h"
 #include "log.h"
 #include "status.h"
 #include "util.h"
@@ -64,11 +65,13 @@ static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t t
                               .spin_count = r->spin_count,
                               .on_slow = on_slow_,
                               .arg = &arg};
+    flight_waiting(l->rank);
     const double t0 = util_now_s();
     int rc = shm_flag_wait(&l->slot->progress, target, &o);
     r->waited_s += util_now_s() - t0;
     if (rc < 0)
         return fail_timeout_(r, l->rank, r->timeout_s);
+    flight_resumed();
     return 0;
 }
 
@@ -107,10 +110,15 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
             log_error("ring: MPI transfer with rank %d failed", peer);
             return VGPU_ECOMM;
         }
-        if (done)
+        if (done) {
+            if (i > r->spin_count)
+                flight_resumed();
             return 0;
+        }
         if (i < r->spin_count)
             continue;
+        if (i == r->spin_count)
+            flight_waiting(peer);
         double waited_s = util_wait_clock_waited(&clock);
         if (r->timeout_s > 0 && waited_s >= r->timeout_s)
             return fail_timeout_(r, peer, waited_s);

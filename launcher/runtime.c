@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "comm_internal.h"
 #include "device_internal.h"
 #include "env.h"
+#include "flight.h"
+#include "flight_job.h"
 #include "gpu_driver.h"
 #include "log.h"
 #include "startup_watch.h"
@@ -74,6 +77,7 @@ static void abort_hook_(int exit_code)
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
+    flight_job_event(FLIGHT_EVENT_FATAL, "fatal");
     if (inited && !finalized)
         MPI_Abort(MPI_COMM_WORLD, exit_code);
     exit(exit_code);
@@ -227,6 +231,8 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     atomic_store(&im->board->stage, RUNTIME_STAGE_JOIN);
     watch_beat_(rt);
     startup_watch_set_hooks(&hooks);
+    if (flight_job_join(MPI_COMM_WORLD, im->local, rt->rank, rt->size, rt->host) < 0)
+        log_warn("flight recorder: host-mates cannot read this rank's ring");
     MPI_CHECK(MPI_Barrier(im->local));
     return 0;
 }
@@ -336,7 +342,7 @@ static void warn_laggards_(void *arg, double waited)
              "(timeout %.1f s)", w->what, who, waited, w->timeout_s);
 }
 
-static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what)
+static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what, uint64_t seq)
 {
     struct control_wait w = {rt, what,
                              rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
@@ -344,6 +350,7 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
     struct comm_wait_hooks hooks = {.on_poll = beat_, .on_half = warn_laggards_, .arg = &w};
     double waited = 0;
     int rc = comm_mpi_wait(req, w.timeout_s, &hooks, &waited);
+    flight_end(seq, rc);
     if (rc == VGPU_ECOMM)
         FATAL(1, "control plane: MPI failed in %s", what);
     if (rc == VGPU_ETIMEOUT) {
@@ -354,12 +361,14 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
     }
 }
 
-// Marks this rank's arrival at the next control-plane collective.
-static void control_enter_(struct runtime *rt)
+// Marks this rank's arrival at the next control-plane collective; returns its
+// flight recorder sequence number.
+static uint64_t control_enter_(struct runtime *rt, enum flight_kind kind, size_t bytes)
 {
     struct runtime_impl *im = rt->impl;
     atomic_store(&im->board->beat_us, (uint64_t)(util_now_s() * 1e6));
     atomic_fetch_add(&im->board->entered, 1);
+    return flight_begin(kind, bytes);
 }
 
 void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
@@ -367,10 +376,10 @@ void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t
     if (bytes > INT_MAX) // a program error, the same on every rank
         FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
-    control_enter_(rt);
+    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
     MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                              &req));
-    control_wait_(rt, &req, "all-gather");
+    control_wait_(rt, &req, "all-gather", seq);
 }
 
 void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
@@ -382,9 +391,9 @@ void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
     do {
         const size_t len = bytes - done < piece ? bytes - done : piece;
         MPI_Request req;
-        control_enter_(rt);
+        const uint64_t seq = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
         MPI_CHECK(MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &req));
-        control_wait_(rt, &req, "broadcast");
+        control_wait_(rt, &req, "broadcast", seq);
         done += len;
     } while (done < bytes);
 }
@@ -393,18 +402,18 @@ int runtime_agree_min(struct runtime *rt, int v)
 {
     MPI_Request req;
     int out;
-    control_enter_(rt);
+    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
     MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "agreement");
+    control_wait_(rt, &req, "agreement", seq);
     return out;
 }
 
 static void all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
 {
     MPI_Request req;
-    control_enter_(rt);
+    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "reduction");
+    control_wait_(rt, &req, "reduction", seq);
 }
 
 void runtime_sum_doubles(struct runtime *rt, double *values, int count)
@@ -420,9 +429,9 @@ void runtime_max_doubles(struct runtime *rt, double *values, int count)
 void runtime_barrier(struct runtime *rt)
 {
     MPI_Request req;
-    control_enter_(rt);
+    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "barrier");
+    control_wait_(rt, &req, "barrier", seq);
 }
 
 // ---- devices ----
@@ -803,6 +812,7 @@ int runtime_close(struct runtime *rt, int exit_code)
     device_close(&rt->dev);
     struct runtime_impl *im = rt->impl;
     if (im) {
+        flight_job_leave();
         if (im->board_win != MPI_WIN_NULL && im->board)
             MPI_Win_free(&im->board_win);
         MPI_Comm_free(&im->local);
@@ -816,6 +826,13 @@ int runtime_close(struct runtime *rt, int exit_code)
     if (!finalized)
         MPI_Finalize();
     return exit_code;
+}
+
+void runtime_on_signal(int sig)
+{
+    const char *name = sig == SIGUSR2 ? "SIGUSR2" : sig == SIGTERM ? "SIGTERM"
+                     : sig == SIGINT  ? "SIGINT"  : sig == SIGUSR1 ? "SIGUSR1" : "signal";
+    flight_job_event(sig == SIGUSR2 ? FLIGHT_EVENT_INSPECT : FLIGHT_EVENT_STOP, name);
 }
 
 void runtime_abort(struct runtime *rt, int exit_code)

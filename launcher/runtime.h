@@ -102,6 +102,12 @@ void runtime_barrier(struct runtime *rt);
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);
 
+// For the program's signal thread (worker/preempt.h's observer): SIGUSR2
+// writes this rank's flight record and prints its last collectives; the
+// first stop signal writes the records of this rank and of any host-mate
+// that is stopped or dead, and then prints the verdict (flight_job.h).
+void runtime_on_signal(int sig);
+
 // Ends the whole job now (MPI_Abort) with exit_code.
 void runtime_abort(struct runtime *rt, int exit_code);
 

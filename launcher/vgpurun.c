@@ -375,6 +375,10 @@ static int run_and_wait_(char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    // USR1 (checkpoint and stop) and USR2 (the ranks' flight recorders say
+    // what they are doing) pass through; mpirun and srun forward them.
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)

@@ -15,3 +15,7 @@ target_compile_definitions(vgpurun PRIVATE VGPU_VERSION="${PROJECT_VERSION}")
 # beside vgpurun.
 add_executable(vgpurun-rank ${CMAKE_CURRENT_LIST_DIR}/vgpurun_rank.c)
 target_link_libraries(vgpurun-rank PRIVATE vgpurun_plan vgpu_launcher)
+
+# vgpu-flight: a job's flight records read after the fact (common/flight.h).
+add_executable(vgpu-flight ${CMAKE_CURRENT_LIST_DIR}/vgpu_flight.c)
+target_link_libraries(vgpu-flight PRIVATE vgpu_common)

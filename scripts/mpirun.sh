@@ -105,6 +105,10 @@ on_stop_signal() {
   stop_signals=$((stop_signals + 1))
 }
 trap on_stop_signal TERM INT
+# USR1 (checkpoint and stop) and USR2 (each rank says what it is doing: the
+# flight recorder) go to mpirun as they are; it forwards both to the ranks.
+trap 'kill -USR1 "$launcher" 2>/dev/null || true' USR1
+trap 'kill -USR2 "$launcher" 2>/dev/null || true' USR2
 rc=0
 while :; do
   wait "$launcher" && rc=0 || rc=$?

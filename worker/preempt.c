@@ -20,13 +20,17 @@ static atomic_int requested_signal_;  // 0 until the first signal while armed
 static atomic_int armed_;             // between preempt_install and preempt_uninstall
 static atomic_llong first_signal_ms_; // when requested_signal_ was set; 0 = not yet known
 static int ignored_[PREEMPT_SIGNAL_COUNT]; // SIG_IGN when preempt_start ran (`cmd &` in a script)
-static int started_;
+static atomic_int started_;
+static pthread_t waiter_thread_;
+static void (*_Atomic observer_)(int sig);
 
+// The stop signals, and SIGUSR2 with them (the waiting thread takes all).
 static void signal_set_(sigset_t *set)
 {
     sigemptyset(set);
     for (int i = 0; i < PREEMPT_SIGNAL_COUNT; i++)
         sigaddset(set, preempt_signals_[i]);
+    sigaddset(set, SIGUSR2);
 }
 
 static long long monotonic_ms_(void)
@@ -75,10 +79,17 @@ static void take_(int sig)
         die_of_(sig); // the user insists
 }
 
+// On a thread that does not block the signals: hand the signal to the
+// waiting thread (pthread_kill is async-signal-safe), which does the rest on
+// an ordinary stack; it blocks the signal, so the signal waits for its
+// sigwait. Before that thread exists, the flag is set here.
 static void on_signal_(int sig)
 {
     int saved_errno = errno;
-    take_(sig);
+    if (!started_ || pthread_kill(waiter_thread_, sig) != 0) {
+        if (sig != SIGUSR2)
+            take_(sig);
+    }
     errno = saved_errno;
 }
 
@@ -89,11 +100,23 @@ static void *waiter_(void *arg)
     signal_set_(&set);
     for (;;) {
         int sig = 0;
-        if (sigwait(&set, &sig) == 0)
-            take_(sig);
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        void (*observer)(int) = atomic_load(&observer_);
+        if (sig == SIGUSR2) {
+            if (observer)
+                observer(sig);
+            continue;
+        }
+        const int first = !atomic_load(&requested_signal_);
+        take_(sig);
+        if (first && atomic_load(&requested_signal_) == sig && observer)
+            observer(sig);
     }
     return NULL;
 }
+
+void preempt_set_observer(void (*observer)(int sig)) { atomic_store(&observer_, observer); }
 
 int preempt_start(void)
 {
@@ -117,12 +140,15 @@ int preempt_start(void)
             return -errno;
         ignored_[i] = old.sa_handler == SIG_IGN;
     }
+    if (sigaction(SIGUSR2, &sa, NULL) != 0)
+        return -errno;
     pthread_attr_t attr;
     pthread_t thread;
     if ((rc = pthread_attr_init(&attr)) != 0)
         return -rc;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&thread, &attr, waiter_, NULL);
+    waiter_thread_ = thread;
     pthread_attr_destroy(&attr);
     if (rc)
         return -rc;

@@ -1,6 +1,7 @@
 // preempt.h: stop requests from outside (the batch system, the user): the
 // first SIGTERM, SIGINT or SIGUSR1 asks the run to stop at its next check
 // (every few steps) and checkpoint; a later one ends the process at once.
+// SIGUSR2 asks what the process is doing (preempt_set_observer).
 //
 // Why SIGUSR1 too: mpirun (Open MPI 4.1) cannot forward SIGTERM or SIGINT; it
 // answers them by killing the job (SIGCONT, then SIGTERM and SIGKILL
@@ -40,6 +41,13 @@ int preempt_install(void);
 
 // Disarms: signals end the process again. Returns 0.
 int preempt_uninstall(void);
+
+// SIGUSR2 asks "what is it doing?": preempt_start blocks it too, and the
+// signal thread calls `observer` with it (nothing else happens; without an
+// observer it is ignored). The observer is also called, on that thread,
+// with the first stop signal while armed (after the flag is set). It runs
+// on an ordinary thread: it may take locks, allocate and write files.
+void preempt_set_observer(void (*observer)(int sig));
 
 // Whether a stop was requested (an atomic read).
 int preempt_requested(void);

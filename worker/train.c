@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flight.h"
 #include "log.h"
 #include "util.h"
 
@@ -115,6 +116,7 @@ static int train_epoch_(struct trainer *t, struct train_result *res, long epoch,
     int more = 0;
     while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
         *lr = optim_lr_at(t->cfg, t->step, t->total_steps);
+        flight_step(t->step + 1); // the step under way, 1-based, as progress lines count
         TRY(t->mode->step(t, &b, (float)*lr));
         t->step++;
         t->samples_done += (double)b.global_count;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "flight.h"
 #include "log.h"
 #include "util.h"
 
@@ -83,6 +84,7 @@ static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_tot
 
 int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes)
 {
+    flight_phase(FLIGHT_PHASE_CHECKPOINT);
     if (t->mode->gather_state)
         TRY(t->mode->gather_state(t));
     int rc = 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flight.h"
 #include "log.h"
 #include "util.h"
 
@@ -68,9 +69,12 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
     struct mlp *m = &t->model;
     const double start = util_now_s();
     if (count > 0) {
+        flight_phase(FLIGHT_PHASE_DATA);
         TRY(train_load_rows(t, m, &t->data->train, indices, count));
+        flight_phase(FLIGHT_PHASE_FORWARD);
         TRY(mlp_forward(m, t->dev, (int)count));
     }
+    flight_phase(FLIGHT_PHASE_BACKWARD);
     TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
     TRY(add_stats_(t, m, count, acc));
     if (!timed)
@@ -93,6 +97,7 @@ static int update_shard_(void *arg, size_t first, size_t count)
 {
     struct shard_update *u = arg;
     struct trainer *t = u->t;
+    flight_phase(FLIGHT_PHASE_OPTIMIZER); // inside the collective: the phase is its part
     const double t0 = util_now_s();
     int rc = optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
                                 count);
@@ -114,6 +119,7 @@ static void clock_comm_(struct trainer *t, const struct comm_stats *before)
 // The optimizer's step outside any collective, timed.
 static int clocked_optim_step_(struct trainer *t, float lr)
 {
+    flight_phase(FLIGHT_PHASE_OPTIMIZER);
     const double t0 = util_now_s();
     int rc = optim_step(&t->opt, t->dev, t->model.params, t->model.grads, lr);
     t->clock.optim_s += util_now_s() - t0;
@@ -253,10 +259,13 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
         const int mb = first + k;
         m->grads = parts + (size_t)k * m->param_count; // the model writes its gradient there
         if (rows[mb] > 0) {
+            flight_phase(FLIGHT_PHASE_DATA);
             TRY_GOTO(train_load_rows(t, m, &t->data->train, b->indices + offsets[mb], rows[mb]),
                      rc, out);
+            flight_phase(FLIGHT_PHASE_FORWARD);
             TRY_GOTO(mlp_forward(m, t->dev, (int)rows[mb]), rc, out);
         }
+        flight_phase(FLIGHT_PHASE_BACKWARD);
         TRY_GOTO(mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count), rc, out);
         TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb), rc, out);
     }
@@ -330,6 +339,7 @@ const struct step_ops train_step_deterministic = {
 // added in chunk order, so the result has the same bits for any rank count.
 int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
 {
+    flight_phase(FLIGHT_PHASE_EVAL);
     const struct dataset *ds = &t->data->test;
     const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
     double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);

@@ -182,6 +182,7 @@ int main(int argc, char **argv)
     struct runtime rt;
     if (runtime_bootstrap(&rt, &argc, &argv) < 0)
         return 1;
+    preempt_set_observer(runtime_on_signal);
     int rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);
     if (rc < 0) {
         if (rt.rank == 0)

@@ -33,7 +33,9 @@ run "4 ranks, rank 3 slowed" 120 env VGPU_INJECT_SLOW=3:4 "$MPIRUN" -np 4 -x VGP
   "$TRAIN" "$syn" "${long[@]}" --set train.balance=dynamic
 expect_rc 0
 read -r s0 s1 s2 s3 <<<"$(split_of)"
-if [ -n "$s3" ] && [ "$s3" -lt "$s0" ] && [ "$s3" -lt "$s1" ] && [ "$s3" -lt "$s2" ]; then
+# Smallest, and below an equal share (16 of 64); 4 ranks on 2 cores may slow
+# its core-mate as well (a tie).
+if [ -n "$s3" ] && [ "$s3" -le "$s0" ] && [ "$s3" -le "$s1" ] && [ "$s3" -le "$s2" ] && [ "$s3" -lt 16 ]; then
   ok "rank 3 has the smallest share: $s0,$s1,$s2,$s3"
 else
   bad "expected rank 3's share to be the smallest, split '$s0,$s1,$s2,$s3'"

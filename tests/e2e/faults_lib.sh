@@ -121,3 +121,23 @@ expect_checkpoints_intact() {
   expect_rc 0
   expect_out "status=ok"
 }
+
+# expect_flight_verdict RANK STATE: the job printed the flight recorder's
+# verdict: a collective by number that RANK (STATE: stopped, dead) did not
+# enter, or that it holds up; and vgpu-flight, reading the records the job
+# names, prints the same verdict.
+expect_flight_verdict() {
+  local rank=$1 state=$2 online dir offline frc
+  local who="(rank $rank \($state\)|ranks [0-9, -]+ \([^)]*rank $rank $state[^)]*\))"
+  expect_out "flight recorder: (collective #[0-9]+ \([^)]*\) was not entered by $who|every rank entered collective #[0-9]+ .*held up by $who)"
+  online=$(grep -m1 -oE 'flight recorder: (collective|every rank) .*' <<<"$out")
+  dir=$(grep -m1 -oE 'flight recorder: records in [^ ]+' <<<"$out" | sed 's/.* in //')
+  if [ -z "$dir" ]; then bad "the job did not say where its flight records are"; return; fi
+  offline=$("$FLIGHT" "$dir" 2>&1)
+  frc=$?
+  if [ "$frc" = 3 ] && grep -qxF -- "$online" <<<"$offline"; then
+    ok "vgpu-flight $dir: the same verdict (exit 3)"
+  else
+    bad "vgpu-flight $dir (exit $frc) said: $offline; the job said: $online"
+  fi
+}

@@ -2,8 +2,9 @@
 # hung_rank.sh: kill -STOP one rank mid-training: the others notice through
 # the collective timeout (comm.timeout_s = 4): a warning at half of it that
 # names the rank not yet arrived, then the job ends with a message naming the
-# stalled rank, within the timeout plus a margin; nothing is left behind and
-# the last finished checkpoint resumes. The whole job stopped for twice the
+# stalled rank, within the timeout plus a margin, and the flight recorder's
+# verdict names it and the collective (vgpu-flight reads the same from the
+# records); nothing is left behind and the last finished checkpoint resumes. The whole job stopped for twice the
 # timeout (scontrol suspend) is not a fault: resumed, it finishes.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/faults_lib.sh"
@@ -35,6 +36,7 @@ expect_out "collective timed out after [0-9.]+ s waiting for rank (2 |[0-9]+ .*r
 # One warning per waiting rank, not one per poll.
 warnings=$(grep -c 'still waiting for rank' <<<"$out")
 if [ "$warnings" -le 3 ]; then ok "$warnings warning(s), at most one per waiting rank"; else bad "$warnings warnings"; fi
+expect_flight_verdict 2 stopped
 expect_nothing_left
 expect_checkpoints_intact
 
@@ -45,6 +47,7 @@ expect_nonzero
 expect_within $((timeout_s + 6))
 expect_out "still waiting .*after [0-9.]+ s \(timeout $timeout_s"
 expect_out "timed out after [0-9.]+ s"
+expect_flight_verdict 1 stopped
 expect_nothing_left
 expect_checkpoints_intact
 
@@ -68,7 +71,7 @@ if wait_for_checkpoints 2 30; then
   wait_job 60
   expect_rc 0
   expect_out 'status=ok$'
-  expect_no_out 'still waiting|timed out'
+  expect_no_out 'still waiting|timed out|flight recorder'
 else
   out=$(cat "$job_out"); bad "suspended: no checkpoint within 30 s"
 fi

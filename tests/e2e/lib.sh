@@ -8,6 +8,9 @@ MPIRUN="$VGPU_SOURCE_DIR/scripts/mpirun.sh"
 CONFIGS="$VGPU_SOURCE_DIR/configs"
 WORK=$(mktemp -d /tmp/vgpu-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
+# A failing job's flight records go to the test's own directory.
+export VGPU_FLIGHT_DIR="$WORK/flight"
+FLIGHT="$VGPU_BUILD_DIR/vgpu-flight"
 failures=0
 checks=0
 
