@@ -139,10 +139,10 @@ static void uninstall_restores_default(void **state)
 static void signal_name_body_(void)
 {
     if (preempt_start() != 0 || preempt_install() != 0) _exit(10);
-    if (strcmp(preempt_signal_name(), "none") != 0) _exit(11);
-    if (!signal_and_wait_(SIGINT) || strcmp(preempt_signal_name(), "SIGINT") != 0) _exit(12);
-    if (preempt_install() != 0 || strcmp(preempt_signal_name(), "none") != 0) _exit(13);
-    if (!signal_and_wait_(SIGUSR1) || strcmp(preempt_signal_name(), "SIGUSR1") != 0) _exit(14);
+    if (strcmp(preempt_signal_name(preempt_signal()), "none") != 0) _exit(11);
+    if (!signal_and_wait_(SIGINT) || strcmp(preempt_signal_name(preempt_signal()), "SIGINT") != 0) _exit(12);
+    if (preempt_install() != 0 || strcmp(preempt_signal_name(preempt_signal()), "none") != 0) _exit(13);
+    if (!signal_and_wait_(SIGUSR1) || strcmp(preempt_signal_name(preempt_signal()), "SIGUSR1") != 0) _exit(14);
 }
 
 static void signal_names(void **state)

@@ -176,9 +176,9 @@ int preempt_requested(void) { return atomic_load(&requested_signal_) != 0; }
 
 int preempt_signal(void) { return atomic_load(&requested_signal_); }
 
-const char *preempt_signal_name(void)
+const char *preempt_signal_name(int sig)
 {
-    switch (atomic_load(&requested_signal_)) {
+    switch (sig) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";

@@ -55,7 +55,7 @@ int preempt_requested(void);
 // The signal that asked to stop (SIGTERM, SIGINT, SIGUSR1), 0 when none.
 int preempt_signal(void);
 
-// The name of that signal ("SIGTERM", "SIGINT", "SIGUSR1"), "none" when none.
-const char *preempt_signal_name(void);
+// The name of such a signal ("SIGTERM", "SIGINT", "SIGUSR1"), "none" for 0.
+const char *preempt_signal_name(int sig);
 
 #endif

@@ -54,9 +54,11 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     char path[CONFIG_STR_MAX + 64] = "";
     TRY(train_save_checkpoint(t, dir, path, sizeof path));
     (void)fill_result_(t, res); // the checkpoint is what counts: a CRC not taken stays 0
+    // Agreed: the stop may be agreed before this rank's own signal arrived.
+    const int sig = train_agreed_stop_signal(t->rt);
     if (t->rt->rank == 0) {
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
-        train_report_preempted(t, path);
+        train_report_preempted(t, path, sig);
     }
     return VGPU_EPREEMPTED;
 }
@@ -237,8 +239,8 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
         rc = runtime_agree_min(rt, train_stop_vote());
     }
     runtime_started(rt); // from here every wait is a collective's, bounded itself
-    if (rc == VGPU_EPREEMPTED && rt->rank == 0)
-        train_report_early_stop();
+    if (rc == VGPU_EPREEMPTED)
+        train_report_early_stop(rt);
     if (rc == 0) {
         rc = train_loop_(&t, result);
         result->steps = t.step;

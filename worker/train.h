@@ -76,9 +76,14 @@ int train_stop_vote(void);
 // `stage`, widening the window the fault tests aim their signals at.
 void train_test_pause(const char *stage, int rank);
 
-// Rank 0's line for a run stopped before its first step (exit 75): there is
-// nothing new to checkpoint.
-void train_report_early_stop(void);
+// The signal that stopped the job, agreed (collective): any rank's, 0 if
+// none reached any. The stop is agreed at a step's end or a start-up
+// milestone, perhaps before this rank's own copy of the signal arrived.
+int train_agreed_stop_signal(struct runtime *rt);
+
+// For a run stopped before its first step (exit 75; collective): rank 0 says
+// so, with the agreed signal; there is nothing new to checkpoint.
+void train_report_early_stop(struct runtime *rt);
 
 // The run's summary line from rank 0 ("vgpu_train: done ... status=ok"), for
 // a run that ended with `verdict` (train_run's) after wall_s seconds. A

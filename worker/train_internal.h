@@ -200,7 +200,7 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final);
 // Rank 0 reports an evaluation (number: 1-based epoch) on stdout and in metrics.
 void train_report_eval(struct trainer *t, const struct train_result *res, long number, double lr);
 // Rank 0's line for a run stopped by a signal after writing the checkpoint at path.
-void train_report_preempted(struct trainer *t, const char *path);
+void train_report_preempted(struct trainer *t, const char *path, int sig);
 
 // ---- train_verify.c ----
 // --verify: rank 0 replays the run on one device and compares tensor by

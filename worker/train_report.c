@@ -381,11 +381,17 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     return rc;
 }
 
-void train_report_preempted(struct trainer *t, const char *path)
+int train_agreed_stop_signal(struct runtime *rt)
+{
+    // Minus the largest: any rank's signal (mpirun passes the same one to all).
+    return -runtime_agree_min(rt, -preempt_signal());
+}
+
+void train_report_preempted(struct trainer *t, const char *path, int sig)
 {
     close_bar_(t);
     printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: --resume %s\n",
-           t->step, preempt_signal_name(), path, path);
+           t->step, preempt_signal_name(sig), path, path);
     fflush(stdout);
 }
 
@@ -394,9 +400,12 @@ int train_stop_vote(void)
     return preempt_requested() ? VGPU_EPREEMPTED : 0;
 }
 
-void train_report_early_stop(void)
+void train_report_early_stop(struct runtime *rt)
 {
+    const int sig = train_agreed_stop_signal(rt);
+    if (rt->rank != 0)
+        return;
     printf("vgpu_train: stopped before the first step (signal %s); nothing new to checkpoint\n",
-           preempt_signal_name());
+           preempt_signal_name(sig));
     fflush(stdout);
 }

@@ -207,8 +207,8 @@ int main(int argc, char **argv)
         log_warn("%s", data.fallback);
     if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : train_stop_vote())) < 0) {
         train_free_data(&data);
-        if (rc == VGPU_EPREEMPTED && rt.rank == 0)
-            train_report_early_stop();
+        if (rc == VGPU_EPREEMPTED)
+            train_report_early_stop(&rt);
         return runtime_close(&rt, rc == VGPU_EPREEMPTED ? EXIT_PREEMPTED : EXIT_USAGE);
     }
 
