@@ -183,6 +183,7 @@ static const char *const kind_names_[FLIGHT_KIND_COUNT] = {
     [FLIGHT_CTL_BROADCAST] = "control-broadcast",
     [FLIGHT_CTL_REDUCE] = "control-reduce",
     [FLIGHT_CTL_BARRIER] = "control-barrier",
+    [FLIGHT_CTL_EXCHANGE] = "control-exchange",
 };
 static const char *const state_names_[] = {
     [FLIGHT_ISSUED] = "issued",

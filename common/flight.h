@@ -35,6 +35,7 @@ enum flight_kind {
     FLIGHT_CTL_BROADCAST,
     FLIGHT_CTL_REDUCE,
     FLIGHT_CTL_BARRIER,
+    FLIGHT_CTL_EXCHANGE, // rank 0 with each rank in turn (clock sync, the trace's gather)
     FLIGHT_KIND_COUNT
 };
 

@@ -11,6 +11,7 @@
 
 #include "flight.h"
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 // Used when comm_args.timeout_s is not set (<= 0), seconds.
@@ -99,13 +100,29 @@ static int check_buffer_(const comm_t *c, const void *ptr, size_t bytes, const c
     return 0;
 }
 
-// Ends collective `seq` (flight recorder) and counts it.
-static void account_(comm_t *c, uint64_t seq, int rc, size_t bytes, double start_s)
+// A collective under way: its flight recorder entry, its timeline span and
+// the statistics' clock.
+struct call_ {
+    enum flight_kind kind;
+    uint64_t bytes, seq, trace_us;
+    double t0;
+};
+
+static struct call_ enter_(enum flight_kind kind, uint64_t bytes)
 {
-    flight_end(seq, rc);
+    return (struct call_){.kind = kind, .bytes = bytes, .seq = flight_begin(kind, bytes),
+                          .trace_us = trace_begin(), .t0 = util_now_s()};
+}
+
+// Ends it: recorder, timeline and statistics (payload `bytes`); returns rc.
+static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
+{
+    c->stats.seconds += util_now_s() - k->t0;
     c->stats.calls++;
     c->stats.bytes += bytes;
-    c->stats.seconds += util_now_s() - start_s;
+    trace_end(TRACE_COLLECTIVE, k->kind, k->trace_us, (int64_t)k->seq, (int64_t)k->bytes);
+    flight_end(k->seq, rc);
+    return rc;
 }
 
 int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
@@ -116,10 +133,9 @@ int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
     const size_t bytes = count * sizeof(float);
     TRY(check_buffer_(c, send, bytes, "send", "comm_all_reduce"));
     TRY(check_buffer_(c, recv, bytes, "recv", "comm_all_reduce"));
-    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE, bytes);
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE, bytes);
     int rc = c->ops->all_reduce(c, send, recv, count, op);
-    account_(c, seq, rc, bytes, t0);
+    account_(c, &call, bytes, rc);
     return rc;
 }
 
@@ -128,10 +144,9 @@ int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
     if (!c || root < 0 || root >= c->size)
         return VGPU_EINVAL;
     TRY(check_buffer_(c, buf, bytes, "buf", "comm_broadcast"));
-    const uint64_t seq = flight_begin(FLIGHT_BROADCAST, bytes);
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_BROADCAST, bytes);
     int rc = c->ops->broadcast(c, buf, bytes, root);
-    account_(c, seq, rc, bytes, t0);
+    account_(c, &call, bytes, rc);
     return rc;
 }
 
@@ -141,10 +156,9 @@ int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
         return VGPU_EINVAL;
     TRY(check_buffer_(c, send, bytes, "send", "comm_all_gather"));
     TRY(check_buffer_(c, recv, bytes * (size_t)c->size, "recv", "comm_all_gather"));
-    const uint64_t seq = flight_begin(FLIGHT_ALL_GATHER, bytes * (uint64_t)c->size);
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_ALL_GATHER, bytes * (uint64_t)c->size);
     int rc = c->ops->all_gather(c, send, recv, bytes);
-    account_(c, seq, rc, bytes, t0);
+    account_(c, &call, bytes, rc);
     return rc;
 }
 
@@ -329,8 +343,7 @@ int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_ran
     if (total == 0 || count == 0)
         return total == 0 && count ? device_zero(c->dev, out, count * sizeof(float)) : 0;
 
-    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE_TREE, count * sizeof(float));
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE_TREE, count * sizeof(float));
     const size_t chunk = tree_chunk_(n, count), block = (size_t)most * chunk;
     const size_t need = comm_tree_scratch_bytes(n, most, count);
     if (c->tree_scratch_bytes < need) {
@@ -368,7 +381,7 @@ int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_ran
     free(leaves);
     if (rc == 0)
         rc = device_copy(c->dev, out, gathered, count * sizeof(float));
-    account_(c, seq, rc, count * sizeof(float), t0);
+    account_(c, &call, count * sizeof(float), rc);
     return rc;
 }
 
@@ -380,8 +393,7 @@ int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
     const size_t bytes = count * sizeof(float);
     TRY(check_buffer_(c, grads, bytes, "grads", "comm_all_reduce_update"));
     TRY(check_buffer_(c, params, bytes, "params", "comm_all_reduce_update"));
-    const uint64_t seq = flight_begin(FLIGHT_ALL_REDUCE_UPDATE, bytes);
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE_UPDATE, bytes);
     int rc;
     if (c->ops->all_reduce_update) {
         rc = c->ops->all_reduce_update(c, grads, params, count, update, ctx);
@@ -390,7 +402,7 @@ int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
         if (rc == 0 && count)
             rc = update(ctx, 0, count);
     }
-    account_(c, seq, rc, bytes, t0);
+    account_(c, &call, bytes, rc);
     return rc;
 }
 
@@ -398,10 +410,9 @@ int comm_barrier(comm_t *c)
 {
     if (!c)
         return VGPU_EINVAL;
-    const uint64_t seq = flight_begin(FLIGHT_BARRIER, 0);
-    double t0 = util_now_s();
+    const struct call_ call = enter_(FLIGHT_BARRIER, 0);
     int rc = c->ops->barrier(c);
-    account_(c, seq, rc, 0, t0);
+    account_(c, &call, 0, rc);
     return rc;
 }
 

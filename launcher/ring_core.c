@@ -10,6 +10,7 @@
 #include "flight.h"
 #include "log.h"
 #include "status.h"
+#include "trace.h"
 #include "util.h"
 
 #define RING_TAG 0x7269 // one tag: MPI keeps a link's messages in order
@@ -66,9 +67,11 @@ static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t t
                               .on_slow = on_slow_,
                               .arg = &arg};
     flight_waiting(l->rank);
+    const uint64_t span = trace_begin();
     const double t0 = util_now_s();
     int rc = shm_flag_wait(&l->slot->progress, target, &o);
     r->waited_s += util_now_s() - t0;
+    trace_end(TRACE_WAIT, 0, span, l->rank, 0);
     if (rc < 0)
         return fail_timeout_(r, l->rank, r->timeout_s);
     flight_resumed();
@@ -103,6 +106,7 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
     int warned = 0;
+    uint64_t span = 0;
     for (unsigned i = 0;; i++) {
         int done = 0;
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -111,14 +115,18 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
             return VGPU_ECOMM;
         }
         if (done) {
-            if (i > r->spin_count)
+            if (i > r->spin_count) {
                 flight_resumed();
+                trace_end(TRACE_WAIT, 0, span, peer, 0);
+            }
             return 0;
         }
         if (i < r->spin_count)
             continue;
-        if (i == r->spin_count)
+        if (i == r->spin_count) {
             flight_waiting(peer);
+            span = trace_begin();
+        }
         double waited_s = util_wait_clock_waited(&clock);
         if (r->timeout_s > 0 && waited_s >= r->timeout_s)
             return fail_timeout_(r, peer, waited_s);
@@ -311,6 +319,7 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
 
         // Reduce-scatter step s: my chunk c = (p-s-1) becomes my input plus
         // the left's partial sum of it (the left's input itself when s = 0).
+        uint64_t phase = trace_begin();
         for (int s = 0; s < n - 1; s++) {
             MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) { // the chunk the right reduces at its step s
@@ -343,9 +352,11 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
+        trace_end(TRACE_REDUCE_SCATTER, 0, phase, 0, (int64_t)len * 4);
         // All-gather step t: my chunk c = (p-t) is copied from the left, which
         // finished it at its step t-1; the right must have read my partial of
         // c (its reduce-scatter step t) before I overwrite it.
+        phase = trace_begin();
         for (int t = 0; t < n - 1; t++) {
             MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) {
@@ -366,6 +377,7 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
+        trace_end(TRACE_ALL_GATHER, 0, phase, 0, (int64_t)len * 4);
     }
     // The right reads my buffers until its last step: only then may the
     // caller touch them again.

@@ -20,6 +20,7 @@
 #include "gpu_driver.h"
 #include "log.h"
 #include "startup_watch.h"
+#include "trace.h"
 #include "util.h"
 
 #define MAX_DEVICES 64
@@ -342,7 +343,14 @@ static void warn_laggards_(void *arg, double waited)
              "(timeout %.1f s)", w->what, who, waited, w->timeout_s);
 }
 
-static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what, uint64_t seq)
+// A control-plane collective under way (control_enter_ to control_wait_).
+struct control_call {
+    enum flight_kind kind;
+    uint64_t bytes, seq, trace_us;
+};
+
+static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what,
+                          const struct control_call *call)
 {
     struct control_wait w = {rt, what,
                              rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
@@ -350,7 +358,8 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
     struct comm_wait_hooks hooks = {.on_poll = beat_, .on_half = warn_laggards_, .arg = &w};
     double waited = 0;
     int rc = comm_mpi_wait(req, w.timeout_s, &hooks, &waited);
-    flight_end(seq, rc);
+    trace_end(TRACE_CONTROL, call->kind, call->trace_us, (int64_t)call->seq, (int64_t)call->bytes);
+    flight_end(call->seq, rc);
     if (rc == VGPU_ECOMM)
         FATAL(1, "control plane: MPI failed in %s", what);
     if (rc == VGPU_ETIMEOUT) {
@@ -361,14 +370,14 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
     }
 }
 
-// Marks this rank's arrival at the next control-plane collective; returns its
-// flight recorder sequence number.
-static uint64_t control_enter_(struct runtime *rt, enum flight_kind kind, size_t bytes)
+// Marks this rank's arrival at the next control-plane collective.
+static struct control_call control_enter_(struct runtime *rt, enum flight_kind kind, size_t bytes)
 {
     struct runtime_impl *im = rt->impl;
     atomic_store(&im->board->beat_us, (uint64_t)(util_now_s() * 1e6));
     atomic_fetch_add(&im->board->entered, 1);
-    return flight_begin(kind, bytes);
+    return (struct control_call){.kind = kind, .bytes = bytes, .seq = flight_begin(kind, bytes),
+                                 .trace_us = trace_begin()};
 }
 
 void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
@@ -376,10 +385,10 @@ void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t
     if (bytes > INT_MAX) // a program error, the same on every rank
         FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
-    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
+    const struct control_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
     MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                              &req));
-    control_wait_(rt, &req, "all-gather", seq);
+    control_wait_(rt, &req, "all-gather", &call);
 }
 
 void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
@@ -391,9 +400,9 @@ void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
     do {
         const size_t len = bytes - done < piece ? bytes - done : piece;
         MPI_Request req;
-        const uint64_t seq = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
+        const struct control_call call = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
         MPI_CHECK(MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &req));
-        control_wait_(rt, &req, "broadcast", seq);
+        control_wait_(rt, &req, "broadcast", &call);
         done += len;
     } while (done < bytes);
 }
@@ -402,18 +411,18 @@ int runtime_agree_min(struct runtime *rt, int v)
 {
     MPI_Request req;
     int out;
-    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
+    const struct control_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
     MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "agreement", seq);
+    control_wait_(rt, &req, "agreement", &call);
     return out;
 }
 
 static void all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
 {
     MPI_Request req;
-    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
+    const struct control_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "reduction", seq);
+    control_wait_(rt, &req, "reduction", &call);
 }
 
 void runtime_sum_doubles(struct runtime *rt, double *values, int count)
@@ -429,9 +438,9 @@ void runtime_max_doubles(struct runtime *rt, double *values, int count)
 void runtime_barrier(struct runtime *rt)
 {
     MPI_Request req;
-    const uint64_t seq = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
+    const struct control_call call = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "barrier", seq);
+    control_wait_(rt, &req, "barrier", &call);
 }
 
 // ---- devices ----

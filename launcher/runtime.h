@@ -102,6 +102,16 @@ void runtime_barrier(struct runtime *rt);
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);
 
+// The timeline (common/trace.h), collective: runtime_trace_begin has rank 0
+// open `path` (an error there: every rank returns VGPU_ECONFIG, said), every
+// rank allocate its span buffer and measure its clock's offset to rank 0's,
+// and recording start; `label` names the producer in the file.
+// runtime_trace_write measures the offsets again, gathers every rank's
+// spans to rank 0, which writes the Chrome trace-event JSON and says where;
+// VGPU_EIO if it could not (said). Waits are bounded by comm.timeout_s.
+int runtime_trace_begin(struct runtime *rt, const char *path, const char *label);
+int runtime_trace_write(struct runtime *rt);
+
 // For the program's signal thread (worker/preempt.h's observer): SIGUSR2
 // writes this rank's flight record and prints its last collectives; the
 // first stop signal writes the records of this rank and of any host-mate

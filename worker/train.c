@@ -12,6 +12,7 @@
 
 #include "flight.h"
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 // What every ending reports: steps, the last training loss, the rate and
@@ -119,7 +120,9 @@ static int train_epoch_(struct trainer *t, struct train_result *res, long epoch,
     while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
         *lr = optim_lr_at(t->cfg, t->step, t->total_steps);
         flight_step(t->step + 1); // the step under way, 1-based, as progress lines count
+        const uint64_t span = trace_begin();
         TRY(t->mode->step(t, &b, (float)*lr));
+        trace_end(TRACE_STEP, 0, span, t->step + 1, 0);
         t->step++;
         t->samples_done += (double)b.global_count;
         TRY(train_maybe_perturb(t));

@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "flight.h"
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 // The checkpoint header of this run's model, optimizer and seed; position
@@ -85,6 +86,7 @@ static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_tot
 int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes)
 {
     flight_phase(FLIGHT_PHASE_CHECKPOINT);
+    const uint64_t span = trace_begin();
     if (t->mode->gather_state)
         TRY(t->mode->gather_state(t));
     int rc = 0;
@@ -94,7 +96,9 @@ int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t
         if (rc < 0)
             log_error("checkpoint not written: %s", err[0] ? err : status_str(rc));
     }
-    return runtime_agree_min(t->rt, rc < 0 ? rc : 0);
+    rc = runtime_agree_min(t->rt, rc < 0 ? rc : 0);
+    trace_end(TRACE_CHECKPOINT, 0, span, t->step, 0);
+    return rc;
 }
 
 // What rank 0 read, for every rank.

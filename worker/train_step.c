@@ -9,6 +9,7 @@
 
 #include "flight.h"
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 // ---- batches onto the device ----
@@ -58,9 +59,23 @@ static void maybe_slow_(const struct trainer *t, double start)
 {
     if (t->env->slow_rank != t->rt->rank)
         return;
+    const uint64_t span = trace_begin();
     double extra = (t->env->slow_factor - 1) * (util_now_s() - start);
     struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
     nanosleep(&ts, NULL);
+    trace_end(TRACE_INJECTED_SLOW, 0, span, 0, 0);
+}
+
+// Ends a compute phase's span. A device runs its kernels after the host
+// queued them: the span waits for them, so that it holds their time (only
+// while tracing).
+static int end_phase_(struct trainer *t, enum trace_what what, uint64_t span, long rows)
+{
+    if (!span)
+        return 0;
+    TRY(device_sync(t->dev));
+    trace_end(what, 0, span, rows, 0);
+    return 0;
 }
 
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
@@ -68,14 +83,21 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
 {
     struct mlp *m = &t->model;
     const double start = util_now_s();
+    uint64_t span;
     if (count > 0) {
         flight_phase(FLIGHT_PHASE_DATA);
+        span = trace_begin();
         TRY(train_load_rows(t, m, &t->data->train, indices, count));
+        TRY(end_phase_(t, TRACE_DATA, span, count));
         flight_phase(FLIGHT_PHASE_FORWARD);
+        span = trace_begin();
         TRY(mlp_forward(m, t->dev, (int)count));
+        TRY(end_phase_(t, TRACE_FORWARD, span, count));
     }
     flight_phase(FLIGHT_PHASE_BACKWARD);
+    span = trace_begin();
     TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
+    TRY(end_phase_(t, TRACE_BACKWARD, span, count));
     TRY(add_stats_(t, m, count, acc));
     if (!timed)
         return 0;
@@ -98,10 +120,12 @@ static int update_shard_(void *arg, size_t first, size_t count)
     struct shard_update *u = arg;
     struct trainer *t = u->t;
     flight_phase(FLIGHT_PHASE_OPTIMIZER); // inside the collective: the phase is its part
+    const uint64_t span = trace_begin();
     const double t0 = util_now_s();
     int rc = optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
                                 count);
     const double took = util_now_s() - t0;
+    trace_end(TRACE_OPTIMIZER, 0, span, (int64_t)first, (int64_t)count);
     t->clock.optim_s += took;
     t->clock.optim_in_comm_s += took;
     return rc;
@@ -120,8 +144,10 @@ static void clock_comm_(struct trainer *t, const struct comm_stats *before)
 static int clocked_optim_step_(struct trainer *t, float lr)
 {
     flight_phase(FLIGHT_PHASE_OPTIMIZER);
+    const uint64_t span = trace_begin();
     const double t0 = util_now_s();
     int rc = optim_step(&t->opt, t->dev, t->model.params, t->model.grads, lr);
+    trace_end(TRACE_OPTIMIZER, 0, span, 0, 0);
     t->clock.optim_s += util_now_s() - t0;
     return rc;
 }
@@ -258,15 +284,22 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
     for (int k = 0; k < n; k++) {
         const int mb = first + k;
         m->grads = parts + (size_t)k * m->param_count; // the model writes its gradient there
+        uint64_t span;
         if (rows[mb] > 0) {
             flight_phase(FLIGHT_PHASE_DATA);
+            span = trace_begin();
             TRY_GOTO(train_load_rows(t, m, &t->data->train, b->indices + offsets[mb], rows[mb]),
                      rc, out);
+            TRY_GOTO(end_phase_(t, TRACE_DATA, span, rows[mb]), rc, out);
             flight_phase(FLIGHT_PHASE_FORWARD);
+            span = trace_begin();
             TRY_GOTO(mlp_forward(m, t->dev, (int)rows[mb]), rc, out);
+            TRY_GOTO(end_phase_(t, TRACE_FORWARD, span, rows[mb]), rc, out);
         }
         flight_phase(FLIGHT_PHASE_BACKWARD);
+        span = trace_begin();
         TRY_GOTO(mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count), rc, out);
+        TRY_GOTO(end_phase_(t, TRACE_BACKWARD, span, rows[mb]), rc, out);
         TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb), rc, out);
     }
 out:
@@ -286,6 +319,10 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
     const double c0 = util_now_s();
     TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->rt->rank], t->parts,
                          t->micro_stats));
+    if (t->env->slow_rank == t->rt->rank) {
+        TRY(device_sync(t->dev));
+        maybe_slow_(t, c0);
+    }
     t->clock.compute_s += util_now_s() - c0;
     t->clock.steps++;
     const struct comm_stats before = comm_get_stats(t->rt->comm);
@@ -340,6 +377,7 @@ const struct step_ops train_step_deterministic = {
 int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
 {
     flight_phase(FLIGHT_PHASE_EVAL);
+    const uint64_t span = trace_begin();
     const struct dataset *ds = &t->data->test;
     const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
     double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);
@@ -367,5 +405,6 @@ int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
 out:
     free(idx);
     free(slots);
+    trace_end(TRACE_EVAL, 0, span, 0, 0);
     return rc;
 }

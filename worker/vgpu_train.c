@@ -27,6 +27,8 @@ static void usage_(FILE *f)
             "options:\n"
             "  --set SECTION.KEY=VALUE  override one config key (repeatable)\n"
             "  --metrics PATH           write progress and evaluations as CSV\n"
+            "  --trace PATH             write a timeline of every rank's steps, collectives and\n"
+            "                           waits (Chrome trace JSON: chrome://tracing, Perfetto)\n"
             "  --resume PATH            resume from a checkpoint (any rank count)\n"
             "  --verify                 train verify.steps steps, then replay them on one device\n"
             "                           and compare the parameters (bitwise in deterministic mode)\n"
@@ -55,6 +57,7 @@ struct cli {
     const char *overrides[MAX_OVERRIDES];
     int n_overrides;
     int plan; // --plan: the job table, no training
+    const char *trace_path; // --trace: the timeline's file; NULL = none
     struct train_options train;
 };
 
@@ -72,10 +75,11 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
                                   size_t err_bytes)
 {
     enum { OPT_SET = 256, OPT_METRICS, OPT_RESUME, OPT_VERIFY, OPT_QUIET, OPT_HELP_CONFIG, OPT_VERSION,
-           OPT_PLAN };
+           OPT_PLAN, OPT_TRACE };
     static const struct option options[] = {
         {"set", required_argument, NULL, OPT_SET},
         {"metrics", required_argument, NULL, OPT_METRICS},
+        {"trace", required_argument, NULL, OPT_TRACE},
         {"resume", required_argument, NULL, OPT_RESUME},
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -90,9 +94,9 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if ((c == OPT_METRICS || c == OPT_RESUME) && !optarg[0]) {
+        if ((c == OPT_METRICS || c == OPT_RESUME || c == OPT_TRACE) && !optarg[0]) {
             snprintf(err, err_bytes, "option %s needs a path, not an empty string",
-                     c == OPT_METRICS ? "--metrics" : "--resume");
+                     c == OPT_METRICS ? "--metrics" : c == OPT_TRACE ? "--trace" : "--resume");
             return CLI_USAGE_ERROR;
         }
         switch (c) {
@@ -104,6 +108,7 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
             cli->overrides[cli->n_overrides++] = optarg;
             break;
         case OPT_METRICS: cli->train.metrics_path = optarg; break;
+        case OPT_TRACE: cli->trace_path = optarg; break;
         case OPT_RESUME: cli->train.resume_path = optarg; break;
         case OPT_VERIFY: cli->train.verify = 1; break;
         case OPT_QUIET: cli->train.quiet = 1; break;
@@ -233,14 +238,22 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    if (cli.trace_path &&
+        (rc = runtime_trace_begin(&rt, cli.trace_path, "vgpu_train " VGPU_VERSION)) < 0) {
+        train_free_data(&data);
+        return runtime_close(&rt, rc == VGPU_ECONFIG ? EXIT_USAGE : 1);
+    }
     struct train_result res;
     double t0 = util_now_s();
     rc = train_run(&rt, &data, &cli.train, &res);
     double wall = util_now_s() - t0;
+    // Preempted or done, the timeline is written (a failure ends the job
+    // before this: the flight recorder tells that story).
+    const int trace_rc = cli.trace_path ? runtime_trace_write(&rt) : 0;
 
     if (train_print_summary(&rt, &res, rc, &cli.train, wall) < 0)
         FATAL(1, "cannot gather the run's summary");
     train_free_data(&data);
     int code = exit_code_(rc);
-    return runtime_close(&rt, code);
+    return runtime_close(&rt, code == 0 && trace_rc < 0 ? 1 : code);
 }

@@ -47,7 +47,7 @@ for r in 0 1 2 3 4 5; do expect_out "^rank $r on $NAME-h$((r / 2)) backend=ring\
 # ---- 2. the same training across three hosts and on one ----
 bytes0=$(bridge_bytes)
 run "6 ranks on 3 hosts" 90 "${VGPURUN[@]}" -np 6 --verbose -- "$TRAIN" "$CONFIG" \
-  --set train.deterministic=true
+  --set train.deterministic=true --trace "$WORK/hosts.json"
 crossed=$(($(bridge_bytes) - bytes0))
 expect_rc 0
 expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*mpirun -np 6 --hostfile .* [^ ]*/vgpurun-rank [^ ]*/vgpu_train '
@@ -58,6 +58,18 @@ crc3=$(summary_field params_crc) steps=$(summary_field steps)
 # Each step's reduction crosses the hosts' links (far more than launch traffic).
 if [ "${crossed:-0}" -gt $((1 << 20)) ]; then ok "$crossed bytes crossed host 0's link ($steps steps)"
 else bad "only ${crossed:-?} bytes crossed host 0's link: the ring did not go between hosts"; fi
+
+# The timeline across hosts: the clocks of hosts 1 and 2 are measured over
+# the network; the namespaces share one kernel's clock, so the measured
+# offsets must be zero within their uncertainty, and each collective must
+# overlap on all 6 ranks.
+expect_out "^vgpu_train: trace $WORK/hosts.json: [0-9]+ spans from 6 ranks, clocks aligned within [0-9]+ us\$"
+check=$(python3 "$VGPU_SOURCE_DIR/tests/e2e/trace_check.py" "$WORK/hosts.json" 6 "${steps:-0}" --same-clock)
+if [ $? = 0 ]; then ok "the trace across 3 hosts: $(grep -c '^ok' <<<"$check") checks"
+else out=$check; bad "the trace across 3 hosts"; fi
+uncertain=$(python3 -c 'import json,sys; print(sum(c["uncertainty_us"] > 0 for c in json.load(open(sys.argv[1]))["otherData"]["clocks"]))' "$WORK/hosts.json" 2>/dev/null)
+if [ "${uncertain:-0}" = 4 ]; then ok "the 4 ranks on hosts 1 and 2 have measured clocks"
+else bad "${uncertain:-no} ranks with a measured clock, expected 4"; fi
 
 run "6 ranks on 1 host (reference)" 90 "$MPIRUN" -np 6 "$TRAIN" "$CONFIG" --quiet \
   --set train.deterministic=true

@@ -1,0 +1,196 @@
+// trace.c: the timeline's span buffer and its Chrome trace-event JSON
+// (trace.h).
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flight.h"
+#include "status.h"
+
+int trace_enabled_;
+static struct trace_span *spans_;
+static size_t capacity_, count_;
+static uint64_t dropped_;
+
+int trace_start(size_t capacity)
+{
+    trace_enabled_ = 0;
+    if (capacity > capacity_) {
+        struct trace_span *grown = malloc(capacity * sizeof *grown);
+        if (!grown)
+            return VGPU_ENOMEM;
+        free(spans_);
+        spans_ = grown;
+        capacity_ = capacity;
+    }
+    // Touch every page now, not on the step path.
+    memset(spans_, 0, capacity_ * sizeof *spans_);
+    count_ = 0;
+    dropped_ = 0;
+    trace_enabled_ = capacity_ > 0;
+    return 0;
+}
+
+void trace_stop(void) { trace_enabled_ = 0; }
+
+void trace_free(void)
+{
+    trace_enabled_ = 0;
+    free(spans_);
+    spans_ = NULL;
+    capacity_ = count_ = 0;
+}
+
+void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2)
+{
+    if (!start_us || !trace_enabled_)
+        return;
+    if (count_ == capacity_) {
+        dropped_++;
+        return;
+    }
+    const uint64_t now = trace_now_us();
+    const uint64_t dur = now > start_us ? now - start_us : 0;
+    spans_[count_++] = (struct trace_span){.start_us = start_us,
+                                           .dur_us = dur > UINT32_MAX ? UINT32_MAX : (uint32_t)dur,
+                                           .what = (uint16_t)what,
+                                           .kind = (uint16_t)kind,
+                                           .arg = arg,
+                                           .arg2 = arg2};
+}
+
+const struct trace_span *trace_spans(size_t *count, uint64_t *dropped)
+{
+    *count = count_;
+    *dropped = dropped_;
+    return spans_;
+}
+
+static const char *const what_names_[TRACE_WHAT_COUNT] = {
+    [TRACE_STEP] = "step",
+    [TRACE_DATA] = "data",
+    [TRACE_FORWARD] = "forward",
+    [TRACE_BACKWARD] = "backward",
+    [TRACE_OPTIMIZER] = "optimizer",
+    [TRACE_COLLECTIVE] = "collective",
+    [TRACE_REDUCE_SCATTER] = "ring reduce-scatter",
+    [TRACE_ALL_GATHER] = "ring all-gather",
+    [TRACE_WAIT] = "wait",
+    [TRACE_CONTROL] = "control",
+    [TRACE_EVAL] = "evaluation",
+    [TRACE_CHECKPOINT] = "checkpoint",
+    [TRACE_INJECTED_SLOW] = "injected slowness",
+};
+
+// The category chrome://tracing colours and filters by.
+static const char *const what_cats_[TRACE_WHAT_COUNT] = {
+    [TRACE_STEP] = "step",         [TRACE_DATA] = "compute",
+    [TRACE_FORWARD] = "compute",   [TRACE_BACKWARD] = "compute",
+    [TRACE_OPTIMIZER] = "optimizer", [TRACE_COLLECTIVE] = "comm",
+    [TRACE_REDUCE_SCATTER] = "comm", [TRACE_ALL_GATHER] = "comm",
+    [TRACE_WAIT] = "wait",         [TRACE_CONTROL] = "control",
+    [TRACE_EVAL] = "eval",         [TRACE_CHECKPOINT] = "checkpoint",
+    [TRACE_INJECTED_SLOW] = "injected",
+};
+
+const char *trace_what_name(unsigned what)
+{
+    return what < TRACE_WHAT_COUNT && what_names_[what] ? what_names_[what] : "?";
+}
+
+// Host names and labels come from the system and the user: escape for JSON.
+static void json_string_(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *s, uint64_t origin_us)
+{
+    const int64_t ts = (int64_t)s->start_us + r->offset_us - (int64_t)origin_us;
+    const char *name = trace_what_name(s->what);
+    if (s->what == TRACE_COLLECTIVE || s->what == TRACE_CONTROL)
+        name = flight_kind_name(s->kind);
+    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%" PRId64
+               ",\"dur\":%" PRIu32,
+            name, what_cats_[s->what < TRACE_WHAT_COUNT ? s->what : 0] ? what_cats_[s->what] : "?",
+            r->rank, ts, s->dur_us);
+    switch (s->what) {
+    case TRACE_STEP:
+        fprintf(f, ",\"args\":{\"step\":%" PRId64 "}", s->arg);
+        break;
+    case TRACE_COLLECTIVE:
+    case TRACE_CONTROL:
+        fprintf(f, ",\"args\":{\"seq\":%" PRId64 ",\"bytes\":%" PRId64 "}", s->arg, s->arg2);
+        break;
+    case TRACE_REDUCE_SCATTER:
+    case TRACE_ALL_GATHER:
+        fprintf(f, ",\"args\":{\"bytes\":%" PRId64 "}", s->arg2);
+        break;
+    case TRACE_WAIT:
+        fprintf(f, ",\"args\":{\"peer\":%" PRId64 "}", s->arg);
+        break;
+    default:
+        break;
+    }
+    fputc('}', f);
+}
+
+int trace_json_begin(FILE *f, const struct trace_rank *ranks, int n, const char *label)
+{
+    int64_t skew = 0;
+    uint64_t dropped = 0;
+    for (int i = 0; i < n; i++) {
+        skew = ranks[i].uncertainty_us > skew ? ranks[i].uncertainty_us : skew;
+        dropped += ranks[i].dropped;
+    }
+    fputs("{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":", f);
+    json_string_(f, label ? label : "vgpu");
+    fprintf(f, ",\"ranks\":%d,\"clock_uncertainty_us\":%" PRId64 ",\"dropped_spans\":%" PRIu64
+               ",\"clocks\":[",
+            n, skew, dropped);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{\"rank\":%d,\"offset_us\":%" PRId64 ",\"uncertainty_us\":%" PRId64 "}",
+                i ? "," : "", ranks[i].rank, ranks[i].offset_us, ranks[i].uncertainty_us);
+    fputs("]},\n\"traceEvents\":[\n", f);
+    // A named, ordered process per rank; every span follows with a comma.
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "rank %d (%s, pid %d)", ranks[i].rank, ranks[i].host,
+                 ranks[i].pid);
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
+                i ? ",\n" : "", ranks[i].rank);
+        json_string_(f, name);
+        fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{"
+                   "\"sort_index\":%d}}",
+                ranks[i].rank, ranks[i].rank);
+    }
+    return ferror(f) ? -EIO : 0;
+}
+
+int trace_json_spans(FILE *f, const struct trace_rank *rank, const struct trace_span *spans,
+                     size_t count, uint64_t origin_us)
+{
+    for (size_t k = 0; k < count; k++)
+        span_(f, rank, &spans[k], origin_us);
+    return ferror(f) ? -EIO : 0;
+}
+
+int trace_json_end(FILE *f)
+{
+    fputs("\n]}\n", f);
+    fflush(f);
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,89 @@
+// trace.h: the timeline (--trace). While on, a rank records spans (what,
+// start, duration, and for collectives their flight recorder number and
+// size) into a buffer allocated up front: no allocation, lock or I/O on the
+// step path. Off, each call site costs one load and one branch. At the end
+// the runtime gathers every rank's spans with its clock offset to rank 0 and
+// rank 0 writes one Chrome trace-event JSON file (trace_write_json), which
+// chrome://tracing and Perfetto open.
+#ifndef VGPU_TRACE_H
+#define VGPU_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+enum trace_what {
+    TRACE_STEP = 1,       // a training step (arg: its number)
+    TRACE_DATA,           // loading the batch's rows onto the device
+    TRACE_FORWARD,
+    TRACE_BACKWARD,
+    TRACE_OPTIMIZER,
+    TRACE_COLLECTIVE,     // kind: enum flight_kind; arg: its number; arg2: bytes
+    TRACE_REDUCE_SCATTER, // a ring all-reduce's phases (arg2: bytes of the round)
+    TRACE_ALL_GATHER,
+    TRACE_WAIT,           // waiting for a peer (arg: its rank, -1 unknown)
+    TRACE_CONTROL,        // a control-plane exchange (kind, arg as TRACE_COLLECTIVE)
+    TRACE_EVAL,
+    TRACE_CHECKPOINT,
+    TRACE_INJECTED_SLOW,  // VGPU_INJECT_SLOW's sleep
+    TRACE_WHAT_COUNT
+};
+
+struct trace_span {
+    uint64_t start_us; // CLOCK_MONOTONIC of the rank that recorded it
+    uint32_t dur_us;
+    uint16_t what;     // enum trace_what
+    uint16_t kind;     // enum flight_kind (collectives, control)
+    int64_t arg, arg2;
+};
+
+extern int trace_enabled_; // read by the inline check below; set by trace_start
+
+// Allocates room for `capacity` spans and starts recording (a second call
+// starts over). Returns 0, or VGPU_ENOMEM.
+int trace_start(size_t capacity);
+// Stops recording; the spans stay until trace_free.
+void trace_stop(void);
+void trace_free(void);
+
+static inline uint64_t trace_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+// The start of a span: its time, or 0 when tracing is off (trace_end then
+// does nothing).
+static inline uint64_t trace_begin(void) { return trace_enabled_ ? trace_now_us() : 0; }
+// Records a span begun at start_us (from trace_begin) ending now. When the
+// buffer is full the span is counted as dropped.
+void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2);
+
+// The recorded spans (in order of their end) and how many were dropped.
+const struct trace_span *trace_spans(size_t *count, uint64_t *dropped);
+
+// One rank's part of the file.
+struct trace_rank {
+    int rank;
+    char host[64];
+    int pid;
+    int64_t offset_us;       // add to this rank's times to get rank 0's clock
+    int64_t uncertainty_us;  // how far off the offset may be (0: the same clock)
+    uint64_t count, dropped; // spans it recorded, and lost to a full buffer
+};
+
+// The Chrome trace-event JSON, in three parts so that the spans can be
+// written rank by rank as they arrive: the header (otherData: the clock
+// offsets, their largest uncertainty, dropped spans; a named process per
+// rank, "rank R (host, pid)"), then each rank's spans as complete events
+// ("ph":"X", times in microseconds from origin_us, rank 0's clock), then
+// the end. Each returns 0 or -EIO.
+int trace_json_begin(FILE *f, const struct trace_rank *ranks, int n, const char *label);
+int trace_json_spans(FILE *f, const struct trace_rank *rank, const struct trace_span *spans,
+                     size_t count, uint64_t origin_us);
+int trace_json_end(FILE *f);
+
+const char *trace_what_name(unsigned what);
+
+#endif

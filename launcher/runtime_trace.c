@@ -1,0 +1,203 @@
+// runtime_trace.c: the job's timeline (runtime.h: runtime_trace_begin and
+// runtime_trace_write): clock offsets to rank 0, the gather of every rank's
+// spans, rank 0's Chrome trace-event file.
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "flight.h"
+#include "log.h"
+#include "runtime.h"
+#include "trace.h"
+
+#define SYNC_ROUNDS 8    // ping-pongs a rank; the one with the shortest round trip counts
+#define SYNC_TAG 0x7663
+#define TRACE_SPANS_MAX ((size_t)1 << 20) // 32 MiB a rank; the default job needs 1/10 of it
+
+static struct {
+    FILE *out;            // rank 0: the trace file, open since begin
+    char path[4096];
+    char label[64];       // the program and its version, in the file
+    int64_t offset_us[2]; // this rank's offset to rank 0's clock, at begin and at the end
+    int64_t uncertainty_us[2];
+    uint64_t origin_us;   // rank 0: when tracing began
+} tr_;
+
+static double timeout_s_(const struct runtime *rt)
+{
+    return rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s : 300.0;
+}
+
+// A request of the trace's exchanges, bounded like every control-plane wait.
+static void wait_(struct runtime *rt, MPI_Request *req, const char *what)
+{
+    double waited = 0;
+    int rc = comm_mpi_wait(req, timeout_s_(rt), NULL, &waited);
+    if (rc == VGPU_ETIMEOUT)
+        FATAL(1, "trace: timed out after %.1f s in %s: a rank stopped or died (comm.timeout_s)",
+              waited, what);
+    if (rc < 0)
+        FATAL(1, "trace: MPI failed in %s", what);
+}
+
+// NTP over MPI: rank r sends its time t1, rank 0 answers with its own t2, r
+// reads t3; rank 0's clock minus r's is t2 - (t1 + t3) / 2, off by at most
+// half the round trip. Ranks on rank 0's host share its clock (offset 0).
+static void clock_sync_(struct runtime *rt, int64_t *offset_us, int64_t *uncertainty_us)
+{
+    *offset_us = 0;
+    *uncertainty_us = 0;
+    if (rt->size == 1)
+        return;
+    const uint64_t seq = flight_begin(FLIGHT_CTL_EXCHANGE, 0);
+    MPI_Request req;
+    if (rt->rank == 0) {
+        for (int r = 1; r < rt->size; r++)
+            for (int k = 0; k < SYNC_ROUNDS; k++) {
+                uint64_t t1, t2;
+                MPI_Irecv(&t1, 1, MPI_UINT64_T, r, SYNC_TAG, MPI_COMM_WORLD, &req);
+                wait_(rt, &req, "the clock exchange");
+                t2 = trace_now_us();
+                MPI_Isend(&t2, 1, MPI_UINT64_T, r, SYNC_TAG, MPI_COMM_WORLD, &req);
+                wait_(rt, &req, "the clock exchange");
+            }
+    } else {
+        uint64_t best = UINT64_MAX;
+        for (int k = 0; k < SYNC_ROUNDS; k++) {
+            uint64_t t1 = trace_now_us(), t2 = 0;
+            MPI_Isend(&t1, 1, MPI_UINT64_T, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+            wait_(rt, &req, "the clock exchange");
+            MPI_Irecv(&t2, 1, MPI_UINT64_T, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+            wait_(rt, &req, "the clock exchange");
+            const uint64_t t3 = trace_now_us();
+            if (t3 - t1 < best) {
+                best = t3 - t1;
+                *offset_us = (int64_t)t2 - (int64_t)(t1 + (t3 - t1) / 2);
+                *uncertainty_us = (int64_t)(best + 1) / 2;
+            }
+        }
+        if (rt->node_index == 0) { // rank 0's host: one CLOCK_MONOTONIC
+            *offset_us = 0;
+            *uncertainty_us = 0;
+        }
+    }
+    flight_end(seq, 0);
+}
+
+int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
+{
+    int rc = 0;
+    snprintf(tr_.label, sizeof tr_.label, "%s", label ? label : "vgpu");
+    if (rt->rank == 0) {
+        snprintf(tr_.path, sizeof tr_.path, "%s", path);
+        if (!(tr_.out = fopen(path, "w"))) {
+            rc = -errno;
+            log_error("--trace %s: cannot write: %s", path, strerror(errno));
+        }
+    }
+    if (rc == 0 && trace_start(TRACE_SPANS_MAX) < 0) {
+        log_error("--trace: no memory for %zu spans (%zu MiB)", TRACE_SPANS_MAX,
+                  TRACE_SPANS_MAX * sizeof(struct trace_span) >> 20);
+        rc = VGPU_ENOMEM;
+    }
+    if ((rc = runtime_agree_min(rt, rc)) < 0) {
+        trace_free();
+        if (tr_.out) {
+            fclose(tr_.out);
+            tr_.out = NULL;
+            unlink(path);
+        }
+        return rc == VGPU_ENOMEM ? rc : VGPU_ECONFIG;
+    }
+    clock_sync_(rt, &tr_.offset_us[0], &tr_.uncertainty_us[0]);
+    tr_.origin_us = trace_now_us();
+    return 0;
+}
+
+int runtime_trace_write(struct runtime *rt)
+{
+    trace_stop();
+    clock_sync_(rt, &tr_.offset_us[1], &tr_.uncertainty_us[1]);
+    size_t count;
+    uint64_t dropped;
+    const struct trace_span *spans = trace_spans(&count, &dropped);
+    // The clocks may drift during the run: the mean of the two offsets, and
+    // half the drift added to the uncertainty.
+    const int64_t drift = tr_.offset_us[1] - tr_.offset_us[0];
+    const int64_t worse = tr_.uncertainty_us[0] > tr_.uncertainty_us[1] ? tr_.uncertainty_us[0]
+                                                                         : tr_.uncertainty_us[1];
+    struct trace_rank mine = {
+        .rank = rt->rank,
+        .pid = (int)getpid(),
+        .offset_us = tr_.offset_us[0] + drift / 2,
+        .uncertainty_us = worse + (drift < 0 ? -drift : drift) / 2,
+        .count = count,
+        .dropped = dropped,
+    };
+    snprintf(mine.host, sizeof mine.host, "%s", rt->host);
+    struct trace_rank *all = rt->rank == 0 ? calloc((size_t)rt->size, sizeof *all) : NULL;
+    if (rt->rank == 0 && !all)
+        FATAL(1, "trace: out of memory");
+    const uint64_t seq = flight_begin(FLIGHT_CTL_EXCHANGE, count * sizeof *spans);
+    MPI_Request req;
+    MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait_(rt, &req, "gathering the trace");
+    int rc = 0;
+    if (rt->rank != 0) {
+        // At most TRACE_SPANS_MAX spans: the byte count fits an int.
+        MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+        wait_(rt, &req, "sending the trace");
+    } else {
+        // Rank by rank as the spans arrive: rank 0 holds one rank's at a time.
+        uint64_t total = 0, lost = 0;
+        struct trace_span *theirs = NULL;
+        rc = trace_json_begin(tr_.out, all, rt->size, tr_.label);
+        if (rc == 0)
+            rc = trace_json_spans(tr_.out, &all[0], spans, count, tr_.origin_us);
+        for (int r = 0; r < rt->size; r++) {
+            total += all[r].count;
+            lost += all[r].dropped;
+        }
+        for (int r = 1; r < rt->size; r++) {
+            struct trace_span *grown = realloc(theirs, (all[r].count ? all[r].count : 1) * sizeof *theirs);
+            if (!grown)
+                FATAL(1, "trace: out of memory for rank %d's %llu spans", r,
+                      (unsigned long long)all[r].count);
+            theirs = grown;
+            MPI_Irecv(theirs, (int)(all[r].count * sizeof *theirs), MPI_BYTE, r, SYNC_TAG,
+                      MPI_COMM_WORLD, &req);
+            wait_(rt, &req, "receiving the trace");
+            if (rc == 0)
+                rc = trace_json_spans(tr_.out, &all[r], theirs, all[r].count, tr_.origin_us);
+        }
+        free(theirs);
+        if (rc == 0)
+            rc = trace_json_end(tr_.out);
+        if (fclose(tr_.out) != 0 && rc == 0)
+            rc = -errno;
+        tr_.out = NULL;
+        int64_t skew = 0;
+        for (int r = 0; r < rt->size; r++)
+            skew = all[r].uncertainty_us > skew ? all[r].uncertainty_us : skew;
+        if (rc < 0)
+            log_error("--trace %s: cannot write: %s", tr_.path, status_str(rc));
+        else
+            printf("vgpu_train: trace %s: %llu spans from %d ranks, clocks aligned within %lld us"
+                   "%s\n",
+                   tr_.path, (unsigned long long)total, rt->size, (long long)skew,
+                   lost ? " (some spans dropped: the buffer was full; trace a shorter run)" : "");
+        if (lost)
+            log_warn("--trace: %llu spans dropped (%zu a rank fit); the trace ends early",
+                     (unsigned long long)lost, TRACE_SPANS_MAX);
+        fflush(stdout);
+    }
+    flight_end(seq, rc);
+    free(all);
+    trace_free();
+    return rc < 0 ? VGPU_EIO : 0;
+}
