@@ -179,6 +179,7 @@ static const char *const kind_names_[FLIGHT_KIND_COUNT] = {
     [FLIGHT_BROADCAST] = "broadcast",
     [FLIGHT_ALL_GATHER] = "all-gather",
     [FLIGHT_BARRIER] = "barrier",
+    [FLIGHT_REDUCE_SCATTER] = "reduce-scatter",
     [FLIGHT_CTL_GATHER] = "control-gather",
     [FLIGHT_CTL_BROADCAST] = "control-broadcast",
     [FLIGHT_CTL_REDUCE] = "control-reduce",

@@ -31,6 +31,7 @@ enum flight_kind {
     FLIGHT_BROADCAST,
     FLIGHT_ALL_GATHER,
     FLIGHT_BARRIER,
+    FLIGHT_REDUCE_SCATTER,
     FLIGHT_CTL_GATHER, // control plane (host memory, MPI)
     FLIGHT_CTL_BROADCAST,
     FLIGHT_CTL_REDUCE,

@@ -125,17 +125,113 @@ static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
     return rc;
 }
 
-int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
-                    enum comm_reduce_op op)
+size_t comm_dtype_size(enum comm_dtype t)
 {
-    if (!c || (op != COMM_SUM && op != COMM_AVG) || count > SIZE_MAX / sizeof(float))
+    switch (t) {
+    case COMM_FLOAT32: return sizeof(float);
+    case COMM_FLOAT64: return sizeof(double);
+    case COMM_INT32: return sizeof(int32_t);
+    case COMM_INT64: return sizeof(int64_t);
+    default: return 0;
+    }
+}
+
+const char *comm_dtype_name(enum comm_dtype t)
+{
+    static const char *const names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64"};
+    return (unsigned)t < COMM_DTYPE_COUNT ? names[t] : "?";
+}
+
+const char *comm_op_name(enum comm_reduce_op op)
+{
+    static const char *const names[COMM_OP_COUNT] = {"sum", "avg", "prod", "min", "max"};
+    return (unsigned)op < COMM_OP_COUNT ? names[op] : "?";
+}
+
+// The element size of a typed call, or 0 when its type, operation or count
+// is not one (the call is refused).
+static size_t typed_size_(enum comm_dtype t, enum comm_reduce_op op, size_t count)
+{
+    const size_t es = comm_dtype_size(t);
+    return es && (unsigned)op < COMM_OP_COUNT && count <= SIZE_MAX / es ? es : 0;
+}
+
+int comm_all_reduce_typed(comm_t *c, const void *send, void *recv, size_t count,
+                          enum comm_dtype t, enum comm_reduce_op op)
+{
+    const size_t es = typed_size_(t, op, count);
+    if (!c || !es)
         return VGPU_EINVAL;
-    const size_t bytes = count * sizeof(float);
+    const size_t bytes = count * es;
     TRY(check_buffer_(c, send, bytes, "send", "comm_all_reduce"));
     TRY(check_buffer_(c, recv, bytes, "recv", "comm_all_reduce"));
     const struct call_ call = enter_(FLIGHT_ALL_REDUCE, bytes);
-    int rc = c->ops->all_reduce(c, send, recv, count, op);
+    int rc = c->ops->all_reduce(c, send, recv, count, t, op);
     account_(c, &call, bytes, rc);
+    return rc;
+}
+
+int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
+                    enum comm_reduce_op op)
+{
+    return comm_all_reduce_typed(c, send, recv, count, COMM_FLOAT32, op);
+}
+
+void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by)
+{
+    switch (t) {
+    case COMM_FLOAT32:
+        for (size_t i = 0; i < n; i++)
+            ((float *)buf)[i] /= (float)by;
+        break;
+    case COMM_FLOAT64:
+        for (size_t i = 0; i < n; i++)
+            ((double *)buf)[i] /= (double)by;
+        break;
+    case COMM_INT32:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)buf)[i] /= by;
+        break;
+    case COMM_INT64:
+        for (size_t i = 0; i < n; i++)
+            ((int64_t *)buf)[i] /= by;
+        break;
+    default:
+        break;
+    }
+}
+
+// Reduce-scatter as an all-reduce of the whole into scratch, keeping this
+// rank's block (backends without their own).
+static int reduce_scatter_by_all_reduce_(comm_t *c, const void *send, void *recv,
+                                         size_t recv_count, enum comm_dtype t,
+                                         enum comm_reduce_op op)
+{
+    const size_t es = comm_dtype_size(t), block = recv_count * es;
+    void *all = NULL;
+    if (block)
+        TRY(device_alloc(c->dev, block * (size_t)c->size, &all));
+    int rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
+    if (rc == 0 && block)
+        rc = device_copy(c->dev, recv, (char *)all + (size_t)c->rank * block, block);
+    device_free(c->dev, all);
+    return rc;
+}
+
+int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
+                        enum comm_dtype t, enum comm_reduce_op op)
+{
+    const size_t es = typed_size_(t, op, recv_count);
+    if (!c || !es || (c->size > 0 && recv_count * es > SIZE_MAX / (size_t)c->size))
+        return VGPU_EINVAL;
+    const size_t block = recv_count * es, total = block * (size_t)c->size;
+    TRY(check_buffer_(c, send, total, "send", "comm_reduce_scatter"));
+    TRY(check_buffer_(c, recv, block, "recv", "comm_reduce_scatter"));
+    const struct call_ call = enter_(FLIGHT_REDUCE_SCATTER, total);
+    int rc = c->ops->reduce_scatter
+                 ? c->ops->reduce_scatter(c, send, recv, recv_count, t, op)
+                 : reduce_scatter_by_all_reduce_(c, send, recv, recv_count, t, op);
+    account_(c, &call, total, rc);
     return rc;
 }
 
@@ -398,7 +494,7 @@ int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
     if (c->ops->all_reduce_update) {
         rc = c->ops->all_reduce_update(c, grads, params, count, update, ctx);
     } else {
-        rc = c->ops->all_reduce(c, grads, grads, count, COMM_SUM);
+        rc = c->ops->all_reduce(c, grads, grads, count, COMM_FLOAT32, COMM_SUM);
         if (rc == 0 && count)
             rc = update(ctx, 0, count);
     }

@@ -16,7 +16,17 @@
 
 typedef struct comm comm_t;
 
-enum comm_reduce_op { COMM_SUM, COMM_AVG };
+// Element types and reductions of the typed collectives, as NCCL's (avg of
+// integers: the sum divided by the rank count, rounded toward zero; integer
+// sums and products wrap around).
+enum comm_dtype { COMM_FLOAT32, COMM_FLOAT64, COMM_INT32, COMM_INT64, COMM_DTYPE_COUNT };
+enum comm_reduce_op { COMM_SUM, COMM_AVG, COMM_PROD, COMM_MIN, COMM_MAX, COMM_OP_COUNT };
+
+// Bytes of one element (0 for a type that is not one); names ("float32",
+// "sum") for messages.
+size_t comm_dtype_size(enum comm_dtype t);
+const char *comm_dtype_name(enum comm_dtype t);
+const char *comm_op_name(enum comm_reduce_op op);
 
 struct comm_stats {
     uint64_t calls;        // collectives issued
@@ -34,10 +44,21 @@ const char *comm_backend_name(const comm_t *c);
 int comm_rank(const comm_t *c);
 int comm_size(const comm_t *c);
 
-// recv[i] = op over ranks of send[i], float32, count >= 0. send == recv is the
-// in-place form.
+// recv[i] = op over ranks of send[i], count elements of type t, count >= 0.
+// send == recv is the in-place form. Float sums are added in an order that
+// depends on the backend and the rank count (not bitwise reproducible across
+// them; comm_all_reduce_tree is).
+int comm_all_reduce_typed(comm_t *c, const void *send, void *recv, size_t count,
+                          enum comm_dtype t, enum comm_reduce_op op);
+// The float32 form (count floats).
 int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
                     enum comm_reduce_op op);
+// NCCL's reduce-scatter: send holds size * recv_count elements; rank r
+// receives in recv the reduction over ranks of block r of send (elements
+// [r * recv_count, (r + 1) * recv_count)). recv may be send's block r (in
+// place).
+int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
+                        enum comm_dtype t, enum comm_reduce_op op);
 // Copies `bytes` of root's buf into every rank's buf.
 int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
 // recv = concatenation over ranks (in rank order) of each rank's `bytes` of send.

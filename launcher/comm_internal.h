@@ -22,8 +22,13 @@ struct comm_ops {
     const char *name;
     // Connects; on failure leaves nothing behind.
     int (*create)(comm_t *c, const struct comm_args *args);
-    int (*all_reduce)(comm_t *c, const float *send, float *recv, size_t count,
+    // comm_all_reduce_typed, arguments checked.
+    int (*all_reduce)(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
                       enum comm_reduce_op op);
+    // comm_reduce_scatter; NULL where the backend has none (comm.c then
+    // all-reduces the whole and keeps this rank's block: twice the traffic).
+    int (*reduce_scatter)(comm_t *c, const void *send, void *recv, size_t recv_count,
+                          enum comm_dtype t, enum comm_reduce_op op);
     int (*broadcast)(comm_t *c, void *buf, size_t bytes, int root);
     int (*all_gather)(comm_t *c, const void *send, void *recv, size_t bytes);
     // comm_all_reduce_update's sharded form; NULL where the backend has none
@@ -51,6 +56,10 @@ struct comm {
     void *tree_scratch;      // device scratch of the deterministic all-reduce (comm.c)
     size_t tree_scratch_bytes;
 };
+
+// buf[i] /= by for n elements of type t in host memory (COMM_AVG after a
+// sum; integers round toward zero).
+void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by);
 
 extern const struct comm_ops comm_mpi_ops;
 extern const struct comm_ops comm_ring_ops;

@@ -53,33 +53,53 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
     return rc;
 }
 
-static int mpi_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
-                           enum comm_reduce_op op)
+static MPI_Datatype mpi_type_(enum comm_dtype t)
+{
+    switch (t) {
+    case COMM_FLOAT64: return MPI_DOUBLE;
+    case COMM_INT32: return MPI_INT32_T;
+    case COMM_INT64: return MPI_INT64_T;
+    default: return MPI_FLOAT;
+    }
+}
+
+static MPI_Op mpi_op_(enum comm_reduce_op op)
+{
+    switch (op) {
+    case COMM_PROD: return MPI_PROD;
+    case COMM_MIN: return MPI_MIN;
+    case COMM_MAX: return MPI_MAX;
+    default: return MPI_SUM; // sum, and avg's sum before the division
+    }
+}
+
+static int mpi_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
+                           enum comm_dtype t, enum comm_reduce_op op)
 {
     struct mpi_comm *m = c->impl;
-    const size_t piece = MPI_PIECE_BYTES / sizeof(float);
+    const size_t es = comm_dtype_size(t), piece = MPI_PIECE_BYTES / es;
     size_t done = 0;
     do { // at least once: count 0 is still a (trivial) collective
         const size_t len = count - done < piece ? count - done : piece;
-        const size_t bytes = len * sizeof(float);
-        float *r;
+        const size_t bytes = len * es, at = done * es;
+        char *r;
         const void *s;
         if (m->staged) {
-            r = (float *)m->host;
+            r = m->host;
             if (bytes)
-                TRY(device_copy_to_host(c->dev, r, send + done, bytes));
+                TRY(device_copy_to_host(c->dev, r, (const char *)send + at, bytes));
             s = MPI_IN_PLACE;
         } else {
-            r = bytes ? (float *)device_cpu_view(c->dev, recv + done) : NULL;
+            r = bytes ? (char *)device_cpu_view(c->dev, recv) + at : NULL;
             s = send == recv ? MPI_IN_PLACE
-                             : bytes ? device_cpu_view(c->dev, send + done) : NULL;
+                             : bytes ? (const char *)device_cpu_view(c->dev, send) + at : NULL;
         }
-        TRY(check_(MPI_Allreduce(s, r, (int)len, MPI_FLOAT, MPI_SUM, m->comm), "MPI_Allreduce"));
+        TRY(check_(MPI_Allreduce(s, r, (int)len, mpi_type_(t), mpi_op_(op), m->comm),
+                   "MPI_Allreduce"));
         if (op == COMM_AVG)
-            for (size_t i = 0; i < len; i++)
-                r[i] /= (float)c->size;
+            comm_divide_host(r, len, t, c->size);
         if (m->staged && bytes)
-            TRY(device_copy_to_device(c->dev, recv + done, r, bytes));
+            TRY(device_copy_to_device(c->dev, (char *)recv + at, r, bytes));
         done += len;
     } while (done < count);
     return 0;

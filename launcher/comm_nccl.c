@@ -261,14 +261,44 @@ static int after_device_(comm_t *c, struct nccl_comm *m)
         return nccl_wait_((c), (m), what);               \
     } while (0)
 
-static int nccl_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
-                            enum comm_reduce_op op)
+// comm.h's types and operations are NCCL's, one to one.
+static ncclDataType_t nccl_type_(enum comm_dtype t)
+{
+    switch (t) {
+    case COMM_FLOAT64: return ncclFloat64;
+    case COMM_INT32: return ncclInt32;
+    case COMM_INT64: return ncclInt64;
+    default: return ncclFloat32;
+    }
+}
+
+static ncclRedOp_t nccl_op_(enum comm_reduce_op op)
+{
+    switch (op) {
+    case COMM_AVG: return ncclAvg;
+    case COMM_PROD: return ncclProd;
+    case COMM_MIN: return ncclMin;
+    case COMM_MAX: return ncclMax;
+    default: return ncclSum;
+    }
+}
+
+static int nccl_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
+                            enum comm_dtype t, enum comm_reduce_op op)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclAllReduce(send, recv, count, nccl_type_(t), nccl_op_(op), m->comm, m->stream),
+              "ncclAllReduce");
+}
+
+static int nccl_reduce_scatter_(comm_t *c, const void *send, void *recv, size_t recv_count,
+                                enum comm_dtype t, enum comm_reduce_op op)
 {
     struct nccl_comm *m = c->impl;
     NCCL_RUN_(c, m,
-              ncclAllReduce(send, recv, count, ncclFloat, op == COMM_AVG ? ncclAvg : ncclSum,
-                            m->comm, m->stream),
-              "ncclAllReduce");
+              ncclReduceScatter(send, recv, recv_count, nccl_type_(t), nccl_op_(op), m->comm,
+                                m->stream),
+              "ncclReduceScatter");
 }
 
 static int nccl_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
@@ -296,6 +326,7 @@ const struct comm_ops comm_nccl_ops = {
     .name = "nccl",
     .create = nccl_create_,
     .all_reduce = nccl_all_reduce_,
+    .reduce_scatter = nccl_reduce_scatter_,
     .broadcast = nccl_broadcast_,
     .all_gather = nccl_all_gather_,
     .barrier = nccl_barrier_,

@@ -373,7 +373,8 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             core->left.win_bytes = lp->win.bytes;
         }
         if (status == 0 && (!core->left.local || !core->right.local)) {
-            core->landing_bytes = slice + 64;
+            // A chunk: a step's slice and up to 16 elements of 8 bytes more.
+            core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
             core->landing = malloc(core->landing_bytes);
             if (!core->landing)
                 status = VGPU_ENOMEM;
@@ -441,27 +442,27 @@ static char *view_(struct ring_comm *rc, const void *dev_ptr)
     return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_cpu_view(rc->dev, dev_ptr);
 }
 
-static int ring_all_reduce_(comm_t *c, const float *send, float *recv, size_t count,
-                            enum comm_reduce_op op)
+static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
+                            enum comm_dtype t, enum comm_reduce_op op)
 {
     struct ring_comm *rc = c->impl;
-    const uint64_t piece = rc->piece_bytes / sizeof(float);
+    const uint64_t es = comm_dtype_size(t), piece = rc->piece_bytes / es;
     const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
     for (uint64_t i = 0; i < pieces; i++) {
         const uint64_t lo = i * piece;
         const uint64_t len = count - lo < piece ? count - lo : piece;
-        const size_t bytes = len * sizeof(float);
+        const size_t bytes = len * es, at = lo * es;
         if (rc->staging) {
-            float *s = (float *)rc->stage;
+            char *s = rc->stage;
             if (bytes)
-                TRY(device_copy_to_host(rc->dev, s, send + lo, bytes));
-            TRY(ring_core_all_reduce(&rc->core, s, s, len, op));
+                TRY(device_copy_to_host(rc->dev, s, (const char *)send + at, bytes));
+            TRY(ring_core_all_reduce(&rc->core, s, s, len, t, op));
             if (bytes)
-                TRY(device_copy_to_device(rc->dev, recv + lo, s, bytes));
+                TRY(device_copy_to_device(rc->dev, (char *)recv + at, s, bytes));
         } else {
-            float *s = (float *)view_(rc, send), *d = (float *)view_(rc, recv);
-            TRY(ring_core_all_reduce(&rc->core, bytes ? s + lo : NULL, bytes ? d + lo : NULL, len,
-                                     op));
+            char *s = view_(rc, send), *d = view_(rc, recv);
+            TRY(ring_core_all_reduce(&rc->core, bytes ? s + at : NULL, bytes ? d + at : NULL, len,
+                                     t, op));
         }
     }
     return 0;
@@ -486,7 +487,7 @@ static int ring_all_reduce_update_(comm_t *c, float *grads, float *params, size_
 {
     struct ring_comm *rc = c->impl;
     if (rc->staging) { // through staging windows: the plain form
-        TRY(ring_all_reduce_(c, grads, grads, count, COMM_SUM));
+        TRY(ring_all_reduce_(c, grads, grads, count, COMM_FLOAT32, COMM_SUM));
         return count ? update(ctx, 0, count) : 0;
     }
     const uint64_t piece = rc->piece_bytes / sizeof(float);

@@ -133,6 +133,8 @@ static struct {
                               cudaStream_t);
     ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
                                cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                   ncclComm_t, cudaStream_t);
 } nccl_fn_;
 
 static void nccl_load_(void)
@@ -141,7 +143,7 @@ static void nccl_load_(void)
         "ncclGetVersion",      "ncclGetUniqueId",       "ncclCommInitRankConfig",
         "ncclCommDestroy",     "ncclCommAbort",         "ncclGetErrorString",
         "ncclCommGetAsyncError", "ncclAllReduce",       "ncclBroadcast",
-        "ncclAllGather"};
+        "ncclAllGather",       "ncclReduceScatter"};
     enum { N = sizeof names / sizeof *names };
     void *slots[N] = {0};
     load_(&nccl_, names, slots, N);
@@ -151,7 +153,8 @@ static void nccl_load_(void)
                      (void **)&nccl_fn_.init_rank_config, (void **)&nccl_fn_.destroy,
                      (void **)&nccl_fn_.abort,        (void **)&nccl_fn_.error_string,
                      (void **)&nccl_fn_.async_error,  (void **)&nccl_fn_.all_reduce,
-                     (void **)&nccl_fn_.broadcast,    (void **)&nccl_fn_.all_gather};
+                     (void **)&nccl_fn_.broadcast,    (void **)&nccl_fn_.all_gather,
+                     (void **)&nccl_fn_.reduce_scatter};
     for (int i = 0; i < N; i++)
         *dst[i] = slots[i];
 }
@@ -207,6 +210,13 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 {
     return nccl_missing_() ? ncclSystemError
                            : nccl_fn_.all_reduce(send, recv, count, type, op, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recv_count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return nccl_missing_() ? ncclSystemError
+                           : nccl_fn_.reduce_scatter(send, recv, recv_count, type, op, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,

@@ -453,18 +453,46 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
 // copies on their own stream; settle is the stream's synchronisation, after
 // which the host hand-shake (the progress counters) tells the neighbour.
 
-__global__ void ring_reduce_kernel(float *dst, const float *mine, const float *theirs, size_t n,
-                                   float div)
-{
-    GRID_STRIDE(i, n) kernel_ring_reduce(i, dst, mine, theirs, div);
-}
+// One kernel a type (comm.h's enum comm_dtype: float32, float64, int32,
+// int64); the operation is a uniform branch inside.
+#define RING_REDUCE_KERNEL(NAME, T, FN)                                                    \
+    __global__ void NAME(T *dst, const T *mine, const T *theirs, size_t n, int op,         \
+                         int avg_div)                                                      \
+    {                                                                                      \
+        GRID_STRIDE(i, n) FN(i, dst, mine, theirs, op, avg_div);                           \
+    }
+RING_REDUCE_KERNEL(ring_reduce_f32_kernel, float, kernel_reduce_f32)
+RING_REDUCE_KERNEL(ring_reduce_f64_kernel, double, kernel_reduce_f64)
+RING_REDUCE_KERNEL(ring_reduce_i32_kernel, int32_t, kernel_reduce_i32)
+RING_REDUCE_KERNEL(ring_reduce_i64_kernel, int64_t, kernel_reduce_i64)
 
-static int ring_reduce_(void *ctx, float *dst, const float *mine, const float *theirs, uint64_t n,
-                        float div)
+static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *theirs, uint64_t n,
+                        int dtype, int op, int avg_div)
 {
     device_t *dev = (device_t *)ctx;
-    if (n)
-        LAUNCH(ring_reduce_kernel, (size_t)n, dst, mine, theirs, (size_t)n, div);
+    if (!n)
+        return 0;
+    const size_t len = (size_t)n;
+    switch (dtype) { // comm.h's order: float32, float64, int32, int64
+    case 0:
+        LAUNCH(ring_reduce_f32_kernel, len, (float *)dst, (const float *)mine,
+               (const float *)theirs, len, op, avg_div);
+        break;
+    case 1:
+        LAUNCH(ring_reduce_f64_kernel, len, (double *)dst, (const double *)mine,
+               (const double *)theirs, len, op, avg_div);
+        break;
+    case 2:
+        LAUNCH(ring_reduce_i32_kernel, len, (int32_t *)dst, (const int32_t *)mine,
+               (const int32_t *)theirs, len, op, avg_div);
+        break;
+    case 3:
+        LAUNCH(ring_reduce_i64_kernel, len, (int64_t *)dst, (const int64_t *)mine,
+               (const int64_t *)theirs, len, op, avg_div);
+        break;
+    default:
+        return VGPU_EINVAL;
+    }
     return 0;
 }
 

@@ -137,13 +137,28 @@ KERNEL_FN void kernel_adam_step(size_t i, float *param, const float *grad, float
     param[i] -= delta;
 }
 
-// The ring's reduction of one element (ring_mem.h): the same single-precision
-// sum and division as the host engine's loops (ring_core.c).
-KERNEL_FN void kernel_ring_reduce(size_t i, float *dst, const float *mine, const float *theirs,
-                                  float div)
-{
-    const float s = mine[i] + theirs[i];
-    dst[i] = div != 0.0f ? s / div : s;
-}
+// The typed collectives' reduction, the ring's on the host and on a device
+// (op: comm.h's enum comm_reduce_op, same numbers, ring_core.c checks them):
+// element i of dst = a op b, and where avg_div != 0 (COMM_AVG's last step)
+// that sum divided by avg_div (integers: toward zero). Integer sums and products wrap around: they are computed
+// unsigned, which is defined. dst may be a.
+enum { KERNEL_OP_SUM, KERNEL_OP_AVG, KERNEL_OP_PROD, KERNEL_OP_MIN, KERNEL_OP_MAX };
+#define KERNEL_REDUCE_TYPED(NAME, T, U)                                                      \
+    KERNEL_FN void NAME(size_t i, T *dst, const T *a, const T *b, int op, int avg_div)       \
+    {                                                                                        \
+        const T x = a[i], y = b[i];                                                          \
+        T r;                                                                                 \
+        switch (op) {                                                                        \
+        case KERNEL_OP_PROD: r = (T)((U)x * (U)y); break;                                    \
+        case KERNEL_OP_MIN: r = y < x ? y : x; break;                                        \
+        case KERNEL_OP_MAX: r = y > x ? y : x; break;                                        \
+        default: r = (T)((U)x + (U)y); break; /* sum; avg's sum */                           \
+        }                                                                                    \
+        dst[i] = avg_div ? (T)(r / (T)avg_div) : r;                                          \
+    }
+KERNEL_REDUCE_TYPED(kernel_reduce_f32, float, float)
+KERNEL_REDUCE_TYPED(kernel_reduce_f64, double, double)
+KERNEL_REDUCE_TYPED(kernel_reduce_i32, int32_t, uint32_t)
+KERNEL_REDUCE_TYPED(kernel_reduce_i64, int64_t, uint64_t)
 
 #endif

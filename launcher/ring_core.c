@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "flight.h"
+#include "kernels.h"
 #include "log.h"
 #include "status.h"
 #include "trace.h"
@@ -17,9 +18,9 @@
 
 static inline int mod_(int64_t a, int n) { return (int)(((a % n) + n) % n); }
 
-uint64_t ring_round_floats(const struct ring_core *r)
+uint64_t ring_round_elems(const struct ring_core *r, size_t elem_bytes)
 {
-    uint64_t per_step = r->slice_bytes / sizeof(float);
+    uint64_t per_step = r->slice_bytes / elem_bytes;
     if (per_step < 16)
         per_step = 16;
     return per_step * (uint64_t)r->size;
@@ -196,18 +197,58 @@ static void add_div_in_(float *restrict dst, const float *restrict b, uint64_t n
         dst[i] = (dst[i] + b[i]) / d;
 }
 
-static int reduce_(struct ring_core *r, float *dst, const float *mine, const float *theirs,
-                   uint64_t n, float div)
+// kernels.h numbers the operations as comm.h does.
+_Static_assert((int)KERNEL_OP_SUM == (int)COMM_SUM && (int)KERNEL_OP_AVG == (int)COMM_AVG &&
+                   (int)KERNEL_OP_PROD == (int)COMM_PROD && (int)KERNEL_OP_MIN == (int)COMM_MIN &&
+                   (int)KERNEL_OP_MAX == (int)COMM_MAX,
+               "kernels.h's operations are comm.h's");
+
+// The other types and operations, through kernels.h's element functions.
+static void reduce_typed_(enum comm_dtype t, enum comm_reduce_op op, void *dst, const void *a,
+                          const void *b, uint64_t n, int avg_div)
+{
+    switch (t) {
+    case COMM_FLOAT32:
+        for (uint64_t i = 0; i < n; i++)
+            kernel_reduce_f32(i, dst, a, b, (int)op, avg_div);
+        break;
+    case COMM_FLOAT64:
+        for (uint64_t i = 0; i < n; i++)
+            kernel_reduce_f64(i, dst, a, b, (int)op, avg_div);
+        break;
+    case COMM_INT32:
+        for (uint64_t i = 0; i < n; i++)
+            kernel_reduce_i32(i, dst, a, b, (int)op, avg_div);
+        break;
+    case COMM_INT64:
+        for (uint64_t i = 0; i < n; i++)
+            kernel_reduce_i64(i, dst, a, b, (int)op, avg_div);
+        break;
+    default:
+        break;
+    }
+}
+
+// dst = mine op theirs (n elements of type t), divided by avg_div where it is
+// not 0. The gradients' float sums keep their own vectorised loops.
+static int reduce_(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, char *dst,
+                   const char *mine, const char *theirs, uint64_t n, int avg_div)
 {
     if (r->mem) {
-        int rc = r->mem->reduce(r->mem->ctx, dst, mine, theirs, n, div);
+        int rc = r->mem->reduce(r->mem->ctx, dst, mine, theirs, n, (int)t, (int)op, avg_div);
         r->broken |= rc < 0;
         return rc;
     }
-    if (div != 0.0f)
-        dst == mine ? add_div_in_(dst, theirs, n, div) : add_div_out_(dst, mine, theirs, n, div);
-    else
-        dst == mine ? add_in_(dst, theirs, n) : add_out_(dst, mine, theirs, n);
+    if (t == COMM_FLOAT32 && (op == COMM_SUM || op == COMM_AVG)) {
+        float *d = (float *)dst;
+        const float *a = (const float *)mine, *b = (const float *)theirs;
+        if (avg_div)
+            d == a ? add_div_in_(d, b, n, (float)avg_div) : add_div_out_(d, a, b, n, (float)avg_div);
+        else
+            d == a ? add_in_(d, b, n) : add_out_(d, a, b, n);
+    } else {
+        reduce_typed_(t, op, dst, mine, theirs, n, avg_div);
+    }
     return 0;
 }
 
@@ -271,28 +312,30 @@ static int left_ptr_(struct ring_core *r, uint64_t off, uint64_t bytes, const ch
     return 0;
 }
 
-// The all-reduce engine. Plain form: update == NULL, out == recv. Update
-// form: in place on recv (the gradients); once this rank's chunk of a round
-// is fully reduced, and before it tells the right so, update(ctx, lo, n)
-// runs on that range; the all-gather phase then circulates `out` (the
-// parameters) instead of recv.
-static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint64_t count,
-                       enum comm_reduce_op op, ring_update_fn update, void *ctx, float *out)
+// The all-reduce engine, on count elements of type t (es bytes each). Plain
+// form: update == NULL, out == recv. Update form (float32 sums): in place on
+// recv (the gradients); once this rank's chunk of a round is fully reduced,
+// and before it tells the right so, update(ctx, lo, n) runs on that range;
+// the all-gather phase then circulates `out` (the parameters) instead of recv.
+static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                       enum comm_dtype t, enum comm_reduce_op op, ring_update_fn update,
+                       void *ctx, char *out)
 {
     if (r->broken)
         return VGPU_ECOMM;
     const int n = r->size, p = r->pos;
+    const uint64_t es = comm_dtype_size(t);
     if (n == 1) { // settled like every other return: the results are there
         if (send != recv && count)
-            TRY(copy_(r, recv, send, count * sizeof(float)));
+            TRY(copy_(r, recv, send, count * es));
         TRY(settle_(r));
         return update && count ? update(ctx, 0, count) : 0;
     }
     const uint64_t base = r->progress;
     const uint64_t steps = 2 * (uint64_t)(n - 1);
-    const uint64_t round = ring_round_floats(r);
+    const uint64_t round = ring_round_elems(r, es);
     const uint64_t rounds = count ? (count + round - 1) / round : 1;
-    const float div = op == COMM_AVG ? (float)n : 0.0f;
+    const int avg_div = op == COMM_AVG ? n : 0;
     // The update form publishes the parameters as its "send" buffer: its
     // reduction is in place on recv, so the left's input is its recv.
     if (update)
@@ -300,16 +343,16 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
     else
         TRY(arrive_(r, KIND_ALL_REDUCE, send, recv, 0));
 
-    const float *lsend = NULL, *lrecv = NULL, *lout = NULL;
+    const char *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
-        const uint64_t bytes = count * sizeof(float);
+        const uint64_t bytes = count * es;
         const char *ls, *lr;
         TRY(left_ptr_(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
         TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
-        lrecv = (const float *)lr;
-        lsend = update ? lrecv : (const float *)ls;
-        lout = update ? (const float *)ls : lrecv;
+        lrecv = lr;
+        lsend = update ? lrecv : ls;
+        lout = update ? ls : lrecv;
     }
     for (uint64_t k = 0; k < rounds; k++) {
         const uint64_t lo = k * round;
@@ -324,21 +367,22 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
             MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) { // the chunk the right reduces at its step s
                 ring_chunk(len, n, mod_(p - s, n), &clo, &chi);
-                const float *src = s == 0 ? send : recv;
-                TRY(send_right_(r, chi > clo ? src + lo + clo : NULL, (chi - clo) * 4, &sreq));
+                const char *src = s == 0 ? send : recv;
+                TRY(send_right_(r, chi > clo ? src + (lo + clo) * es : NULL, (chi - clo) * es,
+                                &sreq));
             }
             ring_chunk(len, n, mod_(p - s - 1, n), &clo, &chi);
-            const float *theirs;
+            const char *theirs;
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, s == 0 ? base + 1 : rb + s));
-                theirs = chi > clo ? (s == 0 ? lsend : lrecv) + lo + clo : NULL;
+                theirs = chi > clo ? (s == 0 ? lsend : lrecv) + (lo + clo) * es : NULL;
             } else {
-                TRY(recv_left_(r, r->landing, (chi - clo) * 4));
-                theirs = (const float *)r->landing;
+                TRY(recv_left_(r, r->landing, (chi - clo) * es));
+                theirs = r->landing;
             }
             if (chi > clo)
-                TRY(reduce_(r, recv + lo + clo, send + lo + clo, theirs, chi - clo,
-                            s == n - 2 ? div : 0.0f));
+                TRY(reduce_(r, t, op, recv + (lo + clo) * es, send + (lo + clo) * es, theirs,
+                            chi - clo, s == n - 2 ? avg_div : 0));
             // My chunk of this round is complete: update before the right
             // may read its parameters (it waits for this step's publish).
             if (update && s == n - 2 && chi > clo) {
@@ -352,32 +396,33 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
-        trace_end(TRACE_REDUCE_SCATTER, 0, phase, 0, (int64_t)len * 4);
+        trace_end(TRACE_REDUCE_SCATTER, 0, phase, 0, (int64_t)(len * es));
         // All-gather step t: my chunk c = (p-t) is copied from the left, which
         // finished it at its step t-1; the right must have read my partial of
         // c (its reduce-scatter step t) before I overwrite it.
         phase = trace_begin();
-        for (int t = 0; t < n - 1; t++) {
+        for (int g = 0; g < n - 1; g++) {
             MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) {
-                ring_chunk(len, n, mod_(p + 1 - t, n), &clo, &chi);
-                TRY(send_right_(r, chi > clo ? out + lo + clo : NULL, (chi - clo) * 4, &sreq));
+                ring_chunk(len, n, mod_(p + 1 - g, n), &clo, &chi);
+                TRY(send_right_(r, chi > clo ? out + (lo + clo) * es : NULL, (chi - clo) * es,
+                                &sreq));
             } else {
-                TRY(wait_peer_(r, &r->right, rb + (uint64_t)t + 1));
+                TRY(wait_peer_(r, &r->right, rb + (uint64_t)g + 1));
             }
-            ring_chunk(len, n, mod_(p - t, n), &clo, &chi);
+            ring_chunk(len, n, mod_(p - g, n), &clo, &chi);
             if (r->left.local) {
-                TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + t)));
+                TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + g)));
                 if (chi > clo)
-                    TRY(copy_(r, out + lo + clo, lout + lo + clo, (chi - clo) * 4));
+                    TRY(copy_(r, out + (lo + clo) * es, lout + (lo + clo) * es, (chi - clo) * es));
             } else {
-                TRY(recv_left_(r, chi > clo ? out + lo + clo : NULL, (chi - clo) * 4));
+                TRY(recv_left_(r, chi > clo ? out + (lo + clo) * es : NULL, (chi - clo) * es));
             }
-            TRY(publish_(r, rb + (uint64_t)(n - 1 + t) + 1));
+            TRY(publish_(r, rb + (uint64_t)(n - 1 + g) + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
-        trace_end(TRACE_ALL_GATHER, 0, phase, 0, (int64_t)len * 4);
+        trace_end(TRACE_ALL_GATHER, 0, phase, 0, (int64_t)(len * es));
     }
     // The right reads my buffers until its last step: only then may the
     // caller touch them again.
@@ -386,16 +431,17 @@ static int all_reduce_(struct ring_core *r, const float *send, float *recv, uint
     return 0;
 }
 
-int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
-                         enum comm_reduce_op op)
+int ring_core_all_reduce(struct ring_core *r, const void *send, void *recv, uint64_t count,
+                         enum comm_dtype t, enum comm_reduce_op op)
 {
-    return all_reduce_(r, send, recv, count, op, NULL, NULL, recv);
+    return all_reduce_(r, send, recv, count, t, op, NULL, NULL, recv);
 }
 
 int ring_core_all_reduce_update(struct ring_core *r, float *grads, float *params, uint64_t count,
                                 ring_update_fn update, void *ctx)
 {
-    return all_reduce_(r, grads, grads, count, COMM_SUM, update, ctx, params);
+    return all_reduce_(r, (const char *)grads, (char *)grads, count, COMM_FLOAT32, COMM_SUM,
+                       update, ctx, (char *)params);
 }
 
 int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint64_t bytes,
@@ -508,5 +554,5 @@ int ring_core_barrier(struct ring_core *r)
 {
     // An empty all-reduce: its reduce-scatter chain alone proves that every
     // rank has arrived (rank p's last step needs p-1's, which needs p-2's ...).
-    return ring_core_all_reduce(r, NULL, NULL, 0, COMM_SUM);
+    return ring_core_all_reduce(r, NULL, NULL, 0, COMM_FLOAT32, COMM_SUM);
 }

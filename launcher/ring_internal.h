@@ -73,11 +73,12 @@ struct ring_core {
     void *report_arg;        // for report
 };
 
-// Floats of an all-reduce round (all ranks agree: it depends on slice and size).
-uint64_t ring_round_floats(const struct ring_core *r);
+// Elements (of elem_bytes each) of an all-reduce round (all ranks agree: it
+// depends on slice, size and type).
+uint64_t ring_round_elems(const struct ring_core *r, size_t elem_bytes);
 
-// [*lo, *hi) of chunk c (0..parts-1) of a round of n floats: balanced, and
-// aligned to 16 floats so that two ranks never write one cache line.
+// [*lo, *hi) of chunk c (0..parts-1) of a round of n elements: balanced, and
+// aligned to 16 elements so that two ranks never write one cache line.
 void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
 
 // The collectives on the windows (host memory, or device memory through
@@ -86,9 +87,10 @@ void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
 // Return 0, VGPU_ETIMEOUT (reported through r->report; the ring is broken
 // from then on) or VGPU_ECOMM (an MPI failure, or called on a broken ring).
 //
-// recv = op(send over ranks); send == recv is the in-place form.
-int ring_core_all_reduce(struct ring_core *r, const float *send, float *recv, uint64_t count,
-                         enum comm_reduce_op op);
+// recv = op(send over ranks), count elements of type t; send == recv is the
+// in-place form.
+int ring_core_all_reduce(struct ring_core *r, const void *send, void *recv, uint64_t count,
+                         enum comm_dtype t, enum comm_reduce_op op);
 // The all-reduce with a sharded update: grads (in place) are summed over the
 // ranks, but each range [lo, lo + n) of the result is complete on one rank
 // only, which calls update(ctx, lo, n) on it (lo in floats from grads); the

@@ -15,10 +15,12 @@
 #include <stdint.h>
 
 struct ring_mem_ops {
-    // dst[i] = mine[i] + theirs[i], then / div when div != 0 (IEEE single,
-    // no contraction: the same bits on every implementation); dst may be mine.
-    int (*reduce)(void *ctx, float *dst, const float *mine, const float *theirs, uint64_t n,
-                  float div);
+    // dst[i] = mine[i] op theirs[i] for n elements of type dtype (comm.h's
+    // enum comm_dtype; op its enum comm_reduce_op), then / avg_div where
+    // avg_div != 0 (kernels.h's kernel_reduce_*, no contraction: the same
+    // bits on every implementation); dst may be mine.
+    int (*reduce)(void *ctx, void *dst, const void *mine, const void *theirs, uint64_t n,
+                  int dtype, int op, int avg_div);
     // bytes from src to dst (the engine never passes overlapping ranges).
     int (*copy)(void *ctx, void *dst, const void *src, uint64_t bytes);
     // Returns once every operation issued so far is complete and visible to

@@ -1,6 +1,7 @@
 // test_comm_collectives.c: multi-rank tests of a collective backend (run
-// under mpirun, one ctest per backend and rank count): all-reduce, broadcast,
-// all-gather and barrier with exact expected values, the unique-id exchange,
+// under mpirun, one ctest per backend and rank count): all-reduce (float32,
+// and every type x operation), reduce-scatter, broadcast, all-gather and
+// barrier with exact expected values, the unique-id exchange,
 // and that no shared-memory name of the job outlives comm_create.
 //
 // Options: --backend ring|mpi, --slice SIZE, --fake-hosts K (rank q claims
@@ -233,6 +234,124 @@ static void test_all_reduce_(comm_t *c, device_t *dev, size_t count, int in_plac
     free(host);
 }
 
+// ---- the typed collectives: every type and operation, exact values ----
+
+// Rank q's element i: small signed integers, so that sums, products (of up
+// to 5 ranks: at most 5^5) and averages are exact in every type.
+static int64_t typed_value_(int q, size_t i) { return (int64_t)((q * 7 + i * 3) % 11) - 5; }
+
+static void put_(void *buf, size_t i, enum comm_dtype t, int64_t v)
+{
+    switch (t) {
+    case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    default: ((int64_t *)buf)[i] = v; break;
+    }
+}
+
+// Whether element i of buf is the reduction over all ranks of element i
+// (computed here in int64, then in the type as the backends must give it);
+// *got gets what is there, for the message.
+static int typed_right_(const void *buf, size_t i, enum comm_dtype t, enum comm_reduce_op op,
+                        double *got)
+{
+    int64_t acc = typed_value_(0, i);
+    for (int q = 1; q < size_; q++) {
+        const int64_t v = typed_value_(q, i);
+        acc = op == COMM_PROD ? acc * v
+            : op == COMM_MIN  ? (v < acc ? v : acc)
+            : op == COMM_MAX  ? (v > acc ? v : acc)
+                              : acc + v;
+    }
+    switch (t) {
+    case COMM_FLOAT32: {
+        const float want = op == COMM_AVG ? (float)acc / (float)size_ : (float)acc;
+        *got = ((const float *)buf)[i];
+        return ((const float *)buf)[i] == want;
+    }
+    case COMM_FLOAT64: {
+        const double want = op == COMM_AVG ? (double)acc / (double)size_ : (double)acc;
+        *got = ((const double *)buf)[i];
+        return ((const double *)buf)[i] == want;
+    }
+    case COMM_INT32:
+        *got = ((const int32_t *)buf)[i];
+        return ((const int32_t *)buf)[i] == (int32_t)(op == COMM_AVG ? acc / size_ : acc);
+    default:
+        *got = (double)((const int64_t *)buf)[i];
+        return ((const int64_t *)buf)[i] == (op == COMM_AVG ? acc / size_ : acc);
+    }
+}
+
+static void test_typed_all_reduce_(comm_t *c, device_t *dev, size_t count, enum comm_dtype t,
+                                   enum comm_reduce_op op, int in_place)
+{
+    const size_t es = comm_dtype_size(t), bytes = count * es;
+    char *host = malloc(bytes + 8);
+    void *dsend = NULL, *drecv = NULL;
+    CALL(device_alloc(dev, bytes + 8, &dsend));
+    CALL(device_alloc(dev, bytes + 8, &drecv));
+    for (size_t i = 0; i < count; i++)
+        put_(host, i, t, typed_value_(rank_, i));
+    CALL(device_copy_to_device(dev, dsend, host, bytes));
+    void *out = in_place ? dsend : drecv;
+    CALL(comm_all_reduce_typed(c, dsend, out, count, t, op));
+    issued_(bytes);
+    CALL(device_copy_to_host(dev, host, out, bytes));
+    long long wrong = 0;
+    double first_got = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < count; i++) {
+        double got;
+        if (!typed_right_(host, i, t, op, &got) && !wrong++) {
+            first = i;
+            first_got = got;
+        }
+    }
+    if (wrong)
+        log_error("all_reduce %s %s count %zu %s: %lld wrong, first at %zu: %g", comm_dtype_name(t),
+                  comm_op_name(op), count, in_place ? "in-place" : "out-of-place", wrong, first,
+                  first_got);
+    long long all = total_(wrong);
+    CHECK(all == 0, "all_reduce %s %s count %zu: %lld wrong elements over all ranks",
+          comm_dtype_name(t), comm_op_name(op), count, all);
+    device_free(dev, dsend);
+    device_free(dev, drecv);
+    free(host);
+}
+
+// Rank r receives block r of the reduction of everyone's size * recv_count
+// elements; in place, its recv is its own block r of send.
+static void test_reduce_scatter_(comm_t *c, device_t *dev, size_t recv_count, enum comm_dtype t,
+                                 enum comm_reduce_op op, int in_place)
+{
+    const size_t es = comm_dtype_size(t), block = recv_count * es, n = (size_t)size_;
+    char *host = malloc(n * block + 8);
+    char *dsend = NULL, *drecv = NULL;
+    CALL(device_alloc(dev, n * block + 8, (void **)&dsend));
+    CALL(device_alloc(dev, block + 8, (void **)&drecv));
+    for (size_t i = 0; i < n * recv_count; i++)
+        put_(host, i, t, typed_value_(rank_, i));
+    CALL(device_copy_to_device(dev, dsend, host, n * block));
+    char *out = in_place ? dsend + (size_t)rank_ * block : drecv;
+    CALL(comm_reduce_scatter(c, dsend, out, recv_count, t, op));
+    issued_(n * block);
+    CALL(device_copy_to_host(dev, host + (size_t)rank_ * block, out, block));
+    long long wrong = 0;
+    for (size_t i = 0; i < recv_count; i++) {
+        double got;
+        wrong += !typed_right_(host, (size_t)rank_ * recv_count + i, t, op, &got);
+    }
+    long long all = total_(wrong);
+    CHECK(all == 0, "reduce_scatter %s %s recv_count %zu %s: %lld wrong elements over all ranks",
+          comm_dtype_name(t), comm_op_name(op), recv_count, in_place ? "in-place" : "out-of-place",
+          all);
+    device_free(dev, dsend);
+    device_free(dev, drecv);
+    free(host);
+}
+
 static unsigned char byte_(int who, size_t i) { return (unsigned char)((who * 31 + i * 5 + 1) & 0xff); }
 
 static void test_broadcast_(comm_t *c, device_t *dev, size_t bytes, int root)
@@ -428,6 +547,19 @@ int main(int argc, char **argv)
         test_all_gather_(c, &dev, bytes, 1);
     }
     test_barrier_(c);
+    const size_t typed_counts[] = {0, 1, n + 1, 1000, 300007};
+    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+        for (int op = 0; op < COMM_OP_COUNT; op++)
+            for (size_t k = 0; k < sizeof typed_counts / sizeof typed_counts[0]; k++)
+                test_typed_all_reduce_(c, &dev, typed_counts[k], (enum comm_dtype)t,
+                                       (enum comm_reduce_op)op, (int)(k % 2));
+    const size_t scatter_counts[] = {0, 1, 1000, 100003};
+    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+        for (size_t k = 0; k < sizeof scatter_counts / sizeof scatter_counts[0]; k++) {
+            test_reduce_scatter_(c, &dev, scatter_counts[k], (enum comm_dtype)t, COMM_SUM, 0);
+            test_reduce_scatter_(c, &dev, scatter_counts[k], (enum comm_dtype)t,
+                                 k % 2 ? COMM_MAX : COMM_AVG, 1);
+        }
 
     struct comm_stats st = comm_get_stats(c);
     CHECK(st.calls == issued_calls_ && st.bytes == issued_bytes_,

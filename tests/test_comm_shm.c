@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels.h"
 #include "ring_internal.h"
 #include "shm_flag.h"
 #include "status.h"
@@ -147,7 +148,7 @@ struct deferred_op {
     void *dst;
     const void *a, *b;
     uint64_t n;
-    float div;
+    int dtype, op, avg_div;
 };
 struct deferred {
     struct deferred_op op[64];
@@ -164,10 +165,13 @@ static int deferred_settle_(void *ctx)
             memmove(o->dst, o->a, o->n);
             continue;
         }
-        float *dst = o->dst;
-        const float *mine = o->a, *theirs = o->b;
         for (uint64_t k = 0; k < o->n; k++)
-            dst[k] = o->div != 0.0f ? (mine[k] + theirs[k]) / o->div : mine[k] + theirs[k];
+            switch (o->dtype) { // comm.h's types, by kernels.h's functions as a device's
+            case COMM_FLOAT32: kernel_reduce_f32(k, o->dst, o->a, o->b, o->op, o->avg_div); break;
+            case COMM_FLOAT64: kernel_reduce_f64(k, o->dst, o->a, o->b, o->op, o->avg_div); break;
+            case COMM_INT32: kernel_reduce_i32(k, o->dst, o->a, o->b, o->op, o->avg_div); break;
+            default: kernel_reduce_i64(k, o->dst, o->a, o->b, o->op, o->avg_div); break;
+            }
     }
     d->count = 0;
     d->settles++;
@@ -182,15 +186,15 @@ static int deferred_push_(struct deferred *d, struct deferred_op o)
     return 0;
 }
 
-static int deferred_reduce_(void *ctx, float *dst, const float *mine, const float *theirs,
-                            uint64_t n, float div)
+static int deferred_reduce_(void *ctx, void *dst, const void *mine, const void *theirs, uint64_t n,
+                            int dtype, int op, int avg_div)
 {
-    return deferred_push_(ctx, (struct deferred_op){0, dst, mine, theirs, n, div});
+    return deferred_push_(ctx, (struct deferred_op){0, dst, mine, theirs, n, dtype, op, avg_div});
 }
 
 static int deferred_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
 {
-    return deferred_push_(ctx, (struct deferred_op){1, dst, src, NULL, bytes, 0});
+    return deferred_push_(ctx, (struct deferred_op){1, dst, src, NULL, bytes, 0, 0, 0});
 }
 
 // One rank's whole test; returns the number of wrong results. deferred: its
@@ -234,7 +238,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
                 if (!in_place)
                     recv[i] = -1;
             }
-            if (ring_core_all_reduce(&r, send, recv, count, op) < 0)
+            if (ring_core_all_reduce(&r, send, recv, count, COMM_FLOAT32, op) < 0)
                 return 1000000;
             for (uint64_t i = 0; i < count; i++) {
                 float sum = 0;
