@@ -146,6 +146,9 @@ static void watch_describe_(void *arg, char *buf, size_t bytes)
                  rt->host);
 }
 
+// Whether runtime_bootstrap started MPI (and runtime_close finalises it).
+static int mpi_ours_;
+
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
 {
     memset(rt, 0, sizeof *rt);
@@ -157,10 +160,16 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         log_set_identity(env_get()->launcher_rank, rt->host);
     if (startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), early_timeout_s_()) < 0)
         log_warn("cannot start the start-up watch: start-up waits are not bounded");
-    int provided;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    int provided, already = 0;
+    MPI_Initialized(&already);
+    if (already) { // the program's MPI (libvgpu in an MPI program): it finalises it
+        MPI_Query_thread(&provided);
+        mpi_ours_ = 0;
+    } else if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "vgpu: MPI_Init_thread failed\n");
         return VGPU_ECOMM;
+    } else {
+        mpi_ours_ = 1;
     }
     log_set_fatal_hook(abort_hook_);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
@@ -832,8 +841,9 @@ int runtime_close(struct runtime *rt, int exit_code)
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
+    if (!finalized && mpi_ours_)
         MPI_Finalize();
+    mpi_ours_ = 0;
     return exit_code;
 }
 

@@ -1,0 +1,114 @@
+// vgpu/vgpu.h: libvgpu, your program as one rank on a virtual GPU.
+//
+// Each MPI process of a job (mpirun, srun, vgpurun) calls vgpu_init: it joins
+// the job, binds a memory-capped slice of a GPU (or a GPU of its own, or a
+// CPU-simulated device), and connects the collectives between the ranks
+// (NCCL where every rank has its own GPU, else the ring; vgpu_train's
+// [devices] and [comm] settings, VGPU_* variables). Then it allocates device
+// memory within its cap, copies, launches its own kernels on vgpu_stream()
+// (CUDA devices), and calls collectives whose arguments are NCCL's, one to
+// one (README: "From NCCL to vgpu").
+//
+// Every function returns 0 or a negative status (vgpu/status.h), and
+// vgpu_status_string says what it means; none calls exit. Collectives are
+// blocking: when one returns, its result is in the receive buffer. Every
+// rank calls the same collectives in the same order with the same counts,
+// types and operations; on the ring and nccl backends a rank that does not
+// arrive within comm.timeout_s makes the others return VGPU_ETIMEOUT, naming
+// it (mpi waits as the MPI library does). During vgpu_init a rank that does
+// not arrive ends the job, as vgpu_train's start-up does.
+#ifndef VGPU_VGPU_H
+#define VGPU_VGPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vgpu/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VGPU_VERSION_MAJOR 0
+#define VGPU_VERSION_MINOR 1
+#define VGPU_VERSION_PATCH 0
+
+// The library's version at run time ("0.1.0"), and the message of a status.
+const char *vgpu_version(void);
+const char *vgpu_status_string(int status);
+
+typedef struct vgpu vgpu_t; // one rank: its place in the job, its device, its collectives
+
+// Element types and reductions, as NCCL's (ncclFloat32 ... ncclInt64; ncclSum,
+// ncclProd, ncclMin, ncclMax, ncclAvg). Average of integers: the sum divided
+// by the rank count, toward zero; integer sums and products wrap around.
+typedef enum { vgpu_float32, vgpu_float64, vgpu_int32, vgpu_int64 } vgpu_datatype_t;
+typedef enum { vgpu_sum, vgpu_avg, vgpu_prod, vgpu_min, vgpu_max } vgpu_op_t;
+
+// Options of vgpu_init; all zero is the defaults.
+struct vgpu_options {
+    const char *config_path;        // an INI file ([devices], [comm]: configs/reference.ini);
+                                    // NULL: defaults and the VGPU_* environment
+    const char *const *overrides;   // "section.key=value" (as vgpu_train --set), n_overrides
+    int n_overrides;
+    int quiet;                      // rank 0 does not print the job table
+    size_t largest_collective_bytes; // the largest single collective the program makes
+                                    // (sizes the ring's host staging; 0 = up to 64 MiB)
+};
+
+// Joins the job: MPI (MPI_Init_thread, unless the program initialised MPI
+// itself; then MPI is left to it), the job's hosts, the configuration (the
+// same on every rank), device discovery and binding, this rank's virtual GPU,
+// the collectives; rank 0 prints the job table. Collective: every rank calls
+// it, and every rank returns the same verdict (messages are printed by the
+// ranks that saw the problem). On success *out is the rank's handle; on
+// failure *out is NULL and everything is released.
+int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
+// Releases the collectives, the device and (if vgpu_init started it) MPI.
+// Collective. Returns 0 or a status; v is gone either way.
+int vgpu_finalize(vgpu_t *v);
+
+int vgpu_rank(const vgpu_t *v);       // 0 .. vgpu_size - 1
+int vgpu_size(const vgpu_t *v);       // ranks in the job
+int vgpu_local_rank(const vgpu_t *v); // on this host
+int vgpu_local_size(const vgpu_t *v);
+const char *vgpu_device_kind(const vgpu_t *v); // "cpu" (simulated) or "cuda"
+const char *vgpu_backend(const vgpu_t *v);     // "ring", "mpi" or "nccl"
+
+// ---- device memory ----
+// Within the rank's cap: VGPU_EDEVMEM past it (the cap is never exceeded).
+int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes);
+int vgpu_free(vgpu_t *v, void *ptr);
+int vgpu_memcpy_htod(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes);
+int vgpu_memcpy_dtoh(vgpu_t *v, void *host_dst, const void *device_src, size_t bytes);
+int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t bytes);
+// Waits for everything issued on the rank's stream.
+int vgpu_synchronize(vgpu_t *v);
+// The cudaStream_t the library works on (CUDA devices; cast it), for the
+// program's own kernels; NULL on CPU devices, whose memory is host memory
+// the program may read and write directly.
+void *vgpu_stream(vgpu_t *v);
+// Bytes in use now, the most ever in use, and the cap.
+int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap);
+
+// ---- collectives (NCCL's arguments, without the stream) ----
+// recvbuff[i] = op over ranks of sendbuff[i]; sendbuff == recvbuff in place.
+int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
+                    vgpu_op_t op, vgpu_t *v);
+// Root's sendbuff into every rank's recvbuff (count elements).
+int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
+                   int root, vgpu_t *v);
+// recvbuff = every rank's sendcount elements, in rank order.
+int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                    vgpu_datatype_t datatype, vgpu_t *v);
+// Rank r gets block r (recvcount elements) of the reduction of everyone's
+// size x recvcount elements.
+int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                        vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
+int vgpu_barrier(vgpu_t *v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,155 @@
+// consumer.c: a program outside vgpu's tree, built against an installed
+// libvgpu (find_package(vgpu), or pkg-config), run under vgpurun: every
+// collective of the public API with exact expected values, and the errors a
+// program gets back instead of an exit.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vgpu/vgpu.h>
+
+static int rank_, size_, checks_, failures_;
+
+static void check_(int ok, const char *what)
+{
+    checks_++;
+    if (!ok && failures_++ < 10)
+        fprintf(stderr, "consumer: rank %d: FAILED: %s\n", rank_, what);
+}
+
+#define MUST(call)                                                                    \
+    do {                                                                              \
+        int rc_ = (call);                                                             \
+        if (rc_ < 0) {                                                                \
+            fprintf(stderr, "consumer: %s: %s\n", #call, vgpu_status_string(rc_));    \
+            exit(2);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static long long value_(int q, int i) { return (q * 5 + i * 3) % 9 - 4; }
+
+// All-reduce of n elements of every type and operation, checked exactly.
+static void all_reduce_(vgpu_t *v, int n)
+{
+    static const size_t sizes[] = {4, 8, 4, 8};
+    void *d;
+    MUST(vgpu_malloc(v, &d, (size_t)n * 8));
+    char *h = malloc((size_t)n * 8);
+    for (int t = vgpu_float32; t <= vgpu_int64; t++)
+        for (int op = vgpu_sum; op <= vgpu_max; op++) {
+            for (int i = 0; i < n; i++) {
+                long long x = value_(rank_, i);
+                if (t == vgpu_float32) ((float *)h)[i] = (float)x;
+                if (t == vgpu_float64) ((double *)h)[i] = (double)x;
+                if (t == vgpu_int32) ((int *)h)[i] = (int)x;
+                if (t == vgpu_int64) ((long long *)h)[i] = x;
+            }
+            MUST(vgpu_memcpy_htod(v, d, h, (size_t)n * sizes[t]));
+            MUST(vgpu_all_reduce(d, d, (size_t)n, (vgpu_datatype_t)t, (vgpu_op_t)op, v));
+            MUST(vgpu_memcpy_dtoh(v, h, d, (size_t)n * sizes[t]));
+            int wrong = 0;
+            for (int i = 0; i < n; i++) {
+                long long acc = value_(0, i);
+                for (int q = 1; q < size_; q++) {
+                    long long x = value_(q, i);
+                    acc = op == vgpu_prod ? acc * x : op == vgpu_min ? (x < acc ? x : acc)
+                        : op == vgpu_max ? (x > acc ? x : acc) : acc + x;
+                }
+                if (t == vgpu_float32)
+                    wrong += ((float *)h)[i] != (op == vgpu_avg ? (float)acc / (float)size_ : (float)acc);
+                if (t == vgpu_float64)
+                    wrong += ((double *)h)[i] != (op == vgpu_avg ? (double)acc / size_ : (double)acc);
+                if (t == vgpu_int32)
+                    wrong += ((int *)h)[i] != (int)(op == vgpu_avg ? acc / size_ : acc);
+                if (t == vgpu_int64)
+                    wrong += ((long long *)h)[i] != (op == vgpu_avg ? acc / size_ : acc);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "all_reduce type %d op %d: %d of %d wrong", t, op, wrong, n);
+            check_(wrong == 0, what);
+        }
+    MUST(vgpu_free(v, d));
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    vgpu_t *v;
+    MUST(vgpu_init(&v, &argc, &argv, &(struct vgpu_options){.quiet = 1}));
+    rank_ = vgpu_rank(v);
+    size_ = vgpu_size(v);
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", VGPU_VERSION_MAJOR, VGPU_VERSION_MINOR,
+             VGPU_VERSION_PATCH);
+    check_(!strcmp(vgpu_version(), version), "the library's version is the header's");
+
+    all_reduce_(v, 1000);
+
+    // Reduce-scatter: rank r gets block r of the sum.
+    const int block = 100;
+    long long *h = malloc(sizeof *h * (size_t)block * (size_t)size_);
+    void *dsend, *drecv;
+    MUST(vgpu_malloc(v, &dsend, sizeof *h * (size_t)block * (size_t)size_));
+    MUST(vgpu_malloc(v, &drecv, sizeof *h * (size_t)block * (size_t)size_));
+    for (int i = 0; i < block * size_; i++)
+        h[i] = value_(rank_, i);
+    MUST(vgpu_memcpy_htod(v, dsend, h, sizeof *h * (size_t)block * (size_t)size_));
+    MUST(vgpu_reduce_scatter(dsend, drecv, (size_t)block, vgpu_int64, vgpu_sum, v));
+    MUST(vgpu_memcpy_dtoh(v, h, drecv, sizeof *h * (size_t)block));
+    int wrong = 0;
+    for (int i = 0; i < block; i++) {
+        long long sum = 0;
+        for (int q = 0; q < size_; q++)
+            sum += value_(q, rank_ * block + i);
+        wrong += h[i] != sum;
+    }
+    check_(wrong == 0, "reduce_scatter int64 sum");
+
+    // Broadcast from the last rank, out of place; all-gather of int32.
+    for (int i = 0; i < block; i++)
+        h[i] = rank_ * 1000 + i;
+    MUST(vgpu_memcpy_htod(v, dsend, h, sizeof *h * (size_t)block));
+    MUST(vgpu_broadcast(dsend, drecv, (size_t)block, vgpu_int64, size_ - 1, v));
+    MUST(vgpu_memcpy_dtoh(v, h, drecv, sizeof *h * (size_t)block));
+    wrong = 0;
+    for (int i = 0; i < block; i++)
+        wrong += h[i] != (long long)(size_ - 1) * 1000 + i;
+    check_(wrong == 0, "broadcast from the last rank");
+    int mine[3] = {rank_, rank_ * 2, -rank_}, all[3 * 64];
+    MUST(vgpu_memcpy_htod(v, dsend, mine, sizeof mine));
+    MUST(vgpu_all_gather(dsend, drecv, 3, vgpu_int32, v));
+    MUST(vgpu_memcpy_dtoh(v, all, drecv, sizeof mine * (size_t)size_));
+    wrong = 0;
+    for (int q = 0; q < size_; q++)
+        wrong += all[3 * q] != q || all[3 * q + 1] != 2 * q || all[3 * q + 2] != -q;
+    check_(wrong == 0, "all_gather int32");
+    MUST(vgpu_barrier(v));
+
+    // Errors come back as statuses with messages; nothing exits.
+    check_(vgpu_all_reduce(dsend, dsend, 1, (vgpu_datatype_t)99, vgpu_sum, v) == VGPU_EINVAL,
+           "an unknown type is VGPU_EINVAL");
+    check_(vgpu_all_reduce(h, h, 1, vgpu_int64, vgpu_sum, v) == VGPU_EINVAL,
+           "a host buffer is VGPU_EINVAL");
+    check_(!strcmp(vgpu_status_string(VGPU_EINVAL), "invalid argument"), "VGPU_EINVAL's message");
+    size_t used, peak, cap;
+    MUST(vgpu_memory(v, &used, &peak, &cap));
+    check_(used > 0 && peak >= used && cap > peak, "vgpu_memory");
+    void *big;
+    check_(vgpu_malloc(v, &big, cap + 1) == VGPU_EDEVMEM, "past the cap is VGPU_EDEVMEM");
+    MUST(vgpu_free(v, dsend));
+    MUST(vgpu_free(v, drecv));
+    free(h);
+
+    // Every rank's verdict, agreed.
+    int *dfail;
+    MUST(vgpu_malloc(v, (void **)&dfail, sizeof failures_));
+    MUST(vgpu_memcpy_htod(v, dfail, &failures_, sizeof failures_));
+    MUST(vgpu_all_reduce(dfail, dfail, 1, vgpu_int32, vgpu_sum, v));
+    int failed;
+    MUST(vgpu_memcpy_dtoh(v, &failed, dfail, sizeof failed));
+    if (rank_ == 0)
+        printf("consumer: %d ranks (%s, %s), libvgpu %s: %d checks a rank, %d failed\n", size_,
+               vgpu_device_kind(v), vgpu_backend(v), vgpu_version(), checks_, failed);
+    MUST(vgpu_finalize(v));
+    return failed ? 1 : 0;
+}

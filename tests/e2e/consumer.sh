@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# consumer.sh: vgpu as a library a user installs. `cmake --install` into a
+# fresh prefix; a project outside the tree (tests/consumer) finds it with
+# find_package(vgpu) and builds a program that checks every collective of the
+# public API (and the library's example); the same program built with
+# pkg-config alone; both run under the installed vgpurun on 4 ranks. libvgpu
+# exports only vgpu_* symbols, and its soname carries the major version.
+source "$(dirname "$0")/lib.sh"
+prefix=$WORK/prefix
+CONSUMER=$VGPU_SOURCE_DIR/tests/consumer
+EXAMPLE=$VGPU_SOURCE_DIR/worker/examples/linear_regression.c
+# A sanitizer build's libvgpu needs its runtime first in the program: build
+# the consumer with the same flags.
+san=()
+grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && san=(-fsanitize=address,undefined)
+
+run "cmake --install" 120 cmake --install "$VGPU_BUILD_DIR" --prefix "$prefix"
+expect_rc 0
+for f in include/vgpu/vgpu.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
+         bin/vgpu-flight lib/libvgpu.so lib/cmake/vgpu/vgpuConfig.cmake lib/pkgconfig/vgpu.pc; do
+  if [ -e "$prefix/$f" ]; then ok "installed $f"; else bad "$f not installed"; fi
+done
+soname=$(objdump -p "$prefix/lib/libvgpu.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
+if [ "$soname" = libvgpu.so.0 ]; then ok "soname $soname"; else bad "soname '$soname'"; fi
+# Defined dynamic symbols: vgpu_* and the version node (VGPU_0), nothing else.
+others=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | awk '{ print $NF }' | grep -v -e '^vgpu_' -e '^VGPU_0$')
+exported=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -c ' vgpu_')
+if [ -z "$others" ] && [ "$exported" -ge 20 ]; then ok "exports only vgpu_* ($exported symbols)"
+else out=$others; bad "exports besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
+
+# ---- find_package(vgpu) ----
+run "configure the consumer (find_package)" 120 cmake -S "$CONSUMER" -B "$WORK/cbuild" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DVGPU_EXAMPLE="$EXAMPLE" -DCMAKE_C_FLAGS="${san[*]}"
+expect_rc 0
+run "build the consumer" 120 cmake --build "$WORK/cbuild"
+expect_rc 0
+if ldd "$WORK/cbuild/consumer" | grep -q "libvgpu.so.0 => $prefix/lib/libvgpu.so.0"; then
+  ok "the consumer runs with the installed libvgpu.so.0"
+else out=$(ldd "$WORK/cbuild/consumer"); bad "the consumer's libvgpu is not the installed one"; fi
+run "consumer on 4 ranks (installed vgpurun)" 120 "$prefix/bin/vgpurun" -np 4 -- "$WORK/cbuild/consumer"
+expect_rc 0
+expect_out '^consumer: 4 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
+run "the example on 4 ranks" 120 "$prefix/bin/vgpurun" -np 4 -- "$WORK/cbuild/linreg"
+expect_rc 0
+expect_out '^linreg: 4 ranks \(cpu, ring\): replicas equal, largest \|w - w_true\| 0\.0[0-9]+: learnt$'
+run "consumer on 3 ranks, mpi backend" 120 "$prefix/bin/vgpurun" -np 3 --backend mpi -- "$WORK/cbuild/consumer"
+expect_rc 0
+expect_out '^consumer: 3 ranks \(cpu, mpi\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
+
+# ---- pkg-config alone ----
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+flags=$(pkg-config --cflags --libs vgpu 2>&1 | sed 's/ *$//')
+if [ "$flags" = "-I$prefix/lib/pkgconfig/../../include -L$prefix/lib/pkgconfig/../../lib -lvgpu" ]; then
+  ok "pkg-config: $flags"
+else bad "pkg-config --cflags --libs vgpu: $flags"; fi
+run "cc with pkg-config" 120 cc "${san[@]}" "$CONSUMER/consumer.c" $flags -Wl,-rpath,"$prefix/lib" -o "$WORK/consumer-pc"
+expect_rc 0
+run "pkg-config build on 2 ranks" 120 "$prefix/bin/vgpurun" -np 2 -- "$WORK/consumer-pc"
+expect_rc 0
+expect_out '^consumer: 2 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
+expect_no_shm
+finish
