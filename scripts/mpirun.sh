@@ -109,6 +109,38 @@ trap on_stop_signal TERM INT
 # flight recorder) go to mpirun as they are; it forwards both to the ranks.
 trap 'kill -USR1 "$launcher" 2>/dev/null || true' USR1
 trap 'kill -USR2 "$launcher" 2>/dev/null || true' USR2
+# Open MPI's mpirun can hang once its ranks are gone (seen when a rank dies
+# inside MPI_Init: "PMIX ERROR: UNREACHABLE", then nothing, even to SIGTERM).
+# So when mpirun has had children (the ranks, or the agents that start them
+# on other hosts) and then none for VGPU_MPIRUN_ORPHAN_S seconds (default 5),
+# it is ended, and said.
+watch_orphaned_mpirun() {
+  local seen=0 idle=0 limit=$((${VGPU_MPIRUN_ORPHAN_S:-5} * 4))
+  while kill -0 "$launcher" 2>/dev/null; do
+    if pgrep -P "$launcher" >/dev/null 2>&1; then
+      seen=1 idle=0
+    elif [ "$seen" = 1 ]; then
+      idle=$((idle + 1))
+      if [ "$idle" -ge "$limit" ]; then
+        echo "mpirun.sh: mpirun is still running ${VGPU_MPIRUN_ORPHAN_S:-5} s after its last rank" \
+             "ended: ending it (an Open MPI hang)" >&2
+        kill -TERM "$launcher" 2>/dev/null || true
+        for _ in 1 2 3 4 5 6 7 8; do
+          kill -0 "$launcher" 2>/dev/null || exit 3
+          sleep 0.25
+        done
+        kill -KILL "$launcher" 2>/dev/null || true
+        exit 3 # said: mpirun's exit status is then not a rank's signal
+      fi
+    fi
+    sleep 0.25
+  done
+}
+watcher=
+if command -v pgrep >/dev/null; then
+  watch_orphaned_mpirun &
+  watcher=$!
+fi
 rc=0
 while :; do
   wait "$launcher" && rc=0 || rc=$?
@@ -118,7 +150,13 @@ done
 if [ "$rc" -gt 128 ]; then
   wait "$launcher" && rc=0 || { status=$?; [ "$status" -eq 127 ] || rc=$status; }
 fi
-if [ "$quiet" = 1 ] && [ "$stop_signals" = 0 ] && [ "$rc" -gt 128 ] && [ "$rc" -lt 193 ]; then
+# The watcher ends within a poll of mpirun's end.
+ended_hung=0
+if [ -n "$watcher" ]; then
+  wait "$watcher" 2>/dev/null || { [ $? = 3 ] && ended_hung=1; } || true
+fi
+if [ "$quiet" = 1 ] && [ "$stop_signals" = 0 ] && [ "$ended_hung" = 0 ] && [ "$rc" -gt 128 ] &&
+   [ "$rc" -lt 193 ]; then
   echo "mpirun.sh: a rank was killed by signal $((rc - 128)) ($(kill -l "$rc")) and mpirun ended" \
        "the job (exit $rc); VGPU_MPIRUN_REPORT=1 keeps mpirun's report, which names the rank" >&2
 fi

@@ -4,7 +4,9 @@
 # find_package(vgpu) and builds a program that checks every collective of the
 # public API (and the library's example); the same program built with
 # pkg-config alone; both run under the installed vgpurun on 4 ranks. libvgpu
-# exports only vgpu_* symbols, and its soname carries the major version.
+# exports only vgpu_* symbols, and its soname carries the major version. The
+# static archive too: through find_package (vgpu::vgpu_static) and
+# pkg-config (vgpu-static), with only vgpu_* global in it.
 source "$(dirname "$0")/lib.sh"
 prefix=$WORK/prefix
 CONSUMER=$VGPU_SOURCE_DIR/tests/consumer
@@ -17,7 +19,8 @@ grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && san=(-fsani
 run "cmake --install" 120 cmake --install "$VGPU_BUILD_DIR" --prefix "$prefix"
 expect_rc 0
 for f in include/vgpu/vgpu.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
-         bin/vgpu-flight lib/libvgpu.so lib/cmake/vgpu/vgpuConfig.cmake lib/pkgconfig/vgpu.pc; do
+         bin/vgpu-flight lib/libvgpu.so lib/libvgpu.a lib/cmake/vgpu/vgpuConfig.cmake \
+         lib/pkgconfig/vgpu.pc lib/pkgconfig/vgpu-static.pc; do
   if [ -e "$prefix/$f" ]; then ok "installed $f"; else bad "$f not installed"; fi
 done
 soname=$(objdump -p "$prefix/lib/libvgpu.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
@@ -27,6 +30,11 @@ others=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | awk '{ print $NF }' | g
 exported=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -c ' vgpu_')
 if [ -z "$others" ] && [ "$exported" -ge 20 ]; then ok "exports only vgpu_* ($exported symbols)"
 else out=$others; bad "exports besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
+
+# The archive's defined global symbols: vgpu_* only.
+others=$(nm "$prefix/lib/libvgpu.a" | awk 'NF == 3 && $2 ~ /^[A-TV-Z]$/ { print $3 }' | grep -v '^vgpu_')
+if [ -z "$others" ]; then ok "libvgpu.a: only vgpu_* global"
+else out=$others; bad "libvgpu.a defines globals besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
 
 # ---- find_package(vgpu) ----
 run "configure the consumer (find_package)" 120 cmake -S "$CONSUMER" -B "$WORK/cbuild" \
@@ -43,6 +51,11 @@ expect_out '^consumer: 4 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a r
 run "the example on 4 ranks" 120 "$prefix/bin/vgpurun" -np 4 -- "$WORK/cbuild/linreg"
 expect_rc 0
 expect_out '^linreg: 4 ranks \(cpu, ring\): replicas equal, largest \|w - w_true\| 0\.0[0-9]+: learnt$'
+if ! ldd "$WORK/cbuild/consumer_static" | grep -q libvgpu; then ok "consumer_static needs no libvgpu.so"
+else out=$(ldd "$WORK/cbuild/consumer_static"); bad "consumer_static loads libvgpu.so"; fi
+run "consumer_static on 3 ranks" 120 "$prefix/bin/vgpurun" -np 3 -- "$WORK/cbuild/consumer_static"
+expect_rc 0
+expect_out '^consumer: 3 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
 run "consumer on 3 ranks, mpi backend" 120 "$prefix/bin/vgpurun" -np 3 --backend mpi -- "$WORK/cbuild/consumer"
 expect_rc 0
 expect_out '^consumer: 3 ranks \(cpu, mpi\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
@@ -56,6 +69,12 @@ else bad "pkg-config --cflags --libs vgpu: $flags"; fi
 run "cc with pkg-config" 120 cc "${san[@]}" "$CONSUMER/consumer.c" $flags -Wl,-rpath,"$prefix/lib" -o "$WORK/consumer-pc"
 expect_rc 0
 run "pkg-config build on 2 ranks" 120 "$prefix/bin/vgpurun" -np 2 -- "$WORK/consumer-pc"
+expect_rc 0
+expect_out '^consumer: 2 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
+run "cc with pkg-config vgpu-static" 120 cc "${san[@]}" "$CONSUMER/consumer.c" \
+  $(pkg-config --cflags --libs vgpu-static) -o "$WORK/consumer-pc-static"
+expect_rc 0
+run "pkg-config static build on 2 ranks" 120 "$prefix/bin/vgpurun" -np 2 -- "$WORK/consumer-pc-static"
 expect_rc 0
 expect_out '^consumer: 2 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
 expect_no_shm

@@ -55,9 +55,12 @@ def main():
     ref_flat = torch.cat([p.detach().flatten() for p in ref.parameters()])
     close = torch.allclose(flat, ref_flat, rtol=1e-5, atol=1e-6)
     ok &= same and close
-    print(f"ddp_check: rank {rank} of {world} (local {local}): all_reduce={t.item():g} "
-          f"replicas_equal={same} matches_single_process={close} {'ok' if ok else 'FAILED'}",
-          flush=True)
+    # One write of the whole line: the ranks' lines reach mpirun's output
+    # whole, whatever buffering Python's stdout has (PYTHONUNBUFFERED writes
+    # the text and its newline apart, and another rank's line can come between).
+    os.write(1, (f"ddp_check: rank {rank} of {world} (local {local}): all_reduce={t.item():g} "
+                 f"replicas_equal={same} matches_single_process={close} "
+                 f"{'ok' if ok else 'FAILED'}\n").encode())
     dist.destroy_process_group()
     return 0 if ok else 1
 
