@@ -22,7 +22,8 @@ struct bench_opts {
     int iters;            // -n: timed iterations per size
     int warmup;           // -w: untimed iterations per size
     int check;            // -c: verify results
-    enum comm_reduce_op op;
+    enum comm_reduce_op op;   // -o
+    enum comm_dtype dtype;    // -d
     char backend[16];
     double timeout_s;     // -t
     uint64_t slice_bytes; // --slice: ring pipelining granularity (0 = default)
@@ -41,7 +42,9 @@ static void usage_(FILE *f)
             "  -n, --iters N         timed iterations per size (default 20)\n"
             "  -w, --warmup_iters N  untimed iterations per size (default 5)\n"
             "  -c, --check 0|1       verify every result (default 1)\n"
-            "  -o, --op sum|avg      reduction (default sum)\n"
+            "  -o, --op OP           sum, avg, prod, min or max (default sum)\n"
+            "  -d, --datatype TYPE   float (float32), double (float64), int32 or int64\n"
+            "                        (default float)\n"
             "      --backend ring|mpi  collective backend (default ring)\n"
             "  -t, --timeout S       bound on every collective wait, seconds (default 60)\n"
             "      --slice SIZE      ring slice per step (default: the backend's, 1M)\n"
@@ -62,13 +65,14 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
         {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
         {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
-        {"op", required_argument, 0, 'o'},         {"backend", required_argument, 0, 'B'},
+        {"op", required_argument, 0, 'o'},         {"datatype", required_argument, 0, 'd'},
+        {"backend", required_argument, 0, 'B'},
         {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
         {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
         {"tree", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:t:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:t:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'b':
         case 'e':
@@ -85,13 +89,30 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
-        case 'o':
-            if (!strcmp(optarg, "sum"))
-                o->op = COMM_SUM;
-            else if (!strcmp(optarg, "avg"))
-                o->op = COMM_AVG;
+        case 'o': {
+            int k = 0;
+            while (k < COMM_OP_COUNT && strcmp(optarg, comm_op_name((enum comm_reduce_op)k)))
+                k++;
+            if (k == COMM_OP_COUNT) {
+                fprintf(stderr, "vgpu_allreduce_perf: -o takes sum, avg, prod, min or max, not "
+                                "'%s'\n", optarg);
+                return VGPU_EINVAL;
+            }
+            o->op = (enum comm_reduce_op)k;
+            break;
+        }
+        case 'd':
+            if (!strcmp(optarg, "float") || !strcmp(optarg, "float32"))
+                o->dtype = COMM_FLOAT32;
+            else if (!strcmp(optarg, "double") || !strcmp(optarg, "float64"))
+                o->dtype = COMM_FLOAT64;
+            else if (!strcmp(optarg, "int32") || !strcmp(optarg, "int"))
+                o->dtype = COMM_INT32;
+            else if (!strcmp(optarg, "int64"))
+                o->dtype = COMM_INT64;
             else {
-                fprintf(stderr, "vgpu_allreduce_perf: -o takes sum or avg, not '%s'\n", optarg);
+                fprintf(stderr, "vgpu_allreduce_perf: -d takes float, double, int32 or int64, "
+                                "not '%s'\n", optarg);
                 return VGPU_EINVAL;
             }
             break;
@@ -108,6 +129,10 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096) {
         fprintf(stderr, "vgpu_allreduce_perf: need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
                         "-t > 0 and no extra arguments\n");
+        return VGPU_EINVAL;
+    }
+    if (o->tree && (o->dtype != COMM_FLOAT32 || o->op != COMM_SUM)) {
+        fprintf(stderr, "vgpu_allreduce_perf: --tree sums float32 (no -d or -o)\n");
         return VGPU_EINVAL;
     }
     if (strcmp(o->backend, "ring") && strcmp(o->backend, "mpi")) {
@@ -137,15 +162,57 @@ static int node_index_(int rank, int size)
 }
 
 // Small integers: their sum is exact in any order, so each element's
-// expected value is known exactly.
+// expected value is known exactly (products: 1s and 2s, exact to 2^24).
 static float value_(int rank, size_t i) { return (float)((rank * 7 + i) % 13); }
 
-static float expected_(int size, size_t i, enum comm_reduce_op op)
+static int64_t typed_value_(int rank, size_t i, enum comm_reduce_op op)
+{
+    return op == COMM_PROD ? (int64_t)((rank + i) % 2 + 1) : (int64_t)((rank * 7 + i) % 13);
+}
+
+static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
+{
+    for (size_t i = 0; i < count; i++) {
+        const int64_t v = typed_value_(rank, i, o->op);
+        switch (o->dtype) {
+        case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
+        case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        default: ((int64_t *)buf)[i] = v; break;
+        }
+    }
+}
+
+// Whether element i of buf is what the reduction over size ranks gives.
+static int right_(const void *buf, size_t i, int size, const struct bench_opts *o)
+{
+    int64_t acc = typed_value_(0, i, o->op);
+    for (int q = 1; q < size; q++) {
+        const int64_t v = typed_value_(q, i, o->op);
+        acc = o->op == COMM_PROD ? acc * v
+            : o->op == COMM_MIN  ? (v < acc ? v : acc)
+            : o->op == COMM_MAX  ? (v > acc ? v : acc)
+                                 : acc + v;
+    }
+    const int avg = o->op == COMM_AVG;
+    switch (o->dtype) {
+    case COMM_FLOAT32:
+        return ((const float *)buf)[i] == (avg ? (float)acc / (float)size : (float)acc);
+    case COMM_FLOAT64:
+        return ((const double *)buf)[i] == (avg ? (double)acc / (double)size : (double)acc);
+    case COMM_INT32:
+        return ((const int32_t *)buf)[i] == (int32_t)(avg ? acc / size : acc);
+    default:
+        return ((const int64_t *)buf)[i] == (avg ? acc / size : acc);
+    }
+}
+
+static float expected_tree_(int partials, size_t i)
 {
     float sum = 0;
-    for (int q = 0; q < size; q++)
+    for (int q = 0; q < partials; q++)
         sum += value_(q, i);
-    return op == COMM_AVG ? sum / (float)size : sum;
+    return sum;
 }
 
 // The deterministic all-reduce of o->tree partials (value_(m, i) for partial
@@ -180,22 +247,21 @@ static void die_(comm_t *c, int rc, const char *what)
 
 // Times `iters` calls (max over ranks, microseconds per call) and, with
 // check, counts wrong elements of one more call on fresh data (summed over ranks).
-static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, float *host,
-                      float *dsend, float *drecv, size_t count, int in_place, double *us,
+static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void *host,
+                      char *dsend, char *drecv, size_t count, int in_place, double *us,
                       long long *wrong)
 {
     const int rank = comm_rank(c), size = comm_size(c);
-    float *out = in_place && !o->tree ? dsend : drecv;
+    const size_t es = comm_dtype_size(o->dtype), bytes = count * es;
+    char *out = in_place && !o->tree ? dsend : drecv;
     const int mine = o->tree ? o->tree / size + (rank < o->tree % size) : 1;
-    if (o->tree) {
+    if (o->tree)
         tree_fill_(c, o, host, count);
-    } else {
-        for (size_t i = 0; i < count; i++)
-            host[i] = value_(rank, i);
-    }
-    int rc = device_copy_to_device(dev, dsend, host, (size_t)mine * count * sizeof(float));
-#define CALL_ONCE_() (o->tree ? tree_call_(c, o, dsend, out, count) \
-                              : comm_all_reduce(c, dsend, out, count, o->op))
+    else
+        fill_(host, count, rank, o);
+    int rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes);
+#define CALL_ONCE_() (o->tree ? tree_call_(c, o, (float *)dsend, (float *)out, count) \
+                              : comm_all_reduce_typed(c, dsend, out, count, o->dtype, o->op))
     for (int i = 0; rc == 0 && i < o->warmup; i++)
         rc = CALL_ONCE_();
     if (rc < 0) // before the barrier: a rank that timed out must not wait there
@@ -210,19 +276,18 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, floa
     MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     long long bad = 0;
     if (o->check) {
-        if (o->tree) {
+        if (o->tree)
             tree_fill_(c, o, host, count);
-        } else {
-            for (size_t i = 0; i < count; i++)
-                host[i] = value_(rank, i);
-        }
-        if ((rc = device_copy_to_device(dev, dsend, host, (size_t)mine * count * sizeof(float))) < 0 ||
-            (out != dsend && (rc = device_zero(dev, out, count * sizeof(float))) < 0) ||
+        else
+            fill_(host, count, rank, o);
+        if ((rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes)) < 0 ||
+            (out != dsend && (rc = device_zero(dev, out, bytes)) < 0) ||
             (rc = CALL_ONCE_()) < 0 ||
-            (rc = device_copy_to_host(dev, host, out, count * sizeof(float))) < 0)
+            (rc = device_copy_to_host(dev, host, out, bytes)) < 0)
             die_(c, rc, "check");
         for (size_t i = 0; i < count; i++)
-            bad += host[i] != (o->tree ? expected_(o->tree, i, COMM_SUM) : expected_(size, i, o->op));
+            bad += o->tree ? ((float *)host)[i] != expected_tree_(o->tree, i)
+                           : !right_(host, i, size, o);
     }
 #undef CALL_ONCE_
     MPI_Allreduce(&bad, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -265,25 +330,25 @@ int main(int argc, char **argv)
     if ((rc = comm_create(&c, comm_find_ops(o.backend), &args)) < 0)
         die_(NULL, rc, "comm_create");
 
-    float *dsend, *drecv;
-    const size_t max_count = o.max_bytes / sizeof(float);
-    float *host_buf = malloc((size_t)most * (max_count ? max_count : 1) * sizeof(float));
-    if (!host_buf || (rc = device_alloc(&dev, (size_t)most * max_count * sizeof(float), (void **)&dsend)) < 0 ||
-        (rc = device_alloc(&dev, max_count * sizeof(float), (void **)&drecv)) < 0)
+    char *dsend, *drecv;
+    const size_t es = comm_dtype_size(o.dtype), max_count = o.max_bytes / es;
+    void *host_buf = malloc((size_t)most * (max_count ? max_count : 1) * es);
+    if (!host_buf || (rc = device_alloc(&dev, (size_t)most * max_count * es, (void **)&dsend)) < 0 ||
+        (rc = device_alloc(&dev, max_count * es, (void **)&drecv)) < 0)
         die_(c, rc ? rc : VGPU_ENOMEM, "buffer allocation");
 
     if (rank == 0) {
         printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
                "iters %d, warmup %d, check %d%s\n",
-               size, hosts, o.backend, o.op == COMM_SUM ? "sum" : "avg",
+               size, hosts, o.backend, comm_op_name(o.op),
                o.iters, o.warmup, o.check, o.tree ? ", deterministic tree" : "");
         if (o.tree)
             printf("# tree: %d partials of each size split over the ranks, summed in the "
                    "canonical tree (both columns)\n", o.tree);
-        printf("#%68s%36s\n", "out-of-place", "in-place");
-        printf("#%11s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+        printf("#%69s%36s\n", "out-of-place", "in-place");
+        printf("#%11s %12s %7s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
                "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-        printf("#%11s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+        printf("#%11s %12s %7s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
                "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
         fflush(stdout);
     }
@@ -296,14 +361,15 @@ int main(int argc, char **argv)
     int rows = 0;
     long long wrong_total = 0;
     for (double b = (double)o.min_bytes; b <= (double)o.max_bytes; b *= o.factor) {
-        const size_t count = (size_t)b / sizeof(float);
-        const double bytes = (double)count * sizeof(float);
+        const size_t count = (size_t)b / es;
+        const double bytes = (double)count * (double)es;
         double us[2];
         long long wrong[2];
         for (int ip = 0; ip < 2; ip++)
             run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &wrong[ip]);
         if (rank == 0) {
-            printf(" %11.0f %12zu %6s %6s", bytes, count, "float", o.op == COMM_SUM ? "sum" : "avg");
+            printf(" %11.0f %12zu %7s %6s", bytes, count, comm_dtype_name(o.dtype),
+                   comm_op_name(o.op));
             for (int ip = 0; ip < 2; ip++) {
                 double algbw = bytes / us[ip] / 1e3; // GB/s
                 double busbw = algbw * 2.0 * (size - 1) / size;
