@@ -318,6 +318,7 @@ static volatile sig_atomic_t stop_signals_ = 0; // TERM/INT received so far
 static long long first_stop_ms_ = 0;
 static int translate_stop_ = 0; // the child is mpirun: first TERM/INT becomes USR1
 static int child_killed_ = 0;   // the launcher itself ended by a signal
+static int ended_hung_ = 0;     // vgpurun ended an mpirun that outlived its ranks
 
 static long long monotonic_ms_(void)
 {
@@ -346,6 +347,70 @@ static void forward_signal_(int sig)
         stop_signals_++;
     }
     kill((pid_t)child_pid_, sig);
+}
+
+// Whether process `pid` has a child now (a scan of /proc; 1 when it cannot
+// tell).
+static int has_children_(pid_t pid)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 1;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *after = strrchr(buf, ')'); // the name may hold spaces and parentheses
+        char state;
+        int ppid;
+        found = after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)pid;
+    }
+    closedir(d);
+    return found;
+}
+
+// Open MPI's mpirun can hang once its ranks are gone (seen when a rank dies
+// inside MPI_Init: "PMIX ERROR: UNREACHABLE", then deaf even to SIGTERM).
+// Once mpirun has had children (the ranks, or the agents that start them
+// elsewhere) and then none for VGPU_MPIRUN_ORPHAN_S seconds (default 5), it
+// is ended, and said. Returns the seconds, 0 when the watch is off.
+static double orphan_limit_s_(void)
+{
+    const char *v = getenv("VGPU_MPIRUN_ORPHAN_S");
+    if (!v || !v[0])
+        return 5;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 0)) {
+        fprintf(stderr, "vgpurun: warning: VGPU_MPIRUN_ORPHAN_S='%s' is not a number of seconds; "
+                        "using 5\n", v);
+        return 5;
+    }
+    return s;
+}
+
+static void end_hung_mpirun_(pid_t pid, double limit_s)
+{
+    fprintf(stderr, "vgpurun: mpirun is still running %g s after its last rank ended: ending it "
+                    "(an Open MPI hang)\n", limit_s);
+    ended_hung_ = 1;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 20; i++) {
+        siginfo_t info = {0}; // has it ended? (WNOWAIT: run_and_wait_ reaps it)
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == pid)
+            return;
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
 }
 
 static int run_and_wait_(char **argv)
@@ -379,10 +444,29 @@ static int run_and_wait_(char **argv)
     // what they are doing) pass through; mpirun and srun forward them.
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    // Wait, watching for an mpirun that outlives its ranks (not srun's).
+    const double limit_s = translate_stop_ ? orphan_limit_s_() : 0;
+    int status, seen = 0;
+    long long idle_since_ms = -1;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, limit_s > 0 ? WNOHANG : 0);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR)
             return EXIT_NOT_RUN;
+        if (limit_s <= 0 || r < 0)
+            continue;
+        const long long now = monotonic_ms_();
+        if (has_children_(pid)) {
+            seen = 1;
+            idle_since_ms = -1;
+        } else if (seen && idle_since_ms < 0) {
+            idle_since_ms = now;
+        } else if (seen && now - idle_since_ms >= (long long)(limit_s * 1000) && !ended_hung_) {
+            end_hung_mpirun_(pid, limit_s);
+        }
+        usleep(250000);
+    }
     child_pid_ = 0;
     child_killed_ = !WIFEXITED(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -392,7 +476,8 @@ static int run_and_wait_(char **argv)
 // a signal (vgpu's ranks never end that way when they agree on an exit).
 static int report_(const struct vgpurun_plan *plan, int rc)
 {
-    if (plan->quiet_mpirun && !child_killed_ && !stop_signals_ && rc > 128 && rc < 128 + 65)
+    if (plan->quiet_mpirun && !child_killed_ && !stop_signals_ && !ended_hung_ && rc > 128 &&
+        rc < 128 + 65)
         fprintf(stderr, "vgpurun: a rank was killed by signal %d (%s) and mpirun ended the job "
                         "(exit %d); " VGPURUN_ENV_MPIRUN_REPORT "=1 or -v keeps mpirun's report, "
                         "which names the rank\n",

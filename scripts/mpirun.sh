@@ -113,16 +113,21 @@ trap 'kill -USR2 "$launcher" 2>/dev/null || true' USR2
 # inside MPI_Init: "PMIX ERROR: UNREACHABLE", then nothing, even to SIGTERM).
 # So when mpirun has had children (the ranks, or the agents that start them
 # on other hosts) and then none for VGPU_MPIRUN_ORPHAN_S seconds (default 5),
-# it is ended, and said.
+# it is ended, and said (0 turns the watch off).
+orphan_s=${VGPU_MPIRUN_ORPHAN_S:-5}
+if ! [[ $orphan_s =~ ^[0-9]+$ ]]; then
+  echo "mpirun.sh: warning: VGPU_MPIRUN_ORPHAN_S='$orphan_s' is not a whole number of seconds; using 5" >&2
+  orphan_s=5
+fi
 watch_orphaned_mpirun() {
-  local seen=0 idle=0 limit=$((${VGPU_MPIRUN_ORPHAN_S:-5} * 4))
+  local seen=0 idle=0 limit=$((orphan_s * 4))
   while kill -0 "$launcher" 2>/dev/null; do
     if pgrep -P "$launcher" >/dev/null 2>&1; then
       seen=1 idle=0
     elif [ "$seen" = 1 ]; then
       idle=$((idle + 1))
       if [ "$idle" -ge "$limit" ]; then
-        echo "mpirun.sh: mpirun is still running ${VGPU_MPIRUN_ORPHAN_S:-5} s after its last rank" \
+        echo "mpirun.sh: mpirun is still running $orphan_s s after its last rank" \
              "ended: ending it (an Open MPI hang)" >&2
         kill -TERM "$launcher" 2>/dev/null || true
         for _ in 1 2 3 4 5 6 7 8; do
@@ -137,7 +142,7 @@ watch_orphaned_mpirun() {
   done
 }
 watcher=
-if command -v pgrep >/dev/null; then
+if [ "$orphan_s" -gt 0 ] && command -v pgrep >/dev/null; then
   watch_orphaned_mpirun &
   watcher=$!
 fi

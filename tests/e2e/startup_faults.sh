@@ -76,7 +76,8 @@ for stage in data open; do
 done
 # An mpirun that outlives its ranks (Open MPI can hang so when a rank dies
 # inside MPI_Init): a stand-in mpirun whose one child ends, and which then
-# sleeps; scripts/mpirun.sh ends it after VGPU_MPIRUN_ORPHAN_S and says so.
+# sleeps; scripts/mpirun.sh and vgpurun end it after VGPU_MPIRUN_ORPHAN_S and
+# say so.
 mkdir -p "$WORK/fakebin"
 # (its name keeps $WORK, so that the clean-up finds it if the test fails)
 printf '#!/bin/bash\nsleep 0.3 &\nwait\nexec -a "$0 (hung)" sleep 600\n' >"$WORK/fakebin/mpirun"
@@ -86,5 +87,11 @@ run "an mpirun that hangs after its ranks" 20 env PATH="$WORK/fakebin:$PATH" VGP
 expect_nonzero
 expect_within 5
 expect_out '^mpirun.sh: mpirun is still running 1 s after its last rank ended: ending it \(an Open MPI hang\)$'
+expect_no_out 'a rank was killed by signal'
+run "the same under vgpurun" 20 env PATH="$WORK/fakebin:$PATH" VGPU_MPIRUN_ORPHAN_S=1 \
+  "$VGPU_BUILD_DIR/vgpurun" -np 2 -- true
+expect_nonzero
+expect_within 5
+expect_out '^vgpurun: mpirun is still running 1 s after its last rank ended: ending it \(an Open MPI hang\)$'
 expect_no_out 'a rank was killed by signal'
 finish
