@@ -64,6 +64,8 @@ void comm_destroy(comm_t *c)
         return;
     if (c->tree_scratch)
         device_free(c->dev, c->tree_scratch);
+    if (c->verdict)
+        device_free(c->dev, c->verdict);
     if (c->ops && c->ops->destroy)
         c->ops->destroy(c);
     free(c);
@@ -201,17 +203,44 @@ void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by)
     }
 }
 
-// Reduce-scatter as an all-reduce of the whole into scratch, keeping this
-// rank's block (backends without their own).
+// The largest of every rank's `mine` (0 or 1), through the backend: a verdict
+// all ranks share, so that none goes on into a collective another left.
+static int agree_any_(comm_t *c, int mine, int *any)
+{
+    if (!c->verdict)
+        TRY(device_alloc(c->dev, sizeof *c->verdict, (void **)&c->verdict));
+    int32_t v = mine;
+    TRY(device_copy_to_device(c->dev, c->verdict, &v, sizeof v));
+    TRY(c->ops->all_reduce(c, c->verdict, c->verdict, 1, COMM_INT32, COMM_MAX));
+    TRY(device_copy_to_host(c->dev, &v, c->verdict, sizeof v));
+    *any = v;
+    return 0;
+}
+
+// Reduce-scatter as an all-reduce of the whole into scratch (a second copy
+// of send's size, for the call), keeping this rank's block (backends without
+// their own). The ranks agree that every one has its scratch first.
 static int reduce_scatter_by_all_reduce_(comm_t *c, const void *send, void *recv,
                                          size_t recv_count, enum comm_dtype t,
                                          enum comm_reduce_op op)
 {
     const size_t es = comm_dtype_size(t), block = recv_count * es;
     void *all = NULL;
-    if (block)
-        TRY(device_alloc(c->dev, block * (size_t)c->size, &all));
-    int rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
+    const int failed = block && device_alloc(c->dev, block * (size_t)c->size, &all) < 0;
+    int any = 0;
+    int rc = agree_any_(c, failed, &any);
+    if (rc == 0 && any) {
+        log_error("comm_reduce_scatter: %s has no room for the %zu-byte scratch the %s backend "
+                  "needs (twice the send buffer in all)",
+                  failed ? "this rank" : "another rank", block * (size_t)c->size, c->ops->name);
+        rc = VGPU_EDEVMEM;
+    }
+    if (rc < 0) {
+        if (all)
+            device_free(c->dev, all);
+        return rc;
+    }
+    rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
     if (rc == 0 && block)
         rc = device_copy(c->dev, recv, (char *)all + (size_t)c->rank * block, block);
     device_free(c->dev, all);

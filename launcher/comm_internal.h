@@ -55,6 +55,7 @@ struct comm {
     void *impl;              // backend state
     void *tree_scratch;      // device scratch of the deterministic all-reduce (comm.c)
     size_t tree_scratch_bytes;
+    int32_t *verdict;        // one int on the device: the ranks agree through it (comm.c)
 };
 
 // buf[i] /= by for n elements of type t in host memory (COMM_AVG after a

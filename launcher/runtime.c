@@ -160,8 +160,14 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         log_set_identity(env_get()->launcher_rank, rt->host);
     if (startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), early_timeout_s_()) < 0)
         log_warn("cannot start the start-up watch: start-up waits are not bounded");
-    int provided, already = 0;
+    int provided, already = 0, finalized = 0;
     MPI_Initialized(&already);
+    MPI_Finalized(&finalized);
+    if (finalized) { // MPI cannot start twice in one process
+        fprintf(stderr, "vgpu: MPI was finalised in this process: it cannot join a job again "
+                        "(one vgpu_init per process)\n");
+        return VGPU_EINVAL;
+    }
     if (already) { // the program's MPI (libvgpu in an MPI program): it finalises it
         MPI_Query_thread(&provided);
         mpi_ours_ = 0;

@@ -33,16 +33,22 @@ static double timeout_s_(const struct runtime *rt)
     return rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s : 300.0;
 }
 
-// A request of the trace's exchanges, bounded like every control-plane wait.
-static void wait_(struct runtime *rt, MPI_Request *req, const char *what)
+// A request of the trace's exchanges, bounded like every control-plane wait
+// (`turns` of it where the rank waits for rank 0 to take others first).
+static void wait_turns_(struct runtime *rt, MPI_Request *req, const char *what, int turns)
 {
     double waited = 0;
-    int rc = comm_mpi_wait(req, timeout_s_(rt), NULL, &waited);
+    int rc = comm_mpi_wait(req, timeout_s_(rt) * (turns > 1 ? turns : 1), NULL, &waited);
     if (rc == VGPU_ETIMEOUT)
         FATAL(1, "trace: timed out after %.1f s in %s: a rank stopped or died (comm.timeout_s)",
               waited, what);
     if (rc < 0)
         FATAL(1, "trace: MPI failed in %s", what);
+}
+
+static void wait_(struct runtime *rt, MPI_Request *req, const char *what)
+{
+    wait_turns_(rt, req, what, 1);
 }
 
 // NTP over MPI: rank r sends its time t1, rank 0 answers with its own t2, r
@@ -151,7 +157,9 @@ int runtime_trace_write(struct runtime *rt)
     if (rt->rank != 0) {
         // At most TRACE_SPANS_MAX spans: the byte count fits an int.
         MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
-        wait_(rt, &req, "sending the trace");
+        // Rank 0 takes the ranks in order, writing each: rank r's turn comes
+        // after r - 1 others.
+        wait_turns_(rt, &req, "sending the trace", rt->rank);
     } else {
         // Rank by rank as the spans arrive: rank 0 holds one rank's at a time.
         uint64_t total = 0, lost = 0;

@@ -372,7 +372,9 @@ static int has_children_(pid_t pid)
         const char *after = strrchr(buf, ')'); // the name may hold spaces and parentheses
         char state;
         int ppid;
-        found = after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)pid;
+        // A dead rank mpirun has not reaped (a hung mpirun does not) is no child.
+        found = after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)pid &&
+                state != 'Z' && state != 'X';
     }
     closedir(d);
     return found;
@@ -390,9 +392,9 @@ static double orphan_limit_s_(void)
         return 5;
     char *end;
     double s = strtod(v, &end);
-    if (*end || !(s >= 0)) {
-        fprintf(stderr, "vgpurun: warning: VGPU_MPIRUN_ORPHAN_S='%s' is not a number of seconds; "
-                        "using 5\n", v);
+    if (*end || !(s >= 0 && s <= 86400)) {
+        fprintf(stderr, "vgpurun: warning: VGPU_MPIRUN_ORPHAN_S='%s' is not a number of seconds "
+                        "from 0 to 86400; using 5\n", v);
         return 5;
     }
     return s;

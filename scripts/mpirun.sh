@@ -115,14 +115,20 @@ trap 'kill -USR2 "$launcher" 2>/dev/null || true' USR2
 # on other hosts) and then none for VGPU_MPIRUN_ORPHAN_S seconds (default 5),
 # it is ended, and said (0 turns the watch off).
 orphan_s=${VGPU_MPIRUN_ORPHAN_S:-5}
-if ! [[ $orphan_s =~ ^[0-9]+$ ]]; then
-  echo "mpirun.sh: warning: VGPU_MPIRUN_ORPHAN_S='$orphan_s' is not a whole number of seconds; using 5" >&2
+if [[ $orphan_s =~ ^[0-9]{1,5}$ ]] && [ $((10#$orphan_s)) -le 86400 ]; then
+  orphan_s=$((10#$orphan_s))
+else
+  echo "mpirun.sh: warning: VGPU_MPIRUN_ORPHAN_S='$orphan_s' is not whole seconds from 0 to 86400;" \
+       "using 5" >&2
   orphan_s=5
 fi
 watch_orphaned_mpirun() {
-  local seen=0 idle=0 limit=$((orphan_s * 4))
+  local seen=0 idle=0 limit=$((orphan_s * 4)) kids
   while kill -0 "$launcher" 2>/dev/null; do
-    if pgrep -P "$launcher" >/dev/null 2>&1; then
+    # (a dead rank a hung mpirun has not reaped is no child: zombies left out;
+    # ps's output taken whole, as grep -q in a pipe would fail it early)
+    kids=$(ps -o stat= --ppid "$launcher" 2>/dev/null || true)
+    if [ -n "$kids" ] && grep -qv '^ *Z' <<<"$kids"; then
       seen=1 idle=0
     elif [ "$seen" = 1 ]; then
       idle=$((idle + 1))
@@ -142,7 +148,7 @@ watch_orphaned_mpirun() {
   done
 }
 watcher=
-if [ "$orphan_s" -gt 0 ] && command -v pgrep >/dev/null; then
+if [ "$orphan_s" -gt 0 ] && command -v ps >/dev/null; then
   watch_orphaned_mpirun &
   watcher=$!
 fi

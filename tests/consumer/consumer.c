@@ -136,6 +136,23 @@ int main(int argc, char **argv)
     check_(used > 0 && peak >= used && cap > peak, "vgpu_memory");
     void *big;
     check_(vgpu_malloc(v, &big, cap + 1) == VGPU_EDEVMEM, "past the cap is VGPU_EDEVMEM");
+    // Reduce-scatter's scratch (ring, mpi) missing on one rank only: rank 0
+    // holds a hog, so the scratch fits everywhere but there; every rank must
+    // return VGPU_EDEVMEM rather than enter the collective alone.
+    if (strcmp(vgpu_backend(v), "nccl")) {
+        const size_t third = cap / 3 & ~(size_t)4095;
+        void *hog = NULL, *whole = NULL;
+        if (rank_ == 0) // half the cap: with the buffer, no room for the scratch
+            MUST(vgpu_malloc(v, &hog, cap / 2));
+        MUST(vgpu_malloc(v, &whole, third));
+        const size_t per = third / 8 / (size_t)size_;
+        check_(vgpu_reduce_scatter(whole, whole, per, vgpu_int64, vgpu_sum, v) == VGPU_EDEVMEM,
+               "reduce_scatter without scratch on one rank is VGPU_EDEVMEM on every rank");
+        MUST(vgpu_free(v, whole));
+        if (hog)
+            MUST(vgpu_free(v, hog));
+        MUST(vgpu_barrier(v)); // and the ranks still talk
+    }
     MUST(vgpu_free(v, dsend));
     MUST(vgpu_free(v, drecv));
     free(h);

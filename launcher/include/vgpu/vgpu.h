@@ -62,7 +62,9 @@ struct vgpu_options {
 // the collectives; rank 0 prints the job table. Collective: every rank calls
 // it, and every rank returns the same verdict (messages are printed by the
 // ranks that saw the problem). On success *out is the rank's handle; on
-// failure *out is NULL and everything is released.
+// failure *out is NULL and everything is released. Once per process: after
+// vgpu_finalize (or a failed vgpu_init) has finalised MPI, another
+// vgpu_init returns VGPU_EINVAL.
 int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
 // Releases the collectives, the device and (if vgpu_init started it) MPI.
 // Collective. Returns 0 or a status; v is gone either way.
@@ -102,7 +104,9 @@ int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_data
 int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
                     vgpu_datatype_t datatype, vgpu_t *v);
 // Rank r gets block r (recvcount elements) of the reduction of everyone's
-// size x recvcount elements.
+// size x recvcount elements. On the ring and mpi backends it takes device
+// scratch as large as sendbuff for the call (every rank returns VGPU_EDEVMEM
+// when one rank has no room for it).
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
 int vgpu_barrier(vgpu_t *v);
