@@ -69,36 +69,47 @@ const struct trace_span *trace_spans(size_t *count, uint64_t *dropped)
     return spans_;
 }
 
-static const char *const what_names_[TRACE_WHAT_COUNT] = {
-    [TRACE_STEP] = "step",
-    [TRACE_DATA] = "data",
-    [TRACE_FORWARD] = "forward",
-    [TRACE_BACKWARD] = "backward",
-    [TRACE_OPTIMIZER] = "optimizer",
-    [TRACE_COLLECTIVE] = "collective",
-    [TRACE_REDUCE_SCATTER] = "ring reduce-scatter",
-    [TRACE_ALL_GATHER] = "ring all-gather",
-    [TRACE_WAIT] = "wait",
-    [TRACE_CONTROL] = "control",
-    [TRACE_EVAL] = "evaluation",
-    [TRACE_CHECKPOINT] = "checkpoint",
-    [TRACE_INJECTED_SLOW] = "injected slowness",
+// Each kind of span: its name, and the category chrome://tracing colours and
+// filters by.
+static const struct {
+    const char *name, *cat;
+} whats_[TRACE_WHAT_COUNT] = {
+    [TRACE_STEP] = {"step", "step"},
+    [TRACE_DATA] = {"data", "compute"},
+    [TRACE_FORWARD] = {"forward", "compute"},
+    [TRACE_BACKWARD] = {"backward", "compute"},
+    [TRACE_OPTIMIZER] = {"optimizer", "optimizer"},
+    [TRACE_COLLECTIVE] = {"collective", "comm"},
+    [TRACE_REDUCE_SCATTER] = {"ring reduce-scatter", "comm"},
+    [TRACE_ALL_GATHER] = {"ring all-gather", "comm"},
+    [TRACE_WAIT] = {"wait", "wait"},
+    [TRACE_CONTROL] = {"control", "control"},
+    [TRACE_EVAL] = {"evaluation", "eval"},
+    [TRACE_CHECKPOINT] = {"checkpoint", "checkpoint"},
+    [TRACE_INJECTED_SLOW] = {"injected slowness", "injected"},
 };
 
-// The category chrome://tracing colours and filters by.
-static const char *const what_cats_[TRACE_WHAT_COUNT] = {
-    [TRACE_STEP] = "step",         [TRACE_DATA] = "compute",
-    [TRACE_FORWARD] = "compute",   [TRACE_BACKWARD] = "compute",
-    [TRACE_OPTIMIZER] = "optimizer", [TRACE_COLLECTIVE] = "comm",
-    [TRACE_REDUCE_SCATTER] = "comm", [TRACE_ALL_GATHER] = "comm",
-    [TRACE_WAIT] = "wait",         [TRACE_CONTROL] = "control",
-    [TRACE_EVAL] = "eval",         [TRACE_CHECKPOINT] = "checkpoint",
-    [TRACE_INJECTED_SLOW] = "injected",
-};
+struct trace_call trace_call_begin(unsigned kind, uint64_t bytes)
+{
+    return (struct trace_call){.kind = kind, .bytes = bytes,
+                               .seq = flight_begin((enum flight_kind)kind, bytes),
+                               .start_us = trace_begin()};
+}
+
+void trace_call_end(const struct trace_call *call, enum trace_what what, int rc)
+{
+    trace_end(what, call->kind, call->start_us, (int64_t)call->seq, (int64_t)call->bytes);
+    flight_end(call->seq, rc);
+}
 
 const char *trace_what_name(unsigned what)
 {
-    return what < TRACE_WHAT_COUNT && what_names_[what] ? what_names_[what] : "?";
+    return what < TRACE_WHAT_COUNT && whats_[what].name ? whats_[what].name : "?";
+}
+
+static const char *what_cat_(unsigned what)
+{
+    return what < TRACE_WHAT_COUNT && whats_[what].cat ? whats_[what].cat : "?";
 }
 
 // Host names and labels come from the system and the user: escape for JSON.
@@ -125,7 +136,7 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
         name = flight_kind_name(s->kind);
     fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%" PRId64
                ",\"dur\":%" PRIu32,
-            name, what_cats_[s->what < TRACE_WHAT_COUNT ? s->what : 0] ? what_cats_[s->what] : "?",
+            name, what_cat_(s->what),
             r->rank, ts, s->dur_us);
     switch (s->what) {
     case TRACE_STEP:

@@ -86,4 +86,15 @@ int trace_json_end(FILE *f);
 
 const char *trace_what_name(unsigned what);
 
+// A collective under way, for the flight recorder and the timeline at once:
+// trace_call_begin enters it in both (kind: enum flight_kind), and
+// trace_call_end ends it with its result as a span of `what` (collective or
+// control) whose arguments are its number and size.
+struct trace_call {
+    unsigned kind;
+    uint64_t bytes, seq, start_us;
+};
+struct trace_call trace_call_begin(unsigned kind, uint64_t bytes);
+void trace_call_end(const struct trace_call *call, enum trace_what what, int rc);
+
 #endif

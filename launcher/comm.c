@@ -102,18 +102,16 @@ static int check_buffer_(const comm_t *c, const void *ptr, size_t bytes, const c
     return 0;
 }
 
-// A collective under way: its flight recorder entry, its timeline span and
+// A collective under way: its flight recorder entry and timeline span, and
 // the statistics' clock.
 struct call_ {
-    enum flight_kind kind;
-    uint64_t bytes, seq, trace_us;
+    struct trace_call rec;
     double t0;
 };
 
 static struct call_ enter_(enum flight_kind kind, uint64_t bytes)
 {
-    return (struct call_){.kind = kind, .bytes = bytes, .seq = flight_begin(kind, bytes),
-                          .trace_us = trace_begin(), .t0 = util_now_s()};
+    return (struct call_){.rec = trace_call_begin(kind, bytes), .t0 = util_now_s()};
 }
 
 // Ends it: recorder, timeline and statistics (payload `bytes`); returns rc.
@@ -122,8 +120,7 @@ static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
     c->stats.seconds += util_now_s() - k->t0;
     c->stats.calls++;
     c->stats.bytes += bytes;
-    trace_end(TRACE_COLLECTIVE, k->kind, k->trace_us, (int64_t)k->seq, (int64_t)k->bytes);
-    flight_end(k->seq, rc);
+    trace_call_end(&k->rec, TRACE_COLLECTIVE, rc);
     return rc;
 }
 

@@ -358,14 +358,8 @@ static void warn_laggards_(void *arg, double waited)
              "(timeout %.1f s)", w->what, who, waited, w->timeout_s);
 }
 
-// A control-plane collective under way (control_enter_ to control_wait_).
-struct control_call {
-    enum flight_kind kind;
-    uint64_t bytes, seq, trace_us;
-};
-
 static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what,
-                          const struct control_call *call)
+                          const struct trace_call *call)
 {
     struct control_wait w = {rt, what,
                              rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
@@ -373,8 +367,7 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
     struct comm_wait_hooks hooks = {.on_poll = beat_, .on_half = warn_laggards_, .arg = &w};
     double waited = 0;
     int rc = comm_mpi_wait(req, w.timeout_s, &hooks, &waited);
-    trace_end(TRACE_CONTROL, call->kind, call->trace_us, (int64_t)call->seq, (int64_t)call->bytes);
-    flight_end(call->seq, rc);
+    trace_call_end(call, TRACE_CONTROL, rc);
     if (rc == VGPU_ECOMM)
         FATAL(1, "control plane: MPI failed in %s", what);
     if (rc == VGPU_ETIMEOUT) {
@@ -386,13 +379,12 @@ static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what
 }
 
 // Marks this rank's arrival at the next control-plane collective.
-static struct control_call control_enter_(struct runtime *rt, enum flight_kind kind, size_t bytes)
+static struct trace_call control_enter_(struct runtime *rt, enum flight_kind kind, size_t bytes)
 {
     struct runtime_impl *im = rt->impl;
     atomic_store(&im->board->beat_us, (uint64_t)(util_now_s() * 1e6));
     atomic_fetch_add(&im->board->entered, 1);
-    return (struct control_call){.kind = kind, .bytes = bytes, .seq = flight_begin(kind, bytes),
-                                 .trace_us = trace_begin()};
+    return trace_call_begin(kind, bytes);
 }
 
 void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
@@ -400,7 +392,7 @@ void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t
     if (bytes > INT_MAX) // a program error, the same on every rank
         FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
-    const struct control_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
     MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
                              &req));
     control_wait_(rt, &req, "all-gather", &call);
@@ -415,7 +407,7 @@ void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
     do {
         const size_t len = bytes - done < piece ? bytes - done : piece;
         MPI_Request req;
-        const struct control_call call = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
+        const struct trace_call call = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
         MPI_CHECK(MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &req));
         control_wait_(rt, &req, "broadcast", &call);
         done += len;
@@ -426,7 +418,7 @@ int runtime_agree_min(struct runtime *rt, int v)
 {
     MPI_Request req;
     int out;
-    const struct control_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
     MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
     control_wait_(rt, &req, "agreement", &call);
     return out;
@@ -435,7 +427,7 @@ int runtime_agree_min(struct runtime *rt, int v)
 static void all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
 {
     MPI_Request req;
-    const struct control_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
     control_wait_(rt, &req, "reduction", &call);
 }
@@ -453,7 +445,7 @@ void runtime_max_doubles(struct runtime *rt, double *values, int count)
 void runtime_barrier(struct runtime *rt)
 {
     MPI_Request req;
-    const struct control_call call = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     control_wait_(rt, &req, "barrier", &call);
 }

@@ -42,8 +42,15 @@ def load(path):
 
 class Rank:
     def __init__(self):
-        self.steps = []  # (start, end, step number), sorted
+        self.steps = []  # (start, end, step number)
         self.spans = []  # every other complete event
+
+    def index(self):
+        """Sorts the steps and the collectives for the lookups below."""
+        self.steps.sort()
+        self.starts = [s[0] for s in self.steps]
+        self.comm = sorted((e["ts"], e["ts"] + e["dur"]) for e in self.spans if is_collective(e))
+        self.comm_starts = [c[0] for c in self.comm]
 
     def step_of(self, ts):
         """The index of the step whose span holds time ts, or None."""
@@ -51,6 +58,15 @@ class Rank:
         if i >= 0 and ts <= self.steps[i][1]:
             return i
         return None
+
+    def inside_comm(self, span):
+        """Whether a span lies inside one of the rank's collectives."""
+        i = bisect.bisect_right(self.comm_starts, span["ts"]) - 1
+        return i >= 0 and span["ts"] + span["dur"] <= self.comm[i][1]
+
+
+def is_collective(e):
+    return e["cat"] == "comm" and "seq" in e.get("args", {})
 
 
 def summarize(doc):
@@ -67,28 +83,27 @@ def summarize(doc):
     # seq -> {rank: start}: the collectives made inside steps
     entered = collections.defaultdict(dict)
     for pid, r in ranks.items():
-        r.steps.sort()
-        r.starts = [s[0] for s in r.steps]
+        r.index()
         sums = dict.fromkeys(COLUMNS, 0.0)
         comm = 0.0
         for e in r.spans:
             if r.step_of(e["ts"]) is None:
                 continue
-            cat, name, dur = e["cat"], e["name"], e["dur"]
+            name, dur = e["name"], e["dur"]
             if name in COMPUTE:
                 sums[name] += dur
             elif name == "optimizer":
                 sums["optimizer"] += dur
             elif name == "wait":
                 sums["wait"] += dur
-            elif cat == "comm" and "seq" in e.get("args", {}):
+            elif is_collective(e):
                 comm += dur
                 entered[e["args"]["seq"]][pid] = e["ts"]
         # The optimizer runs inside the sharded all-reduce, and the waits
         # inside the collectives: what is left of them is moving data.
         inner = sum(e["dur"] for e in r.spans
                     if e["name"] == "optimizer" and r.step_of(e["ts"]) is not None
-                    and inside_comm(r, e))
+                    and r.inside_comm(e))
         sums["move"] = max(comm - sums["wait"] - inner, 0.0)
         total = sum(s[1] - s[0] for s in r.steps)
         sums["other"] = max(total - sum(sums[c] for c in COLUMNS if c != "other"), 0.0)
@@ -103,16 +118,6 @@ def summarize(doc):
             full += 1
             last[max(starts, key=starts.get)] += 1
     return table, last, full
-
-
-def inside_comm(rank, span):
-    """Whether an optimizer span lies inside one of the rank's collectives."""
-    if not hasattr(rank, "comm"):
-        rank.comm = sorted((e["ts"], e["ts"] + e["dur"]) for e in rank.spans
-                           if e["cat"] == "comm" and "seq" in e.get("args", {}))
-        rank.comm_starts = [c[0] for c in rank.comm]
-    i = bisect.bisect_right(rank.comm_starts, span["ts"]) - 1
-    return i >= 0 and span["ts"] + span["dur"] <= rank.comm[i][1]
 
 
 def main(argv):
