@@ -1,5 +1,5 @@
 // runtime.c: bootstrap, config agreement, binding, device, communicator, job table.
-#include "runtime.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,6 +35,7 @@
 #define CONTROL_DEFAULT_TIMEOUT_S 300.0
 
 struct runtime_impl {
+    MPI_Comm world;   // the job's ranks: a duplicate of the communicator joined
     MPI_Comm local;   // ranks on this host
     int *local_world; // world rank of each local rank
     // The arrival board, one slot per local rank in host shared memory: the
@@ -44,6 +45,7 @@ struct runtime_impl {
     MPI_Win board_win;
     struct board_slot *board;        // this rank's slot
     struct board_slot **peer_board;  // [local_size] every local rank's slot
+    int library;      // libvgpu's vgpu_init: failed waits return statuses (runtime_join)
 };
 
 // A rank in the same collective (or start-up) that has not polled for this
@@ -86,15 +88,16 @@ static void abort_hook_(int exit_code)
 
 static MPI_Comm local_(struct runtime *rt) { return ((struct runtime_impl *)rt->impl)->local; }
 
-// MPI failures the job cannot survive: print where and why, end the job.
-#define MPI_CHECK(call)                                                        \
+// MPI failures in start-up: said, and returned as VGPU_ECOMM.
+#define MPI_TRY(call)                                                          \
     do {                                                                       \
         int mpi_rc_ = (call);                                                  \
         if (mpi_rc_ != MPI_SUCCESS) {                                          \
             char mpi_msg_[MPI_MAX_ERROR_STRING];                               \
             int mpi_len_ = 0;                                                  \
             MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                    \
-            FATAL(1, "%s failed: %s", #call, mpi_msg_);                        \
+            log_error("%s failed: %s", #call, mpi_msg_);                       \
+            return VGPU_ECOMM;                                                 \
         }                                                                      \
     } while (0)
 
@@ -146,11 +149,41 @@ static void watch_describe_(void *arg, char *buf, size_t bytes)
                  rt->host);
 }
 
-// Whether runtime_bootstrap started MPI (and runtime_close finalises it).
-static int mpi_ours_;
+// Whether runtime_bootstrap started MPI (and runtime_close finalises it),
+// and whether a wait of a failed vgpu_init left MPI with requests that will
+// never finish (then it is neither finalised nor joined again).
+static int mpi_ours_, mpi_stuck_;
 
-int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
+// libvgpu's join: vgpu's duplicate of the program's communicator, made
+// only when every rank of it has called vgpu_init, bounded by the early
+// bound: a rank that never calls it makes each of the others return
+// VGPU_ETIMEOUT instead of blocking for ever in the communicator splits that
+// follow (they have no nonblocking form). Who is missing, MPI cannot say.
+static int join_bounded_(MPI_Comm given, int rank, MPI_Comm *world)
 {
+    MPI_Request req;
+    MPI_TRY(MPI_Comm_idup(given, world, &req));
+    double waited = 0;
+    const double bound = early_timeout_s_();
+    int rc = comm_mpi_wait(&req, bound, NULL, &waited);
+    if (rc == VGPU_ETIMEOUT)
+        log_error("vgpu_init: waited %.1f s for the other ranks of the communicator to call "
+                  "vgpu_init; not every one did (rank %d is here; bound: VGPU_COMM_TIMEOUT_S, "
+                  "else 300 s)", waited, rank);
+    else if (rc < 0)
+        log_error("vgpu_init: MPI failed while the ranks joined");
+    if (rc < 0) {
+        *world = MPI_COMM_NULL;
+        mpi_stuck_ = 1;
+    }
+    return rc;
+}
+
+int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct runtime_join *join)
+{
+    static const struct runtime_join defaults;
+    if (!join)
+        join = &defaults;
     memset(rt, 0, sizeof *rt);
     if (gethostname(rt->host, sizeof rt->host) != 0)
         snprintf(rt->host, sizeof rt->host, "unknown");
@@ -158,16 +191,24 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     // Messages before MPI_Init_thread returns carry the launcher's rank.
     if (env_get()->launcher_rank >= 0)
         log_set_identity(env_get()->launcher_rank, rt->host);
-    if (startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), early_timeout_s_()) < 0)
-        log_warn("cannot start the start-up watch: start-up waits are not bounded");
     int provided, already = 0, finalized = 0;
     MPI_Initialized(&already);
     MPI_Finalized(&finalized);
-    if (finalized) { // MPI cannot start twice in one process
-        fprintf(stderr, "vgpu: MPI was finalised in this process: it cannot join a job again "
-                        "(one vgpu_init per process)\n");
+    if (finalized || mpi_stuck_) { // MPI cannot start twice in one process
+        fprintf(stderr, "vgpu: %s: this process cannot join a job again (one vgpu_init per "
+                        "process)\n", finalized ? "MPI was finalised in this process"
+                                                : "an earlier vgpu_init failed waiting for its peers");
         return VGPU_EINVAL;
     }
+    if (join->mpi_comm && !already) {
+        fprintf(stderr, "vgpu: a communicator to join was given, but MPI is not initialised\n");
+        return VGPU_EINVAL;
+    }
+    // libvgpu's start-up is not watched: the watch ends the process, which
+    // a library must not do. Its waits return statuses instead.
+    if (!join->library &&
+        startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), early_timeout_s_()) < 0)
+        log_warn("cannot start the start-up watch: start-up waits are not bounded");
     if (already) { // the program's MPI (libvgpu in an MPI program): it finalises it
         MPI_Query_thread(&provided);
         mpi_ours_ = 0;
@@ -177,17 +218,31 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     } else {
         mpi_ours_ = 1;
     }
-    log_set_fatal_hook(abort_hook_);
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->size));
-    log_set_identity(rt->rank, rt->host);
-    rt->launched = env_get()->under_launcher;
-    startup_watch_stage(stage_name_(RUNTIME_STAGE_JOIN));
-
+    if (!join->library)
+        log_set_fatal_hook(abort_hook_);
     struct runtime_impl *im = calloc(1, sizeof *im);
     if (!im)
         return VGPU_ENOMEM;
+    im->world = im->local = MPI_COMM_NULL;
+    im->board_win = MPI_WIN_NULL;
+    im->library = join->library;
     rt->impl = im;
+    const MPI_Comm given = join->mpi_comm ? *(const MPI_Comm *)join->mpi_comm : MPI_COMM_WORLD;
+    MPI_TRY(MPI_Comm_rank(given, &rt->rank));
+    MPI_TRY(MPI_Comm_size(given, &rt->size));
+    log_set_identity(rt->rank, rt->host);
+    rt->launched = env_get()->under_launcher;
+    startup_watch_stage(stage_name_(RUNTIME_STAGE_JOIN));
+    // vgpu's own traffic (tags, collectives) never meets the program's.
+    if (join->library) {
+        const int rc = join_bounded_(given, rt->rank, &im->world);
+        if (rc < 0)
+            return rc;
+    } else {
+        MPI_TRY(MPI_Comm_dup(given, &im->world));
+    }
+    int rc;
+
     const char *test_host = env_get()->test_host;
     if (test_host[0]) {
         // Test hook: ranks that name the same host are one host (a cluster
@@ -197,30 +252,31 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         char *names = malloc((size_t)rt->size * sizeof rt->host);
         if (!names)
             return VGPU_ENOMEM;
-        MPI_CHECK(MPI_Allgather(rt->host, sizeof rt->host, MPI_CHAR, names, sizeof rt->host,
-                                MPI_CHAR, MPI_COMM_WORLD));
+        rc = MPI_Allgather(rt->host, sizeof rt->host, MPI_CHAR, names, sizeof rt->host, MPI_CHAR,
+                           im->world);
         int color = 0;
-        while (strcmp(names + (size_t)color * sizeof rt->host, rt->host) != 0)
+        while (rc == MPI_SUCCESS && strcmp(names + (size_t)color * sizeof rt->host, rt->host) != 0)
             color++;
         free(names);
-        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, rt->rank, &im->local));
+        MPI_TRY(rc);
+        MPI_TRY(MPI_Comm_split(im->world, color, rt->rank, &im->local));
     } else {
-        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
-                                      MPI_INFO_NULL, &im->local));
+        MPI_TRY(MPI_Comm_split_type(im->world, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL,
+                                    &im->local));
     }
-    MPI_CHECK(MPI_Comm_rank(im->local, &rt->local_rank));
-    MPI_CHECK(MPI_Comm_size(im->local, &rt->local_size));
+    MPI_TRY(MPI_Comm_rank(im->local, &rt->local_rank));
+    MPI_TRY(MPI_Comm_size(im->local, &rt->local_size));
     // Host index: rank among the hosts' first ranks, shared with the host.
     MPI_Comm leaders;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rt->local_rank == 0 ? 0 : MPI_UNDEFINED, rt->rank,
-                             &leaders));
+    MPI_TRY(MPI_Comm_split(im->world, rt->local_rank == 0 ? 0 : MPI_UNDEFINED, rt->rank,
+                           &leaders));
     if (rt->local_rank == 0) {
-        MPI_CHECK(MPI_Comm_rank(leaders, &rt->node_index));
-        MPI_CHECK(MPI_Comm_size(leaders, &rt->node_count));
+        MPI_Comm_rank(leaders, &rt->node_index);
+        MPI_Comm_size(leaders, &rt->node_count);
         MPI_Comm_free(&leaders);
     }
     int node[2] = {rt->node_index, rt->node_count};
-    MPI_CHECK(MPI_Bcast(node, 2, MPI_INT, 0, im->local));
+    MPI_TRY(MPI_Bcast(node, 2, MPI_INT, 0, im->local));
     rt->node_index = node[0];
     rt->node_count = node[1];
 
@@ -228,10 +284,10 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     im->peer_board = malloc((size_t)rt->local_size * sizeof *im->peer_board);
     if (!im->local_world || !im->peer_board)
         return VGPU_ENOMEM;
-    MPI_CHECK(MPI_Allgather(&rt->rank, 1, MPI_INT, im->local_world, 1, MPI_INT, im->local));
+    MPI_TRY(MPI_Allgather(&rt->rank, 1, MPI_INT, im->local_world, 1, MPI_INT, im->local));
     void *mine = NULL;
-    MPI_CHECK(MPI_Win_allocate_shared(sizeof(struct board_slot), 1, MPI_INFO_NULL, im->local,
-                                      &mine, &im->board_win));
+    MPI_TRY(MPI_Win_allocate_shared(sizeof(struct board_slot), 1, MPI_INFO_NULL, im->local,
+                                    &mine, &im->board_win));
     im->board = mine;
     atomic_store(&im->board->entered, 0);
     atomic_store(&im->board->beat_us, 0);
@@ -239,7 +295,7 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
         MPI_Aint bytes;
         int unit;
         void *slot;
-        MPI_CHECK(MPI_Win_shared_query(im->board_win, q, &bytes, &unit, &slot));
+        MPI_TRY(MPI_Win_shared_query(im->board_win, q, &bytes, &unit, &slot));
         im->peer_board[q] = slot;
     }
     struct startup_watch_hooks hooks = {.beat = watch_beat_, .describe = watch_describe_,
@@ -247,10 +303,15 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv)
     atomic_store(&im->board->stage, RUNTIME_STAGE_JOIN);
     watch_beat_(rt);
     startup_watch_set_hooks(&hooks);
-    if (flight_job_join(MPI_COMM_WORLD, im->local, rt->rank, rt->size, rt->host) < 0)
+    if (flight_job_join(im->world, im->local, rt->rank, rt->size, rt->host) < 0)
         log_warn("flight recorder: host-mates cannot read this rank's ring");
-    MPI_CHECK(MPI_Barrier(im->local));
+    MPI_TRY(MPI_Barrier(im->local));
     return 0;
+}
+
+MPI_Comm runtime_mpi_world(const struct runtime *rt)
+{
+    return ((const struct runtime_impl *)rt->impl)->world;
 }
 
 void runtime_stage(struct runtime *rt, enum runtime_stage stage)
@@ -268,6 +329,8 @@ void runtime_started(struct runtime *rt)
 }
 
 // ---- configuration: rank 0 decides, everyone gets the verdict ----
+
+static int ctl_broadcast_(struct runtime *rt, void *buf, size_t bytes, int root);
 
 int runtime_load_config(struct runtime *rt, const char *path, const char *const *overrides,
                         int n_overrides, char *err, size_t err_bytes)
@@ -295,12 +358,19 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
             memcpy(verdict.msg, tmp, sizeof tmp);
         }
     }
-    MPI_CHECK(MPI_Bcast(&verdict, sizeof verdict, MPI_BYTE, 0, MPI_COMM_WORLD));
+    int rc = ctl_broadcast_(rt, &verdict, sizeof verdict, 0);
+    if (rc < 0) {
+        snprintf(err, err_bytes, "the config could not be shared (said above)");
+        return rc;
+    }
     if (verdict.rc) {
         snprintf(err, err_bytes, "%s", verdict.msg);
         return verdict.rc;
     }
-    MPI_CHECK(MPI_Bcast(&rt->cfg, sizeof rt->cfg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if ((rc = ctl_broadcast_(rt, &rt->cfg, sizeof rt->cfg, 0)) < 0) {
+        snprintf(err, err_bytes, "the config could not be shared (said above)");
+        return rc;
+    }
     startup_watch_set_bound(rt->cfg.comm.timeout_s);
     return 0;
 }
@@ -358,24 +428,59 @@ static void warn_laggards_(void *arg, double waited)
              "(timeout %.1f s)", w->what, who, waited, w->timeout_s);
 }
 
-static void control_wait_(struct runtime *rt, MPI_Request *req, const char *what,
-                          const struct trace_call *call)
+// A control-plane failure: vgpu_train's job ends here (the others could not
+// go on without this rank); libvgpu's vgpu_init says it and returns it, and
+// MPI, with a request that will never finish, is not used again.
+static int control_failed_(struct runtime *rt, int rc, const char *msg)
 {
-    struct control_wait w = {rt, what,
-                             rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s
-                                                        : CONTROL_DEFAULT_TIMEOUT_S};
+    struct runtime_impl *im = rt->impl;
+    if (!im->library)
+        FATAL(1, "%s", msg);
+    log_error("%s", msg);
+    mpi_stuck_ = 1;
+    return rc;
+}
+
+// The bound before the config is read: libvgpu's VGPU_COMM_TIMEOUT_S (it
+// has no start-up watch); vgpu_train's watch bounds that stretch already.
+static double control_timeout_s_(const struct runtime *rt)
+{
+    const struct runtime_impl *im = rt->impl;
+    if (rt->cfg.comm.timeout_s > 0)
+        return rt->cfg.comm.timeout_s;
+    return im->library ? early_timeout_s_() : CONTROL_DEFAULT_TIMEOUT_S;
+}
+
+// Waits for the request that `mpi_call` (its name) started with result
+// mpi_rc, for collective `what`.
+static int control_wait_(struct runtime *rt, const char *mpi_call, int mpi_rc, MPI_Request *req,
+                         const char *what, const struct trace_call *call)
+{
+    struct control_wait w = {rt, what, control_timeout_s_(rt)};
     struct comm_wait_hooks hooks = {.on_poll = beat_, .on_half = warn_laggards_, .arg = &w};
     double waited = 0;
-    int rc = comm_mpi_wait(req, w.timeout_s, &hooks, &waited);
+    int rc = mpi_rc == MPI_SUCCESS ? comm_mpi_wait(req, w.timeout_s, &hooks, &waited) : VGPU_ECOMM;
     trace_call_end(call, TRACE_CONTROL, rc);
-    if (rc == VGPU_ECOMM)
-        FATAL(1, "control plane: MPI failed in %s", what);
+    char msg[1024];
+    if (mpi_rc != MPI_SUCCESS) {
+        char mpi_msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(mpi_rc, mpi_msg, &len);
+        snprintf(msg, sizeof msg, "control plane: %s failed in %s: %s", mpi_call, what, mpi_msg);
+        return control_failed_(rt, rc, msg);
+    }
+    if (rc == VGPU_ECOMM) {
+        snprintf(msg, sizeof msg, "control plane: MPI failed in %s", what);
+        return control_failed_(rt, rc, msg);
+    }
     if (rc == VGPU_ETIMEOUT) {
         char who[512];
         laggards_(rt, who, sizeof who);
-        FATAL(1, "collective timed out after %.1f s waiting for %s: stopped or stuck "
-                 "(control plane: %s; comm.timeout_s = %.1f)", waited, who, what, w.timeout_s);
+        snprintf(msg, sizeof msg, "collective timed out after %.1f s waiting for %s: stopped or "
+                 "stuck (control plane: %s; comm.timeout_s = %.1f)", waited, who, what, w.timeout_s);
+        return control_failed_(rt, rc, msg);
     }
+    return rc;
 }
 
 // Marks this rank's arrival at the next control-plane collective.
@@ -387,18 +492,22 @@ static struct trace_call control_enter_(struct runtime *rt, enum flight_kind kin
     return trace_call_begin(kind, bytes);
 }
 
-void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
+// The control plane's collectives, as statuses (0, or a failure
+// control_failed_ has said).
+// `comm` (of n ranks) is the job or the host.
+static int ctl_gather_(struct runtime *rt, const void *send, void *recv, size_t bytes, MPI_Comm comm,
+                       int n)
 {
     if (bytes > INT_MAX) // a program error, the same on every rank
         FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)rt->size);
-    MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD,
-                             &req));
-    control_wait_(rt, &req, "all-gather", &call);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)n);
+    const int mpi_rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                                      comm, &req);
+    return control_wait_(rt, "MPI_Iallgather", mpi_rc, &req, "all-gather", &call);
 }
 
-void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
+static int ctl_broadcast_(struct runtime *rt, void *buf, size_t bytes, int root)
 {
     // MPI counts are ints: pieces of at most 1 GiB (a replica check's state
     // can be larger).
@@ -408,46 +517,72 @@ void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
         const size_t len = bytes - done < piece ? bytes - done : piece;
         MPI_Request req;
         const struct trace_call call = control_enter_(rt, FLIGHT_CTL_BROADCAST, len);
-        MPI_CHECK(MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &req));
-        control_wait_(rt, &req, "broadcast", &call);
+        const int mpi_rc = MPI_Ibcast((char *)buf + done, (int)len, MPI_BYTE, root,
+                                      runtime_mpi_world(rt), &req);
+        TRY(control_wait_(rt, "MPI_Ibcast", mpi_rc, &req, "broadcast", &call));
         done += len;
     } while (done < bytes);
+    return 0;
+}
+
+static int ctl_agree_min_(struct runtime *rt, int v, int *out)
+{
+    MPI_Request req;
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
+    const int mpi_rc = MPI_Iallreduce(&v, out, 1, MPI_INT, MPI_MIN, runtime_mpi_world(rt), &req);
+    return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "agreement", &call);
+}
+
+static int ctl_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
+{
+    MPI_Request req;
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
+    const int mpi_rc = MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op,
+                                      runtime_mpi_world(rt), &req);
+    return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "reduction", &call);
+}
+
+// The helpers of runtime.h: in vgpu_train's mode a failure never returns
+// (control_failed_); libvgpu does not call them after vgpu_init.
+static void control_must_(int rc)
+{
+    if (rc < 0)
+        FATAL(1, "control plane failed (said above)");
+}
+
+void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
+{
+    control_must_(ctl_gather_(rt, send, recv, bytes, runtime_mpi_world(rt), rt->size));
+}
+
+void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
+{
+    control_must_(ctl_broadcast_(rt, buf, bytes, root));
 }
 
 int runtime_agree_min(struct runtime *rt, int v)
 {
-    MPI_Request req;
-    int out;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
-    MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "agreement", &call);
+    int out = 0;
+    control_must_(ctl_agree_min_(rt, v, &out));
     return out;
-}
-
-static void all_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
-{
-    MPI_Request req;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "reduction", &call);
 }
 
 void runtime_sum_doubles(struct runtime *rt, double *values, int count)
 {
-    all_reduce_doubles_(rt, values, count, MPI_SUM);
+    control_must_(ctl_reduce_doubles_(rt, values, count, MPI_SUM));
 }
 
 void runtime_max_doubles(struct runtime *rt, double *values, int count)
 {
-    all_reduce_doubles_(rt, values, count, MPI_MAX);
+    control_must_(ctl_reduce_doubles_(rt, values, count, MPI_MAX));
 }
 
 void runtime_barrier(struct runtime *rt)
 {
     MPI_Request req;
     const struct trace_call call = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
-    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-    control_wait_(rt, &req, "barrier", &call);
+    const int mpi_rc = MPI_Ibarrier(runtime_mpi_world(rt), &req);
+    control_must_(control_wait_(rt, "MPI_Ibarrier", mpi_rc, &req, "barrier", &call));
 }
 
 // ---- devices ----
@@ -493,9 +628,13 @@ static int discover_(struct runtime *rt, struct host_devices *host, struct scan_
     mine->mps = drv && drv->mps_active();
     struct scan_ *all = malloc((size_t)rt->local_size * sizeof *all);
     if (!all)
-        FATAL(1, "out of memory for the host's device lists");
-    MPI_CHECK(MPI_Allgather(mine, sizeof *mine, MPI_BYTE, all, sizeof *mine, MPI_BYTE, local_(rt)));
-    int rc = 0, seeing = 0;
+        return control_failed_(rt, VGPU_ENOMEM, "out of memory for the host's device lists");
+    int rc = ctl_gather_(rt, mine, all, sizeof *mine, local_(rt), rt->local_size);
+    if (rc < 0) {
+        free(all);
+        return rc;
+    }
+    int seeing = 0;
     for (int q = 0; q < rt->local_size && rc == 0; q++) {
         if (all[q].rc == VGPU_EUNSUPPORTED)
             continue; // no GPU support built: as no GPU
@@ -625,7 +764,15 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
 
 // Every rank reports its status; all return the worst, so no rank goes on
 // alone (a failed rank's message is already printed by that rank).
-static int agree_worst_(struct runtime *rt, int rc) { return runtime_agree_min(rt, rc < 0 ? rc : 0); }
+// (A control-plane failure is the verdict too: libvgpu returns it.)
+static int agree_worst_(struct runtime *rt, int rc)
+{
+    if (mpi_stuck_) // a wait failed: no rank can be asked again
+        return rc < 0 ? rc : VGPU_ECOMM;
+    int worst = 0;
+    const int ctl = ctl_agree_min_(rt, rc < 0 ? rc : 0, &worst);
+    return ctl < 0 ? ctl : worst;
+}
 
 int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 {
@@ -638,8 +785,12 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     struct host_devices *host = calloc(1, sizeof *host);
     struct scan_ *scan = calloc(1, sizeof *scan);
     uint64_t *visible = calloc((size_t)rt->local_size, sizeof *visible);
-    if (!host || !scan || !visible)
-        FATAL(1, "out of memory for device discovery");
+    if (!host || !scan || !visible) {
+        free(host);
+        free(scan);
+        free(visible);
+        return control_failed_(rt, VGPU_ENOMEM, "out of memory for device discovery");
+    }
     host->visible = visible;
     int rc = discover_(rt, host, scan, err, sizeof err);
     int fell_back = rc == 1;
@@ -647,8 +798,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
 
     struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
-    if (!bind)
-        FATAL(1, "out of memory for the binding");
+    if (!bind && rc >= 0)
+        rc = util_errorf(err, sizeof err, VGPU_ENOMEM, "out of memory for the binding");
     const struct device_info *devs = host->devs;
     int cuda = rc == 0;
     struct binding_request req = {
@@ -668,7 +819,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     if (rc >= 0)
         rc = binding_compute(&req, bind, err, sizeof err);
     if (rc < 0) {
-        if (rt->local_rank == 0)
+        if (rt->local_rank == 0 && err[0])
             log_error("%s", err);
         free(bind);
         free(host);
@@ -725,9 +876,15 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     snprintf(row.name, sizeof row.name, "%.82s%s", my_dev.name, my_dev.simulated ? " (simulated)" : "");
     snprintf(row.uuid, sizeof row.uuid, "%s", my_dev.uuid);
     struct job_row *rows = malloc((size_t)rt->size * sizeof *rows);
-    if (!rows)
-        FATAL(1, "out of memory for the job table");
-    runtime_gather_all(rt, &row, rows, sizeof row);
+    if (!rows) {
+        device_close(&rt->dev);
+        return control_failed_(rt, VGPU_ENOMEM, "out of memory for the job table");
+    }
+    if ((rc = ctl_gather_(rt, &row, rows, sizeof row, runtime_mpi_world(rt), rt->size)) < 0) {
+        free(rows);
+        device_close(&rt->dev);
+        return rc;
+    }
     rt->physical_devices = count_physical_(rows, rt->size);
     int all_cuda = 1;
     for (int r = 0; r < rt->size; r++)
@@ -768,9 +925,11 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         rc = binding_check_headroom(&nb, &my_dev, CUDA_CONTEXT_OVERHEAD, NCCL_BUFFER_BUDGET,
                                     "NCCL buffers", err, sizeof err);
         // The first rank whose device is short says so, for all.
-        if (runtime_agree_min(rt, rc < 0 ? rt->rank : INT_MAX) == rt->rank)
+        int first = INT_MAX;
+        const int ctl = ctl_agree_min_(rt, rc < 0 ? rt->rank : INT_MAX, &first);
+        if (ctl == 0 && first == rt->rank)
             log_error("%s", err);
-        if ((rc = agree_worst_(rt, rc)) < 0) {
+        if ((rc = ctl < 0 ? ctl : agree_worst_(rt, rc)) < 0) {
             free(rows);
             device_close(&rt->dev);
             return rc;
@@ -795,7 +954,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     // shm_share.h), so no death, here or later, leaves memory behind.
     runtime_stage(rt, RUNTIME_STAGE_CONNECT);
     struct comm_args cargs = {
-        .mpi_comm = MPI_COMM_WORLD,
+        .mpi_comm = runtime_mpi_world(rt),
         .dev = &rt->dev,
         .timeout_s = cfg->comm.timeout_s,
         .slice_bytes = cfg->comm.slice_bytes,
@@ -828,10 +987,16 @@ int runtime_close(struct runtime *rt, int exit_code)
     device_close(&rt->dev);
     struct runtime_impl *im = rt->impl;
     if (im) {
-        flight_job_leave();
-        if (im->board_win != MPI_WIN_NULL && im->board)
-            MPI_Win_free(&im->board_win);
-        MPI_Comm_free(&im->local);
+        // After a failed wait the others may be gone: no collective teardown.
+        if (!mpi_stuck_) {
+            flight_job_leave();
+            if (im->board_win != MPI_WIN_NULL)
+                MPI_Win_free(&im->board_win);
+            if (im->local != MPI_COMM_NULL)
+                MPI_Comm_free(&im->local);
+            if (im->world != MPI_COMM_NULL)
+                MPI_Comm_free(&im->world);
+        }
         free(im->local_world);
         free(im->peer_board);
         free(im);
@@ -839,7 +1004,7 @@ int runtime_close(struct runtime *rt, int exit_code)
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && mpi_ours_)
+    if (!finalized && mpi_ours_ && !mpi_stuck_)
         MPI_Finalize();
     mpi_ours_ = 0;
     return exit_code;

@@ -44,10 +44,21 @@ struct runtime_open_args {
 // once; 0 when no launcher started it.
 int runtime_launcher_rank(void);
 
-// MPI_Init_thread, world and host topology, rank-tagged logging; makes fatal
-// errors end the whole job (MPI_Abort). Returns 0 or a negative status.
-// Start-up is watched from here on (runtime_stage).
-int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv);
+// How a process joins: vgpu_train's way is all zero (NULL).
+struct runtime_join {
+    const void *mpi_comm; // the job's ranks: points to an MPI_Comm of the program's
+                          // (MPI initialised by it); NULL: MPI_COMM_WORLD
+    int library;          // libvgpu: no start-up watch and no fatal hook (neither may end
+                          // the program); every wait until runtime_open returns is
+                          // bounded (VGPU_COMM_TIMEOUT_S before the config) and a
+                          // failed one returns its status, said, instead of ending the job
+};
+
+// MPI_Init_thread (unless the program started MPI), the job's ranks and host
+// topology, rank-tagged logging; for vgpu_train, fatal errors end the whole
+// job (MPI_Abort) and start-up is watched from here on (runtime_stage).
+// Returns 0 or a negative status.
+int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct runtime_join *join);
 
 // Start-up stages, in order. Each must finish within comm.timeout_s (before
 // the config is read: VGPU_COMM_TIMEOUT_S, else 300 s), not counting time the
@@ -78,6 +89,8 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
 // Discovers devices, binds this rank, opens its virtual GPU, picks and
 // connects the collective backend, and (rank 0, unless quiet) prints the job
 // table. Every rank returns the same verdict; messages are already printed.
+// (Library mode: a rank that stops or fails a control-plane wait returns
+// VGPU_ETIMEOUT or VGPU_ECOMM, said, and so do the others that waited for it.)
 int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
 
 // Control-plane helpers over MPI on host memory (small data: stats, verdicts;
@@ -85,7 +98,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
 // each in the same order. They return only when all ranks took part: an MPI
 // failure, or a rank that does not arrive within comm.timeout_s, ends the
 // whole job (a message naming the missing ranks, then MPI_Abort), since the
-// others could not go on without it. So there is nothing to check.
+// others could not go on without it. So there is nothing to check. (For
+// vgpu_train's mode; libvgpu's start-up uses their status-returning forms.)
 // recv = concatenation over ranks of `bytes` from each rank's send (at most
 // INT_MAX bytes a rank).
 void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);

@@ -12,7 +12,7 @@
 #include "comm_internal.h"
 #include "flight.h"
 #include "log.h"
-#include "runtime.h"
+#include "runtime_internal.h"
 #include "trace.h"
 
 #define SYNC_ROUNDS 8    // ping-pongs a rank; the one with the shortest round trip counts
@@ -66,19 +66,19 @@ static void clock_sync_(struct runtime *rt, int64_t *offset_us, int64_t *uncerta
         for (int r = 1; r < rt->size; r++)
             for (int k = 0; k < SYNC_ROUNDS; k++) {
                 uint64_t t1, t2;
-                MPI_Irecv(&t1, 1, MPI_UINT64_T, r, SYNC_TAG, MPI_COMM_WORLD, &req);
+                MPI_Irecv(&t1, 1, MPI_UINT64_T, r, SYNC_TAG, runtime_mpi_world(rt), &req);
                 wait_(rt, &req, "the clock exchange");
                 t2 = trace_now_us();
-                MPI_Isend(&t2, 1, MPI_UINT64_T, r, SYNC_TAG, MPI_COMM_WORLD, &req);
+                MPI_Isend(&t2, 1, MPI_UINT64_T, r, SYNC_TAG, runtime_mpi_world(rt), &req);
                 wait_(rt, &req, "the clock exchange");
             }
     } else {
         uint64_t best = UINT64_MAX;
         for (int k = 0; k < SYNC_ROUNDS; k++) {
             uint64_t t1 = trace_now_us(), t2 = 0;
-            MPI_Isend(&t1, 1, MPI_UINT64_T, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+            MPI_Isend(&t1, 1, MPI_UINT64_T, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
             wait_(rt, &req, "the clock exchange");
-            MPI_Irecv(&t2, 1, MPI_UINT64_T, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+            MPI_Irecv(&t2, 1, MPI_UINT64_T, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
             wait_(rt, &req, "the clock exchange");
             const uint64_t t3 = trace_now_us();
             if (t3 - t1 < best) {
@@ -151,12 +151,12 @@ int runtime_trace_write(struct runtime *rt)
         FATAL(1, "trace: out of memory");
     const uint64_t seq = flight_begin(FLIGHT_CTL_EXCHANGE, count * sizeof *spans);
     MPI_Request req;
-    MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, runtime_mpi_world(rt), &req);
     wait_(rt, &req, "gathering the trace");
     int rc = 0;
     if (rt->rank != 0) {
         // At most TRACE_SPANS_MAX spans: the byte count fits an int.
-        MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG, MPI_COMM_WORLD, &req);
+        MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
         // Rank 0 takes the ranks in order, writing each: rank r's turn comes
         // after r - 1 others.
         wait_turns_(rt, &req, "sending the trace", rt->rank);
@@ -178,7 +178,7 @@ int runtime_trace_write(struct runtime *rt)
                       (unsigned long long)all[r].count);
             theirs = grown;
             MPI_Irecv(theirs, (int)(all[r].count * sizeof *theirs), MPI_BYTE, r, SYNC_TAG,
-                      MPI_COMM_WORLD, &req);
+                      runtime_mpi_world(rt), &req);
             wait_(rt, &req, "receiving the trace");
             if (rc == 0)
                 rc = trace_json_spans(tr_.out, &all[r], theirs, all[r].count, tr_.origin_us);

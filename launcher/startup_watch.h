@@ -1,6 +1,6 @@
 // startup_watch.h: a bound on start-up, from before MPI_Init_thread to the
 // first training step. Start-up is a row of blocking steps (MPI's wire-up,
-// the config's broadcast, device discovery, ring set-up); a rank that stops
+// the communicator splits, device discovery, ring set-up); a rank that stops
 // or dies in one would leave the others waiting in theirs for ever, and the
 // control plane's bounded waits do not exist yet in most of them. A thread
 // of each rank watches how long the current stage has lasted; past the bound

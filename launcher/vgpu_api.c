@@ -50,7 +50,8 @@ int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *
     if (!v)
         return VGPU_ENOMEM;
     struct runtime *rt = &v->rt;
-    int rc = runtime_bootstrap(rt, argc, argv);
+    const struct runtime_join join = {.mpi_comm = o->mpi_comm, .library = 1};
+    int rc = runtime_bootstrap(rt, argc, argv, &join);
     if (rc < 0) {
         runtime_close(rt, 1);
         free(v);

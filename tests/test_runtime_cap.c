@@ -11,7 +11,7 @@
 int main(int argc, char **argv)
 {
     struct runtime rt;
-    if (runtime_bootstrap(&rt, &argc, &argv) < 0)
+    if (runtime_bootstrap(&rt, &argc, &argv, NULL) < 0)
         return 1;
     int victim = argc > 1 ? atoi(argv[1]) : 2;
     const char *overrides[] = {"devices.memory_limit=16M", "devices.kind=cpu"};

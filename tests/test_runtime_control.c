@@ -237,9 +237,16 @@ static void expect_allreduce_(int count, MPI_Datatype type, MPI_Op op, MPI_Comm 
     will_return(__wrap_MPI_Iallreduce, rc);
 }
 
+static int record_bcast_(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+static int recording_bcasts_(void);
+
 int __wrap_MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                       MPI_Request *request)
 {
+    if (recording_bcasts_()) { // runtime_load_config's tests
+        *request = FAKE_REQUEST;
+        return record_bcast_(buffer, count, datatype, root, comm);
+    }
     check_expected_ptr(buffer);
     check_expected(count);
     check_expected_ptr(datatype);
@@ -276,10 +283,11 @@ struct verdict_ {
     char msg[1024];
 };
 
-// Blocking broadcasts (runtime_load_config): recorded; on a rank other than
-// the root, deliver[i] is what rank 0 sent in call i.
+// runtime_load_config's broadcasts: recorded (when record is set); on a
+// rank other than the root, deliver[i] is what rank 0 sent in call i.
 #define MAX_BCASTS 4
 static struct {
+    int record;
     int calls;
     struct {
         void *buffer;
@@ -291,7 +299,9 @@ static struct {
     const void *deliver[MAX_BCASTS];
 } bcast_;
 
-int __wrap_MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+static int recording_bcasts_(void) { return bcast_.record; }
+
+static int record_bcast_(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     assert_true(bcast_.calls < MAX_BCASTS);
     const int i = bcast_.calls++;
@@ -391,6 +401,7 @@ static int setup_(void **state)
         f->world[q] = world[q];
         f->peer[q] = &f->slot[q];
     }
+    f->im.world = MPI_COMM_WORLD;
     f->im.local = MPI_COMM_NULL;
     f->im.local_world = f->world;
     f->im.board = &f->slot[0];
@@ -413,6 +424,7 @@ static int setup_(void **state)
     test_.done_on_poll = 1;
     memset(&log_, 0, sizeof log_);
     memset(&abort_, 0, sizeof abort_);
+    mpi_stuck_ = 0;
     memset(&bcast_, 0, sizeof bcast_);
     memset(&peer_, 0, sizeof peer_);
     memset(&last_reduce_, 0, sizeof last_reduce_);
@@ -647,6 +659,62 @@ static void test_timeout_defaults_to_300_s_without_comm_timeout(void **state)
     assert_contains(log_.fatal, "comm.timeout_s = 300.0)");
 }
 
+// libvgpu (runtime_join.library): the same wait returns its status, said,
+// and marks MPI as stuck: no rank is asked anything again, nothing ends the
+// program, and runtime_close leaves MPI alone.
+static void test_library_timeout_returns_etimeout_and_stops_asking(void **state)
+{
+    struct fixture *f = *state;
+    f->im.library = 1;
+    test_.done_on_poll = 0;
+    expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
+    assert_int_equal(agree_worst_(&f->rt, 0), VGPU_ETIMEOUT);
+    assert_int_equal(abort_.calls, 0);
+    assert_string_equal(log_.fatal, "");
+    assert_int_equal(log_.n_errors, 1);
+    assert_contains(log_.errors, "collective timed out after 1.0 s waiting for rank 5 (host nodeA), "
+                                 "rank 7 (host nodeA): stopped or stuck (control plane: agreement;");
+    assert_int_equal(mpi_stuck_, 1);
+    // No MPI call now (none is expected): the verdict is the failure.
+    assert_int_equal(agree_worst_(&f->rt, 0), VGPU_ECOMM);
+    assert_int_equal(agree_worst_(&f->rt, VGPU_EDEVMEM), VGPU_EDEVMEM);
+    mpi_stuck_ = 0;
+}
+
+static void test_library_timeout_before_the_config_uses_the_early_bound(void **state)
+{
+    struct fixture *f = *state;
+    f->im.library = 1;
+    f->rt.cfg.comm.timeout_s = 0; // not loaded yet
+    setenv("VGPU_COMM_TIMEOUT_S", "2.5", 1);
+    test_.done_on_poll = 0;
+    expect_handle_(__wrap_MPI_Iallgather, sendbuf, NEVER_READ);
+    expect_value(__wrap_MPI_Iallgather, sendcount, 8);
+    expect_handle_(__wrap_MPI_Iallgather, sendtype, MPI_BYTE);
+    expect_value(__wrap_MPI_Iallgather, recvbuf, NEVER_READ);
+    expect_value(__wrap_MPI_Iallgather, recvcount, 8);
+    expect_handle_(__wrap_MPI_Iallgather, recvtype, MPI_BYTE);
+    expect_handle_(__wrap_MPI_Iallgather, comm, MPI_COMM_WORLD);
+    assert_int_equal(ctl_gather_(&f->rt, NEVER_READ, NEVER_READ, 8, MPI_COMM_WORLD, 8),
+                     VGPU_ETIMEOUT);
+    unsetenv("VGPU_COMM_TIMEOUT_S");
+    assert_int_equal(abort_.calls, 0);
+    assert_contains(log_.errors, "timed out after 2.5 s");
+    mpi_stuck_ = 0;
+}
+
+static void test_library_failed_mpi_call_returns_ecomm_naming_it(void **state)
+{
+    struct fixture *f = *state;
+    f->im.library = 1;
+    double values[2] = {1, 2};
+    expect_allreduce_(2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, MPI_ERR_COMM);
+    assert_int_equal(ctl_reduce_doubles_(&f->rt, values, 2, MPI_MAX), VGPU_ECOMM);
+    assert_int_equal(abort_.calls, 0);
+    assert_contains(log_.errors, "control plane: MPI_Iallreduce failed in reduction: mock MPI error");
+    mpi_stuck_ = 0;
+}
+
 static void test_mpi_failure_while_waiting_ends_the_job(void **state)
 {
     struct fixture *f = *state;
@@ -664,10 +732,10 @@ static void test_failed_mpi_call_ends_the_job_naming_the_call(void **state)
     double values[2] = {1, 2};
     expect_allreduce_(2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_ERR_COMM);
     assert_ends_job(runtime_sum_doubles(&f->rt, values, 2));
-    char want[64];
-    snprintf(want, sizeof want, "failed: mock MPI error %d", MPI_ERR_COMM);
-    assert_contains(log_.fatal, "MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op");
-    assert_contains(log_.fatal, want);
+    char want[96];
+    snprintf(want, sizeof want, "control plane: MPI_Iallreduce failed in reduction: mock MPI error %d",
+             MPI_ERR_COMM);
+    assert_string_equal(log_.fatal, want);
     assert_int_equal(test_.polls, 0); // nothing to wait for
 }
 
@@ -850,7 +918,9 @@ static int setup_config_(void **state)
     unsetenv("VGPU_RANKS_PER_DEVICE");
     unsetenv("VGPU_MEMORY_LIMIT");
     unsetenv("VGPU_BACKEND");
-    return setup_(state);
+    const int rc = setup_(state);
+    bcast_.record = 1;
+    return rc;
 }
 
 static void assert_bcast_from_rank0_(int i, int count)
@@ -973,6 +1043,9 @@ int main(void)
         T(test_timeout_names_a_host_mate_stopped_inside_the_collective),
         T(test_timeout_blames_another_host_when_every_host_mate_is_here),
         T(test_timeout_defaults_to_300_s_without_comm_timeout),
+        T(test_library_timeout_returns_etimeout_and_stops_asking),
+        T(test_library_timeout_before_the_config_uses_the_early_bound),
+        T(test_library_failed_mpi_call_returns_ecomm_naming_it),
         T(test_mpi_failure_while_waiting_ends_the_job),
         T(test_failed_mpi_call_ends_the_job_naming_the_call),
         T(test_mpi_wait_returns_when_done_calling_on_poll_each_unfinished_poll),

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
         return answer_without_mpi_(action, err);
 
     struct runtime rt;
-    if (runtime_bootstrap(&rt, &argc, &argv) < 0)
+    if (runtime_bootstrap(&rt, &argc, &argv, NULL) < 0)
         return 1;
     preempt_set_observer(runtime_on_signal);
     int rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);

@@ -15,8 +15,8 @@
 // rank calls the same collectives in the same order with the same counts,
 // types and operations; on the ring and nccl backends a rank that does not
 // arrive within comm.timeout_s makes the others return VGPU_ETIMEOUT, naming
-// it (mpi waits as the MPI library does). During vgpu_init a rank that does
-// not arrive ends the job, as vgpu_train's start-up does.
+// it (mpi waits as the MPI library does). vgpu_init's waits are bounded too
+// (VGPU_COMM_TIMEOUT_S, else 300 s, until the config is read).
 #ifndef VGPU_VGPU_H
 #define VGPU_VGPU_H
 
@@ -54,17 +54,24 @@ struct vgpu_options {
     int quiet;                      // rank 0 does not print the job table
     size_t largest_collective_bytes; // the largest single collective the program makes
                                     // (sizes the ring's host staging; 0 = up to 64 MiB)
+    const void *mpi_comm;           // the job's ranks: a pointer to an MPI_Comm of the
+                                    // program's (it initialised MPI); NULL: MPI_COMM_WORLD.
+                                    // vgpu duplicates it: its traffic never meets yours
 };
 
 // Joins the job: MPI (MPI_Init_thread, unless the program initialised MPI
-// itself; then MPI is left to it), the job's hosts, the configuration (the
-// same on every rank), device discovery and binding, this rank's virtual GPU,
-// the collectives; rank 0 prints the job table. Collective: every rank calls
-// it, and every rank returns the same verdict (messages are printed by the
-// ranks that saw the problem). On success *out is the rank's handle; on
-// failure *out is NULL and everything is released. Once per process: after
-// vgpu_finalize (or a failed vgpu_init) has finalised MPI, another
-// vgpu_init returns VGPU_EINVAL.
+// itself; then MPI is left to it), the job's ranks (MPI_COMM_WORLD or
+// options->mpi_comm) and hosts, the configuration (the same on every rank),
+// device discovery and binding, this rank's virtual GPU, the collectives;
+// rank 0 prints the job table. Collective: every rank of the communicator
+// calls it, and every rank returns the same verdict (messages are printed by
+// the ranks that saw the problem). On success *out is the rank's handle; on
+// failure *out is NULL and everything is released. A rank that never calls
+// it, or stops on the way, makes the others return VGPU_ETIMEOUT, said;
+// after that MPI has requests that cannot finish, so vgpu neither finalises
+// it nor joins again: end the program (nonzero, so its launcher ends the
+// job). Once per process: after vgpu_finalize (or a failed vgpu_init) has
+// finalised MPI, another vgpu_init returns VGPU_EINVAL.
 int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
 // Releases the collectives, the device and (if vgpu_init started it) MPI.
 // Collective. Returns 0 or a status; v is gone either way.

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# api_comm.sh: libvgpu joins a communicator of the program's (MPI_COMM_WORLD
+# split in two: two vgpu jobs side by side, the program's own world traffic
+# between vgpu's calls), and vgpu_init's waits are bounded: a rank that comes
+# too late makes the others return VGPU_ETIMEOUT, said, and the job ends
+# instead of hanging.
+source "$(dirname "$0")/lib.sh"
+PROG=$VGPU_BUILD_DIR/test_api_comm
+
+run "split world, 4 ranks" 120 "$MPIRUN" -np 4 "$PROG" split
+expect_rc 0
+expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2: ok$'
+run "split world, 5 ranks" 120 "$MPIRUN" -np 5 "$PROG" split
+expect_rc 0
+expect_out '^api_comm: 5 ranks as two vgpu jobs of 3 and 2: ok$'
+run "split world, mpi backend" 120 env VGPU_COMM_BACKEND=mpi "$MPIRUN" -np 4 "$PROG" split
+expect_rc 0
+expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2: ok$'
+
+# Rank 2 calls vgpu_init 30 s late; the bound is 2 s.
+run "a rank 30 s late (bound 2 s)" 60 env VGPU_COMM_TIMEOUT_S=2 "$MPIRUN" -np 3 "$PROG" late 30
+expect_nonzero
+for r in 0 1; do
+  expect_out "^api_comm: rank $r: vgpu_init returned -[0-9]+ \\(.*(time|timed)"
+  expect_out "^api_comm: rank $r: vgpu_init again returned -[0-9]+ "
+done
+expect_out 'waited [0-9.]+ s for the other ranks of the communicator to call vgpu_init'
+expect_within 25
+expect_no_shm
+finish
