@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "flight.h"
+#include "kernels.h"
 #include "log.h"
 #include "trace.h"
 #include "util.h"
@@ -131,13 +132,16 @@ size_t comm_dtype_size(enum comm_dtype t)
     case COMM_FLOAT64: return sizeof(double);
     case COMM_INT32: return sizeof(int32_t);
     case COMM_INT64: return sizeof(int64_t);
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: return sizeof(uint16_t);
     default: return 0;
     }
 }
 
 const char *comm_dtype_name(enum comm_dtype t)
 {
-    static const char *const names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64"};
+    static const char *const names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64",
+                                                          "float16", "bfloat16"};
     return (unsigned)t < COMM_DTYPE_COUNT ? names[t] : "?";
 }
 
@@ -195,6 +199,18 @@ void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by)
         for (size_t i = 0; i < n; i++)
             ((int64_t *)buf)[i] /= by;
         break;
+    case COMM_FLOAT16: { // in float, rounded back: kernels.h's avg step
+        uint16_t *h = buf;
+        for (size_t i = 0; i < n; i++)
+            h[i] = kernel_f32_to_f16(kernel_f16_to_f32(h[i]) / (float)by);
+        break;
+    }
+    case COMM_BFLOAT16: {
+        uint16_t *h = buf;
+        for (size_t i = 0; i < n; i++)
+            h[i] = kernel_f32_to_bf16(kernel_bf16_to_f32(h[i]) / (float)by);
+        break;
+    }
     default:
         break;
     }

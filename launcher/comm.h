@@ -18,12 +18,24 @@ typedef struct comm comm_t;
 
 // Element types and reductions of the typed collectives, as NCCL's (avg of
 // integers: the sum divided by the rank count, rounded toward zero; integer
-// sums and products wrap around).
-enum comm_dtype { COMM_FLOAT32, COMM_FLOAT64, COMM_INT32, COMM_INT64, COMM_DTYPE_COUNT };
+// sums and products wrap around). COMM_FLOAT16 (IEEE binary16) and
+// COMM_BFLOAT16 are 16-bit words: each reduction step converts both operands
+// to float, applies the operation there and rounds back to nearest even (as
+// NCCL's half reductions do); avg rounds the sum to the type, then divides
+// it by the rank count in float and rounds again.
+enum comm_dtype {
+    COMM_FLOAT32,
+    COMM_FLOAT64,
+    COMM_INT32,
+    COMM_INT64,
+    COMM_FLOAT16,
+    COMM_BFLOAT16,
+    COMM_DTYPE_COUNT
+};
 enum comm_reduce_op { COMM_SUM, COMM_AVG, COMM_PROD, COMM_MIN, COMM_MAX, COMM_OP_COUNT };
 
 // Bytes of one element (0 for a type that is not one); names ("float32",
-// "sum") for messages.
+// "bfloat16", "sum") for messages.
 size_t comm_dtype_size(enum comm_dtype t);
 const char *comm_dtype_name(enum comm_dtype t);
 const char *comm_op_name(enum comm_reduce_op op);

@@ -1,5 +1,6 @@
 // comm_mpi.c: the reference collective backend: MPI_Allreduce and friends on
-// the host view of device buffers (CPU devices) or on host copies (CUDA).
+// the host view of device buffers (CPU devices) or on host copies (CUDA);
+// the half types through user operations (kernels.h's reductions).
 //
 // These calls are blocking MPI collectives, so their waits are bounded by the
 // MPI library (Open MPI ends the job when a rank dies), not by comm.timeout_s:
@@ -10,25 +11,79 @@
 
 #include "comm_internal.h"
 #include "device_internal.h"
+#include "kernels.h"
 #include "log.h"
 
 // Largest piece handed to one MPI call: counts are ints. Also the size of the
 // host staging buffer for CUDA devices.
 #define MPI_PIECE_BYTES (64ull << 20)
 
+// The half types' user operations: [0] float16, [1] bfloat16, by comm.h's
+// operation (avg is a sum, then divided: no operation of its own).
+#define HALF_TYPES 2
+
 struct mpi_comm {
     MPI_Comm comm;   // duplicate of the communicator
     int staged;      // device memory is not host-addressable (CUDA)
     char *host;      // staging buffer for CUDA devices, MPI_PIECE_BYTES
+    MPI_Op half_op[HALF_TYPES][COMM_OP_COUNT]; // over MPI_UINT16_T; MPI_OP_NULL for avg
 };
 
 static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "mpi", call); }
+
+// ---- half precision: MPI has no such types ----
+//
+// Each is MPI_UINT16_T reduced by a user operation that is kernels.h's
+// reduction (the ring's, the same bits): inout[i] = in[i] op inout[i].
+#define HALF_USER_FN_(NAME, REDUCE, OP)                                                   \
+    static void NAME(void *in, void *inout, int *len, MPI_Datatype *type)                 \
+    {                                                                                     \
+        (void)type;                                                                       \
+        for (int i = 0; i < *len; i++)                                                    \
+            REDUCE((size_t)i, (uint16_t *)inout, (const uint16_t *)in,                    \
+                   (const uint16_t *)inout, OP, 0);                                       \
+    }
+HALF_USER_FN_(f16_sum_, kernel_reduce_f16, KERNEL_OP_SUM)
+HALF_USER_FN_(f16_prod_, kernel_reduce_f16, KERNEL_OP_PROD)
+HALF_USER_FN_(f16_min_, kernel_reduce_f16, KERNEL_OP_MIN)
+HALF_USER_FN_(f16_max_, kernel_reduce_f16, KERNEL_OP_MAX)
+HALF_USER_FN_(bf16_sum_, kernel_reduce_bf16, KERNEL_OP_SUM)
+HALF_USER_FN_(bf16_prod_, kernel_reduce_bf16, KERNEL_OP_PROD)
+HALF_USER_FN_(bf16_min_, kernel_reduce_bf16, KERNEL_OP_MIN)
+HALF_USER_FN_(bf16_max_, kernel_reduce_bf16, KERNEL_OP_MAX)
+
+static MPI_User_function *const half_fn_[HALF_TYPES][COMM_OP_COUNT] = {
+    [0] = {[COMM_SUM] = f16_sum_, [COMM_PROD] = f16_prod_, [COMM_MIN] = f16_min_,
+           [COMM_MAX] = f16_max_},
+    [1] = {[COMM_SUM] = bf16_sum_, [COMM_PROD] = bf16_prod_, [COMM_MIN] = bf16_min_,
+           [COMM_MAX] = bf16_max_},
+};
+
+// All commutative: MPI may combine the ranks in any order, as it does for
+// MPI_SUM on floats.
+static int half_ops_create_(struct mpi_comm *m)
+{
+    for (int k = 0; k < HALF_TYPES; k++)
+        for (int op = 0; op < COMM_OP_COUNT; op++)
+            if (half_fn_[k][op])
+                TRY(check_(MPI_Op_create(half_fn_[k][op], 1, &m->half_op[k][op]), "MPI_Op_create"));
+    return 0;
+}
+
+static void half_ops_free_(struct mpi_comm *m)
+{
+    for (int k = 0; k < HALF_TYPES; k++)
+        for (int op = 0; op < COMM_OP_COUNT; op++)
+            if (m->half_op[k][op] != MPI_OP_NULL)
+                MPI_Op_free(&m->half_op[k][op]); // sets it to MPI_OP_NULL
+}
 
 static void mpi_destroy_(comm_t *c)
 {
     struct mpi_comm *m = c->impl;
     if (!m)
         return;
+    half_ops_free_(m);
     if (m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
     free(m->host);
@@ -43,8 +98,13 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
         return VGPU_ENOMEM;
     c->impl = m;
     m->comm = MPI_COMM_NULL;
+    for (int k = 0; k < HALF_TYPES; k++)
+        for (int op = 0; op < COMM_OP_COUNT; op++)
+            m->half_op[k][op] = MPI_OP_NULL; // a handle, not necessarily 0
     m->staged = device_is_cuda(args->dev);
     int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->comm), "MPI_Comm_dup");
+    if (rc == 0)
+        rc = half_ops_create_(m);
     if (rc == 0 && m->staged && !(m->host = malloc(MPI_PIECE_BYTES)))
         rc = VGPU_ENOMEM;
     rc = comm_agree(c, args->mpi_comm, rc, "mpi backend set-up");
@@ -59,17 +119,23 @@ static MPI_Datatype mpi_type_(enum comm_dtype t)
     case COMM_FLOAT64: return MPI_DOUBLE;
     case COMM_INT32: return MPI_INT32_T;
     case COMM_INT64: return MPI_INT64_T;
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: return MPI_UINT16_T; // reduced by half_op
     default: return MPI_FLOAT;
     }
 }
 
-static MPI_Op mpi_op_(enum comm_reduce_op op)
+static MPI_Op mpi_op_(const struct mpi_comm *m, enum comm_dtype t, enum comm_reduce_op op)
 {
+    if (op == COMM_AVG)
+        op = COMM_SUM; // avg's sum, divided afterwards
+    if (t == COMM_FLOAT16 || t == COMM_BFLOAT16)
+        return m->half_op[t == COMM_BFLOAT16][op];
     switch (op) {
     case COMM_PROD: return MPI_PROD;
     case COMM_MIN: return MPI_MIN;
     case COMM_MAX: return MPI_MAX;
-    default: return MPI_SUM; // sum, and avg's sum before the division
+    default: return MPI_SUM;
     }
 }
 
@@ -94,7 +160,7 @@ static int mpi_all_reduce_(comm_t *c, const void *send, void *recv, size_t count
             s = send == recv ? MPI_IN_PLACE
                              : bytes ? (const char *)device_cpu_view(c->dev, send) + at : NULL;
         }
-        TRY(check_(MPI_Allreduce(s, r, (int)len, mpi_type_(t), mpi_op_(op), m->comm),
+        TRY(check_(MPI_Allreduce(s, r, (int)len, mpi_type_(t), mpi_op_(m, t, op), m->comm),
                    "MPI_Allreduce"));
         if (op == COMM_AVG)
             comm_divide_host(r, len, t, c->size);

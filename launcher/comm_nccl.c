@@ -261,15 +261,38 @@ static int after_device_(comm_t *c, struct nccl_comm *m)
         return nccl_wait_((c), (m), what);               \
     } while (0)
 
-// comm.h's types and operations are NCCL's, one to one.
+// comm.h's types and operations are NCCL's, one to one (half types: the
+// 16-bit words NCCL reduces as __half and __nv_bfloat16).
 static ncclDataType_t nccl_type_(enum comm_dtype t)
 {
     switch (t) {
     case COMM_FLOAT64: return ncclFloat64;
     case COMM_INT32: return ncclInt32;
     case COMM_INT64: return ncclInt64;
+    case COMM_FLOAT16: return ncclFloat16;
+#ifdef __CUDA_BF16_TYPES_EXIST__
+    case COMM_BFLOAT16: return ncclBfloat16;
+#endif
     default: return ncclFloat32;
     }
+}
+
+// ncclBfloat16 (NCCL >= 2.10; this file needs 2.14 anyway) was declared
+// only with cuda_bf16.h's types, which nccl.h includes from CUDA 11 on.
+// Without it the call is refused here: an argument NCCL refuses would mark
+// a non-blocking communicator failed.
+static int nccl_type_ok_(enum comm_dtype t)
+{
+#ifndef __CUDA_BF16_TYPES_EXIST__
+    if (t == COMM_BFLOAT16) {
+        log_error("nccl: this build's nccl.h has no ncclBfloat16 (CUDA < 11); use "
+                  "comm.backend = ring or mpi for bfloat16");
+        return VGPU_EUNSUPPORTED;
+    }
+#else
+    (void)t;
+#endif
+    return 0;
 }
 
 static ncclRedOp_t nccl_op_(enum comm_reduce_op op)
@@ -287,6 +310,7 @@ static int nccl_all_reduce_(comm_t *c, const void *send, void *recv, size_t coun
                             enum comm_dtype t, enum comm_reduce_op op)
 {
     struct nccl_comm *m = c->impl;
+    TRY(nccl_type_ok_(t));
     NCCL_RUN_(c, m, ncclAllReduce(send, recv, count, nccl_type_(t), nccl_op_(op), m->comm, m->stream),
               "ncclAllReduce");
 }
@@ -295,6 +319,7 @@ static int nccl_reduce_scatter_(comm_t *c, const void *send, void *recv, size_t 
                                 enum comm_dtype t, enum comm_reduce_op op)
 {
     struct nccl_comm *m = c->impl;
+    TRY(nccl_type_ok_(t));
     NCCL_RUN_(c, m,
               ncclReduceScatter(send, recv, recv_count, nccl_type_(t), nccl_op_(op), m->comm,
                                 m->stream),

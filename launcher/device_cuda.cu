@@ -454,7 +454,9 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
 // which the host hand-shake (the progress counters) tells the neighbour.
 
 // One kernel a type (comm.h's enum comm_dtype: float32, float64, int32,
-// int64); the operation is a uniform branch inside.
+// int64, float16, bfloat16; the half types as their 16-bit words, converted
+// by kernels.h exactly as the host loops do); the operation is a uniform
+// branch inside.
 #define RING_REDUCE_KERNEL(NAME, T, FN)                                                    \
     __global__ void NAME(T *dst, const T *mine, const T *theirs, size_t n, int op,         \
                          int avg_div)                                                      \
@@ -465,6 +467,8 @@ RING_REDUCE_KERNEL(ring_reduce_f32_kernel, float, kernel_reduce_f32)
 RING_REDUCE_KERNEL(ring_reduce_f64_kernel, double, kernel_reduce_f64)
 RING_REDUCE_KERNEL(ring_reduce_i32_kernel, int32_t, kernel_reduce_i32)
 RING_REDUCE_KERNEL(ring_reduce_i64_kernel, int64_t, kernel_reduce_i64)
+RING_REDUCE_KERNEL(ring_reduce_f16_kernel, uint16_t, kernel_reduce_f16)
+RING_REDUCE_KERNEL(ring_reduce_bf16_kernel, uint16_t, kernel_reduce_bf16)
 
 static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *theirs, uint64_t n,
                         int dtype, int op, int avg_div)
@@ -473,7 +477,7 @@ static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *thei
     if (!n)
         return 0;
     const size_t len = (size_t)n;
-    switch (dtype) { // comm.h's order: float32, float64, int32, int64
+    switch (dtype) { // comm.h's numbers: float32, float64, int32, int64, float16, bfloat16
     case 0:
         LAUNCH(ring_reduce_f32_kernel, len, (float *)dst, (const float *)mine,
                (const float *)theirs, len, op, avg_div);
@@ -489,6 +493,14 @@ static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *thei
     case 3:
         LAUNCH(ring_reduce_i64_kernel, len, (int64_t *)dst, (const int64_t *)mine,
                (const int64_t *)theirs, len, op, avg_div);
+        break;
+    case 4:
+        LAUNCH(ring_reduce_f16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
+               (const uint16_t *)theirs, len, op, avg_div);
+        break;
+    case 5:
+        LAUNCH(ring_reduce_bf16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
+               (const uint16_t *)theirs, len, op, avg_div);
         break;
     default:
         return VGPU_EINVAL;

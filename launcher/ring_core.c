@@ -235,6 +235,14 @@ REDUCE_LOOPS_(f32, float, kernel_reduce_f32)
 REDUCE_LOOPS_(f64, double, kernel_reduce_f64)
 REDUCE_LOOPS_(i32, int32_t, kernel_reduce_i32)
 REDUCE_LOOPS_(i64, int64_t, kernel_reduce_i64)
+REDUCE_LOOPS_(f16, uint16_t, kernel_reduce_f16)
+REDUCE_LOOPS_(bf16, uint16_t, kernel_reduce_bf16)
+
+// device_cuda.cu's ring reduction switches on these numbers (it does not
+// include comm.h).
+_Static_assert(COMM_FLOAT32 == 0 && COMM_FLOAT64 == 1 && COMM_INT32 == 2 && COMM_INT64 == 3 &&
+                   COMM_FLOAT16 == 4 && COMM_BFLOAT16 == 5,
+               "device_cuda.cu's ring_reduce_ numbers the types as comm.h");
 
 static void reduce_typed_(enum comm_dtype t, enum comm_reduce_op op, void *dst, const void *a,
                           const void *b, uint64_t n, int avg_div)
@@ -252,6 +260,12 @@ static void reduce_typed_(enum comm_dtype t, enum comm_reduce_op op, void *dst, 
         break;
     case COMM_INT64:
         in ? reduce_in_i64(dst, b, n, (int)op, avg_div) : reduce_out_i64(dst, a, b, n, (int)op, avg_div);
+        break;
+    case COMM_FLOAT16:
+        in ? reduce_in_f16(dst, b, n, (int)op, avg_div) : reduce_out_f16(dst, a, b, n, (int)op, avg_div);
+        break;
+    case COMM_BFLOAT16:
+        in ? reduce_in_bf16(dst, b, n, (int)op, avg_div) : reduce_out_bf16(dst, a, b, n, (int)op, avg_div);
         break;
     default:
         break;

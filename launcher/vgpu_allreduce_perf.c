@@ -12,6 +12,7 @@
 #include "comm_internal.h"
 #include "config.h"
 #include "device_internal.h"
+#include "kernels.h"
 #include "log.h"
 #include "util.h"
 
@@ -43,8 +44,8 @@ static void usage_(FILE *f)
             "  -w, --warmup_iters N  untimed iterations per size (default 5)\n"
             "  -c, --check 0|1       verify every result (default 1)\n"
             "  -o, --op OP           sum, avg, prod, min or max (default sum)\n"
-            "  -d, --datatype TYPE   float (float32), double (float64), int32 or int64\n"
-            "                        (default float)\n"
+            "  -d, --datatype TYPE   float (float32), double (float64), int32, int64,\n"
+            "                        float16 (half) or bfloat16 (default float)\n"
             "      --backend ring|mpi  collective backend (default ring)\n"
             "  -t, --timeout S       bound on every collective wait, seconds (default 60)\n"
             "      --slice SIZE      ring slice per step (default: the backend's, 1M)\n"
@@ -110,9 +111,13 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
                 o->dtype = COMM_INT32;
             else if (!strcmp(optarg, "int64"))
                 o->dtype = COMM_INT64;
+            else if (!strcmp(optarg, "float16") || !strcmp(optarg, "half"))
+                o->dtype = COMM_FLOAT16;
+            else if (!strcmp(optarg, "bfloat16"))
+                o->dtype = COMM_BFLOAT16;
             else {
-                fprintf(stderr, "vgpu_allreduce_perf: -d takes float, double, int32 or int64, "
-                                "not '%s'\n", optarg);
+                fprintf(stderr, "vgpu_allreduce_perf: -d takes float, double, int32, int64, "
+                                "float16 or bfloat16, not '%s'\n", optarg);
                 return VGPU_EINVAL;
             }
             break;
@@ -165,19 +170,28 @@ static int node_index_(int rank, int size)
 // expected value is known exactly (products: 1s and 2s, exact to 2^24).
 static float value_(int rank, size_t i) { return (float)((rank * 7 + i) % 13); }
 
-static int64_t typed_value_(int rank, size_t i, enum comm_reduce_op op)
+// The half types: 0..2, so every partial sum stays an integer bfloat16
+// holds exactly (8 significant bits: up to 256) for up to 128 ranks;
+// products of 1s and 2s are powers of two (float16 overflows to infinity
+// past 2^15, and so does the expected value).
+static int64_t typed_value_(int rank, size_t i, enum comm_reduce_op op, enum comm_dtype t)
 {
-    return op == COMM_PROD ? (int64_t)((rank + i) % 2 + 1) : (int64_t)((rank * 7 + i) % 13);
+    if (op == COMM_PROD)
+        return (int64_t)((rank + i) % 2 + 1);
+    const int half = t == COMM_FLOAT16 || t == COMM_BFLOAT16;
+    return (int64_t)((rank * 7 + i) % (half ? 3 : 13));
 }
 
 static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
 {
     for (size_t i = 0; i < count; i++) {
-        const int64_t v = typed_value_(rank, i, o->op);
+        const int64_t v = typed_value_(rank, i, o->op, o->dtype);
         switch (o->dtype) {
         case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
         case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
         case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
+        case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
         default: ((int64_t *)buf)[i] = v; break;
         }
     }
@@ -186,9 +200,9 @@ static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
 // Whether element i of buf is what the reduction over size ranks gives.
 static int right_(const void *buf, size_t i, int size, const struct bench_opts *o)
 {
-    int64_t acc = typed_value_(0, i, o->op);
+    int64_t acc = typed_value_(0, i, o->op, o->dtype);
     for (int q = 1; q < size; q++) {
-        const int64_t v = typed_value_(q, i, o->op);
+        const int64_t v = typed_value_(q, i, o->op, o->dtype);
         acc = o->op == COMM_PROD ? acc * v
             : o->op == COMM_MIN  ? (v < acc ? v : acc)
             : o->op == COMM_MAX  ? (v > acc ? v : acc)
@@ -202,6 +216,12 @@ static int right_(const void *buf, size_t i, int size, const struct bench_opts *
         return ((const double *)buf)[i] == (avg ? (double)acc / (double)size : (double)acc);
     case COMM_INT32:
         return ((const int32_t *)buf)[i] == (int32_t)(avg ? acc / size : acc);
+    case COMM_FLOAT16: // the exact sum, divided in float and rounded (the avg step)
+        return ((const uint16_t *)buf)[i] ==
+               kernel_f32_to_f16(avg ? (float)acc / (float)size : (float)acc);
+    case COMM_BFLOAT16:
+        return ((const uint16_t *)buf)[i] ==
+               kernel_f32_to_bf16(avg ? (float)acc / (float)size : (float)acc);
     default:
         return ((const int64_t *)buf)[i] == (avg ? acc / size : acc);
     }
@@ -345,10 +365,10 @@ int main(int argc, char **argv)
         if (o.tree)
             printf("# tree: %d partials of each size split over the ranks, summed in the "
                    "canonical tree (both columns)\n", o.tree);
-        printf("#%69s%36s\n", "out-of-place", "in-place");
-        printf("#%11s %12s %7s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+        printf("#%70s%36s\n", "out-of-place", "in-place");
+        printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
                "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-        printf("#%11s %12s %7s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+        printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
                "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
         fflush(stdout);
     }
@@ -368,7 +388,7 @@ int main(int argc, char **argv)
         for (int ip = 0; ip < 2; ip++)
             run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &wrong[ip]);
         if (rank == 0) {
-            printf(" %11.0f %12zu %7s %6s", bytes, count, comm_dtype_name(o.dtype),
+            printf(" %11.0f %12zu %8s %6s", bytes, count, comm_dtype_name(o.dtype),
                    comm_op_name(o.op));
             for (int ip = 0; ip < 2; ip++) {
                 double algbw = bytes / us[ip] / 1e3; // GB/s

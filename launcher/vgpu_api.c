@@ -16,7 +16,9 @@
 
 // The public enums are comm.h's, number for number.
 _Static_assert((int)vgpu_float32 == (int)COMM_FLOAT32 && (int)vgpu_float64 == (int)COMM_FLOAT64 &&
-                   (int)vgpu_int32 == (int)COMM_INT32 && (int)vgpu_int64 == (int)COMM_INT64,
+                   (int)vgpu_int32 == (int)COMM_INT32 && (int)vgpu_int64 == (int)COMM_INT64 &&
+                   (int)vgpu_float16 == (int)COMM_FLOAT16 &&
+                   (int)vgpu_bfloat16 == (int)COMM_BFLOAT16,
                "vgpu_datatype_t is enum comm_dtype");
 _Static_assert((int)vgpu_sum == (int)COMM_SUM && (int)vgpu_avg == (int)COMM_AVG &&
                    (int)vgpu_prod == (int)COMM_PROD && (int)vgpu_min == (int)COMM_MIN &&

@@ -1,7 +1,7 @@
 // test_comm_collectives.c: multi-rank tests of a collective backend (run
 // under mpirun, one ctest per backend and rank count): all-reduce (float32,
 // and every type x operation), reduce-scatter, broadcast, all-gather and
-// barrier with exact expected values, the unique-id exchange,
+// barrier with exact expected values (the half types too), the unique-id exchange,
 // and that no shared-memory name of the job outlives comm_create.
 //
 // Options: --backend ring|mpi, --slice SIZE, --fake-hosts K (rank q claims
@@ -20,6 +20,7 @@
 #include "comm_internal.h"
 #include "config.h"
 #include "device_internal.h"
+#include "kernels.h"
 #include "log.h"
 #include "util.h"
 
@@ -236,9 +237,19 @@ static void test_all_reduce_(comm_t *c, device_t *dev, size_t count, int in_plac
 
 // ---- the typed collectives: every type and operation, exact values ----
 
+static int half_(enum comm_dtype t) { return t == COMM_FLOAT16 || t == COMM_BFLOAT16; }
+
 // Rank q's element i: small signed integers, so that sums, products (of up
-// to 5 ranks: at most 5^5) and averages are exact in every type.
-static int64_t typed_value_(int q, size_t i) { return (int64_t)((q * 7 + i * 3) % 11) - 5; }
+// to 5 ranks: at most 5^5) and averages are exact in every type. The half
+// types' products take -2..2 instead: +-powers of two up to 32, where 5^4
+// would need 10 significant bits and bfloat16 has 8 (their sums, at most
+// 25, are exact in both).
+static int64_t typed_value_(int q, size_t i, enum comm_dtype t, enum comm_reduce_op op)
+{
+    if (half_(t) && op == COMM_PROD)
+        return (int64_t)((q * 7 + i * 3) % 5) - 2;
+    return (int64_t)((q * 7 + i * 3) % 11) - 5;
+}
 
 static void put_(void *buf, size_t i, enum comm_dtype t, int64_t v)
 {
@@ -246,6 +257,8 @@ static void put_(void *buf, size_t i, enum comm_dtype t, int64_t v)
     case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
     case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
+    case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
     default: ((int64_t *)buf)[i] = v; break;
     }
 }
@@ -256,9 +269,9 @@ static void put_(void *buf, size_t i, enum comm_dtype t, int64_t v)
 static int typed_right_(const void *buf, size_t i, enum comm_dtype t, enum comm_reduce_op op,
                         double *got)
 {
-    int64_t acc = typed_value_(0, i);
+    int64_t acc = typed_value_(0, i, t, op);
     for (int q = 1; q < size_; q++) {
-        const int64_t v = typed_value_(q, i);
+        const int64_t v = typed_value_(q, i, t, op);
         acc = op == COMM_PROD ? acc * v
             : op == COMM_MIN  ? (v < acc ? v : acc)
             : op == COMM_MAX  ? (v > acc ? v : acc)
@@ -278,6 +291,17 @@ static int typed_right_(const void *buf, size_t i, enum comm_dtype t, enum comm_
     case COMM_INT32:
         *got = ((const int32_t *)buf)[i];
         return ((const int32_t *)buf)[i] == (int32_t)(op == COMM_AVG ? acc / size_ : acc);
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: {
+        // The exact sum (or product, ...) is in the type; avg divides it in
+        // float and rounds to nearest even. Compared as values (-0 == 0).
+        const float exact = op == COMM_AVG ? (float)acc / (float)size_ : (float)acc;
+        const uint16_t h = ((const uint16_t *)buf)[i];
+        const float want = t == COMM_FLOAT16 ? kernel_f16_to_f32(kernel_f32_to_f16(exact))
+                                             : kernel_bf16_to_f32(kernel_f32_to_bf16(exact));
+        *got = t == COMM_FLOAT16 ? kernel_f16_to_f32(h) : kernel_bf16_to_f32(h);
+        return *got == want;
+    }
     default:
         *got = (double)((const int64_t *)buf)[i];
         return ((const int64_t *)buf)[i] == (op == COMM_AVG ? acc / size_ : acc);
@@ -293,7 +317,7 @@ static void test_typed_all_reduce_(comm_t *c, device_t *dev, size_t count, enum 
     CALL(device_alloc(dev, bytes + 8, &dsend));
     CALL(device_alloc(dev, bytes + 8, &drecv));
     for (size_t i = 0; i < count; i++)
-        put_(host, i, t, typed_value_(rank_, i));
+        put_(host, i, t, typed_value_(rank_, i, t, op));
     CALL(device_copy_to_device(dev, dsend, host, bytes));
     void *out = in_place ? dsend : drecv;
     CALL(comm_all_reduce_typed(c, dsend, out, count, t, op));
@@ -332,7 +356,7 @@ static void test_reduce_scatter_(comm_t *c, device_t *dev, size_t recv_count, en
     CALL(device_alloc(dev, n * block + 8, (void **)&dsend));
     CALL(device_alloc(dev, block + 8, (void **)&drecv));
     for (size_t i = 0; i < n * recv_count; i++)
-        put_(host, i, t, typed_value_(rank_, i));
+        put_(host, i, t, typed_value_(rank_, i, t, op));
     CALL(device_copy_to_device(dev, dsend, host, n * block));
     char *out = in_place ? dsend + (size_t)rank_ * block : drecv;
     CALL(comm_reduce_scatter(c, dsend, out, recv_count, t, op));

@@ -2,6 +2,7 @@
 // libvgpu (find_package(vgpu), or pkg-config), run under vgpurun: every
 // collective of the public API with exact expected values, and the errors a
 // program gets back instead of an exit.
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,23 +27,70 @@ static void check_(int ok, const char *what)
         }                                                                             \
     } while (0)
 
+// -4..4: sums, products (up to 5 ranks: 3^5 has 8 significant bits,
+// bfloat16's all) and averages are exact in every type.
 static long long value_(int q, int i) { return (q * 5 + i * 3) % 9 - 4; }
+
+// The half types by hand, as a program without cuda_fp16.h has them: every
+// value here is 0 or normal in both; bfloat16 is a float's upper half.
+static uint32_t bits_(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float float_(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// x, exact in the type, as its bits.
+static uint16_t to_half_(int t, float x)
+{
+    const uint32_t u = bits_(x);
+    if (t == vgpu_bfloat16 || !(u & 0x7fffffffu))
+        return (uint16_t)(u >> 16);
+    return (uint16_t)((u >> 16 & 0x8000u) | ((u >> 23 & 0xffu) - 112u) << 10 | (u >> 13 & 0x3ffu));
+}
+
+static float from_half_(int t, uint16_t h)
+{
+    if (t == vgpu_bfloat16 || !(h & 0x7fffu))
+        return float_((uint32_t)h << 16);
+    return float_((uint32_t)(h & 0x8000u) << 16 | ((h >> 10 & 31u) + 112u) << 23 |
+                  (uint32_t)(h & 0x3ffu) << 13);
+}
+
+// x (normal) rounded to nearest even at `bits` significant bits: what an
+// average in float16 (11) or bfloat16 (8) must be.
+static float round_to_(float x, int bits)
+{
+    const int drop = 24 - bits;
+    const uint32_t u = bits_(x), rem = u & ((1u << drop) - 1), half = 1u << (drop - 1);
+    const uint32_t q = (u >> drop) + (rem > half || (rem == half && (u >> drop & 1)));
+    return float_(q << drop);
+}
 
 // All-reduce of n elements of every type and operation, checked exactly.
 static void all_reduce_(vgpu_t *v, int n)
 {
-    static const size_t sizes[] = {4, 8, 4, 8};
+    static const size_t sizes[] = {4, 8, 4, 8, 2, 2};
     void *d;
     MUST(vgpu_malloc(v, &d, (size_t)n * 8));
     char *h = malloc((size_t)n * 8);
-    for (int t = vgpu_float32; t <= vgpu_int64; t++)
+    for (int t = vgpu_float32; t <= vgpu_bfloat16; t++)
         for (int op = vgpu_sum; op <= vgpu_max; op++) {
+            const int half = t == vgpu_float16 || t == vgpu_bfloat16;
             for (int i = 0; i < n; i++) {
                 long long x = value_(rank_, i);
                 if (t == vgpu_float32) ((float *)h)[i] = (float)x;
                 if (t == vgpu_float64) ((double *)h)[i] = (double)x;
                 if (t == vgpu_int32) ((int *)h)[i] = (int)x;
                 if (t == vgpu_int64) ((long long *)h)[i] = x;
+                if (half) ((uint16_t *)h)[i] = to_half_(t, (float)x);
             }
             MUST(vgpu_memcpy_htod(v, d, h, (size_t)n * sizes[t]));
             MUST(vgpu_all_reduce(d, d, (size_t)n, (vgpu_datatype_t)t, (vgpu_op_t)op, v));
@@ -63,6 +111,11 @@ static void all_reduce_(vgpu_t *v, int n)
                     wrong += ((int *)h)[i] != (int)(op == vgpu_avg ? acc / size_ : acc);
                 if (t == vgpu_int64)
                     wrong += ((long long *)h)[i] != (op == vgpu_avg ? acc / size_ : acc);
+                if (half) // as values: a product may be -0
+                    wrong += from_half_(t, ((uint16_t *)h)[i]) !=
+                             (op == vgpu_avg ? round_to_((float)acc / (float)size_,
+                                                         t == vgpu_float16 ? 11 : 8)
+                                             : (float)acc);
             }
             char what[96];
             snprintf(what, sizeof what, "all_reduce type %d op %d: %d of %d wrong", t, op, wrong, n);

@@ -39,10 +39,20 @@ const char *vgpu_status_string(int status);
 
 typedef struct vgpu vgpu_t; // one rank: its place in the job, its device, its collectives
 
-// Element types and reductions, as NCCL's (ncclFloat32 ... ncclInt64; ncclSum,
-// ncclProd, ncclMin, ncclMax, ncclAvg). Average of integers: the sum divided
-// by the rank count, toward zero; integer sums and products wrap around.
-typedef enum { vgpu_float32, vgpu_float64, vgpu_int32, vgpu_int64 } vgpu_datatype_t;
+// Element types and reductions, as NCCL's (ncclFloat32 ... ncclInt64,
+// ncclFloat16, ncclBfloat16; ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg).
+// Average of integers: the sum divided by the rank count, toward zero;
+// integer sums and products wrap around. vgpu_float16 (IEEE binary16) and
+// vgpu_bfloat16 are 16-bit words (__half, __nv_bfloat16): each reduction
+// step computes in float and rounds back to nearest even.
+typedef enum {
+    vgpu_float32,
+    vgpu_float64,
+    vgpu_int32,
+    vgpu_int64,
+    vgpu_float16,
+    vgpu_bfloat16
+} vgpu_datatype_t;
 typedef enum { vgpu_sum, vgpu_avg, vgpu_prod, vgpu_min, vgpu_max } vgpu_op_t;
 
 // Options of vgpu_init; all zero is the defaults.
