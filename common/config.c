@@ -752,3 +752,22 @@ void config_print_reference(void *file)
         fprintf(f, "\n%s = %s\n", k->key, k->def);
     }
 }
+
+int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
+                    int n_overrides, char *err, size_t err_bytes)
+{
+    config_defaults(cfg);
+    int rc = path ? config_load_file(cfg, path, err, err_bytes) : 0;
+    if (!rc)
+        rc = config_apply_env(cfg, err, err_bytes);
+    for (int i = 0; i < n_overrides && !rc; i++)
+        rc = config_apply_override(cfg, overrides[i], err, err_bytes);
+    if (rc || !(rc = config_validate(cfg, err, err_bytes)) || (!path && !n_overrides))
+        return rc;
+    // A rule across keys names the sources its values came from.
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err);
+    snprintf(err, err_bytes, "%s%s%s: %s", path ? path : "", path && n_overrides ? " with " : "",
+             n_overrides ? "--set" : "", msg);
+    return rc;
+}

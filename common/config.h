@@ -139,6 +139,14 @@ void config_describe_env(char *buf, size_t bytes);
 // Checks cross-key rules (conflicts, list lengths). Errors as above.
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);
 
+// The job's configuration, the whole way: the defaults, then the file at
+// path (NULL: none), the VGPU_* environment, the overrides in order, then the
+// cross-key rules (whose message names where the values came from: "a.ini
+// with --set: ..."). Returns 0, or VGPU_ECONFIG (-errno for a file that
+// cannot be read) with the message in err.
+int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
+                    int n_overrides, char *err, size_t err_bytes);
+
 // The config-file text of an enum key's value, e.g. config_enum_name("train",
 // "optimizer", OPTIM_ADAM) = "adam". NULL for a key that is not an enum or a
 // value out of range.

@@ -52,22 +52,22 @@ struct runtime_impl {
 // long is stopped.
 #define BOARD_STALE_S 1.0
 
+#define STAGE_NAME_BYTES 96
+
 struct board_slot {
     _Atomic uint64_t entered;  // control-plane collectives entered
     _Atomic uint64_t beat_us;  // last poll inside one, microseconds (util_now_s)
-    _Atomic uint32_t stage;    // start-up stage (enum runtime_stage)
+    _Atomic uint32_t stage;    // start-up stages entered (every rank enters the same ones)
     _Atomic uint64_t alive_us; // start-up watcher's last look, microseconds
+    char stage_name[STAGE_NAME_BYTES]; // the current one's (a torn read only garbles a message)
 };
 
 static const char *const stage_names_[] = {
     [RUNTIME_STAGE_MPI] = "starting MPI (MPI_Init_thread; every rank of the job must start)",
     [RUNTIME_STAGE_JOIN] = "joining the job (hosts, arrival board)",
     [RUNTIME_STAGE_CONFIG] = "agreeing on the config",
-    [RUNTIME_STAGE_DATA] = "loading the data",
     [RUNTIME_STAGE_DEVICES] = "opening the virtual GPUs",
     [RUNTIME_STAGE_CONNECT] = "connecting the collectives",
-    [RUNTIME_STAGE_MODEL] = "setting up the model",
-    [RUNTIME_STAGE_WARMUP] = "the warm-up step",
 };
 
 static const char *stage_name_(uint32_t stage)
@@ -137,12 +137,15 @@ static void watch_describe_(void *arg, char *buf, size_t bytes)
             continue;
         const uint32_t stage = atomic_load(&im->peer_board[q]->stage);
         const double alive = (double)atomic_load(&im->peer_board[q]->alive_us) * 1e-6;
+        char name[STAGE_NAME_BYTES];
+        memcpy(name, im->peer_board[q]->stage_name, sizeof name);
+        name[sizeof name - 1] = '\0';
         if (now - alive > BOARD_STALE_S)
             len += (size_t)snprintf(buf + len, bytes - len, "%srank %d (host %s) is stopped (in '%s')",
-                                    len ? "; " : "", im->local_world[q], rt->host, stage_name_(stage));
+                                    len ? "; " : "", im->local_world[q], rt->host, name);
         else if (stage < mine)
             len += (size_t)snprintf(buf + len, bytes - len, "%srank %d (host %s) is still in '%s'",
-                                    len ? "; " : "", im->local_world[q], rt->host, stage_name_(stage));
+                                    len ? "; " : "", im->local_world[q], rt->host, name);
     }
     if (!len && rt->node_count > 1)
         snprintf(buf, bytes, "every rank on %s is running and here or further: a rank on another host",
@@ -300,7 +303,8 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct 
     }
     struct startup_watch_hooks hooks = {.beat = watch_beat_, .describe = watch_describe_,
                                         .arg = rt};
-    atomic_store(&im->board->stage, RUNTIME_STAGE_JOIN);
+    atomic_store(&im->board->stage, 0);
+    runtime_stage_named(rt, stage_name_(RUNTIME_STAGE_JOIN));
     watch_beat_(rt);
     startup_watch_set_hooks(&hooks);
     if (flight_job_join(im->world, im->local, rt->rank, rt->size, rt->host) < 0)
@@ -314,12 +318,19 @@ MPI_Comm runtime_mpi_world(const struct runtime *rt)
     return ((const struct runtime_impl *)rt->impl)->world;
 }
 
-void runtime_stage(struct runtime *rt, enum runtime_stage stage)
+void runtime_stage_named(struct runtime *rt, const char *name)
 {
     struct runtime_impl *im = rt->impl;
-    if (im && im->board)
-        atomic_store(&im->board->stage, (uint32_t)stage);
-    startup_watch_stage(stage_name_((uint32_t)stage));
+    if (im && im->board) {
+        snprintf(im->board->stage_name, sizeof im->board->stage_name, "%s", name);
+        atomic_fetch_add(&im->board->stage, 1);
+    }
+    startup_watch_stage(name);
+}
+
+void runtime_stage(struct runtime *rt, enum runtime_stage stage)
+{
+    runtime_stage_named(rt, stage_name_((uint32_t)stage));
 }
 
 void runtime_started(struct runtime *rt)
@@ -340,24 +351,9 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
         char msg[1024];
     } verdict = {0, ""};
     runtime_stage(rt, RUNTIME_STAGE_CONFIG);
-    if (rt->rank == 0) {
-        config_defaults(&rt->cfg);
-        if (path)
-            verdict.rc = config_load_file(&rt->cfg, path, verdict.msg, sizeof verdict.msg);
-        if (!verdict.rc)
-            verdict.rc = config_apply_env(&rt->cfg, verdict.msg, sizeof verdict.msg);
-        for (int i = 0; i < n_overrides && !verdict.rc; i++)
-            verdict.rc = config_apply_override(&rt->cfg, overrides[i], verdict.msg, sizeof verdict.msg);
-        // A rule across keys names the sources its values came from.
-        if (!verdict.rc &&
-            (verdict.rc = config_validate(&rt->cfg, verdict.msg, sizeof verdict.msg)) != 0 &&
-            (path || n_overrides)) {
-            char tmp[1024];
-            snprintf(tmp, sizeof tmp, "%s%s%s: %s", path ? path : "", path && n_overrides ? " with " : "",
-                     n_overrides ? "--set" : "", verdict.msg);
-            memcpy(verdict.msg, tmp, sizeof tmp);
-        }
-    }
+    if (rt->rank == 0)
+        verdict.rc = config_load_job(&rt->cfg, path, overrides, n_overrides, verdict.msg,
+                                     sizeof verdict.msg);
     int rc = ctl_broadcast_(rt, &verdict, sizeof verdict, 0);
     if (rc < 0) {
         snprintf(err, err_bytes, "the config could not be shared (said above)");
@@ -540,6 +536,65 @@ static int ctl_reduce_doubles_(struct runtime *rt, double *values, int count, MP
     const int mpi_rc = MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op,
                                       runtime_mpi_world(rt), &req);
     return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "reduction", &call);
+}
+
+static MPI_Datatype host_type_(enum comm_dtype t)
+{
+    switch (t) {
+    case COMM_FLOAT32: return MPI_FLOAT;
+    case COMM_FLOAT64: return MPI_DOUBLE;
+    case COMM_INT32: return MPI_INT32_T;
+    case COMM_INT64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static MPI_Op host_op_(enum comm_reduce_op op)
+{
+    switch (op) {
+    case COMM_SUM:
+    case COMM_AVG: return MPI_SUM; // then divided
+    case COMM_PROD: return MPI_PROD;
+    case COMM_MIN: return MPI_MIN;
+    case COMM_MAX: return MPI_MAX;
+    default: return MPI_OP_NULL;
+    }
+}
+
+int runtime_host_all_reduce(struct runtime *rt, const void *send, void *recv, size_t count,
+                            enum comm_dtype t, enum comm_reduce_op op)
+{
+    const MPI_Datatype type = host_type_(t);
+    const MPI_Op mop = host_op_(op);
+    if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || count > INT_MAX ||
+        (count && (!send || !recv)))
+        return VGPU_EINVAL;
+    if (mpi_stuck_)
+        return VGPU_ECOMM;
+    MPI_Request req;
+    const struct trace_call call =
+        control_enter_(rt, FLIGHT_CTL_REDUCE, count * comm_dtype_size(t));
+    const int mpi_rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, type,
+                                      mop, runtime_mpi_world(rt), &req);
+    TRY(control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "reduction", &call));
+    if (op == COMM_AVG)
+        comm_divide_host(recv, count, t, rt->size);
+    return 0;
+}
+
+int runtime_host_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
+{
+    if (root < 0 || root >= rt->size || (bytes && !buf))
+        return VGPU_EINVAL;
+    return mpi_stuck_ ? VGPU_ECOMM : ctl_broadcast_(rt, buf, bytes, root);
+}
+
+int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, size_t bytes)
+{
+    if (bytes > INT_MAX || (bytes && (!send || !recv)))
+        return VGPU_EINVAL;
+    return mpi_stuck_ ? VGPU_ECOMM
+                      : ctl_gather_(rt, send, recv, bytes, runtime_mpi_world(rt), rt->size);
 }
 
 // The helpers of runtime.h: in vgpu_train's mode a failure never returns

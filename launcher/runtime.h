@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "config.h"
 #include "device.h"
+#include "log.h" // VGPU_NORETURN
 
 struct runtime {
     int rank, size;               // world
@@ -60,7 +61,9 @@ struct runtime_join {
 // Returns 0 or a negative status.
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct runtime_join *join);
 
-// Start-up stages, in order. Each must finish within comm.timeout_s (before
+// The runtime's start-up stages, in order (a program adds its own by name,
+// runtime_stage_named: vgpu_train's data, model and warm-up between and
+// after them). Each must finish within comm.timeout_s (before
 // the config is read: VGPU_COMM_TIMEOUT_S, else 300 s), not counting time the
 // process was stopped; past it the rank names the stage and the host-mates
 // that are behind or stopped, and exits 1 (startup_watch.h).
@@ -68,14 +71,14 @@ enum runtime_stage {
     RUNTIME_STAGE_MPI,     // MPI_Init_thread (runtime_bootstrap)
     RUNTIME_STAGE_JOIN,    // hosts and the arrival board (runtime_bootstrap)
     RUNTIME_STAGE_CONFIG,  // runtime_load_config
-    RUNTIME_STAGE_DATA,    // the program loads and agrees on its data
     RUNTIME_STAGE_DEVICES, // runtime_open: discovery, binding, the virtual GPU
     RUNTIME_STAGE_CONNECT, // runtime_open: the collective backend
-    RUNTIME_STAGE_MODEL,   // the program sets up its model
-    RUNTIME_STAGE_WARMUP,  // the program's first step
 };
 // Enters `stage` (its clock starts now).
 void runtime_stage(struct runtime *rt, enum runtime_stage stage);
+// Enters a stage of the program's own, by name (a string that lives until
+// runtime_started); host-mates behind or stopped are named with it.
+void runtime_stage_named(struct runtime *rt, const char *name);
 // Start-up is over: the watch ends (waits are bounded by comm.timeout_s).
 void runtime_started(struct runtime *rt);
 
@@ -112,6 +115,16 @@ void runtime_sum_doubles(struct runtime *rt, double *values, int count);
 void runtime_max_doubles(struct runtime *rt, double *values, int count);
 void runtime_barrier(struct runtime *rt);
 
+// The same exchanges as statuses, for libvgpu's host collectives (its
+// vgpu_host_*): 0, VGPU_EINVAL for a bad argument (nothing sent), or in
+// library mode the failure, said (then MPI is not used again); in
+// vgpu_train's mode a failure ends the job. all_reduce: float32/64,
+// int32/64; avg divides the sum by the rank count.
+int runtime_host_all_reduce(struct runtime *rt, const void *send, void *recv, size_t count,
+                            enum comm_dtype t, enum comm_reduce_op op);
+int runtime_host_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
+int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, size_t bytes);
+
 // Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);
@@ -133,6 +146,6 @@ int runtime_trace_write(struct runtime *rt);
 void runtime_on_signal(int sig);
 
 // Ends the whole job now (MPI_Abort) with exit_code.
-void runtime_abort(struct runtime *rt, int exit_code);
+void runtime_abort(struct runtime *rt, int exit_code) VGPU_NORETURN;
 
 #endif

@@ -10,11 +10,11 @@
 
 #include <cmocka.h>
 
-#include "device.h"
 #include "log.h"
 #include "mlp.h"
 #include "optim.h"
 #include "status.h"
+#include "test_rank.h"
 #include "test_util.h"
 
 // Sets one key through the config parser, as a config file would.
@@ -28,21 +28,13 @@ static void set_key_(struct config *cfg, const char *key, const char *value)
 
 #define CAP_BYTES (8u << 20)
 
-static device_t *open_cpu_(uint64_t cap_bytes)
-{
-    struct device_info info;
-    int count = 0;
-    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
-    device_t *dev = calloc(1, sizeof *dev);
-    assert_non_null(dev);
-    assert_int_equal(device_open(dev, &info, 0, "testhost", cap_bytes, 1), 0);
-    return dev;
-}
+// The test's rank with cap_bytes of room (test_rank.h); close_ gives it back.
+static vgpu_t *open_cpu_(uint64_t cap_bytes) { return test_rank_room((size_t)cap_bytes); }
 
-static void close_(device_t *dev)
+static void close_(vgpu_t *dev)
 {
-    device_close(dev);
-    free(dev);
+    (void)dev;
+    test_rank_release_room();
 }
 
 // ---- the reference ----
@@ -109,7 +101,7 @@ static const int DIMS[] = {7, 5, 4, 3};
 #define SEED 1234
 
 struct fixture {
-    device_t *dev;
+    vgpu_t *dev;
     struct mlp m;
     float *params;  // host copy, [param_count]
     double *x;      // [ROWS, dims[0]]
@@ -136,9 +128,9 @@ static int setup_model(void **state)
         f->x[i] = xf[i];
     for (int r = 0; r < ROWS; r++)
         f->y[r] = (int32_t)(test_rand_u64(&s) % 3);
-    if (device_copy_to_device(f->dev, f->m.params, f->params, f->m.param_count * sizeof(float)) ||
-        device_copy_to_device(f->dev, f->m.acts[0], xf, sizeof xf) ||
-        device_copy_to_device(f->dev, f->m.labels, f->y, sizeof f->y))
+    if (vgpu_memcpy_htod(f->dev, f->m.params, f->params, f->m.param_count * sizeof(float)) ||
+        vgpu_memcpy_htod(f->dev, f->m.acts[0], xf, sizeof xf) ||
+        vgpu_memcpy_htod(f->dev, f->m.labels, f->y, sizeof f->y))
         return -1;
     *state = f;
     return 0;
@@ -193,7 +185,7 @@ static void test_forward_matches_reference(void **state)
     struct fixture *f = *state;
     assert_int_equal(mlp_forward(&f->m, f->dev, ROWS), 0);
     float logits[ROWS * 3];
-    assert_int_equal(device_copy_to_host(f->dev, logits, f->m.acts[3], sizeof logits), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, logits, f->m.acts[3], sizeof logits), 0);
     double *p = params_double_(f);
     double want[ROWS * 3], want_loss[ROWS];
     ref_forward_(&f->m, p, f->x, f->y, ROWS, 1.0, want, want_loss, NULL);
@@ -201,9 +193,9 @@ static void test_forward_matches_reference(void **state)
 
     // Evaluation stats: loss, top-1, top-5 (3 classes: always in the top 5).
     assert_int_equal(mlp_eval_stats(&f->m, f->dev, ROWS), 0);
-    float st[ROWS * XENT_STATS];
-    assert_int_equal(device_copy_to_host(f->dev, st, f->m.stats, sizeof st), 0);
-    double want_st[ROWS * XENT_STATS];
+    float st[ROWS * VGPU_XENT_STATS];
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, f->m.stats, sizeof st), 0);
+    double want_st[ROWS * VGPU_XENT_STATS];
     for (int r = 0; r < ROWS; r++) {
         int argmax = 0;
         for (int j = 1; j < 3; j++)
@@ -212,7 +204,7 @@ static void test_forward_matches_reference(void **state)
         want_st[r * 3 + 1] = argmax == f->y[r];
         want_st[r * 3 + 2] = 1;
     }
-    assert_allclose(st, want_st, ROWS * XENT_STATS, 1e-5, 1e-5);
+    assert_allclose(st, want_st, ROWS * VGPU_XENT_STATS, 1e-5, 1e-5);
 
     // Fewer rows than max_rows is fine; more is refused.
     assert_int_equal(mlp_forward(&f->m, f->dev, 2), 0);
@@ -250,7 +242,7 @@ static void test_gradient_check(void **state)
     assert_int_equal(mlp_forward(&f->m, f->dev, ROWS), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS, (float)grad_scale), 0);
     float *g = malloc(n * sizeof *g);
-    assert_int_equal(device_copy_to_host(f->dev, g, f->m.grads, n * sizeof *g), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g, f->m.grads, n * sizeof *g), 0);
 
     // Per tensor, so that a failure names the layer.
     for (int l = 0; l < f->m.n_layers; l++) {
@@ -267,10 +259,10 @@ static void test_gradient_check(void **state)
     }
 
     // The per-row losses in stats are the unscaled cross-entropies.
-    float st[ROWS * XENT_STATS];
+    float st[ROWS * VGPU_XENT_STATS];
     double want_loss[ROWS];
     ref_forward_(&f->m, p, f->x, f->y, ROWS, 1.0, NULL, want_loss, NULL);
-    assert_int_equal(device_copy_to_host(f->dev, st, f->m.stats, sizeof st), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, f->m.stats, sizeof st), 0);
     for (int r = 0; r < ROWS; r++)
         assert_true(fabs(st[r * 3] - want_loss[r]) <= 1e-5 * (1 + want_loss[r]));
     free(g);
@@ -287,12 +279,12 @@ static void test_backward_overwrites(void **state)
     float *g1 = malloc(n * 4), *g2 = malloc(n * 4), *g3 = malloc(n * 4);
     for (size_t i = 0; i < n; i++)
         g3[i] = 10.0f;
-    assert_int_equal(device_copy_to_device(f->dev, f->m.grads, g3, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->m.grads, g3, n * 4), 0);
     assert_int_equal(mlp_forward(&f->m, f->dev, ROWS), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS, 0.5f), 0);
-    assert_int_equal(device_copy_to_host(f->dev, g1, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g1, f->m.grads, n * 4), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS, 0.5f), 0);
-    assert_int_equal(device_copy_to_host(f->dev, g2, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g2, f->m.grads, n * 4), 0);
     assert_memory_equal(g1, g2, n * 4);
     double norm = 0; // not vacuous: a real gradient, not the 10s left in place
     for (size_t i = 0; i < n; i++)
@@ -302,19 +294,19 @@ static void test_backward_overwrites(void **state)
     // grad_scale scales linearly.
     double *want = calloc(n, sizeof *want);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS, 1.5f), 0);
-    assert_int_equal(device_copy_to_host(f->dev, g3, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g3, f->m.grads, n * 4), 0);
     for (size_t i = 0; i < n; i++)
         want[i] = 3.0 * g1[i];
     assert_allclose(g3, want, n, 2e-6, 1e-5); // float rounding differs between the scales
 
     // Evaluation does not touch the gradients.
     assert_int_equal(mlp_eval_stats(&f->m, f->dev, ROWS), 0);
-    assert_int_equal(device_copy_to_host(f->dev, g2, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g2, f->m.grads, n * 4), 0);
     assert_memory_equal(g2, g3, n * 4);
 
     // No rows: a zero gradient.
     assert_int_equal(mlp_backward(&f->m, f->dev, 0, 0.5f), 0);
-    assert_int_equal(device_copy_to_host(f->dev, g2, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, g2, f->m.grads, n * 4), 0);
     for (size_t i = 0; i < n; i++)
         assert_true(g2[i] == 0.0f);
     free(want), free(g1), free(g2), free(g3);
@@ -329,28 +321,28 @@ static void test_split_batch_sums(void **state)
     float *whole = malloc(n * 4), *part = malloc(n * 4);
     assert_int_equal(mlp_forward(&f->m, f->dev, ROWS), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS, 1.0f / ROWS), 0);
-    assert_int_equal(device_copy_to_host(f->dev, whole, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, whole, f->m.grads, n * 4), 0);
 
     float xf[ROWS * 7];
-    assert_int_equal(device_copy_to_host(f->dev, xf, f->m.acts[0], sizeof xf), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, xf, f->m.acts[0], sizeof xf), 0);
     const int first = 4;
     double *sum = calloc(n, sizeof *sum);
     // First part: rows 0..3 are already at the start of acts[0] and labels.
     assert_int_equal(mlp_forward(&f->m, f->dev, first), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, first, 1.0f / ROWS), 0);
-    assert_int_equal(device_copy_to_host(f->dev, part, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, part, f->m.grads, n * 4), 0);
     for (size_t i = 0; i < n; i++)
         sum[i] += part[i];
     // Second part: move rows 4..5 to the front.
-    assert_int_equal(device_copy_to_device(f->dev, f->m.acts[0], xf + first * 7,
-                                           (ROWS - first) * 7 * sizeof(float)),
-                     0);
-    assert_int_equal(device_copy_to_device(f->dev, f->m.labels, f->y + first,
-                                           (ROWS - first) * sizeof(int32_t)),
-                     0);
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->m.acts[0], xf + first * 7,
+                                      (ROWS - first) * 7 * sizeof(float)),
+                0);
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->m.labels, f->y + first,
+                                      (ROWS - first) * sizeof(int32_t)),
+                0);
     assert_int_equal(mlp_forward(&f->m, f->dev, ROWS - first), 0);
     assert_int_equal(mlp_backward(&f->m, f->dev, ROWS - first, 1.0f / ROWS), 0);
-    assert_int_equal(device_copy_to_host(f->dev, part, f->m.grads, n * 4), 0);
+    assert_int_equal(vgpu_memcpy_dtoh(f->dev, part, f->m.grads, n * 4), 0);
     for (size_t i = 0; i < n; i++)
         sum[i] += part[i];
     assert_allclose(whole, sum, n, 1e-6, 1e-5);
@@ -412,28 +404,28 @@ static void test_device_bytes(void **state)
         config_defaults(&cfg);
         set_key_(&cfg, "train.optimizer", opts[o]);
         uint64_t need = mlp_device_bytes(&layout, optim_state_per_param(cfg.train.optimizer));
-        device_t *dev = open_cpu_(need);
+        vgpu_t *dev = open_cpu_(need);
         struct mlp m;
         struct optimizer opt;
         assert_int_equal(mlp_init(&m, dev, dims, 4, rows), 0);
         assert_int_equal(optim_init(&opt, dev, &cfg, m.param_count), 0);
-        uint64_t used = arena_get_stats(&dev->arena).in_use_bytes;
+        uint64_t used = test_rank_in_use();
         fprintf(stderr, "  %s: used %llu of estimated %llu\n", opts[o], (unsigned long long)used,
                 (unsigned long long)need);
         assert_true(used <= need);
         optim_free(&opt, dev);
         mlp_free(&m, dev);
-        assert_int_equal(arena_get_stats(&dev->arena).in_use_bytes, 0); // everything returned
+        assert_int_equal(test_rank_in_use(), 0); // everything returned
         close_(dev);
     }
     // A cap well below the need fails with VGPU_EDEVMEM, not a crash.
     uint64_t need = mlp_device_bytes(&layout, 0);
-    device_t *dev = open_cpu_(need / 2);
+    vgpu_t *dev = open_cpu_(need / 2);
     struct mlp m;
     fprintf(stderr, "  (an expected 'device memory cap exceeded' message follows)\n");
     assert_int_equal(mlp_init(&m, dev, dims, 4, rows), VGPU_EDEVMEM);
     mlp_free(&m, dev);
-    assert_int_equal(arena_get_stats(&dev->arena).in_use_bytes, 0);
+    assert_int_equal(test_rank_in_use(), 0);
     close_(dev);
 }
 
@@ -449,5 +441,5 @@ int main(void)
         cmocka_unit_test(test_init_params_host),
         cmocka_unit_test(test_device_bytes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, test_rank_group_teardown);
 }

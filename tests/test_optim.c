@@ -10,10 +10,11 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "device.h"
+#include "job.h"
 #include "log.h"
 #include "optim.h"
 #include "status.h"
+#include "test_rank.h"
 #include "test_util.h"
 
 // Sets one key through the config parser, as a config file would.
@@ -123,19 +124,15 @@ static void test_lr_shapes(void **state)
 #define STEPS 3
 
 struct fixture {
-    device_t *dev;
+    vgpu_t *dev;
     float *params, *grads; // device, [N]
 };
 
 static int setup_dev(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
-    struct device_info info;
-    int count;
-    f->dev = calloc(1, sizeof *f->dev);
-    if (device_discover("cpu", &info, 1, &count, NULL, 0) ||
-        device_open(f->dev, &info, 0, "testhost", 1 << 20, 1) ||
-        device_alloc_floats(f->dev, N, &f->params) || device_alloc_floats(f->dev, N, &f->grads))
+    f->dev = test_rank_room(1 << 20);
+    if (job_alloc_floats(f->dev, N, &f->params) || job_alloc_floats(f->dev, N, &f->grads))
         return -1;
     *state = f;
     return 0;
@@ -144,8 +141,9 @@ static int setup_dev(void **state)
 static int teardown_dev(void **state)
 {
     struct fixture *f = *state;
-    device_close(f->dev);
-    free(f->dev);
+    vgpu_free(f->dev, f->params);
+    vgpu_free(f->dev, f->grads);
+    test_rank_release_room();
     free(f);
     return 0;
 }
@@ -172,7 +170,7 @@ static void test_state_sizes(void **state)
         assert_int_equal(o.state_count, kinds[k].per * N);
         assert_int_equal(o.t, 0);
         float st[2 * N];
-        assert_int_equal(device_copy_to_host(f->dev, st, o.state, o.state_count * 4), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, o.state, o.state_count * 4), 0);
         for (size_t i = 0; i < o.state_count; i++)
             assert_true(st[i] == 0.0f);
         optim_free(&o, f->dev);
@@ -183,8 +181,10 @@ static void test_state_sizes(void **state)
     cfg.train.optimizer = (enum optim_kind)42; // not an optimizer
     struct optimizer o;
     assert_int_equal(optim_init(&o, f->dev, &cfg, N), VGPU_EINVAL);
-    // Everything was given back.
-    assert_int_equal(arena_get_stats(&f->dev->arena).live_count, 2);
+    // Everything was given back: only the fixture's two arrays are in use.
+    const size_t array = (N * sizeof(float) + VGPU_MALLOC_ALIGN - 1) / VGPU_MALLOC_ALIGN *
+                         VGPU_MALLOC_ALIGN;
+    assert_int_equal(test_rank_in_use(), 2 * array);
 }
 
 struct step_case {
@@ -223,7 +223,7 @@ static void test_steps_vs_reference(void **state)
         test_fill_uniform(p, N, &seed, -1, 1);
         for (int i = 0; i < N; i++)
             rp[i] = p[i];
-        assert_int_equal(device_copy_to_device(f->dev, f->params, p, sizeof p), 0);
+        assert_int_equal(vgpu_memcpy_htod(f->dev, f->params, p, sizeof p), 0);
         // Hyper-parameters as the device sees them (floats).
         const double mu = (float)cfg.train.momentum, wd = (float)cfg.train.weight_decay,
                      b1 = (float)cfg.train.beta1, b2 = (float)cfg.train.beta2,
@@ -231,7 +231,7 @@ static void test_steps_vs_reference(void **state)
         int is_sgd = !strcmp(cases[c].optimizer, "sgd"), is_w = !strcmp(cases[c].optimizer, "adamw");
         for (int t = 1; t <= STEPS; t++) {
             test_fill_uniform(g, N, &seed, -1, 1);
-            assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+            assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
             double lr = lrs[t - 1];
             for (int i = 0; i < N; i++) {
                 if (is_sgd) {
@@ -249,13 +249,13 @@ static void test_steps_vs_reference(void **state)
             assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, lrs[t - 1]), 0);
         }
         assert_int_equal(o.t, STEPS);
-        assert_int_equal(device_copy_to_host(f->dev, p, f->params, sizeof p), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, p, f->params, sizeof p), 0);
         fprintf(stderr, "  %s momentum=%g weight_decay=%g beta2=%.8g\n", cases[c].optimizer,
                 cases[c].momentum, cases[c].weight_decay, cfg.train.beta2);
         assert_allclose(p, rp, N, 1e-6, 1e-5);
         // The state holds the reference's moments.
         float st[2 * N];
-        assert_int_equal(device_copy_to_host(f->dev, st, o.state, o.state_count * 4), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, o.state, o.state_count * 4), 0);
         assert_allclose(st, m, N, 1e-6, 1e-5);
         if (!is_sgd)
             assert_allclose(st + N, v, N, 1e-7, 1e-4);
@@ -280,10 +280,10 @@ static void test_optimizers_differ(void **state)
         cfg.train.weight_decay = 0.5;
         struct optimizer o;
         assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
-        assert_int_equal(device_copy_to_device(f->dev, f->params, p0, sizeof p0), 0);
-        assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+        assert_int_equal(vgpu_memcpy_htod(f->dev, f->params, p0, sizeof p0), 0);
+        assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
         assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, 0.1f), 0);
-        assert_int_equal(device_copy_to_host(f->dev, out[k], f->params, sizeof out[k]), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, out[k], f->params, sizeof out[k]), 0);
         optim_free(&o, f->dev);
     }
     assert_memory_not_equal(out[0], out[1], sizeof out[0]);
@@ -311,8 +311,8 @@ static void test_ranges_equal_full_step(void **state)
         for (int sharded = 0; sharded < 2; sharded++) {
             struct optimizer o;
             assert_int_equal(optim_init(&o, f->dev, &cfg, N), 0);
-            assert_int_equal(device_copy_to_device(f->dev, f->params, p0, sizeof p0), 0);
-            assert_int_equal(device_copy_to_device(f->dev, f->grads, g, sizeof g), 0);
+            assert_int_equal(vgpu_memcpy_htod(f->dev, f->params, p0, sizeof p0), 0);
+            assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
             for (int step = 0; step < 3; step++) {
                 if (!sharded) {
                     assert_int_equal(optim_step(&o, f->dev, f->params, f->grads, 0.05f), 0);
@@ -325,8 +325,8 @@ static void test_ranges_equal_full_step(void **state)
             }
             assert_int_equal(optim_update_range(&o, f->dev, f->params, f->grads, 0.05f, N - 1, 2),
                              VGPU_EINVAL);
-            assert_int_equal(device_copy_to_host(f->dev, sharded ? pieces : full, f->params,
-                                                 sizeof full), 0);
+            assert_int_equal(vgpu_memcpy_dtoh(f->dev, sharded ? pieces : full, f->params,
+                                              sizeof full), 0);
             optim_free(&o, f->dev);
         }
         assert_memory_equal(full, pieces, sizeof full);
@@ -344,5 +344,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_optimizers_differ, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_ranges_equal_full_step, setup_dev, teardown_dev),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, test_rank_group_teardown);
 }

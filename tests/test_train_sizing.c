@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "comm.h"
 #include "mlp.h"
 #include "optim.h"
 #include "status.h"
+#include "test_rank.h"
 #include "test_util.h"
 #include "train_sizing.h"
 
@@ -139,7 +139,7 @@ static void test_device_bytes_terms(void **state)
     assert_int_equal(train_device_bytes(&cfg, &floats, 2, 0), model);
     // Coded sets: their codes and the value table on the device.
     assert_int_equal(train_device_bytes(&cfg, &coded, 2, 0),
-                     model + 512 * 784 + ARENA_ALIGN + sizeof coded.lut + ARENA_ALIGN);
+                     model + 512 * 784 + VGPU_MALLOC_ALIGN + sizeof coded.lut + VGPU_MALLOC_ALIGN);
     // --verify: a second model for the whole batch on rank 0 (and whole-batch staging).
     struct mlp whole;
     assert_int_equal(mlp_layout(&whole, dims, 4, 1024), 0);
@@ -154,8 +154,8 @@ static void test_device_bytes_terms(void **state)
     cfg.train.micro_batches = 4;
     assert_int_equal(mlp_layout(&layout, dims, 4, EVAL_CHUNK), 0);
     assert_int_equal(train_device_bytes(&cfg, &floats, 3, 0),
-                     mlp_device_bytes(&layout, 2) + 2 * params + ARENA_ALIGN +
-                         comm_tree_scratch_bytes(3, 2, layout.param_count) + ARENA_ALIGN);
+                     mlp_device_bytes(&layout, 2) + 2 * params + VGPU_MALLOC_ALIGN +
+                         vgpu_tree_scratch_bytes(3, 2, layout.param_count) + VGPU_MALLOC_ALIGN);
     // Unsizable jobs say 0.
     assert_int_equal(train_device_bytes(&cfg, &floats, TRAIN_MAX_RANKS + 1, 0), 0);
 }
@@ -170,24 +170,23 @@ static void test_device_bytes_fit(void **state)
     struct dataset coded = shape_(784, 1);
     const int nranks = 2;
     const uint64_t need = train_device_bytes(&cfg, &coded, nranks, 0);
-    struct device_info info;
-    int count = 0;
-    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
-    device_t dev;
-    memset(&dev, 0, sizeof dev);
-    assert_int_equal(device_open(&dev, &info, 0, "testhost", need, 1), 0);
+    vgpu_t *dev = test_rank_room(need);
     int dims[MLP_MAX_DIMS], n;
     assert_int_equal(train_model_dims(&cfg, &coded, dims, &n), 0);
     const int rows = train_max_rows(&cfg, nranks);
     struct mlp m;
     struct optimizer opt;
     void *codes, *lut;
-    assert_int_equal(mlp_init(&m, &dev, dims, n, rows), 0);
-    assert_int_equal(optim_init(&opt, &dev, &cfg, m.param_count), 0);
-    assert_int_equal(device_alloc(&dev, (size_t)train_staging_rows(&cfg, rows, 0) * 784, &codes), 0);
-    assert_int_equal(device_alloc(&dev, sizeof coded.lut, &lut), 0);
-    assert_true(device_peak_bytes(&dev) <= need);
-    device_close(&dev);
+    assert_int_equal(mlp_init(&m, dev, dims, n, rows), 0);
+    assert_int_equal(optim_init(&opt, dev, &cfg, m.param_count), 0);
+    assert_int_equal(vgpu_malloc(dev, &codes, (size_t)train_staging_rows(&cfg, rows, 0) * 784), 0);
+    assert_int_equal(vgpu_malloc(dev, &lut, sizeof coded.lut), 0);
+    assert_true(test_rank_in_use() <= need);
+    vgpu_free(dev, lut);
+    vgpu_free(dev, codes);
+    optim_free(&opt, dev);
+    mlp_free(&m, dev);
+    test_rank_release_room();
 }
 
 // The largest collective: the optimizer state's broadcast (AdamW: two floats
@@ -218,5 +217,5 @@ int main(void)
         cmocka_unit_test(test_device_bytes_fit),
         cmocka_unit_test(test_largest_collective),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, test_rank_group_teardown);
 }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device.h"
+#include <vgpu/vgpu.h>
 
 #define MLP_MAX_DIMS 18 // input + hidden layers + output
 
@@ -23,7 +23,7 @@ struct mlp {
     float *grads;                // device, [param_count]
     float *acts[MLP_MAX_DIMS];   // device: acts[0] input [rows, dims[0]]; acts[l+1] layer l output
     float *dbuf[2];              // device scratch for activation gradients
-    float *stats;                // device, [max_rows, XENT_STATS]
+    float *stats;                // device, [max_rows, VGPU_XENT_STATS]
     int32_t *labels;             // device, [max_rows]
 };
 
@@ -36,23 +36,23 @@ int mlp_layout(struct mlp *m, const int *dims, int n_dims, int max_rows);
 uint64_t mlp_device_bytes(const struct mlp *layout, int opt_state_per_param);
 
 // Allocates the parameters, gradients and activations on dev (zeroed).
-int mlp_init(struct mlp *m, device_t *dev, const int *dims, int n_dims, int max_rows);
-void mlp_free(struct mlp *m, device_t *dev);
+int mlp_init(struct mlp *m, vgpu_t *dev, const int *dims, int n_dims, int max_rows);
+void mlp_free(struct mlp *m, vgpu_t *dev);
 
 // He-normal weights (std sqrt(2 / fan_in)) and zero biases into a HOST array
 // of param_count floats; a pure function of seed.
 void mlp_init_params_host(const struct mlp *m, float *host_params, uint64_t seed);
 
 // Forward pass of `rows` samples already in acts[0]; logits end in acts[n_layers].
-int mlp_forward(struct mlp *m, device_t *dev, int rows);
+int mlp_forward(struct mlp *m, vgpu_t *dev, int rows);
 
-// Loss on the labels already in m->labels, writes stats[rows, XENT_STATS]
+// Loss on the labels already in m->labels, writes stats[rows, VGPU_XENT_STATS]
 // and the gradient of sum(loss) * grad_scale into grads, overwriting them
 // (no separate zeroing pass; zeros when rows is 0). grad_scale = 1 / global
 // batch makes the all-reduced sum the mean gradient.
-int mlp_backward(struct mlp *m, device_t *dev, int rows, float grad_scale);
+int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale);
 
 // Loss and top-1/top-5 stats only (evaluation), into m->stats.
-int mlp_eval_stats(struct mlp *m, device_t *dev, int rows);
+int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows);
 
 #endif

@@ -4,11 +4,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "job.h"
 #include "log.h"
 
 int optim_state_per_param(enum optim_kind kind) { return kind == OPTIM_SGD ? 1 : 2; }
 
-int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n)
+int optim_init(struct optimizer *o, vgpu_t *dev, const struct config *cfg, size_t n)
 {
     memset(o, 0, sizeof *o);
     o->kind = cfg->train.optimizer;
@@ -21,35 +22,35 @@ int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, siz
     o->beta2 = (float)cfg->train.beta2;
     o->eps = (float)cfg->train.eps;
     o->state_count = n * (size_t)optim_state_per_param(o->kind);
-    return device_alloc_floats(dev, o->state_count, &o->state);
+    return job_alloc_floats(dev, o->state_count, &o->state);
 }
 
-void optim_free(struct optimizer *o, device_t *dev)
+void optim_free(struct optimizer *o, vgpu_t *dev)
 {
-    if (o && o->state && dev && dev->ops)
-        device_free(dev, o->state);
+    if (o && o->state && dev)
+        vgpu_free(dev, o->state);
     if (o)
         o->state = NULL;
 }
 
 void optim_begin_step(struct optimizer *o) { o->t++; }
 
-int optim_update_range(struct optimizer *o, device_t *dev, float *params, const float *grads,
+int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const float *grads,
                        float lr, size_t first, size_t count)
 {
     if (first > o->n || count > o->n - first)
         return VGPU_EINVAL;
     if (o->kind == OPTIM_SGD)
-        return device_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
-                               o->momentum, o->weight_decay);
+        return vgpu_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
+                             o->momentum, o->weight_decay);
     // 1 - beta^t in double, as PyTorch does (the float beta itself is exact).
     double c1 = 1.0 - pow(o->beta1, (double)o->t), c2 = 1.0 - pow(o->beta2, (double)o->t);
-    return device_adam_step(dev, params + first, grads + first, o->state + first,
-                            o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
-                            o->weight_decay, (float)c1, (float)c2, o->kind == OPTIM_ADAMW);
+    return vgpu_adam_step(dev, params + first, grads + first, o->state + first,
+                          o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
+                          o->weight_decay, (float)c1, (float)c2, o->kind == OPTIM_ADAMW);
 }
 
-int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr)
+int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr)
 {
     optim_begin_step(o);
     return optim_update_range(o, dev, params, grads, lr, 0, o->n);

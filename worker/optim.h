@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "config.h"
-#include "device.h"
+#include <vgpu/vgpu.h>
 
 struct optimizer {
     enum optim_kind kind;
@@ -21,11 +21,11 @@ struct optimizer {
 int optim_state_per_param(enum optim_kind kind);
 
 // Allocates zeroed state for n parameters. VGPU_EINVAL for an unknown kind.
-int optim_init(struct optimizer *o, device_t *dev, const struct config *cfg, size_t n);
-void optim_free(struct optimizer *o, device_t *dev);
+int optim_init(struct optimizer *o, vgpu_t *dev, const struct config *cfg, size_t n);
+void optim_free(struct optimizer *o, vgpu_t *dev);
 
 // One update of params from grads (both device, [n]) with learning rate lr.
-int optim_step(struct optimizer *o, device_t *dev, float *params, const float *grads, float lr);
+int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr);
 
 // The same step in pieces, for a sharded update: optim_begin_step once per
 // step, then optim_update_range on ranges [first, first + count) that
@@ -33,7 +33,7 @@ int optim_step(struct optimizer *o, device_t *dev, float *params, const float *g
 // buffers; the ranges index into them and into the state). The result on
 // each element is the same as optim_step's.
 void optim_begin_step(struct optimizer *o);
-int optim_update_range(struct optimizer *o, device_t *dev, float *params, const float *grads,
+int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const float *grads,
                        float lr, size_t first, size_t count);
 
 // The per-parameter state arrays ([n] floats each: SGD velocity; Adam m, v)

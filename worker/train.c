@@ -10,9 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "flight.h"
 #include "log.h"
-#include "trace.h"
 #include "util.h"
 
 // What every ending reports: steps, the last training loss, the rate and
@@ -34,13 +32,13 @@ static int fill_result_(struct trainer *t, struct train_result *res)
         .optim_ms = 1e3 * t->clock.optim_s / n,
         .wait_known = t->clock.wait_known,
     };
-    if (t->rt->rank != 0)
+    if (t->job->rank != 0)
         return 0;
     const size_t bytes = t->model.param_count * sizeof(float);
     float *host = malloc(bytes);
     if (!host)
         return VGPU_ENOMEM;
-    int rc = device_copy_to_host(t->dev, host, t->model.params, bytes);
+    int rc = vgpu_memcpy_dtoh(t->dev, host, t->model.params, bytes);
     if (rc == 0)
         res->params_crc = util_crc32(0, host, bytes);
     free(host);
@@ -56,8 +54,8 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
     TRY(train_save_checkpoint(t, dir, path, sizeof path));
     (void)fill_result_(t, res); // the checkpoint is what counts: a CRC not taken stays 0
     // Agreed: the stop may be agreed before this rank's own signal arrived.
-    const int sig = train_agreed_stop_signal(t->rt);
-    if (t->rt->rank == 0) {
+    const int sig = train_agreed_stop_signal(t->job);
+    if (t->job->rank == 0) {
         snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
         train_report_preempted(t, path, sig);
     }
@@ -79,7 +77,7 @@ static int evaluate_finished_(struct trainer *t, struct train_result *res, doubl
 {
     const long epoch = sampler_epoch(&t->sampler), in_epoch = sampler_step_in_epoch(&t->sampler);
     const long number = in_epoch > 0 ? epoch + 1 : epoch, epochs = t->cfg->train.epochs;
-    if (t->rt->rank == 0)
+    if (t->job->rank == 0)
         printf("vgpu_train: nothing left to train at step %ld (epoch %ld of %ld, %ld steps "
                "in all)\n", t->step, number, epochs, t->total_steps);
     return evaluate_epoch_(t, res, number, lr);
@@ -112,21 +110,21 @@ static struct step_duties duties_at_(const struct trainer *t, long step)
 // after a failed replica check).
 static int train_epoch_(struct trainer *t, struct train_result *res, long epoch, double *lr)
 {
-    struct runtime *rt = t->rt;
+    struct job *job = t->job;
     struct batch_slice b;
     char path[CONFIG_STR_MAX + 64];
     double t0 = util_now_s();
     int more = 0;
-    while (t->step < t->total_steps && (more = sampler_next(&t->sampler, rt->rank, &b)) == 1) {
+    while (t->step < t->total_steps && (more = sampler_next(&t->sampler, job->rank, &b)) == 1) {
         *lr = optim_lr_at(t->cfg, t->step, t->total_steps);
-        flight_step(t->step + 1); // the step under way, 1-based, as progress lines count
-        const uint64_t span = trace_begin();
+        vgpu_mark_step(t->dev, t->step + 1); // the step under way, 1-based, as progress lines count
+        const uint64_t span = vgpu_span_begin();
         TRY(t->mode->step(t, &b, (float)*lr));
-        trace_end(TRACE_STEP, 0, span, t->step + 1, 0);
+        vgpu_span_end(t->dev, vgpu_span_step, span, t->step + 1, 0);
         t->step++;
         t->samples_done += (double)b.global_count;
         TRY(train_maybe_perturb(t));
-        inject_after_step(&t->inject, rt->rank, t->step);
+        inject_after_step(&t->inject, job->rank, t->step);
         // Every rank learns of a signal that reached any of them, at the same
         // step: an extra synchronisation, so every few steps only.
         if (t->step % PREEMPT_CHECK_STEPS == 0) {
@@ -161,7 +159,7 @@ static int train_loop_(struct trainer *t, struct train_result *res)
     double lr = t->step > 0 ? optim_lr_at(cfg, t->step - 1, t->total_steps) : 0; // a resumed run's
     long epoch = sampler_epoch(&t->sampler);
     t->start_step = t->step;
-    inject_plan_make(&t->inject, t->env, t->rt->rank, t->start_step, t->total_steps);
+    inject_plan_make(&t->inject, t->env, t->job->rank, t->start_step, t->total_steps);
     if (epoch >= cfg->train.epochs || t->step >= t->total_steps)
         TRY(evaluate_finished_(t, res, lr));
     while (epoch < cfg->train.epochs && t->step < t->total_steps) {
@@ -186,10 +184,10 @@ static int train_loop_(struct trainer *t, struct train_result *res)
     if (cfg->checkpoint.dir[0] && !t->opts->verify) {
         char path[CONFIG_STR_MAX + 64];
         TRY(train_save_checkpoint(t, cfg->checkpoint.dir, path, sizeof path));
-        if (t->rt->rank == 0)
+        if (t->job->rank == 0)
             snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
     }
-    if (t->rt->rank == 0 && t->balancing)
+    if (t->job->rank == 0 && t->balancing)
         train_describe_split(t, res->split, sizeof res->split);
     return fill_result_(t, res);
 }
@@ -209,13 +207,13 @@ void train_test_pause(const char *stage, int rank)
     }
 }
 
-int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
+int train_run(struct job *job, struct train_data *data, const struct train_options *opts,
               struct train_result *result)
 {
     struct trainer t = {
-        .rt = rt, .dev = &rt->dev, .cfg = &rt->cfg, .opts = opts, .data = data,
+        .job = job, .dev = job->v, .cfg = &job->cfg, .opts = opts, .data = data,
         .env = env_get(),
-        .mode = rt->cfg.train.deterministic ? &train_step_deterministic : &train_step_normal,
+        .mode = job->cfg.train.deterministic ? &train_step_deterministic : &train_step_normal,
         .last_loss = NAN,
         .ckpt_lock = -1,
     };
@@ -224,26 +222,26 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
     // Not measured until an evaluation runs (a run preempted before its first
     // epoch ends reports nan, not 0).
     result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;
-    runtime_stage(rt, RUNTIME_STAGE_MODEL);
-    train_test_pause("open", rt->rank);
+    vgpu_startup_stage(job->v, "setting up the model");
+    train_test_pause("open", job->rank);
     int rc = trainer_prepare(&t);
-    rc = runtime_agree_min(rt, rc < 0 ? rc : train_stop_vote());
+    rc = job_agree_min(job, rc < 0 ? rc : train_stop_vote());
     // Past this point the ranks are in lockstep: a failure on one rank would
     // leave the others waiting in the next collective, so it ends the job.
     // Agreed verdicts (a bad checkpoint, divergence, preemption) do not.
-    runtime_stage(rt, RUNTIME_STAGE_WARMUP);
+    vgpu_startup_stage(job->v, "the warm-up step");
     if (rc == 0 && (rc = trainer_start(&t)) < 0)
         FATAL(1, "training set-up failed: %s", status_str(rc));
     if (rc == 0 && opts->resume_path)
         rc = train_resume(&t, opts->resume_path); // same verdict on every rank
     // The last start-up milestone: a stop asked for during set-up or warm-up.
     if (rc == 0) {
-        train_test_pause("warmup", rt->rank);
-        rc = runtime_agree_min(rt, train_stop_vote());
+        train_test_pause("warmup", job->rank);
+        rc = job_agree_min(job, train_stop_vote());
     }
-    runtime_started(rt); // from here every wait is a collective's, bounded itself
+    vgpu_started(job->v); // from here every wait is a collective's, bounded itself
     if (rc == VGPU_EPREEMPTED)
-        train_report_early_stop(rt);
+        train_report_early_stop(job);
     if (rc == 0) {
         rc = train_loop_(&t, result);
         result->steps = t.step;
@@ -254,7 +252,7 @@ int train_run(struct runtime *rt, struct train_data *data, const struct train_op
     }
     // Lost metrics rows fail a run that otherwise went well (every rank
     // exits 1), not one with a stronger verdict (preempted, diverged).
-    const int metrics_rc = runtime_agree_min(rt, train_close_metrics(&t));
+    const int metrics_rc = job_agree_min(job, train_close_metrics(&t));
     if (rc == 0)
         rc = metrics_rc;
     trainer_free(&t);

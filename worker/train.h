@@ -8,7 +8,7 @@
 
 #include "dataset.h"
 #include "mlp.h"
-#include "runtime.h"
+#include "job.h"
 #include "train_sizing.h"
 
 struct train_options {
@@ -65,7 +65,7 @@ void train_free_data(struct train_data *data);
 // diverged or --verify failed, VGPU_EPREEMPTED after a signal (a checkpoint
 // was written, or the signal came before the first step). Other failures end the job. Rank 0's result is complete, the
 // other ranks' hold what they computed.
-int train_run(struct runtime *rt, struct train_data *data, const struct train_options *opts,
+int train_run(struct job *job, struct train_data *data, const struct train_options *opts,
               struct train_result *result);
 
 // A stop vote at a start-up milestone: VGPU_EPREEMPTED when a stop signal
@@ -79,17 +79,17 @@ void train_test_pause(const char *stage, int rank);
 // The signal that stopped the job, agreed (collective): any rank's, 0 if
 // none reached any. The stop is agreed at a step's end or a start-up
 // milestone, perhaps before this rank's own copy of the signal arrived.
-int train_agreed_stop_signal(struct runtime *rt);
+int train_agreed_stop_signal(struct job *job);
 
 // For a run stopped before its first step (exit 75; collective): rank 0 says
 // so, with the agreed signal; there is nothing new to checkpoint.
-void train_report_early_stop(struct runtime *rt);
+void train_report_early_stop(struct job *job);
 
 // The run's summary line from rank 0 ("vgpu_train: done ... status=ok"), for
 // a run that ended with `verdict` (train_run's) after wall_s seconds. A
 // collective (every rank's peak memory reaches rank 0); prints nothing for a
 // failure that has no status word. Returns 0 or a negative status.
-int train_print_summary(struct runtime *rt, const struct train_result *res, int verdict,
+int train_print_summary(struct job *job, const struct train_result *res, int verdict,
                         const struct train_options *opts, double wall_s);
 
 #endif

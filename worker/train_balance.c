@@ -14,7 +14,7 @@
 int train_balance_prepare(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    const int n = t->rt->size;
+    const int n = t->job->size;
     long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
     sampler_split(cfg->train.batch_size, n, cfg->train.batch_weights.v,
                   cfg->train.batch_weights.count, counts, offsets);
@@ -42,7 +42,7 @@ void train_balance_free(struct trainer *t)
 // One step's compute on training samples first[0..rows), timed as a step's is.
 static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
 {
-    double stats[XENT_STATS] = {0};
+    double stats[VGPU_XENT_STATS] = {0};
     return train_compute_rows(t, first, rows, 1.0f, stats, 1, seconds);
 }
 
@@ -66,10 +66,10 @@ int train_balance_measure(struct trainer *t, const uint32_t *first, long rows)
         const double f = best[1] - per_row * (double)small;
         fixed = f > 0 ? fmin(f, 0.75 * best[1]) : 0;
     }
-    const int n = t->rt->size;
+    const int n = t->job->size;
     memset(t->exchange, 0, (size_t)n * sizeof *t->exchange);
-    t->exchange[t->rt->rank] = fixed;
-    runtime_sum_doubles(t->rt, t->exchange, n);
+    t->exchange[t->job->rank] = fixed;
+    job_sum_doubles(t->job, t->exchange, n);
     t->fixed_s = fixed;
     return balance_set_fixed(&t->bal, t->exchange);
 }
@@ -84,10 +84,10 @@ int train_balance_measure(struct trainer *t, const uint32_t *first, long rows)
 int train_exchange(struct trainer *t)
 {
     if (!t->balancing) {
-        int verdict = runtime_agree_min(t->rt, preempt_requested() ? VGPU_EPREEMPTED : 0);
+        int verdict = job_agree_min(t->job, preempt_requested() ? VGPU_EPREEMPTED : 0);
         return verdict == VGPU_EPREEMPTED ? 1 : verdict;
     }
-    const int n = t->rt->size, me = t->rt->rank;
+    const int n = t->job->size, me = t->job->rank;
     double *x = t->exchange, *seconds = x + 1, *rows = x + 1 + n, *split = x + 1 + 2 * n;
     const int slots = 2 + 3 * n;
     memset(x, 0, (size_t)slots * sizeof *x);
@@ -103,7 +103,7 @@ int train_exchange(struct trainer *t)
     }
     t->busy_s = t->busy_rows = 0;
     t->busy_steps = 0;
-    runtime_sum_doubles(t->rt, x, slots);
+    job_sum_doubles(t->job, x, slots);
     if (split[n] > 0) {
         long counts[TRAIN_MAX_RANKS];
         for (int r = 0; r < n; r++)

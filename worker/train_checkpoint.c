@@ -9,9 +9,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
-#include "flight.h"
 #include "log.h"
-#include "trace.h"
 #include "util.h"
 
 // The checkpoint header of this run's model, optimizer and seed; position
@@ -40,14 +38,14 @@ static int write_(struct trainer *t, const char *dir, char *path, size_t path_by
     meta.step = t->step;
     meta.epoch = sampler_epoch(&t->sampler);
     meta.step_in_epoch = sampler_step_in_epoch(&t->sampler);
-    meta.nranks = t->rt->size;
+    meta.nranks = t->job->size;
     meta.total_steps = t->total_steps;
     float *params = malloc(np * sizeof(float)), *state = malloc((ns ? ns : 1) * sizeof(float));
     int rc = VGPU_ENOMEM;
     if (!params || !state)
         goto out;
-    TRY_GOTO(device_copy_to_host(t->dev, params, t->model.params, np * sizeof(float)), rc, out);
-    TRY_GOTO(device_copy_to_host(t->dev, state, t->opt.state, ns * sizeof(float)), rc, out);
+    TRY_GOTO(vgpu_memcpy_dtoh(t->dev, params, t->model.params, np * sizeof(float)), rc, out);
+    TRY_GOTO(vgpu_memcpy_dtoh(t->dev, state, t->opt.state, ns * sizeof(float)), rc, out);
     TRY_GOTO(checkpoint_make_dir(dir, err, err_bytes), rc, out);
     TRY_GOTO(checkpoint_path(dir, t->step, path, path_bytes), rc, out);
     rc = checkpoint_save(path, &meta, params, state, err, err_bytes);
@@ -69,7 +67,7 @@ out:
 // that does to the rate, so a jump up is not a surprise.
 static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_total)
 {
-    if (t->rt->rank != 0 || written_total <= 0 || written_total == t->total_steps ||
+    if (t->job->rank != 0 || written_total <= 0 || written_total == t->total_steps ||
         t->step <= 0)
         return;
     const double was = optim_lr_at(t->cfg, t->step, (long)written_total);
@@ -85,19 +83,19 @@ static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_tot
 
 int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes)
 {
-    flight_phase(FLIGHT_PHASE_CHECKPOINT);
-    const uint64_t span = trace_begin();
+    vgpu_mark_phase(t->dev, vgpu_phase_checkpoint);
+    const uint64_t span = vgpu_span_begin();
     if (t->mode->gather_state)
         TRY(t->mode->gather_state(t));
     int rc = 0;
-    if (t->rt->rank == 0) {
+    if (t->job->rank == 0) {
         char err[512] = "";
         rc = write_(t, dir, path, path_bytes, err, sizeof err);
         if (rc < 0)
             log_error("checkpoint not written: %s", err[0] ? err : status_str(rc));
     }
-    rc = runtime_agree_min(t->rt, rc < 0 ? rc : 0);
-    trace_end(TRACE_CHECKPOINT, 0, span, t->step, 0);
+    rc = job_agree_min(t->job, rc < 0 ? rc : 0);
+    vgpu_span_end(t->dev, vgpu_span_checkpoint, span, t->step, 0);
     return rc;
 }
 
@@ -162,11 +160,11 @@ static void load_(struct trainer *t, const char *path, struct resume_header *hdr
                               "batches (another data set or train_limit?)",
                               hdr->path, (long long)hdr->meta.step_in_epoch, batches);
     if (hdr->rc == 0)
-        hdr->rc = device_copy_to_device(t->dev, t->model.params, params,
-                                        t->model.param_count * sizeof(float));
+        hdr->rc = vgpu_memcpy_htod(t->dev, t->model.params, params,
+                                   t->model.param_count * sizeof(float));
     if (hdr->rc == 0 && t->opt.state_count)
-        hdr->rc = device_copy_to_device(t->dev, t->opt.state, state,
-                                        t->opt.state_count * sizeof(float));
+        hdr->rc = vgpu_memcpy_htod(t->dev, t->opt.state, state,
+                                   t->opt.state_count * sizeof(float));
     free(params);
     free(state);
 }
@@ -176,11 +174,11 @@ static void load_(struct trainer *t, const char *path, struct resume_header *hdr
 int train_resume(struct trainer *t, const char *path)
 {
     struct resume_header hdr = {0};
-    if (t->rt->rank == 0)
+    if (t->job->rank == 0)
         load_(t, path, &hdr);
-    runtime_broadcast(t->rt, &hdr, sizeof hdr, 0);
+    job_broadcast(t->job, &hdr, sizeof hdr, 0);
     if (hdr.rc) {
-        if (t->rt->rank == 0)
+        if (t->job->rank == 0)
             log_error("cannot resume: %s", hdr.err);
         // A bad --resume path is bad input (exit 2), as a damaged or
         // mismatched file is; other errors (EIO) stay what they are.
@@ -188,15 +186,17 @@ int train_resume(struct trainer *t, const char *path)
                              hdr.rc == -EACCES;
         return bad_path ? VGPU_ECONFIG : hdr.rc;
     }
-    TRY(comm_broadcast(t->rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
-    TRY(comm_broadcast(t->rt->comm, t->opt.state, t->opt.state_count * sizeof(float), 0));
+    TRY(vgpu_broadcast(t->model.params, t->model.params, t->model.param_count, vgpu_float32, 0,
+                       t->job->v));
+    TRY(vgpu_broadcast(t->opt.state, t->opt.state, t->opt.state_count, vgpu_float32, 0,
+                       t->job->v));
     t->step = hdr.meta.step;
     t->opt.t = hdr.meta.step;
     // At an epoch's last step the checkpoint precedes that epoch's
     // evaluation (checkpoints are written right after their step): the
     // resumed run does it, as everything after the checkpoint.
     sampler_set_position(&t->sampler, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
-    if (t->rt->rank == 0)
+    if (t->job->rank == 0)
         printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
                hdr.path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,
                (long long)hdr.meta.step_in_epoch, hdr.meta.nranks);

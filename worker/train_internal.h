@@ -67,14 +67,14 @@ struct replay {
     struct sampler sampler;        // the same global batches, for one rank
     float *parts;                  // device [micro_batches, param_count]: micro-batch gradients
     float **leaves;                // host [micro_batches]: pointers into parts for the tree sum
-    double *stats;                 // host [micro_batches, XENT_STATS]: their stats (unused)
+    double *stats;                 // host [micro_batches, VGPU_XENT_STATS]: unused stats
 };
 
 struct trainer {
     // ---- the job ----
-    struct runtime *rt;            // this rank's runtime: ranks, control plane, communicator
-    device_t *dev;                 // this rank's virtual GPU (&rt->dev)
-    const struct config *cfg;      // the job's configuration (&rt->cfg)
+    struct job *job;            // this rank's runtime: ranks, control plane, communicator
+    vgpu_t *dev;                 // this rank's virtual GPU (&job->dev)
+    const struct config *cfg;      // the job's configuration (&job->cfg)
     const struct train_options *opts; // what the command line asked for
     struct train_data *data;       // the data sets, in host memory
     const struct vgpu_env *env;    // environment switches (injected faults among them)
@@ -101,7 +101,7 @@ struct trainer {
     float *dev_lut;                // device [256]: the code -> value table of lut_set
     const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
     int32_t *host_labels;          // host [host_rows_cap]: labels of a piece
-    float *host_stats;             // host [host_rows_cap, XENT_STATS]: loss, correct, top5 per row
+    float *host_stats;             // host [host_rows_cap, VGPU_XENT_STATS]: loss, correct, top5
     long host_rows_cap;            // rows the staging holds
     // ---- reporting (train_report.c) ----
     FILE *metrics;                 // rank 0: the --metrics CSV (NULL = none)
@@ -120,7 +120,7 @@ struct trainer {
     int parts_per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
     int first_part;                // this rank's first micro-batch
     float *parts;                  // device [parts, param_count]: its micro-batch gradients
-    double *micro_stats;           // host [micro_batches, XENT_STATS]: each micro-batch's stats
+    double *micro_stats;           // host [micro_batches, VGPU_XENT_STATS]: per micro-batch
     // ---- train.balance = dynamic (train_balance.c) ----
     int balancing;                 // the batch split follows measured speeds
     struct balancer bal;           // the split in force; rank 0 also estimates speeds
@@ -148,7 +148,7 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
                     const uint32_t *indices, long count);
 // This rank's compute on training samples indices[0..count): forward,
 // backward (the loss sum's gradient times grad_scale into m->grads) and the
-// stats, added into acc[XENT_STATS]. With `timed`: waits for the device,
+// stats, added into acc[VGPU_XENT_STATS]. With `timed`: waits for the device,
 // applies the VGPU_INJECT_SLOW hook and sets *seconds.
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
                        double *acc, int timed, double *seconds);

@@ -34,8 +34,8 @@ static float *replica_state_(struct trainer *t, size_t *count)
     float *host = malloc((np + ns + 1) * sizeof(float));
     if (!host)
         return NULL;
-    if (device_copy_to_host(t->dev, host, t->model.params, np * sizeof(float)) < 0 ||
-        (ns && device_copy_to_host(t->dev, host + np, t->opt.state, ns * sizeof(float)) < 0)) {
+    if (vgpu_memcpy_dtoh(t->dev, host, t->model.params, np * sizeof(float)) < 0 ||
+        (ns && vgpu_memcpy_dtoh(t->dev, host + np, t->opt.state, ns * sizeof(float)) < 0)) {
         free(host);
         return NULL;
     }
@@ -52,7 +52,7 @@ struct difference {
 // Rank 0 names each diverged rank and its first difference.
 static void report_differences_(const struct trainer *t, const struct difference *all)
 {
-    const int n = t->rt->size;
+    const int n = t->job->size;
     char ranks[256] = "";
     for (int r = 1; r < n; r++)
         if (all[r].index >= 0)
@@ -76,21 +76,21 @@ static void report_differences_(const struct trainer *t, const struct difference
 // differing value, and rank 0 names them all.
 static void find_differences_(struct trainer *t, const float *mine, size_t count)
 {
-    struct runtime *rt = t->rt;
-    struct difference d = {-1, 0, 0}, *all = malloc((size_t)rt->size * sizeof d);
+    struct job *job = t->job;
+    struct difference d = {-1, 0, 0}, *all = malloc((size_t)job->size * sizeof d);
     float *ref = malloc(count * sizeof(float));
     if (!all || !ref)
         FATAL(1, "out of memory while reporting diverged replicas");
-    if (rt->rank == 0)
+    if (job->rank == 0)
         memcpy(ref, mine, count * sizeof(float));
-    runtime_broadcast(rt, ref, count * sizeof(float), 0);
+    job_broadcast(job, ref, count * sizeof(float), 0);
     for (size_t i = 0; i < count; i++)
         if (memcmp(&mine[i], &ref[i], sizeof(float))) {
             d = (struct difference){(int64_t)i, mine[i], ref[i]};
             break;
         }
-    runtime_gather_all(rt, &d, all, sizeof d);
-    if (rt->rank == 0)
+    job_gather_all(job, &d, all, sizeof d);
+    if (job->rank == 0)
         report_differences_(t, all);
     free(all);
     free(ref);
@@ -98,20 +98,20 @@ static void find_differences_(struct trainer *t, const float *mine, size_t count
 
 int train_check_replicas(struct trainer *t)
 {
-    struct runtime *rt = t->rt;
+    struct job *job = t->job;
     if (t->mode->gather_state)
         TRY(t->mode->gather_state(t));
     size_t count = 0;
     float *mine = replica_state_(t, &count);
-    uint64_t *hashes = malloc((size_t)rt->size * sizeof *hashes);
+    uint64_t *hashes = malloc((size_t)job->size * sizeof *hashes);
     // One verdict on the allocations, so no rank gathers while another has
     // given up.
-    int rc = runtime_agree_min(rt, mine && hashes ? 0 : VGPU_ENOMEM);
+    int rc = job_agree_min(job, mine && hashes ? 0 : VGPU_ENOMEM);
     int diverged = 0;
     if (rc == 0) {
         uint64_t hash = util_hash64(0, mine, count * sizeof(float));
-        runtime_gather_all(rt, &hash, hashes, sizeof hash);
-        for (int r = 1; r < rt->size; r++)
+        job_gather_all(job, &hash, hashes, sizeof hash);
+        for (int r = 1; r < job->size; r++)
             diverged += hashes[r] != hashes[0];
     }
     if (diverged) {
@@ -129,9 +129,9 @@ int train_maybe_perturb(struct trainer *t)
         return 0;
     const size_t i = t->model.param_count / 2;
     float v;
-    TRY(device_copy_to_host(t->dev, &v, t->model.params + i, sizeof v));
+    TRY(vgpu_memcpy_dtoh(t->dev, &v, t->model.params + i, sizeof v));
     v += 1e-3f;
-    log_warn("VGPU_INJECT_PERTURB: rank %d nudges parameter %zu after step %ld", t->rt->rank, i,
+    log_warn("VGPU_INJECT_PERTURB: rank %d nudges parameter %zu after step %ld", t->job->rank, i,
              t->step);
-    return device_copy_to_device(t->dev, t->model.params + i, &v, sizeof v);
+    return vgpu_memcpy_htod(t->dev, t->model.params + i, &v, sizeof v);
 }

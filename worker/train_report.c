@@ -54,11 +54,11 @@ static void format_mem_(char *buf, size_t bytes, const double *peak_bytes, int n
 void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
 {
     double total = 0;
-    for (int r = 0; r < t->rt->size; r++)
+    for (int r = 0; r < t->job->size; r++)
         total += t->rows_total[r];
     buf[0] = '\0';
     if (total > 0)
-        format_ranks_(buf, bytes, t->rows_total, t->rt->size,
+        format_ranks_(buf, bytes, t->rows_total, t->job->size,
                       (double)t->cfg->train.batch_size / total, "%.0f");
 }
 
@@ -200,7 +200,7 @@ static void close_bar_(struct trainer *t)
 static void print_progress_(struct trainer *t, long epoch, double lr, int final, double loss,
                             double acc, double sps, const double *peaks)
 {
-    const int n = t->rt->size;
+    const int n = t->job->size;
     char mem[256], split[160] = "";
     format_mem_(mem, sizeof mem, peaks, n);
     if (t->live) {
@@ -223,22 +223,22 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
 
 int train_log_progress(struct trainer *t, long epoch, double lr, int final)
 {
-    const int n = t->rt->size;
+    const int n = t->job->size;
     double *sums = t->log_slots;
     memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
     memcpy(sums, t->window, sizeof t->window);
-    sums[3 + t->rt->rank] = (double)device_peak_bytes(t->dev);
-    runtime_sum_doubles(t->rt, sums, 3 + n);
+    sums[3 + t->job->rank] = (double)job_peak_bytes(t->dev);
+    job_sum_doubles(t->job, sums, 3 + n);
     memset(t->window, 0, sizeof t->window);
     if (sums[2] == 0) { // nothing new since the last frame; the epoch's bar still ends
-        if (final && t->rt->rank == 0)
+        if (final && t->job->rank == 0)
             close_bar_(t);
         return 0;
     }
     double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
     double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     t->last_loss = loss;
-    if (t->rt->rank != 0)
+    if (t->job->rank != 0)
         return 0;
     if (!isfinite(loss) && !t->warned_nonfinite) {
         t->warned_nonfinite = 1;
@@ -270,7 +270,7 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
 
 void train_report_eval(struct trainer *t, const struct train_result *res, long number, double lr)
 {
-    if (t->rt->rank != 0)
+    if (t->job->rank != 0)
         return;
     close_bar_(t);
     if (!t->opts->quiet)
@@ -327,7 +327,7 @@ static void print_breakdown_(const struct step_breakdown *t, int n, int slow, in
     }
 }
 
-int train_print_summary(struct runtime *rt, const struct train_result *res, int verdict,
+int train_print_summary(struct job *job, const struct train_result *res, int verdict,
                         const struct train_options *opts, double wall_s)
 {
     const char *status = verdict == 0                 ? "ok"
@@ -335,42 +335,43 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
                          : verdict == VGPU_EMISMATCH  ? (opts->verify ? "verify_failed" : "diverged")
                          : verdict == VGPU_EIO        ? "metrics_lost"
                                                       : NULL;
-    double *peaks = malloc((size_t)rt->size * sizeof *peaks);
-    struct step_breakdown *times = malloc((size_t)rt->size * sizeof *times);
+    double *peaks = malloc((size_t)job->size * sizeof *peaks);
+    struct step_breakdown *times = malloc((size_t)job->size * sizeof *times);
     int rc = peaks && times ? 0 : VGPU_ENOMEM;
-    rc = runtime_agree_min(rt, rc);
+    rc = job_agree_min(job, rc);
     if (rc == 0) {
-        double peak = (double)device_peak_bytes(&rt->dev);
-        runtime_gather_all(rt, &peak, peaks, sizeof peak);
-        runtime_gather_all(rt, &res->time, times, sizeof res->time);
+        double peak = (double)job_peak_bytes(job->v);
+        job_gather_all(job, &peak, peaks, sizeof peak);
+        job_gather_all(job, &res->time, times, sizeof res->time);
     }
     char step_ms[160] = "";
-    if (rc == 0 && rt->rank == 0 && status) {
+    if (rc == 0 && job->rank == 0 && status) {
         int slow, fast;
-        slowest_fastest_(times, rt->size, &slow, &fast);
+        slowest_fastest_(times, job->size, &slow, &fast);
         char a[72], b[72];
         format_breakdown_(a, sizeof a, &times[slow], slow);
         format_breakdown_(b, sizeof b, &times[fast], fast);
-        snprintf(step_ms, sizeof step_ms, " step_ms=%s%s%s", a, rt->size > 1 ? "," : "",
-                 rt->size > 1 ? b : "");
+        snprintf(step_ms, sizeof step_ms, " step_ms=%s%s%s", a, job->size > 1 ? "," : "",
+                 job->size > 1 ? b : "");
         if (!opts->quiet && res->steps > 0)
-            print_breakdown_(times, rt->size, slow, fast, res->steps);
+            print_breakdown_(times, job->size, slow, fast, res->steps);
     }
-    if (rc == 0 && rt->rank == 0 && status) {
+    if (rc == 0 && job->rank == 0 && status) {
         // One token per field (key=value, no spaces): "a,b,c", or "lo..hi"
         // past 8 ranks; epochs whole, or to two places when a run stopped
         // inside one.
         char mem[256], epochs[32];
-        format_ranks_(mem, sizeof mem, peaks, rt->size, MIB_, "%.1fM");
+        format_ranks_(mem, sizeof mem, peaks, job->size, MIB_, "%.1fM");
         snprintf(epochs, sizeof epochs, res->epochs == floor(res->epochs) ? "%.0f" : "%.2f",
                  res->epochs);
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s data=%s epochs=%s "
                "steps=%ld "
                "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f%s "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
-               rt->size, rt->physical_devices, rt->simulated ? "cuda-sim" : device_kind(&rt->dev),
-               rt->size,
-               comm_backend_name(rt->comm), res->data ? res->data : "?", epochs, res->steps,
+               job->size, vgpu_physical_devices(job->v),
+               vgpu_simulated(job->v) ? "cuda-sim" : vgpu_device_kind(job->v),
+               job->size,
+               vgpu_backend(job->v), res->data ? res->data : "?", epochs, res->steps,
                res->train_loss,
                res->test_loss, res->test_acc, res->samples_per_s, wall_s, step_ms, mem,
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
@@ -381,10 +382,10 @@ int train_print_summary(struct runtime *rt, const struct train_result *res, int 
     return rc;
 }
 
-int train_agreed_stop_signal(struct runtime *rt)
+int train_agreed_stop_signal(struct job *job)
 {
     // Minus the largest: any rank's signal (mpirun passes the same one to all).
-    return -runtime_agree_min(rt, -preempt_signal());
+    return -job_agree_min(job, -preempt_signal());
 }
 
 void train_report_preempted(struct trainer *t, const char *path, int sig)
@@ -400,10 +401,10 @@ int train_stop_vote(void)
     return preempt_requested() ? VGPU_EPREEMPTED : 0;
 }
 
-void train_report_early_stop(struct runtime *rt)
+void train_report_early_stop(struct job *job)
 {
-    const int sig = train_agreed_stop_signal(rt);
-    if (rt->rank != 0)
+    const int sig = train_agreed_stop_signal(job);
+    if (job->rank != 0)
         return;
     printf("vgpu_train: stopped before the first step (signal %s); nothing new to checkpoint\n",
            preempt_signal_name(sig));

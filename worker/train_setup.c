@@ -103,21 +103,22 @@ static int alloc_staging_(struct trainer *t, int max_rows)
     const size_t values = (size_t)t->host_rows_cap * (size_t)train->features;
     if (train->codes) {
         t->host_codes = malloc(values);
-        TRY(device_alloc(t->dev, values, (void **)&t->dev_codes));
-        TRY(device_alloc(t->dev, sizeof train->lut, (void **)&t->dev_lut));
+        TRY(vgpu_malloc(t->dev, (void **)&t->dev_codes, values));
+        TRY(vgpu_malloc(t->dev, (void **)&t->dev_lut, sizeof train->lut));
     } else {
         t->host_rows = malloc(values * sizeof(float));
     }
     t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
-    t->host_stats = malloc((size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
+    t->host_stats = malloc((size_t)t->host_rows_cap * VGPU_XENT_STATS * sizeof(float));
     if (!(t->host_rows || t->host_codes) || !t->host_labels || !t->host_stats)
         return VGPU_ENOMEM;
     // Every step copies through these: page-locked on a GPU (a failure is
     // only slower, and said once).
-    device_pin_host(t->dev, t->host_codes, values);
-    device_pin_host(t->dev, t->host_rows, values * sizeof(float));
-    device_pin_host(t->dev, t->host_labels, (size_t)t->host_rows_cap * sizeof(int32_t));
-    device_pin_host(t->dev, t->host_stats, (size_t)t->host_rows_cap * XENT_STATS * sizeof(float));
+    vgpu_host_register(t->dev, t->host_codes, values);
+    vgpu_host_register(t->dev, t->host_rows, values * sizeof(float));
+    vgpu_host_register(t->dev, t->host_labels, (size_t)t->host_rows_cap * sizeof(int32_t));
+    vgpu_host_register(t->dev, t->host_stats,
+                       (size_t)t->host_rows_cap * VGPU_XENT_STATS * sizeof(float));
     return 0;
 }
 
@@ -152,7 +153,7 @@ static int init_params_(struct trainer *t)
     if (!host)
         return VGPU_ENOMEM;
     mlp_init_params_host(&t->model, host, (uint64_t)t->cfg->train.seed);
-    int rc = device_copy_to_device(t->dev, t->model.params, host, t->model.param_count * sizeof(float));
+    int rc = vgpu_memcpy_htod(t->dev, t->model.params, host, t->model.param_count * sizeof(float));
     free(host);
     return rc;
 }
@@ -161,26 +162,26 @@ static int init_params_(struct trainer *t)
 static int init_sampler_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    const struct runtime *rt = t->rt;
+    const struct job *job = t->job;
     int rc = sampler_init(&t->sampler, t->data->train.count, cfg->train.batch_size,
-                          cfg->train.drop_last, (uint64_t)cfg->train.seed, rt->size,
+                          cfg->train.drop_last, (uint64_t)cfg->train.seed, job->size,
                           cfg->train.batch_weights.v, cfg->train.batch_weights.count);
     if (rc == 0 || rc == VGPU_ENOMEM)
         return rc;
     const long samples = t->data->train.count, batch = cfg->train.batch_size;
     const int weights = cfg->train.batch_weights.count;
-    if (rt->rank != 0)
+    if (job->rank != 0)
         return VGPU_ECONFIG;
-    if (weights && weights != rt->size)
+    if (weights && weights != job->size)
         log_error("train.batch_weights has %d weights for %d ranks: give one per rank", weights,
-                  rt->size);
+                  job->size);
     else if (cfg->train.drop_last && batch > samples)
         log_error("train.batch_size = %ld is larger than the %ld training samples, so with "
                   "train.drop_last = true an epoch holds no batch: lower it, or set "
                   "train.drop_last = false", batch, samples);
     else
         log_error("cannot sample batches: train.batch_size = %ld, %ld training samples, %d "
-                  "ranks, %d batch weights", batch, samples, rt->size, weights);
+                  "ranks, %d batch weights", batch, samples, job->size, weights);
     return VGPU_ECONFIG;
 }
 
@@ -188,7 +189,7 @@ static int init_sampler_(struct trainer *t)
 static void warn_about_settings_(const struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    const int n = t->rt->size;
+    const int n = t->job->size;
     if (cfg->train.deterministic) {
         int per_rank[TRAIN_MAX_RANKS], idle = 0;
         train_micro_split(cfg, n, per_rank);
@@ -220,27 +221,27 @@ static void warn_about_settings_(const struct trainer *t)
 int trainer_prepare(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    struct runtime *rt = t->rt;
-    if (rt->size > TRAIN_MAX_RANKS) {
-        if (rt->rank == 0)
-            log_error("%d ranks: this build trains with at most %d", rt->size, TRAIN_MAX_RANKS);
+    struct job *job = t->job;
+    if (job->size > TRAIN_MAX_RANKS) {
+        if (job->rank == 0)
+            log_error("%d ranks: this build trains with at most %d", job->size, TRAIN_MAX_RANKS);
         return VGPU_ECONFIG;
     }
     int dims[MLP_MAX_DIMS], n_dims;
     TRY(train_model_dims(cfg, &t->data->train, dims, &n_dims));
-    const int max_rows = train_max_rows(cfg, rt->size);
+    const int max_rows = train_max_rows(cfg, job->size);
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     TRY(alloc_staging_(t, max_rows));
     if (t->mode->prepare)
         TRY(t->mode->prepare(t));
-    if (rt->rank == 0) {
+    if (job->rank == 0) {
         warn_about_settings_(t);
         TRY(open_files_(t));
         TRY(init_params_(t));
     }
     TRY(init_sampler_(t));
-    if (!(t->log_slots = calloc(3 + (size_t)rt->size, sizeof *t->log_slots)))
+    if (!(t->log_slots = calloc(3 + (size_t)job->size, sizeof *t->log_slots)))
         return VGPU_ENOMEM;
     // config_validate rules out dynamic balance in deterministic mode.
     t->balancing = cfg->train.balance == BALANCE_DYNAMIC;
@@ -258,18 +259,20 @@ int trainer_prepare(struct trainer *t)
 static int warm_up_(struct trainer *t)
 {
     struct mlp *m = &t->model;
-    long rows = train_rank_rows(t->cfg, t->rt->size, t->rt->rank);
+    long rows = train_rank_rows(t->cfg, t->job->size, t->job->rank);
     rows = rows < t->data->train.count ? rows : t->data->train.count;
     uint32_t *first = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *first);
     if (!first)
         return VGPU_ENOMEM;
     for (long i = 0; i < rows; i++)
         first[i] = (uint32_t)i;
-    double stats[XENT_STATS] = {0}, seconds;
+    double stats[VGPU_XENT_STATS] = {0}, seconds;
     int rc = 0;
     if (rows > 0)
         TRY_GOTO(train_compute_rows(t, first, rows, 1.0f, stats, 1, &seconds), rc, out);
-    TRY_GOTO(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM), rc, out);
+    TRY_GOTO(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum,
+                             t->job->v),
+             rc, out);
     if (t->balancing)
         rc = train_balance_measure(t, first, rows);
 out:
@@ -280,8 +283,9 @@ out:
 int trainer_start(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    struct runtime *rt = t->rt;
-    TRY(comm_broadcast(rt->comm, t->model.params, t->model.param_count * sizeof(float), 0));
+    struct job *job = t->job;
+    TRY(vgpu_broadcast(t->model.params, t->model.params, t->model.param_count, vgpu_float32, 0,
+                       job->v));
     t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
         t->total_steps = cfg->train.max_steps;
@@ -289,8 +293,8 @@ int trainer_start(struct trainer *t)
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
     // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
     const int progress = t->env->progress;
-    t->live = rt->rank == 0 && !t->opts->quiet &&
-              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !rt->launched);
+    t->live = job->rank == 0 && !t->opts->quiet &&
+              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !job->launched);
     return 0;
 }
 
@@ -302,16 +306,16 @@ void trainer_free(struct trainer *t)
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
     if (t->parts)
-        device_free(t->dev, t->parts);
+        vgpu_free(t->dev, t->parts);
     if (t->dev_lut)
-        device_free(t->dev, t->dev_lut);
+        vgpu_free(t->dev, t->dev_lut);
     if (t->dev_codes)
-        device_free(t->dev, t->dev_codes);
+        vgpu_free(t->dev, t->dev_codes);
     mlp_free(&t->model, t->dev);
-    device_unpin_host(t->dev, t->host_rows);
-    device_unpin_host(t->dev, t->host_codes);
-    device_unpin_host(t->dev, t->host_labels);
-    device_unpin_host(t->dev, t->host_stats);
+    vgpu_host_unregister(t->dev, t->host_rows);
+    vgpu_host_unregister(t->dev, t->host_codes);
+    vgpu_host_unregister(t->dev, t->host_labels);
+    vgpu_host_unregister(t->dev, t->host_stats);
     free(t->host_rows);
     free(t->host_codes);
     free(t->host_labels);

@@ -1,9 +1,7 @@
 // train_sizing.c: the sizes of a training job's pieces (pure).
 #include "train_sizing.h"
 
-#include "arena.h"
 #include "balance.h"
-#include "comm.h"
 #include "mlp.h"
 #include "optim.h"
 #include "sampler.h"
@@ -91,14 +89,14 @@ uint64_t train_device_bytes(const struct config *cfg, const struct dataset *trai
     uint64_t bytes = mlp_device_bytes(&layout, state);
     if (train->codes) // the batch's codes and their value table
         bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) * (uint64_t)dims[0] +
-                 ARENA_ALIGN + sizeof train->lut + ARENA_ALIGN;
+                 VGPU_MALLOC_ALIGN + sizeof train->lut + VGPU_MALLOC_ALIGN;
     if (cfg->train.deterministic) { // this rank's micro-batch gradients, the tree's scratch
         int per_rank[TRAIN_MAX_RANKS], most = 0;
         train_micro_split(cfg, nranks, per_rank);
         for (int r = 0; r < nranks; r++)
             most = per_rank[r] > most ? per_rank[r] : most;
-        bytes += (uint64_t)most * param_bytes + ARENA_ALIGN +
-                 comm_tree_scratch_bytes(nranks, most, layout.param_count) + ARENA_ALIGN;
+        bytes += (uint64_t)most * param_bytes + VGPU_MALLOC_ALIGN +
+                 vgpu_tree_scratch_bytes(nranks, most, layout.param_count) + VGPU_MALLOC_ALIGN;
     }
     if (verify) { // rank 0's single-device replay: a second model and optimizer
         struct mlp ref;
@@ -107,7 +105,7 @@ uint64_t train_device_bytes(const struct config *cfg, const struct dataset *trai
             return 0;
         bytes += mlp_device_bytes(&ref, state);
         if (cfg->train.deterministic)
-            bytes += (uint64_t)cfg->train.micro_batches * param_bytes + ARENA_ALIGN;
+            bytes += (uint64_t)cfg->train.micro_batches * param_bytes + VGPU_MALLOC_ALIGN;
     }
     return bytes;
 }

@@ -7,9 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "flight.h"
 #include "log.h"
-#include "trace.h"
 #include "util.h"
 
 // ---- batches onto the device ----
@@ -22,23 +20,23 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
     // buffers while the host goes on); the buffers are refilled only once the
     // last batch's copies have read them, which the step's statistics copy
     // has usually made sure of already: no extra wait then.
-    TRY(device_wait_host_reads(t->dev));
+    TRY(vgpu_wait_host_reads(t->dev));
     if (ds->codes) {
         if (t->lut_set != ds) { // the test set's table after the train set's, or back
-            TRY(device_copy_to_device(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
+            TRY(vgpu_memcpy_htod(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
             t->lut_set = ds;
         }
         dataset_gather_codes(ds, indices, count, t->host_codes);
-        TRY(device_copy_to_device_async(t->dev, t->dev_codes, t->host_codes, values));
-        TRY(device_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
+        TRY(vgpu_memcpy_htod_async(t->dev, t->dev_codes, t->host_codes, values));
+        TRY(vgpu_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
     } else {
         dataset_gather(ds, indices, count, t->host_rows);
-        TRY(device_copy_to_device_async(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
+        TRY(vgpu_memcpy_htod_async(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
     }
     for (long i = 0; i < count; i++)
         t->host_labels[i] = ds->labels[indices[i]];
-    return device_copy_to_device_async(t->dev, m->labels, t->host_labels,
-                                       (size_t)count * sizeof(int32_t));
+    return vgpu_memcpy_htod_async(t->dev, m->labels, t->host_labels,
+                                  (size_t)count * sizeof(int32_t));
 }
 
 // Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,
@@ -47,34 +45,35 @@ static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
 {
     if (rows <= 0)
         return 0;
-    TRY(device_copy_to_host(t->dev, t->host_stats, m->stats, (size_t)rows * XENT_STATS * sizeof(float)));
+    TRY(vgpu_memcpy_dtoh(t->dev, t->host_stats, m->stats,
+                         (size_t)rows * VGPU_XENT_STATS * sizeof(float)));
     for (long i = 0; i < rows; i++)
-        for (int k = 0; k < XENT_STATS; k++)
-            acc[k] += t->host_stats[i * XENT_STATS + k];
+        for (int k = 0; k < VGPU_XENT_STATS; k++)
+            acc[k] += t->host_stats[i * VGPU_XENT_STATS + k];
     return 0;
 }
 
 // VGPU_INJECT_SLOW: the slowed rank sleeps (factor - 1) times what its compute took.
 static void maybe_slow_(const struct trainer *t, double start)
 {
-    if (t->env->slow_rank != t->rt->rank)
+    if (t->env->slow_rank != t->job->rank)
         return;
-    const uint64_t span = trace_begin();
+    const uint64_t span = vgpu_span_begin();
     double extra = (t->env->slow_factor - 1) * (util_now_s() - start);
     struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
     nanosleep(&ts, NULL);
-    trace_end(TRACE_INJECTED_SLOW, 0, span, 0, 0);
+    vgpu_span_end(t->dev, vgpu_span_injected_slow, span, 0, 0);
 }
 
 // Ends a compute phase's span. A device runs its kernels after the host
 // queued them: the span waits for them, so that it holds their time (only
 // while tracing).
-static int end_phase_(struct trainer *t, enum trace_what what, uint64_t span, long rows)
+static int end_phase_(struct trainer *t, vgpu_span_t what, uint64_t span, long rows)
 {
     if (!span)
         return 0;
-    TRY(device_sync(t->dev));
-    trace_end(what, 0, span, rows, 0);
+    TRY(vgpu_synchronize(t->dev));
+    vgpu_span_end(t->dev, what, span, rows, 0);
     return 0;
 }
 
@@ -85,23 +84,23 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
     const double start = util_now_s();
     uint64_t span;
     if (count > 0) {
-        flight_phase(FLIGHT_PHASE_DATA);
-        span = trace_begin();
+        vgpu_mark_phase(t->dev, vgpu_phase_data);
+        span = vgpu_span_begin();
         TRY(train_load_rows(t, m, &t->data->train, indices, count));
-        TRY(end_phase_(t, TRACE_DATA, span, count));
-        flight_phase(FLIGHT_PHASE_FORWARD);
-        span = trace_begin();
+        TRY(end_phase_(t, vgpu_span_data, span, count));
+        vgpu_mark_phase(t->dev, vgpu_phase_forward);
+        span = vgpu_span_begin();
         TRY(mlp_forward(m, t->dev, (int)count));
-        TRY(end_phase_(t, TRACE_FORWARD, span, count));
+        TRY(end_phase_(t, vgpu_span_forward, span, count));
     }
-    flight_phase(FLIGHT_PHASE_BACKWARD);
-    span = trace_begin();
+    vgpu_mark_phase(t->dev, vgpu_phase_backward);
+    span = vgpu_span_begin();
     TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
-    TRY(end_phase_(t, TRACE_BACKWARD, span, count));
+    TRY(end_phase_(t, vgpu_span_backward, span, count));
     TRY(add_stats_(t, m, count, acc));
     if (!timed)
         return 0;
-    TRY(device_sync(t->dev));
+    TRY(vgpu_synchronize(t->dev));
     maybe_slow_(t, start);
     *seconds = util_now_s() - start;
     return 0;
@@ -119,22 +118,30 @@ static int update_shard_(void *arg, size_t first, size_t count)
 {
     struct shard_update *u = arg;
     struct trainer *t = u->t;
-    flight_phase(FLIGHT_PHASE_OPTIMIZER); // inside the collective: the phase is its part
-    const uint64_t span = trace_begin();
+    vgpu_mark_phase(t->dev, vgpu_phase_optimizer); // inside the collective: the phase is its part
+    const uint64_t span = vgpu_span_begin();
     const double t0 = util_now_s();
     int rc = optim_update_range(&t->opt, t->dev, t->model.params, t->model.grads, u->lr, first,
                                 count);
     const double took = util_now_s() - t0;
-    trace_end(TRACE_OPTIMIZER, 0, span, (int64_t)first, (int64_t)count);
+    vgpu_span_end(t->dev, vgpu_span_optimizer, span, (int64_t)first, (int64_t)count);
     t->clock.optim_s += took;
     t->clock.optim_in_comm_s += took;
     return rc;
 }
 
-// The step's collectives' time, from the backend's own accounting.
-static void clock_comm_(struct trainer *t, const struct comm_stats *before)
+// The backend's own accounting of the collectives so far.
+static struct vgpu_comm_stats comm_stats_(vgpu_t *v)
 {
-    const struct comm_stats now = comm_get_stats(t->rt->comm);
+    struct vgpu_comm_stats s = {0};
+    vgpu_get_comm_stats(v, &s);
+    return s;
+}
+
+// The step's collectives' time, from the backend's own accounting.
+static void clock_comm_(struct trainer *t, const struct vgpu_comm_stats *before)
+{
+    const struct vgpu_comm_stats now = comm_stats_(t->job->v);
     t->clock.comm_s += now.seconds - before->seconds;
     t->clock.wait_s += now.wait_seconds - before->wait_seconds;
     t->clock.wait_known = now.wait_known;
@@ -143,11 +150,11 @@ static void clock_comm_(struct trainer *t, const struct comm_stats *before)
 // The optimizer's step outside any collective, timed.
 static int clocked_optim_step_(struct trainer *t, float lr)
 {
-    flight_phase(FLIGHT_PHASE_OPTIMIZER);
-    const uint64_t span = trace_begin();
+    vgpu_mark_phase(t->dev, vgpu_phase_optimizer);
+    const uint64_t span = vgpu_span_begin();
     const double t0 = util_now_s();
     int rc = optim_step(&t->opt, t->dev, t->model.params, t->model.grads, lr);
-    trace_end(TRACE_OPTIMIZER, 0, span, 0, 0);
+    vgpu_span_end(t->dev, vgpu_span_optimizer, span, 0, 0);
     t->clock.optim_s += util_now_s() - t0;
     return rc;
 }
@@ -162,8 +169,8 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
 {
     struct mlp *m = &t->model;
     // This rank's compute, timed (before any wait for the others) when it is measured.
-    double stats[XENT_STATS] = {0}, seconds = 0;
-    const int timed = t->balancing || t->env->slow_rank == t->rt->rank;
+    double stats[VGPU_XENT_STATS] = {0}, seconds = 0;
+    const int timed = t->balancing || t->env->slow_rank == t->job->rank;
     const double c0 = util_now_s();
     TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
                            stats, timed, &seconds));
@@ -177,16 +184,16 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
         t->busy_rows += (double)b->count;
         t->busy_steps++;
     }
-    const struct comm_stats before = comm_get_stats(t->rt->comm);
+    const struct vgpu_comm_stats before = comm_stats_(t->job->v);
     if (!t->cfg->train.shard_optimizer) {
-        TRY(comm_all_reduce(t->rt->comm, m->grads, m->grads, m->param_count, COMM_SUM));
+        TRY(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum, t->job->v));
         clock_comm_(t, &before);
         return clocked_optim_step_(t, lr);
     }
     optim_begin_step(&t->opt);
     struct shard_update u = {t, lr};
-    int rc = comm_all_reduce_update(t->rt->comm, m->grads, m->params, m->param_count,
-                                    update_shard_, &u);
+    int rc = vgpu_all_reduce_update(m->grads, m->params, m->param_count, update_shard_, &u,
+                                    t->job->v);
     clock_comm_(t, &before);
     return rc;
 }
@@ -207,9 +214,9 @@ static int normal_gather_state_(struct trainer *t)
     float *arrays[2];
     int k = optim_state_arrays(&t->opt, arrays);
     for (int i = 0; i < k; i++) {
-        TRY(device_zero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
-        TRY(comm_all_reduce_update(t->rt->comm, t->model.grads, arrays[i], t->model.param_count,
-                                   noop_update_, NULL));
+        TRY(vgpu_memzero(t->dev, t->model.grads, t->model.param_count * sizeof(float)));
+        TRY(vgpu_all_reduce_update(t->model.grads, arrays[i], t->model.param_count, noop_update_,
+                                   NULL, t->job->v));
     }
     return 0;
 }
@@ -243,25 +250,25 @@ const struct step_ops train_step_normal = {
 static int deterministic_prepare_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
-    const struct runtime *rt = t->rt;
-    if (strcmp(device_kind(t->dev), "cpu")) {
-        if (rt->rank == 0)
+    const struct job *job = t->job;
+    if (strcmp(vgpu_device_kind(t->dev), "cpu")) {
+        if (job->rank == 0)
             log_error("train.deterministic = true needs CPU devices (devices.kind = cpu); "
-                      "this job has %s devices", device_kind(t->dev));
+                      "this job has %s devices", vgpu_device_kind(t->dev));
         return VGPU_ECONFIG;
     }
-    train_micro_split(cfg, rt->size, t->parts_per_rank);
-    for (int r = 0; r < rt->rank; r++)
+    train_micro_split(cfg, job->size, t->parts_per_rank);
+    for (int r = 0; r < job->rank; r++)
         t->first_part += t->parts_per_rank[r];
-    int mine = t->parts_per_rank[rt->rank];
-    TRY(device_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count, &t->parts));
-    t->micro_stats = calloc((size_t)cfg->train.micro_batches * XENT_STATS, sizeof(double));
+    int mine = t->parts_per_rank[job->rank];
+    TRY(job_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count, &t->parts));
+    t->micro_stats = calloc((size_t)cfg->train.micro_batches * VGPU_XENT_STATS, sizeof(double));
     if (!t->micro_stats)
         return VGPU_ENOMEM;
-    if (rt->rank == 0 && cfg->train.micro_batches % rt->size && !cfg->train.batch_weights.count)
+    if (job->rank == 0 && cfg->train.micro_batches % job->size && !cfg->train.batch_weights.count)
         log_warn("train.micro_batches = %ld is not a multiple of %d ranks: results stay exact, "
                  "but some ranks compute more micro-batches than others",
-                 cfg->train.micro_batches, rt->size);
+                 cfg->train.micro_batches, job->size);
     return 0;
 }
 
@@ -286,21 +293,21 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
         m->grads = parts + (size_t)k * m->param_count; // the model writes its gradient there
         uint64_t span;
         if (rows[mb] > 0) {
-            flight_phase(FLIGHT_PHASE_DATA);
-            span = trace_begin();
+            vgpu_mark_phase(t->dev, vgpu_phase_data);
+            span = vgpu_span_begin();
             TRY_GOTO(train_load_rows(t, m, &t->data->train, b->indices + offsets[mb], rows[mb]),
                      rc, out);
-            TRY_GOTO(end_phase_(t, TRACE_DATA, span, rows[mb]), rc, out);
-            flight_phase(FLIGHT_PHASE_FORWARD);
-            span = trace_begin();
+            TRY_GOTO(end_phase_(t, vgpu_span_data, span, rows[mb]), rc, out);
+            vgpu_mark_phase(t->dev, vgpu_phase_forward);
+            span = vgpu_span_begin();
             TRY_GOTO(mlp_forward(m, t->dev, (int)rows[mb]), rc, out);
-            TRY_GOTO(end_phase_(t, TRACE_FORWARD, span, rows[mb]), rc, out);
+            TRY_GOTO(end_phase_(t, vgpu_span_forward, span, rows[mb]), rc, out);
         }
-        flight_phase(FLIGHT_PHASE_BACKWARD);
-        span = trace_begin();
+        vgpu_mark_phase(t->dev, vgpu_phase_backward);
+        span = vgpu_span_begin();
         TRY_GOTO(mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count), rc, out);
-        TRY_GOTO(end_phase_(t, TRACE_BACKWARD, span, rows[mb]), rc, out);
-        TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + XENT_STATS * mb), rc, out);
+        TRY_GOTO(end_phase_(t, vgpu_span_backward, span, rows[mb]), rc, out);
+        TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + VGPU_XENT_STATS * mb), rc, out);
     }
 out:
     m->grads = grads;
@@ -315,25 +322,25 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
 {
     struct mlp *m = &t->model;
     const long M = t->cfg->train.micro_batches;
-    memset(t->micro_stats, 0, (size_t)M * XENT_STATS * sizeof(double));
+    memset(t->micro_stats, 0, (size_t)M * VGPU_XENT_STATS * sizeof(double));
     const double c0 = util_now_s();
-    TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->rt->rank], t->parts,
+    TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->job->rank], t->parts,
                          t->micro_stats));
-    if (t->env->slow_rank == t->rt->rank) {
-        TRY(device_sync(t->dev));
+    if (t->env->slow_rank == t->job->rank) {
+        TRY(vgpu_synchronize(t->dev));
         maybe_slow_(t, c0);
     }
     t->clock.compute_s += util_now_s() - c0;
     t->clock.steps++;
-    const struct comm_stats before = comm_get_stats(t->rt->comm);
-    TRY(comm_all_reduce_tree(t->rt->comm, t->parts, t->parts_per_rank, m->grads, m->param_count));
+    const struct vgpu_comm_stats before = comm_stats_(t->job->v);
+    TRY(vgpu_all_reduce_tree(t->parts, t->parts_per_rank, m->grads, m->param_count, t->job->v));
     clock_comm_(t, &before);
     t->clock.wait_known = 0; // the tree's exchange is MPI's all-to-all: waits are not told apart
-    runtime_sum_doubles(t->rt, t->micro_stats, (int)(M * XENT_STATS));
-    if (t->rt->rank == 0) {
+    job_sum_doubles(t->job, t->micro_stats, (int)(M * VGPU_XENT_STATS));
+    if (t->job->rank == 0) {
         for (long mb = 0; mb < M; mb++)
             for (int k = 0; k < 2; k++) // loss, correct
-                t->window[k] += t->micro_stats[mb * XENT_STATS + k];
+                t->window[k] += t->micro_stats[mb * VGPU_XENT_STATS + k];
         t->window[2] += (double)b->global_count;
     }
     return clocked_optim_step_(t, lr);
@@ -346,17 +353,17 @@ static int deterministic_replay_gradient_(struct trainer *t, struct replay *r,
     struct mlp *ref = &r->model;
     const int M = (int)t->cfg->train.micro_batches;
     if (!r->parts) { // the first batch: scratch for the rest of the replay
-        TRY(device_alloc_floats(t->dev, (size_t)M * ref->param_count, &r->parts));
+        TRY(job_alloc_floats(t->dev, (size_t)M * ref->param_count, &r->parts));
         r->leaves = malloc((size_t)M * sizeof *r->leaves);
-        r->stats = calloc((size_t)M * XENT_STATS, sizeof *r->stats);
+        r->stats = calloc((size_t)M * VGPU_XENT_STATS, sizeof *r->stats);
         if (!r->leaves || !r->stats)
             return VGPU_ENOMEM;
     }
     TRY(micro_gradients_(t, ref, b, 0, M, r->parts, r->stats));
     for (int mb = 0; mb < M; mb++)
         r->leaves[mb] = r->parts + (size_t)mb * ref->param_count;
-    TRY(comm_tree_sum(t->dev, r->leaves, M, ref->param_count));
-    return device_copy(t->dev, ref->grads, r->parts, ref->param_count * sizeof(float));
+    TRY(vgpu_tree_sum(t->dev, r->leaves, M, ref->param_count));
+    return vgpu_memcpy_dtod(t->dev, ref->grads, r->parts, ref->param_count * sizeof(float));
 }
 
 const struct step_ops train_step_deterministic = {
@@ -376,14 +383,14 @@ const struct step_ops train_step_deterministic = {
 // added in chunk order, so the result has the same bits for any rank count.
 int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
 {
-    flight_phase(FLIGHT_PHASE_EVAL);
-    const uint64_t span = trace_begin();
+    vgpu_mark_phase(t->dev, vgpu_phase_eval);
+    const uint64_t span = vgpu_span_begin();
     const struct dataset *ds = &t->data->test;
     const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
     double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);
     uint32_t *idx = malloc(EVAL_CHUNK * sizeof *idx);
     int rc = !slots || !idx ? VGPU_ENOMEM : 0;
-    for (long j = t->rt->rank; rc == 0 && j < chunks; j += t->rt->size) {
+    for (long j = t->job->rank; rc == 0 && j < chunks; j += t->job->size) {
         long at = j * EVAL_CHUNK, rows = ds->count - at < EVAL_CHUNK ? ds->count - at : EVAL_CHUNK;
         for (long i = 0; i < rows; i++)
             idx[i] = (uint32_t)(at + i);
@@ -393,7 +400,7 @@ int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
         TRY_GOTO(add_stats_(t, &t->model, rows, slots + 3 * j), rc, out);
     }
     if (rc == 0)
-        runtime_sum_doubles(t->rt, slots, (int)(3 * chunks));
+        job_sum_doubles(t->job, slots, (int)(3 * chunks));
     double sums[3] = {0, 0, 0};
     for (long j = 0; rc == 0 && j < chunks; j++)
         for (int k = 0; k < 3; k++)
@@ -405,6 +412,6 @@ int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
 out:
     free(idx);
     free(slots);
-    trace_end(TRACE_EVAL, 0, span, 0, 0);
+    vgpu_span_end(t->dev, vgpu_span_eval, span, 0, 0);
     return rc;
 }

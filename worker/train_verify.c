@@ -15,7 +15,7 @@ static void replay_free_(struct trainer *t, struct replay *r)
     free(r->leaves);
     free(r->stats);
     if (r->parts)
-        device_free(t->dev, r->parts);
+        vgpu_free(t->dev, r->parts);
     sampler_free(&r->sampler);
     optim_free(&r->opt, t->dev);
     mlp_free(&r->model, t->dev);
@@ -46,15 +46,15 @@ static int replay_(struct trainer *t, float *ref_params)
     TRY_GOTO(sampler_init(&r.sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, 1, NULL, 0), rc, out);
     mlp_init_params_host(&r.model, ref_params, (uint64_t)cfg->train.seed);
-    TRY_GOTO(device_copy_to_device(t->dev, r.model.params, ref_params,
-                                   r.model.param_count * sizeof(float)), rc, out);
+    TRY_GOTO(vgpu_memcpy_htod(t->dev, r.model.params, ref_params,
+                              r.model.param_count * sizeof(float)), rc, out);
     for (long step = 0; step < t->step; step++) {
         TRY_GOTO(next_batch_(&r.sampler, &b), rc, out);
         TRY_GOTO(t->mode->replay_gradient(t, &r, &b), rc, out);
         TRY_GOTO(optim_step(&r.opt, t->dev, r.model.params, r.model.grads,
                             (float)optim_lr_at(cfg, step, t->total_steps)), rc, out);
     }
-    rc = device_copy_to_host(t->dev, ref_params, r.model.params, r.model.param_count * sizeof(float));
+    rc = vgpu_memcpy_dtoh(t->dev, ref_params, r.model.params, r.model.param_count * sizeof(float));
 out:
     replay_free_(t, &r);
     return rc;
@@ -99,7 +99,7 @@ static int compare_(struct trainer *t, struct train_result *res, const float *di
     const int exact = t->mode->bitwise;
     printf("verify: %d rank%s (%s) against one device replaying the same %ld global batches "
            "(%.1f s); %s\n",
-           t->rt->size, t->rt->size > 1 ? "s" : "", comm_backend_name(t->rt->comm), t->step,
+           t->job->size, t->job->size > 1 ? "s" : "", vgpu_backend(t->job->v), t->step,
            replay_s, exact ? "deterministic mode: must be bitwise identical" : "tolerance verify.rtol");
     printf("  %-14s %-10s %13s %13s %9s  %s\n", "tensor", "shape", "max_abs_diff", "max_rel_diff",
            "differing", "result");
@@ -132,7 +132,7 @@ static int replay_and_compare_(struct trainer *t, struct train_result *res)
     int rc = !dist || !ref ? VGPU_ENOMEM : 0;
     if (rc < 0)
         goto out;
-    TRY_GOTO(device_copy_to_host(t->dev, dist, t->model.params, np * sizeof(float)), rc, out);
+    TRY_GOTO(vgpu_memcpy_dtoh(t->dev, dist, t->model.params, np * sizeof(float)), rc, out);
     const double t0 = util_now_s();
     TRY_GOTO(replay_(t, ref), rc, out);
     rc = compare_(t, res, dist, ref, util_now_s() - t0); // a mismatch is a result, not a trace
@@ -144,5 +144,5 @@ out:
 
 int train_verify(struct trainer *t, struct train_result *res)
 {
-    return runtime_agree_min(t->rt, t->rt->rank == 0 ? replay_and_compare_(t, res) : 0);
+    return job_agree_min(t->job, t->job->rank == 0 ? replay_and_compare_(t, res) : 0);
 }

@@ -7,7 +7,6 @@
 #include "env.h"
 #include "log.h"
 #include "preempt.h"
-#include "runtime.h"
 #include "train.h"
 #include "util.h"
 
@@ -141,7 +140,7 @@ static enum cli_action parse_cli_(int argc, char **argv, struct cli *cli, char *
 // verdict, and the launcher's rank 0 prints it. Returns the exit status.
 static int answer_without_mpi_(enum cli_action action, const char *err)
 {
-    if (runtime_launcher_rank() > 0)
+    if (vgpu_launcher_rank() > 0)
         return action == CLI_USAGE_ERROR ? EXIT_USAGE : 0;
     switch (action) {
     case CLI_USAGE_ERROR:
@@ -168,6 +167,55 @@ static int exit_code_(int verdict)
     }
 }
 
+// The job's end on a fatal error of vgpu_train's own (log.h's FATAL): the
+// whole job, through libvgpu, once the rank has joined.
+static vgpu_t *joined_;
+
+static void end_job_(int exit_code)
+{
+    if (joined_)
+        vgpu_abort(joined_, exit_code);
+    exit(exit_code);
+}
+
+// vgpu_train's copy of the configuration: rank 0 reads what vgpu_join read
+// (the same file, environment and overrides: the same verdict) and every rank
+// takes rank 0's. Returns 0 or the verdict, rank 0's message printed.
+static int share_config_(struct job *job, const struct cli *cli)
+{
+    struct {
+        int rc;
+        char msg[1024];
+    } verdict = {0, ""};
+    if (job->rank == 0)
+        verdict.rc = config_load_job(&job->cfg, cli->config_path, cli->overrides,
+                                     cli->n_overrides, verdict.msg, sizeof verdict.msg);
+    job_broadcast(job, &verdict, sizeof verdict, 0);
+    if (verdict.rc) {
+        if (job->rank == 0)
+            fprintf(stderr, "vgpu_train: %s\n", verdict.msg);
+        return verdict.rc;
+    }
+    job_broadcast(job, &job->cfg, sizeof job->cfg, 0);
+    return 0;
+}
+
+// The exit status of a failed vgpu_join or vgpu_open: the configuration's
+// (a bad value, a file that cannot be read: -errno, no such device) or a
+// runtime failure's.
+static int start_failure_code_(int rc)
+{
+    const int file_errno = rc < 0 && rc > -1000;
+    return rc == VGPU_ECONFIG || rc == VGPU_ENODEV || file_errno ? EXIT_USAGE : 1;
+}
+
+static int finish_(struct job *job, int exit_code)
+{
+    vgpu_finalize(job->v);
+    joined_ = NULL;
+    return exit_code;
+}
+
 int main(int argc, char **argv)
 {
     // Before MPI or OpenMP start threads: they must inherit the blocked
@@ -184,76 +232,84 @@ int main(int argc, char **argv)
     if (action != CLI_RUN)
         return answer_without_mpi_(action, err);
 
-    struct runtime rt;
-    if (runtime_bootstrap(&rt, &argc, &argv, NULL) < 0)
-        return 1;
-    preempt_set_observer(runtime_on_signal);
-    int rc = runtime_load_config(&rt, cli.config_path, cli.overrides, cli.n_overrides, err, sizeof err);
-    if (rc < 0) {
-        if (rt.rank == 0)
-            fprintf(stderr, "vgpu_train: %s\n", err);
-        return runtime_close(&rt, EXIT_USAGE);
-    }
+    // Join: vgpu_train's way (end_job_on_failure): start-up is watched, and a
+    // rank lost in a collective ends the job with a line naming it.
+    const struct vgpu_options options = {
+        .config_path = cli.config_path,
+        .overrides = cli.overrides,
+        .n_overrides = cli.n_overrides,
+        .end_job_on_failure = 1,
+    };
+    struct job job = {.launched = env_get()->under_launcher};
+    int rc = vgpu_join(&job.v, &argc, &argv, &options);
+    if (rc < 0)
+        return start_failure_code_(rc);
+    joined_ = job.v;
+    job.rank = vgpu_rank(job.v);
+    job.size = vgpu_size(job.v);
+    job.local_rank = vgpu_local_rank(job.v);
+    job.local_size = vgpu_local_size(job.v);
+    log_set_identity(job.rank, vgpu_host(job.v));
+    log_set_fatal_hook(end_job_);
+    preempt_set_observer(vgpu_on_signal);
+    if (share_config_(&job, &cli) < 0)
+        return finish_(&job, EXIT_USAGE);
     if (cli.train.verify) {
         // A short run to check the setup: verify.steps steps, no checkpoints.
-        struct config *cfg = &rt.cfg;
+        struct config *cfg = &job.cfg;
         if (!cfg->train.max_steps || cfg->verify.steps < cfg->train.max_steps)
             cfg->train.max_steps = cfg->verify.steps;
         cfg->checkpoint.dir[0] = '\0';
     }
 
-    runtime_stage(&rt, RUNTIME_STAGE_DATA);
-    train_test_pause("data", rt.rank);
+    vgpu_startup_stage(job.v, "loading the data");
+    train_test_pause("data", job.rank);
     struct train_data data;
-    rc = train_load_data(&rt.cfg, rt.local_size, &data, err, sizeof err);
-    if (rc < 0 && rt.local_rank == 0)
+    rc = train_load_data(&job.cfg, job.local_size, &data, err, sizeof err);
+    if (rc < 0 && job.local_rank == 0)
         log_error("%s", err);
-    if (rc == 0 && data.fallback[0] && rt.local_rank == 0)
+    if (rc == 0 && data.fallback[0] && job.local_rank == 0)
         log_warn("%s", data.fallback);
-    if ((rc = runtime_agree_min(&rt, rc < 0 ? rc : train_stop_vote())) < 0) {
+    if ((rc = job_agree_min(&job, rc < 0 ? rc : train_stop_vote())) < 0) {
         train_free_data(&data);
         if (rc == VGPU_EPREEMPTED)
-            train_report_early_stop(&rt);
-        return runtime_close(&rt, rc == VGPU_EPREEMPTED ? EXIT_PREEMPTED : EXIT_USAGE);
+            train_report_early_stop(&job);
+        return finish_(&job, rc == VGPU_EPREEMPTED ? EXIT_PREEMPTED : EXIT_USAGE);
     }
 
-    struct runtime_open_args open_args = {
-        .min_bytes = train_device_bytes(&rt.cfg, &data.train, rt.size, cli.train.verify),
-        .largest_collective_bytes = train_largest_collective_bytes(&rt.cfg, &data.train),
+    const struct vgpu_open_options open_options = {
+        .min_device_bytes = train_device_bytes(&job.cfg, &data.train, job.size, cli.train.verify),
+        .largest_collective_bytes = train_largest_collective_bytes(&job.cfg, &data.train),
         .quiet = cli.train.quiet,
-        .one_blas_thread = rt.cfg.train.deterministic,
+        .deterministic = job.cfg.train.deterministic,
         .plan_only = cli.plan,
     };
-    rc = runtime_open(&rt, &open_args);
-    if (rc < 0) {
+    rc = vgpu_open(job.v, &open_options);
+    if (rc < 0 || vgpu_planned(job.v)) {
         train_free_data(&data);
-        return runtime_close(&rt, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : 1);
+        return finish_(&job, rc < 0 ? start_failure_code_(rc) : 0);
     }
-    if (rt.planned) {
-        train_free_data(&data);
-        return runtime_close(&rt, 0);
-    }
-    if (rt.rank == 0 && !cli.train.quiet) {
+    if (job.rank == 0 && !cli.train.quiet) {
         printf("vgpu_train: data: %s\n", data.source);
         fflush(stdout);
     }
 
     if (cli.trace_path &&
-        (rc = runtime_trace_begin(&rt, cli.trace_path, "vgpu_train " VGPU_VERSION)) < 0) {
+        (rc = vgpu_timeline_begin(job.v, cli.trace_path, "vgpu_train " VGPU_VERSION)) < 0) {
         train_free_data(&data);
-        return runtime_close(&rt, rc == VGPU_ECONFIG ? EXIT_USAGE : 1);
+        return finish_(&job, rc == VGPU_ECONFIG ? EXIT_USAGE : 1);
     }
     struct train_result res;
     double t0 = util_now_s();
-    rc = train_run(&rt, &data, &cli.train, &res);
+    rc = train_run(&job, &data, &cli.train, &res);
     double wall = util_now_s() - t0;
     // Preempted or done, the timeline is written (a failure ends the job
     // before this: the flight recorder tells that story).
-    const int trace_rc = cli.trace_path ? runtime_trace_write(&rt) : 0;
+    const int trace_rc = cli.trace_path ? vgpu_timeline_write(job.v) : 0;
 
-    if (train_print_summary(&rt, &res, rc, &cli.train, wall) < 0)
+    if (train_print_summary(&job, &res, rc, &cli.train, wall) < 0)
         FATAL(1, "cannot gather the run's summary");
     train_free_data(&data);
     int code = exit_code_(rc);
-    return runtime_close(&rt, code == 0 && trace_rc < 0 ? 1 : code);
+    return finish_(&job, code == 0 && trace_rc < 0 ? 1 : code);
 }

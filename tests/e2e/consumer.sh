@@ -36,6 +36,17 @@ others=$(nm "$prefix/lib/libvgpu.a" | awk 'NF == 3 && $2 ~ /^[A-TV-Z]$/ { print 
 if [ -z "$others" ]; then ok "libvgpu.a: only vgpu_* global"
 else out=$others; bad "libvgpu.a defines globals besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
 
+# The installed trainer is libvgpu's first user: it runs on the installed library.
+libs=$(ldd "$prefix/bin/vgpu_train")
+found=$(awk '$1 == "libvgpu.so.0" { print $3 }' <<<"$libs")
+if [ -n "$found" ] && [ "$(realpath "$found")" = "$(realpath "$prefix/lib/libvgpu.so.0")" ]; then
+  ok "the installed vgpu_train runs on the installed libvgpu.so.0"
+else out=$libs; bad "the installed vgpu_train's libvgpu is not the installed one"; fi
+run "installed vgpu_train on 2 ranks" 120 "$prefix/bin/vgpurun" -np 2 -- "$prefix/bin/vgpu_train" \
+  "$VGPU_SOURCE_DIR/configs/synthetic_small.ini" --set train.epochs=1 --quiet
+expect_rc 0
+expect_out 'status=ok$'
+
 # ---- find_package(vgpu) ----
 run "configure the consumer (find_package)" 120 cmake -S "$CONSUMER" -B "$WORK/cbuild" \
   -DCMAKE_PREFIX_PATH="$prefix" -DVGPU_EXAMPLE="$EXAMPLE" -DCMAKE_C_FLAGS="${san[*]}"

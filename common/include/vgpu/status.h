@@ -18,7 +18,8 @@
     X(VGPU_EUNSUPPORTED, -1009, "not supported by this build or device") \
     X(VGPU_ECOMM, -1010, "communication failure")                       \
     X(VGPU_EMISMATCH, -1011, "replicas or results differ")              \
-    X(VGPU_EPREEMPTED, -1012, "preempted")
+    X(VGPU_EPREEMPTED, -1012, "preempted")                             \
+    X(VGPU_EPLANNED, -1013, "only planned (VGPU_PLAN=1): nothing opened")
 
 enum vgpu_status {
 #define VGPU_STATUS_ENUM_(name, value, msg) name = value,

@@ -67,6 +67,11 @@ struct vgpu_options {
     const void *mpi_comm;           // the job's ranks: a pointer to an MPI_Comm of the
                                     // program's (it initialised MPI); NULL: MPI_COMM_WORLD.
                                     // vgpu duplicates it: its traffic never meets yours
+    int end_job_on_failure;         // vgpu_train's way, for programs that want it: start-up
+                                    // is watched (a stage past comm.timeout_s ends the
+                                    // process, naming who is behind) and a rank lost in a
+                                    // host collective ends the job (MPI_Abort) with the
+                                    // message naming it, instead of statuses returned
 };
 
 // Joins the job: MPI (MPI_Init_thread, unless the program initialised MPI
@@ -96,6 +101,8 @@ const char *vgpu_backend(const vgpu_t *v);     // "ring", "mpi" or "nccl"
 
 // ---- device memory ----
 // Within the rank's cap: VGPU_EDEVMEM past it (the cap is never exceeded).
+// Every allocation starts at, and takes a multiple of, VGPU_MALLOC_ALIGN bytes.
+#define VGPU_MALLOC_ALIGN 256
 int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes);
 int vgpu_free(vgpu_t *v, void *ptr);
 int vgpu_memcpy_htod(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes);
@@ -127,6 +134,179 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
 int vgpu_barrier(vgpu_t *v);
+
+// ---- start-up in two steps (vgpu_init = vgpu_join + vgpu_open) ----
+// For a program with work between the two (loading its data, sizing its
+// model to check the caps against): vgpu_join joins the job and reads the
+// configuration (the host collectives work from here on); vgpu_open binds
+// and opens the virtual GPU and connects the collectives. Both collective,
+// with vgpu_init's verdicts. After vgpu_join only vgpu_open, the host
+// collectives and vgpu_finalize may be called.
+int vgpu_join(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
+
+struct vgpu_open_options {
+    size_t min_device_bytes;        // the least device memory a rank needs: a smaller cap
+                                    // is refused at binding, said (0 = no check)
+    size_t largest_collective_bytes; // as in vgpu_options (0: vgpu_options' value)
+    int deterministic;              // GEMM results must not depend on how work is split
+                                    // over threads: one BLAS thread on CPU devices
+    int plan_only;                  // discover, bind, choose the backend, print the job
+                                    // table (rank 0), open nothing (vgpu_planned says so)
+    int quiet;                      // no job table
+};
+int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options);
+// 1 when vgpu_open only planned (plan_only, or VGPU_PLAN=1): no device, no
+// collectives; vgpu_finalize next.
+int vgpu_planned(const vgpu_t *v);
+
+// Start-up stages of the program's own, after vgpu_join (what: a string
+// that lives until vgpu_started): with end_job_on_failure each must finish
+// within comm.timeout_s, and a rank stopped in one is named by that name.
+// vgpu_started: start-up is over (the watch ends).
+int vgpu_startup_stage(vgpu_t *v, const char *what);
+int vgpu_started(vgpu_t *v);
+
+// ---- the job ----
+const char *vgpu_host(const vgpu_t *v);      // this rank's host name
+int vgpu_host_count(const vgpu_t *v);        // hosts in the job
+int vgpu_physical_devices(const vgpu_t *v);  // distinct physical devices behind the ranks
+int vgpu_simulated(const vgpu_t *v);         // the GPUs are VGPU_SIM_GPUS's (CPU math)
+// This process's rank as its launcher (mpirun, srun, PMIx) exported it,
+// readable before vgpu_join: print help and usage errors once. 0 when no
+// launcher started it.
+int vgpu_launcher_rank(void);
+
+// ---- host collectives: small values in host memory ----
+// Statistics, verdicts, a configuration: over MPI, bounded and rank-naming
+// like the device collectives (VGPU_ETIMEOUT, said; with end_job_on_failure
+// the job ends instead). Every rank calls the same ones in the same order.
+// Types float32, float64, int32, int64; sendbuff == recvbuff in place.
+int vgpu_host_all_reduce(const void *sendbuff, void *recvbuff, size_t count,
+                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
+int vgpu_host_broadcast(void *buff, size_t bytes, int root, vgpu_t *v);
+// recvbuff = every rank's `bytes` of sendbuff, in rank order (at most INT_MAX a rank).
+int vgpu_host_all_gather(const void *sendbuff, void *recvbuff, size_t bytes, vgpu_t *v);
+
+// ---- device memory, continued ----
+int vgpu_memzero(vgpu_t *v, void *device_ptr, size_t bytes);
+// The copy queued without waiting (a CPU device copies at once): host_src
+// must not change until vgpu_wait_host_reads, a copy to the host or
+// vgpu_synchronize has returned. Registered sources copy truly asynchronously.
+int vgpu_memcpy_htod_async(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes);
+// Returns once the host sources of every asynchronous copy have been read.
+int vgpu_wait_host_reads(vgpu_t *v);
+// Page-locks a host buffer used often for copies (cudaHostRegister; nothing
+// on CPU devices). A failure leaves the buffer usable, only slower.
+// vgpu_host_unregister before freeing it.
+int vgpu_host_register(vgpu_t *v, void *host_ptr, size_t bytes);
+void vgpu_host_unregister(vgpu_t *v, void *host_ptr);
+
+// ---- kernels on device memory ----
+// What a small trainer needs, on every device: a program cannot run its own
+// code on a CPU-simulated device's memory (it is not host-addressable, as a
+// GPU's is not), so vgpu brings the math (the CPU BLAS, or cuBLAS and CUDA
+// kernels, on the rank's stream). Row-major float32; pointers are device
+// pointers of this rank.
+// c[m,n] = alpha * op(a) @ op(b) + beta * c; a is [m,k] ([k,m] when trans_a),
+// b is [k,n] ([n,k] when trans_b).
+int vgpu_gemm(vgpu_t *v, int trans_a, int trans_b, int m, int n, int k, float alpha,
+              const float *a, const float *b, float beta, float *c);
+// out[i] = table[codes[i]], i < n; table holds 256 floats (8-bit inputs
+// cross to the device as a quarter of the bytes).
+int vgpu_decode_u8(vgpu_t *v, float *out, const uint8_t *codes, const float *table, size_t n);
+// out[r,c] += bias[c], then max(out, 0) when relu; out is [rows, cols].
+int vgpu_bias_add(vgpu_t *v, float *out, const float *bias, int rows, int cols, int relu);
+// dbias[c] = sum over r of dout[r,c].
+int vgpu_bias_grad(vgpu_t *v, float *dbias, const float *dout, int rows, int cols);
+// din = out > 0 ? dout : 0 (out: the ReLU's output); din == dout allowed.
+int vgpu_relu_backward(vgpu_t *v, float *din, const float *dout, const float *out, size_t n);
+// Softmax cross-entropy per row of logits[rows, classes]: dlogits =
+// (softmax - onehot(label)) * grad_scale (NULL: not wanted), and per row
+// VGPU_XENT_STATS floats {loss, correct (top-1), in top-5} in stats. Labels
+// outside [0, classes) give VGPU_EINVAL.
+#define VGPU_XENT_STATS 3
+int vgpu_softmax_xent(vgpu_t *v, float *dlogits, float *stats, const float *logits,
+                      const int32_t *labels, int rows, int classes, float grad_scale);
+// y = a * x + b * y.
+int vgpu_axpby(vgpu_t *v, float *y, float a, const float *x, float b, size_t n);
+// SGD with momentum and L2 weight decay.
+int vgpu_sgd_step(vgpu_t *v, float *param, const float *grad, float *velocity, size_t n,
+                  float lr, float momentum, float weight_decay);
+// Adam (AdamW when decoupled); bias_corr* = 1 - beta^t.
+int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *var, size_t n,
+                   float lr, float beta1, float beta2, float eps, float weight_decay,
+                   float bias_corr1, float bias_corr2, int decoupled);
+
+// ---- collectives beyond NCCL's ----
+// The optimizer step fused into the gradient all-reduce (ZeRO stage 1 in
+// spirit): grads (float32, in place) are summed over the ranks, every range
+// [first, first + count) of the sum is handed to update(ctx, first, count)
+// on exactly one rank, which updates params there (and the optimizer state
+// it keeps for the range), then the updated ranges are all-gathered. params
+// end identical on every rank, each element updated once from the summed
+// gradient; grads hold the sum, and optimizer state is current, only in this
+// rank's ranges. A backend without a sharded form (nccl) all-reduces and
+// updates [0, count) on every rank.
+typedef int (*vgpu_update_fn)(void *ctx, size_t first, size_t count);
+int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
+                           void *ctx, vgpu_t *v);
+// The deterministic all-reduce: the job holds `total` partial vectors of
+// count floats, rank r parts_per_rank[r] of them back to back in parts (in
+// order of rank); every rank receives their sum in out, added in the
+// canonical tree of vgpu_tree_sum over the partials' index, so the bits do
+// not depend on the rank count or the split. Keeps device scratch of
+// vgpu_tree_scratch_bytes until vgpu_finalize.
+int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *out, size_t count,
+                         vgpu_t *v);
+size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count);
+// leaves[0] = the sum of leaves[0..n), added pairwise with doubling strides
+// (leaf i += leaf i + s, s = 1, 2, 4, ...) on the device; the other leaves
+// are clobbered. One device computes vgpu_all_reduce_tree's reference so.
+int vgpu_tree_sum(vgpu_t *v, float *const *leaves, int n, size_t count);
+
+// Collectives issued, their payload bytes, the time inside them and, of
+// that, waiting for peers (wait_known = 0 where the backend cannot tell).
+struct vgpu_comm_stats {
+    uint64_t calls, bytes;
+    double seconds, wait_seconds;
+    int wait_known;
+};
+int vgpu_get_comm_stats(const vgpu_t *v, struct vgpu_comm_stats *out);
+
+// ---- what the rank is doing: the flight recorder and the timeline ----
+// The program's phases and steps, shown by the flight recorder (vgpu-flight,
+// SIGUSR2, a failure) beside the collectives, and as spans in the timeline.
+typedef enum {
+    vgpu_phase_setup = 1, vgpu_phase_data, vgpu_phase_forward, vgpu_phase_backward,
+    vgpu_phase_optimizer, vgpu_phase_eval, vgpu_phase_checkpoint
+} vgpu_phase_t;
+void vgpu_mark_phase(vgpu_t *v, vgpu_phase_t phase);
+void vgpu_mark_step(vgpu_t *v, int64_t step); // the step under way (1-based)
+// Timeline spans: t0 = vgpu_span_begin() (0 when no timeline is recorded),
+// then vgpu_span_end(v, what, t0, arg, arg2) records [t0, now] as `what`.
+typedef enum {
+    vgpu_span_step = 1, vgpu_span_data, vgpu_span_forward, vgpu_span_backward,
+    vgpu_span_optimizer, vgpu_span_eval = 11, vgpu_span_checkpoint, vgpu_span_injected_slow
+} vgpu_span_t;
+uint64_t vgpu_span_begin(void);
+void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_t arg2);
+// The timeline of every rank (Chrome trace-event JSON): collective; rank 0
+// opens path (an error there: every rank returns VGPU_ECONFIG, said) and
+// recording starts; vgpu_timeline_write gathers the ranks' spans to rank 0,
+// which writes the file and says where (VGPU_EIO if it could not).
+int vgpu_timeline_begin(vgpu_t *v, const char *path, const char *label);
+int vgpu_timeline_write(vgpu_t *v);
+// For a program's signal-handling thread (not a handler): SIGUSR2 writes
+// this rank's flight record and prints its last collectives; a stop signal
+// (SIGTERM, SIGINT, SIGUSR1) the records of this rank and of any stopped or
+// dead host-mate, then the verdict.
+void vgpu_on_signal(int sig);
+// Ends the whole job now (MPI_Abort) with exit_code, after the flight
+// records: for a program that cannot go on (never returns).
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+void vgpu_abort(vgpu_t *v, int exit_code);
 
 #ifdef __cplusplus
 }

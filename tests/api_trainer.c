@@ -1,0 +1,249 @@
+// api_trainer.c: libvgpu's API beyond NCCL's calls, as a trainer uses it
+// (tests/e2e/api_comm.sh runs it on 1-4 ranks): start-up in two steps, the
+// host collectives before and after vgpu_open, calls that need a device
+// refused before it, the kernels against host arithmetic, the fused update
+// and the tree all-reduce against their definitions, statistics and marks.
+//
+//   api_trainer            every check; prints "api_trainer: N ranks (kind,
+//                          backend): K checks a rank, F failed"
+//   api_trainer too-small  vgpu_open with a least device memory no cap can
+//                          give: every rank returns the same verdict
+//
+// Exit status: 0 the checks held, 1 a check failed, 2 vgpu failed.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vgpu/vgpu.h>
+
+static int checks_, failed_, rank_;
+
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        checks_++;                                                                        \
+        if (!(cond)) {                                                                    \
+            failed_++;                                                                    \
+            fprintf(stderr, "api_trainer: rank %d: %s:%d: %s\n", rank_, __FILE__, __LINE__, \
+                    #cond);                                                               \
+        }                                                                                 \
+    } while (0)
+
+// Host all-reduce of rank + 1 over n ranks, every type and operation,
+// in place and not.
+static void host_reductions_(vgpu_t *v, int n)
+{
+    long long sum = (long long)n * (n + 1) / 2, prod = 1;
+    for (int r = 1; r <= n; r++)
+        prod *= r;
+    const vgpu_op_t ops[] = {vgpu_sum, vgpu_avg, vgpu_prod, vgpu_min, vgpu_max};
+    const double want[] = {(double)sum, (double)sum / n, (double)prod, 1, n};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        float f = (float)(rank_ + 1), fo = 0;
+        double d = rank_ + 1;
+        int32_t i = rank_ + 1, io = 0;
+        int64_t l = rank_ + 1;
+        CHECK(vgpu_host_all_reduce(&f, &fo, 1, vgpu_float32, ops[o], v) == 0);
+        CHECK(vgpu_host_all_reduce(&d, &d, 1, vgpu_float64, ops[o], v) == 0);
+        CHECK(vgpu_host_all_reduce(&i, &io, 1, vgpu_int32, ops[o], v) == 0);
+        CHECK(vgpu_host_all_reduce(&l, &l, 1, vgpu_int64, ops[o], v) == 0);
+        const double w = want[o];
+        CHECK(fo == (float)w && d == w);
+        // integers: avg rounds toward zero
+        CHECK(io == (int32_t)(long long)w && l == (int64_t)(long long)w);
+    }
+    // Not a host type or op: refused before anything is sent.
+    int32_t x = 0;
+    CHECK(vgpu_host_all_reduce(&x, &x, 1, (vgpu_datatype_t)99, vgpu_sum, v) == VGPU_EINVAL);
+    CHECK(vgpu_host_all_reduce(&x, &x, 1, vgpu_int32, (vgpu_op_t)99, v) == VGPU_EINVAL);
+}
+
+static void host_moves_(vgpu_t *v, int n)
+{
+    struct { int32_t a; double b; char s[8]; } msg = {0}, want = {n - 1, 0.25 * (n - 1), "root"};
+    if (rank_ == n - 1)
+        msg = want;
+    CHECK(vgpu_host_broadcast(&msg, sizeof msg, n - 1, v) == 0);
+    CHECK(msg.a == want.a && msg.b == want.b && !strcmp(msg.s, "root"));
+    CHECK(vgpu_host_broadcast(&msg, sizeof msg, n, v) == VGPU_EINVAL); // no such root
+    int32_t mine[2] = {rank_, -rank_}, all[2 * 8];
+    CHECK(vgpu_host_all_gather(mine, all, sizeof mine, v) == 0);
+    for (int r = 0; r < n; r++)
+        CHECK(all[2 * r] == r && all[2 * r + 1] == -r);
+}
+
+static void kernels_(vgpu_t *v)
+{
+    // c[2,3] = a[2,4] @ b[4,3], then c += a @ b again with beta = 1.
+    const float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[12] = {1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 1, 1};
+    float want[6] = {0}, c[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                want[i * 3 + j] += a[i * 4 + k] * b[k * 3 + j];
+    float *da, *db, *dc;
+    CHECK(vgpu_malloc(v, (void **)&da, sizeof a) == 0);
+    CHECK(vgpu_malloc(v, (void **)&db, sizeof b) == 0);
+    CHECK(vgpu_malloc(v, (void **)&dc, sizeof c) == 0);
+    CHECK(vgpu_memcpy_htod(v, da, a, sizeof a) == 0);
+    CHECK(vgpu_host_register(v, (void *)b, sizeof b) == 0);
+    CHECK(vgpu_memcpy_htod_async(v, db, b, sizeof b) == 0);
+    CHECK(vgpu_wait_host_reads(v) == 0);
+    vgpu_host_unregister(v, (void *)b);
+    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, da, db, 0.0f, dc) == 0);
+    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, da, db, 1.0f, dc) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
+    for (int i = 0; i < 6; i++)
+        CHECK(c[i] == 2 * want[i]);
+    // c = relu(c + bias) with a bias that makes some negative; its gradient.
+    const float bias[3] = {-100, 0, 5};
+    float *dbias;
+    CHECK(vgpu_malloc(v, (void **)&dbias, sizeof bias) == 0);
+    CHECK(vgpu_memcpy_htod(v, dbias, bias, sizeof bias) == 0);
+    CHECK(vgpu_bias_add(v, dc, dbias, 2, 3, 1) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
+    for (int i = 0; i < 6; i++)
+        CHECK(c[i] == fmaxf(2 * want[i] + bias[i % 3], 0));
+    CHECK(vgpu_bias_grad(v, dbias, dc, 2, 3) == 0);
+    float g[3];
+    CHECK(vgpu_memcpy_dtoh(v, g, dbias, sizeof g) == 0);
+    for (int j = 0; j < 3; j++)
+        CHECK(g[j] == c[j] + c[3 + j]);
+    CHECK(vgpu_memzero(v, dc, sizeof c) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
+    CHECK(c[0] == 0 && c[5] == 0);
+    // A host pointer is not device memory: refused, as a GPU would fault.
+    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, a, db, 0.0f, dc) == VGPU_EINVAL);
+    vgpu_free(v, dbias);
+    vgpu_free(v, dc);
+    vgpu_free(v, db);
+    vgpu_free(v, da);
+}
+
+// update(first, count): params[i] -= grads[i] (the summed gradient) in the ranges this rank gets.
+struct update_ctx {
+    vgpu_t *v;
+    float *params, *grads;
+    size_t updated;
+};
+
+static int update_(void *arg, size_t first, size_t count)
+{
+    struct update_ctx *u = arg;
+    u->updated += count;
+    return vgpu_axpby(u->v, u->params + first, -1.0f, u->grads + first, 1.0f, count);
+}
+
+static void beyond_nccl_(vgpu_t *v, int n)
+{
+    enum { COUNT = 1000 };
+    float *params, *grads, host[COUNT];
+    CHECK(vgpu_malloc(v, (void **)&params, sizeof host) == 0);
+    CHECK(vgpu_malloc(v, (void **)&grads, sizeof host) == 0);
+    for (int i = 0; i < COUNT; i++)
+        host[i] = (float)(i % 7);
+    CHECK(vgpu_memcpy_htod(v, params, host, sizeof host) == 0);
+    for (int i = 0; i < COUNT; i++)
+        host[i] = (float)(rank_ + 1);
+    CHECK(vgpu_memcpy_htod(v, grads, host, sizeof host) == 0);
+    struct update_ctx u = {v, params, grads, 0};
+    struct vgpu_comm_stats before, after;
+    CHECK(vgpu_get_comm_stats(v, &before) == 0);
+    vgpu_mark_step(v, 1);
+    vgpu_mark_phase(v, vgpu_phase_optimizer);
+    const uint64_t t0 = vgpu_span_begin();
+    CHECK(vgpu_all_reduce_update(grads, params, COUNT, update_, &u, v) == 0);
+    vgpu_span_end(v, vgpu_span_optimizer, t0, 0, 0);
+    CHECK(vgpu_get_comm_stats(v, &after) == 0);
+    CHECK(after.calls > before.calls && after.bytes > before.bytes);
+    // Every element updated once over the job, from the summed gradient.
+    double total = (double)u.updated;
+    CHECK(vgpu_host_all_reduce(&total, &total, 1, vgpu_float64, vgpu_sum, v) == 0);
+    CHECK(total == COUNT || total == (double)COUNT * n); // sharded, or everywhere (nccl)
+    CHECK(vgpu_memcpy_dtoh(v, host, params, sizeof host) == 0);
+    const float sum = (float)n * (n + 1) / 2;
+    int equal = 1;
+    for (int i = 0; i < COUNT; i++)
+        equal &= host[i] == (float)(i % 7) - sum;
+    CHECK(equal);
+
+    // The tree: rank r holds r + 1 partials whose value is their global index.
+    int per[8], first = 0, total_parts = 0;
+    for (int r = 0; r < n; r++) {
+        per[r] = r + 1;
+        first += r < rank_ ? per[r] : 0;
+        total_parts += per[r];
+    }
+    float *parts, *out;
+    const size_t mine = (size_t)per[rank_];
+    CHECK(vgpu_malloc(v, (void **)&parts, mine * COUNT * sizeof(float)) == 0);
+    CHECK(vgpu_malloc(v, (void **)&out, COUNT * sizeof(float)) == 0);
+    for (size_t p = 0; p < mine; p++) {
+        for (int i = 0; i < COUNT; i++)
+            host[i] = (float)(first + (int)p);
+        CHECK(vgpu_memcpy_htod(v, parts + p * COUNT, host, sizeof host) == 0);
+    }
+    CHECK(vgpu_all_reduce_tree(parts, per, out, COUNT, v) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, host, out, sizeof host) == 0);
+    const float want = (float)total_parts * (total_parts - 1) / 2;
+    CHECK(host[0] == want && host[COUNT - 1] == want);
+    vgpu_free(v, out);
+    vgpu_free(v, parts);
+    vgpu_free(v, grads);
+    vgpu_free(v, params);
+}
+
+int main(int argc, char **argv)
+{
+    const int too_small = argc > 1 && !strcmp(argv[1], "too-small");
+    const struct vgpu_options options = {.quiet = 1};
+    vgpu_t *v;
+    int rc = vgpu_join(&v, &argc, &argv, &options);
+    if (rc < 0) {
+        fprintf(stderr, "api_trainer: vgpu_join: %s\n", vgpu_status_string(rc));
+        return 2;
+    }
+    rank_ = vgpu_rank(v);
+    const int n = vgpu_size(v);
+    if (n > 8) {
+        fprintf(stderr, "api_trainer: at most 8 ranks\n");
+        return 2;
+    }
+    // Joined, not open: the host collectives work, device calls are refused.
+    void *p = NULL;
+    CHECK(vgpu_malloc(v, &p, 64) == VGPU_EINVAL);
+    CHECK(vgpu_barrier(v) == VGPU_EINVAL);
+    CHECK(!strcmp(vgpu_device_kind(v), "none"));
+    CHECK(vgpu_startup_stage(v, "api_trainer: before the device") == 0);
+    host_reductions_(v, n);
+    const struct vgpu_open_options open = {
+        .min_device_bytes = too_small ? (size_t)1 << 60 : (size_t)1 << 20,
+        .deterministic = 1,
+    };
+    rc = vgpu_open(v, &open);
+    if (too_small) {
+        printf("api_trainer: rank %d: vgpu_open returned %d (%s)\n", rank_, rc,
+               vgpu_status_string(rc));
+        vgpu_finalize(v);
+        return rc < 0 ? 0 : 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "api_trainer: vgpu_open: %s\n", vgpu_status_string(rc));
+        return 2;
+    }
+    CHECK(vgpu_open(v, &open) == VGPU_EINVAL); // once
+    CHECK(vgpu_started(v) == 0);
+    CHECK(vgpu_physical_devices(v) >= 1 && vgpu_host_count(v) >= 1 && vgpu_host(v)[0]);
+    host_reductions_(v, n);
+    host_moves_(v, n);
+    kernels_(v);
+    beyond_nccl_(v, n);
+    int32_t bad = failed_ > 0;
+    vgpu_host_all_reduce(&bad, &bad, 1, vgpu_int32, vgpu_max, v);
+    if (rank_ == 0)
+        printf("api_trainer: %d ranks (%s, %s): %d checks a rank, %d failed\n", n,
+               vgpu_device_kind(v), vgpu_backend(v), checks_, failed_);
+    vgpu_finalize(v);
+    return bad ? 1 : 0;
+}
