@@ -231,16 +231,26 @@ int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct 
     im->library = join->library;
     rt->impl = im;
     const MPI_Comm given = join->mpi_comm ? *(const MPI_Comm *)join->mpi_comm : MPI_COMM_WORLD;
+    int inter = 0;
+    if (given == MPI_COMM_NULL || MPI_Comm_test_inter(given, &inter) != MPI_SUCCESS || inter) {
+        fprintf(stderr, "vgpu: the communicator to join is %s: give an intracommunicator of "
+                        "the job's ranks\n", given == MPI_COMM_NULL ? "MPI_COMM_NULL"
+                                                                    : "an intercommunicator");
+        return VGPU_EINVAL;
+    }
     MPI_TRY(MPI_Comm_rank(given, &rt->rank));
     MPI_TRY(MPI_Comm_size(given, &rt->size));
     log_set_identity(rt->rank, rt->host);
     rt->launched = env_get()->under_launcher;
     startup_watch_stage(stage_name_(RUNTIME_STAGE_JOIN));
-    // vgpu's own traffic (tags, collectives) never meets the program's.
+    // vgpu's own traffic (tags, collectives) never meets the program's. A
+    // library's MPI errors are returned (statuses), not fatal; the
+    // communicators made from world (and the backends' duplicates) inherit it.
     if (join->library) {
         const int rc = join_bounded_(given, rt->rank, &im->world);
         if (rc < 0)
             return rc;
+        MPI_TRY(MPI_Comm_set_errhandler(im->world, MPI_ERRORS_RETURN));
     } else {
         MPI_TRY(MPI_Comm_dup(given, &im->world));
     }
@@ -425,8 +435,8 @@ static void warn_laggards_(void *arg, double waited)
 }
 
 // A control-plane failure: vgpu_train's job ends here (the others could not
-// go on without this rank); libvgpu's vgpu_init says it and returns it, and
-// MPI, with a request that will never finish, is not used again.
+// go on without this rank); libvgpu says it and returns it, and MPI, with a
+// request that will never finish, is not used again.
 static int control_failed_(struct runtime *rt, int rc, const char *msg)
 {
     struct runtime_impl *im = rt->impl;
@@ -434,6 +444,20 @@ static int control_failed_(struct runtime *rt, int rc, const char *msg)
         FATAL(1, "%s", msg);
     log_error("%s", msg);
     mpi_stuck_ = 1;
+    return rc;
+}
+
+int runtime_control_failed(struct runtime *rt, int rc, const char *msg)
+{
+    return control_failed_(rt, rc, msg);
+}
+
+int runtime_mpi_stuck(void) { return mpi_stuck_; }
+
+int runtime_note_failure(int rc)
+{
+    if (rc == VGPU_ETIMEOUT || rc == VGPU_ECOMM)
+        mpi_stuck_ = 1;
     return rc;
 }
 
@@ -833,6 +857,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 {
     const struct config *cfg = &rt->cfg;
     char err[1024] = "";
+    if (mpi_stuck_) // a wait failed before: no rank can be asked again
+        return VGPU_ECOMM;
 
     // 1. Discover (every rank what it sees; the host shares it) and bind
     // (every rank of a host from the same inputs).

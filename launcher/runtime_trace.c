@@ -33,53 +33,60 @@ static double timeout_s_(const struct runtime *rt)
     return rt->cfg.comm.timeout_s > 0 ? rt->cfg.comm.timeout_s : 300.0;
 }
 
-// A request of the trace's exchanges, bounded like every control-plane wait
-// (`turns` of it where the rank waits for rank 0 to take others first).
-static void wait_turns_(struct runtime *rt, MPI_Request *req, const char *what, int turns)
+// A request of the trace's exchanges (started with result mpi_rc), bounded
+// like every control-plane wait (`turns` of it where the rank waits for rank
+// 0 to take others first). 0, or the failure (runtime_control_failed: the
+// job ends for vgpu_train; libvgpu returns it).
+static int wait_turns_(struct runtime *rt, int mpi_rc, MPI_Request *req, const char *what,
+                       int turns)
 {
     double waited = 0;
-    int rc = comm_mpi_wait(req, timeout_s_(rt) * (turns > 1 ? turns : 1), NULL, &waited);
+    int rc = mpi_rc == MPI_SUCCESS
+                 ? comm_mpi_wait(req, timeout_s_(rt) * (turns > 1 ? turns : 1), NULL, &waited)
+                 : VGPU_ECOMM;
+    if (rc == 0)
+        return 0;
+    char msg[256];
     if (rc == VGPU_ETIMEOUT)
-        FATAL(1, "trace: timed out after %.1f s in %s: a rank stopped or died (comm.timeout_s)",
-              waited, what);
-    if (rc < 0)
-        FATAL(1, "trace: MPI failed in %s", what);
+        snprintf(msg, sizeof msg, "trace: timed out after %.1f s in %s: a rank stopped or died "
+                 "(comm.timeout_s)", waited, what);
+    else
+        snprintf(msg, sizeof msg, "trace: MPI failed in %s", what);
+    return runtime_control_failed(rt, rc, msg);
 }
 
-static void wait_(struct runtime *rt, MPI_Request *req, const char *what)
+static int wait_(struct runtime *rt, int mpi_rc, MPI_Request *req, const char *what)
 {
-    wait_turns_(rt, req, what, 1);
+    return wait_turns_(rt, mpi_rc, req, what, 1);
 }
 
 // NTP over MPI: rank r sends its time t1, rank 0 answers with its own t2, r
 // reads t3; rank 0's clock minus r's is t2 - (t1 + t3) / 2, off by at most
 // half the round trip. Ranks on rank 0's host share its clock (offset 0).
-static void clock_sync_(struct runtime *rt, int64_t *offset_us, int64_t *uncertainty_us)
+static int clock_sync_(struct runtime *rt, int64_t *offset_us, int64_t *uncertainty_us)
 {
     *offset_us = 0;
     *uncertainty_us = 0;
     if (rt->size == 1)
-        return;
+        return 0;
     const uint64_t seq = flight_begin(FLIGHT_CTL_EXCHANGE, 0);
+    const MPI_Comm world = runtime_mpi_world(rt);
+    const char *what = "the clock exchange";
     MPI_Request req;
     if (rt->rank == 0) {
         for (int r = 1; r < rt->size; r++)
             for (int k = 0; k < SYNC_ROUNDS; k++) {
                 uint64_t t1, t2;
-                MPI_Irecv(&t1, 1, MPI_UINT64_T, r, SYNC_TAG, runtime_mpi_world(rt), &req);
-                wait_(rt, &req, "the clock exchange");
+                TRY(wait_(rt, MPI_Irecv(&t1, 1, MPI_UINT64_T, r, SYNC_TAG, world, &req), &req, what));
                 t2 = trace_now_us();
-                MPI_Isend(&t2, 1, MPI_UINT64_T, r, SYNC_TAG, runtime_mpi_world(rt), &req);
-                wait_(rt, &req, "the clock exchange");
+                TRY(wait_(rt, MPI_Isend(&t2, 1, MPI_UINT64_T, r, SYNC_TAG, world, &req), &req, what));
             }
     } else {
         uint64_t best = UINT64_MAX;
         for (int k = 0; k < SYNC_ROUNDS; k++) {
             uint64_t t1 = trace_now_us(), t2 = 0;
-            MPI_Isend(&t1, 1, MPI_UINT64_T, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
-            wait_(rt, &req, "the clock exchange");
-            MPI_Irecv(&t2, 1, MPI_UINT64_T, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
-            wait_(rt, &req, "the clock exchange");
+            TRY(wait_(rt, MPI_Isend(&t1, 1, MPI_UINT64_T, 0, SYNC_TAG, world, &req), &req, what));
+            TRY(wait_(rt, MPI_Irecv(&t2, 1, MPI_UINT64_T, 0, SYNC_TAG, world, &req), &req, what));
             const uint64_t t3 = trace_now_us();
             if (t3 - t1 < best) {
                 best = t3 - t1;
@@ -93,6 +100,7 @@ static void clock_sync_(struct runtime *rt, int64_t *offset_us, int64_t *uncerta
         }
     }
     flight_end(seq, 0);
+    return 0;
 }
 
 int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
@@ -111,16 +119,24 @@ int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
                   TRACE_SPANS_MAX * sizeof(struct trace_span) >> 20);
         rc = VGPU_ENOMEM;
     }
-    if ((rc = runtime_agree_min(rt, rc)) < 0) {
+    // The verdict, agreed (a failed agreement is the verdict too).
+    int32_t worst = rc;
+    const int ctl = runtime_mpi_stuck()
+                        ? VGPU_ECOMM
+                        : runtime_host_all_reduce(rt, &worst, &worst, 1, COMM_INT32, COMM_MIN);
+    if (ctl < 0 || (rc = worst) < 0) {
         trace_free();
         if (tr_.out) {
             fclose(tr_.out);
             tr_.out = NULL;
             unlink(path);
         }
-        return rc == VGPU_ENOMEM ? rc : VGPU_ECONFIG;
+        return ctl < 0 ? ctl : rc == VGPU_ENOMEM ? rc : VGPU_ECONFIG;
     }
-    clock_sync_(rt, &tr_.offset_us[0], &tr_.uncertainty_us[0]);
+    if ((rc = clock_sync_(rt, &tr_.offset_us[0], &tr_.uncertainty_us[0])) < 0) {
+        trace_free();
+        return rc;
+    }
     tr_.origin_us = trace_now_us();
     return 0;
 }
@@ -128,7 +144,9 @@ int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
 int runtime_trace_write(struct runtime *rt)
 {
     trace_stop();
-    clock_sync_(rt, &tr_.offset_us[1], &tr_.uncertainty_us[1]);
+    if (runtime_mpi_stuck())
+        return VGPU_ECOMM;
+    TRY(clock_sync_(rt, &tr_.offset_us[1], &tr_.uncertainty_us[1]));
     size_t count;
     uint64_t dropped;
     const struct trace_span *spans = trace_spans(&count, &dropped);
@@ -147,19 +165,30 @@ int runtime_trace_write(struct runtime *rt)
     };
     snprintf(mine.host, sizeof mine.host, "%s", rt->host);
     struct trace_rank *all = rt->rank == 0 ? calloc((size_t)rt->size, sizeof *all) : NULL;
-    if (rt->rank == 0 && !all)
-        FATAL(1, "trace: out of memory");
+    if (rt->rank == 0 && !all) {
+        fclose(tr_.out);
+        tr_.out = NULL;
+        return runtime_control_failed(rt, VGPU_ENOMEM, "trace: out of memory");
+    }
+    const MPI_Comm world = runtime_mpi_world(rt);
     const uint64_t seq = flight_begin(FLIGHT_CTL_EXCHANGE, count * sizeof *spans);
     MPI_Request req;
-    MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, runtime_mpi_world(rt), &req);
-    wait_(rt, &req, "gathering the trace");
-    int rc = 0;
+    int rc = wait_(rt, MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0,
+                                   world, &req),
+                   &req, "gathering the trace");
+    if (rc < 0) {
+        free(all);
+        return rc;
+    }
     if (rt->rank != 0) {
-        // At most TRACE_SPANS_MAX spans: the byte count fits an int.
-        MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG, runtime_mpi_world(rt), &req);
-        // Rank 0 takes the ranks in order, writing each: rank r's turn comes
-        // after r - 1 others.
-        wait_turns_(rt, &req, "sending the trace", rt->rank);
+        // At most TRACE_SPANS_MAX spans: the byte count fits an int. Rank 0
+        // takes the ranks in order, writing each: rank r's turn comes after
+        // r - 1 others.
+        rc = wait_turns_(rt, MPI_Isend(spans, (int)(count * sizeof *spans), MPI_BYTE, 0, SYNC_TAG,
+                                       world, &req),
+                         &req, "sending the trace", rt->rank);
+        if (rc < 0)
+            return rc;
     } else {
         // Rank by rank as the spans arrive: rank 0 holds one rank's at a time.
         uint64_t total = 0, lost = 0;
@@ -173,13 +202,27 @@ int runtime_trace_write(struct runtime *rt)
         }
         for (int r = 1; r < rt->size; r++) {
             struct trace_span *grown = realloc(theirs, (all[r].count ? all[r].count : 1) * sizeof *theirs);
-            if (!grown)
-                FATAL(1, "trace: out of memory for rank %d's %llu spans", r,
-                      (unsigned long long)all[r].count);
+            if (!grown) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "trace: out of memory for rank %d's %llu spans", r,
+                         (unsigned long long)all[r].count);
+                free(theirs);
+                free(all);
+                fclose(tr_.out);
+                tr_.out = NULL;
+                return runtime_control_failed(rt, VGPU_ENOMEM, msg);
+            }
             theirs = grown;
-            MPI_Irecv(theirs, (int)(all[r].count * sizeof *theirs), MPI_BYTE, r, SYNC_TAG,
-                      runtime_mpi_world(rt), &req);
-            wait_(rt, &req, "receiving the trace");
+            const int got = wait_(rt, MPI_Irecv(theirs, (int)(all[r].count * sizeof *theirs),
+                                                MPI_BYTE, r, SYNC_TAG, world, &req),
+                                  &req, "receiving the trace");
+            if (got < 0) {
+                free(theirs);
+                free(all);
+                fclose(tr_.out);
+                tr_.out = NULL;
+                return got;
+            }
             if (rc == 0)
                 rc = trace_json_spans(tr_.out, &all[r], theirs, all[r].count, tr_.origin_us);
         }

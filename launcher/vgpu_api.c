@@ -32,6 +32,7 @@ struct vgpu {
     struct runtime rt;
     struct vgpu_options options; // as given to vgpu_join (vgpu_open's defaults)
     int opened;                  // vgpu_open succeeded (a device, unless planned)
+    int open_tried;              // vgpu_open was called (once a handle)
 };
 
 // The runtime is one per process (MPI, the log's identity, the flight
@@ -81,8 +82,9 @@ int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options)
 {
     static const struct vgpu_open_options defaults;
     const struct vgpu_open_options *o = options ? options : &defaults;
-    if (!v || v->opened)
+    if (!v || v->open_tried)
         return VGPU_EINVAL;
+    v->open_tried = 1;
     const struct runtime_open_args args = {
         .min_bytes = o->min_device_bytes,
         .largest_collective_bytes = o->largest_collective_bytes
@@ -354,8 +356,9 @@ int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_dat
     comm_t *c = comm_(v);
     if (!c)
         return VGPU_EINVAL;
-    return comm_all_reduce_typed(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
-                                 (enum comm_reduce_op)op);
+    return runtime_note_failure(comm_all_reduce_typed(c, sendbuff, recvbuff, count,
+                                                      (enum comm_dtype)datatype,
+                                                      (enum comm_reduce_op)op));
 }
 
 int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
@@ -372,7 +375,7 @@ int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_data
         if (rc < 0)
             return rc;
     }
-    return comm_broadcast(c, recvbuff, bytes, root);
+    return runtime_note_failure(comm_broadcast(c, recvbuff, bytes, root));
 }
 
 int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -383,7 +386,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
     comm_t *c = comm_(v);
     if (!c || !ok)
         return VGPU_EINVAL;
-    return comm_all_gather(c, sendbuff, recvbuff, bytes);
+    return runtime_note_failure(comm_all_gather(c, sendbuff, recvbuff, bytes));
 }
 
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -392,21 +395,23 @@ int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
     comm_t *c = comm_(v);
     if (!c)
         return VGPU_EINVAL;
-    return comm_reduce_scatter(c, sendbuff, recvbuff, recvcount, (enum comm_dtype)datatype,
-                               (enum comm_reduce_op)op);
+    return runtime_note_failure(comm_reduce_scatter(c, sendbuff, recvbuff, recvcount,
+                                                    (enum comm_dtype)datatype,
+                                                    (enum comm_reduce_op)op));
 }
 
 int vgpu_barrier(vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c ? comm_barrier(c) : VGPU_EINVAL;
+    return c ? runtime_note_failure(comm_barrier(c)) : VGPU_EINVAL;
 }
 
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c && update ? comm_all_reduce_update(c, grads, params, count, update, ctx)
+    return c && update ? runtime_note_failure(comm_all_reduce_update(c, grads, params, count,
+                                                                      update, ctx))
                        : VGPU_EINVAL;
 }
 
@@ -414,8 +419,9 @@ int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *o
                          vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c && parts_per_rank ? comm_all_reduce_tree(c, parts, parts_per_rank, out, count)
-                               : VGPU_EINVAL;
+    return c && parts_per_rank
+               ? runtime_note_failure(comm_all_reduce_tree(c, parts, parts_per_rank, out, count))
+               : VGPU_EINVAL;
 }
 
 size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count)

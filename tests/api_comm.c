@@ -40,14 +40,21 @@ static int split_(void)
     MPI_Comm_rank(half, &hrank);
     MPI_Comm_size(half, &hsize);
 
-    const struct vgpu_options opts = {.quiet = 1, .mpi_comm = &half};
+    // No communicator: refused before anything is joined (and the process
+    // may still join).
+    MPI_Comm none = MPI_COMM_NULL;
+    const struct vgpu_options bad = {.quiet = 1, .mpi_comm = &none};
     vgpu_t *v;
+    check_(vgpu_init(&v, NULL, NULL, &bad) == VGPU_EINVAL && !v, wrank, "MPI_COMM_NULL accepted");
+    const struct vgpu_options opts = {.quiet = 1, .mpi_comm = &half};
     int rc = vgpu_init(&v, NULL, NULL, &opts);
     if (rc < 0) {
         fprintf(stderr, "api_comm: world rank %d: vgpu_init: %s\n", wrank, vgpu_status_string(rc));
         return 2;
     }
     check_(vgpu_rank(v) == hrank && vgpu_size(v) == hsize, wrank, "rank/size are not the half's");
+    char backend[16];
+    snprintf(backend, sizeof backend, "%s", vgpu_backend(v));
 
     // The half's sum of world ranks + 1, through vgpu; the program's own
     // world all-reduce between vgpu's calls.
@@ -90,8 +97,8 @@ static int split_(void)
     int all_ok = 0, ok = !failed_;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (wrank == 0)
-        printf("api_comm: %d ranks as two vgpu jobs of %d and %d: %s\n", wsize, (wsize + 1) / 2,
-               wsize / 2, all_ok ? "ok" : "FAILED");
+        printf("api_comm: %d ranks as two vgpu jobs of %d and %d (%s): %s\n", wsize,
+               (wsize + 1) / 2, wsize / 2, backend, all_ok ? "ok" : "FAILED");
     MPI_Comm_free(&half);
     MPI_Finalize();
     return all_ok ? 0 : 1;

@@ -200,13 +200,12 @@ static int share_config_(struct job *job, const struct cli *cli)
     return 0;
 }
 
-// The exit status of a failed vgpu_join or vgpu_open: the configuration's
-// (a bad value, a file that cannot be read: -errno, no such device) or a
-// runtime failure's.
-static int start_failure_code_(int rc)
+// The exit status of a failed vgpu_join: the configuration's (a bad value,
+// a file that cannot be read: -errno) or a runtime failure's.
+static int join_failure_code_(int rc)
 {
     const int file_errno = rc < 0 && rc > -1000;
-    return rc == VGPU_ECONFIG || rc == VGPU_ENODEV || file_errno ? EXIT_USAGE : 1;
+    return rc == VGPU_ECONFIG || file_errno ? EXIT_USAGE : 1;
 }
 
 static int finish_(struct job *job, int exit_code)
@@ -243,7 +242,7 @@ int main(int argc, char **argv)
     struct job job = {.launched = env_get()->under_launcher};
     int rc = vgpu_join(&job.v, &argc, &argv, &options);
     if (rc < 0)
-        return start_failure_code_(rc);
+        return join_failure_code_(rc);
     joined_ = job.v;
     job.rank = vgpu_rank(job.v);
     job.size = vgpu_size(job.v);
@@ -287,7 +286,7 @@ int main(int argc, char **argv)
     rc = vgpu_open(job.v, &open_options);
     if (rc < 0 || vgpu_planned(job.v)) {
         train_free_data(&data);
-        return finish_(&job, rc < 0 ? start_failure_code_(rc) : 0);
+        return finish_(&job, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : rc < 0);
     }
     if (job.rank == 0 && !cli.train.quiet) {
         printf("vgpu_train: data: %s\n", data.source);

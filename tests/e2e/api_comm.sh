@@ -10,13 +10,13 @@ PROG=$VGPU_BUILD_DIR/test_api_comm
 
 run "split world, 4 ranks" 120 "$MPIRUN" -np 4 "$PROG" split
 expect_rc 0
-expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2: ok$'
+expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2 \(ring\): ok$'
 run "split world, 5 ranks" 120 "$MPIRUN" -np 5 "$PROG" split
 expect_rc 0
-expect_out '^api_comm: 5 ranks as two vgpu jobs of 3 and 2: ok$'
-run "split world, mpi backend" 120 env VGPU_COMM_BACKEND=mpi "$MPIRUN" -np 4 "$PROG" split
+expect_out '^api_comm: 5 ranks as two vgpu jobs of 3 and 2 \(ring\): ok$'
+run "split world, mpi backend" 120 env VGPU_BACKEND=mpi "$MPIRUN" -np 4 "$PROG" split
 expect_rc 0
-expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2: ok$'
+expect_out '^api_comm: 4 ranks as two vgpu jobs of 2 and 2 \(mpi\): ok$'
 
 # Rank 2 calls vgpu_init 30 s late; the bound is 2 s.
 run "a rank 30 s late (bound 2 s)" 60 env VGPU_COMM_TIMEOUT_S=2 "$MPIRUN" -np 3 "$PROG" late 30

@@ -82,11 +82,18 @@ struct vgpu_options {
 // calls it, and every rank returns the same verdict (messages are printed by
 // the ranks that saw the problem). On success *out is the rank's handle; on
 // failure *out is NULL and everything is released. A rank that never calls
-// it, or stops on the way, makes the others return VGPU_ETIMEOUT, said;
+// it, or stops in its exchanges (the config, device discovery, the job
+// table, the agreements), makes the others return VGPU_ETIMEOUT, said;
 // after that MPI has requests that cannot finish, so vgpu neither finalises
 // it nor joins again: end the program (nonzero, so its launcher ends the
-// job). Once per process: after vgpu_finalize (or a failed vgpu_init) has
-// finalised MPI, another vgpu_init returns VGPU_EINVAL.
+// job). (A rank stopped, not ended, inside one of the few blocking MPI
+// set-up calls, communicator splits and duplicates, is waited for as MPI
+// waits.) Under VGPU_PLAN=1 it prints the job table, opens nothing and
+// returns VGPU_EPLANNED. Once per process: after vgpu_finalize (or a failed
+// vgpu_init) has finalised MPI, another vgpu_init returns VGPU_EINVAL.
+// MPI errors on vgpu's communicators are returned (MPI_ERRORS_RETURN), not
+// fatal; a device collective's VGPU_ETIMEOUT or VGPU_ECOMM leaves MPI as a
+// failed vgpu_init does (vgpu_finalize then frees only what is local).
 int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
 // Releases the collectives, the device and (if vgpu_init started it) MPI.
 // Collective. Returns 0 or a status; v is gone either way.
@@ -140,8 +147,10 @@ int vgpu_barrier(vgpu_t *v);
 // model to check the caps against): vgpu_join joins the job and reads the
 // configuration (the host collectives work from here on); vgpu_open binds
 // and opens the virtual GPU and connects the collectives. Both collective,
-// with vgpu_init's verdicts. After vgpu_join only vgpu_open, the host
-// collectives and vgpu_finalize may be called.
+// with vgpu_init's verdicts. Between the two, device calls are refused
+// (VGPU_EINVAL); the job facts, the host collectives, vgpu_startup_stage
+// and vgpu_finalize work. vgpu_open is called once a handle: after it
+// fails, vgpu_finalize.
 int vgpu_join(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options);
 
 struct vgpu_open_options {
@@ -245,8 +254,8 @@ int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *
 // it keeps for the range), then the updated ranges are all-gathered. params
 // end identical on every rank, each element updated once from the summed
 // gradient; grads hold the sum, and optimizer state is current, only in this
-// rank's ranges. A backend without a sharded form (nccl) all-reduces and
-// updates [0, count) on every rank.
+// rank's ranges. A backend without a sharded form (mpi, nccl) all-reduces
+// and updates [0, count) on every rank.
 typedef int (*vgpu_update_fn)(void *ctx, size_t first, size_t count);
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v);
