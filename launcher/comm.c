@@ -75,6 +75,8 @@ void comm_destroy(comm_t *c)
 const char *comm_backend_name(const comm_t *c) { return c && c->ops ? c->ops->name : "none"; }
 int comm_rank(const comm_t *c) { return c ? c->rank : -1; }
 int comm_size(const comm_t *c) { return c ? c->size : 0; }
+int comm_failed(const comm_t *c) { return c && c->failed; }
+
 struct comm_stats comm_get_stats(const comm_t *c)
 {
     struct comm_stats none = {0};
@@ -121,6 +123,7 @@ static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
     c->stats.seconds += util_now_s() - k->t0;
     c->stats.calls++;
     c->stats.bytes += bytes;
+    c->failed |= rc == VGPU_ETIMEOUT || rc == VGPU_ECOMM;
     trace_call_end(&k->rec, TRACE_COLLECTIVE, rc);
     return rc;
 }
@@ -178,6 +181,19 @@ int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
                     enum comm_reduce_op op)
 {
     return comm_all_reduce_typed(c, send, recv, count, COMM_FLOAT32, op);
+}
+
+void comm_host_put(void *buf, size_t i, enum comm_dtype t, int64_t v)
+{
+    switch (t) {
+    case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case COMM_INT64: ((int64_t *)buf)[i] = v; break;
+    case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
+    case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
+    default: break;
+    }
 }
 
 void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by)

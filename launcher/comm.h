@@ -112,5 +112,8 @@ uint64_t comm_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t coun
 // reference with this very function.
 int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count);
 struct comm_stats comm_get_stats(const comm_t *c);
+// Whether a collective of c timed out or met an MPI failure: a peer may never
+// come, so nothing collective (teardown, MPI_Finalize) should wait for it.
+int comm_failed(const comm_t *c);
 
 #endif

@@ -56,11 +56,15 @@ struct comm {
     void *tree_scratch;      // device scratch of the deterministic all-reduce (comm.c)
     size_t tree_scratch_bytes;
     int32_t *verdict;        // one int on the device: the ranks agree through it (comm.c)
+    int failed;              // a collective timed out or MPI failed: peers may never come
 };
 
 // buf[i] /= by for n elements of type t in host memory (COMM_AVG after a
 // sum; integers round toward zero).
 void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by);
+// Element i of buf (host memory, type t) = v, converted (half types rounded
+// to nearest even): the exact-value checks' inputs (tests, the benchmark).
+void comm_host_put(void *buf, size_t i, enum comm_dtype t, int64_t v);
 
 extern const struct comm_ops comm_mpi_ops;
 extern const struct comm_ops comm_ring_ops;

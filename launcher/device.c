@@ -117,11 +117,6 @@ const char *device_kind(const device_t *dev)
     return dev->info.kind;
 }
 
-uint64_t device_peak_bytes(const device_t *dev)
-{
-    return dev->arena.stats.peak_bytes;
-}
-
 int device_alloc(device_t *dev, size_t bytes, void **ptr)
 {
     int rc = arena_alloc(&dev->arena, bytes, ptr);

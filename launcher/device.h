@@ -112,10 +112,8 @@ int device_open(device_t *dev, const struct device_info *info, int rank, const c
 // Frees everything; device_close(NULL) is a no-op.
 void device_close(device_t *dev);
 
-// The backend's name ("cpu" or "cuda") and the most device memory the arena
-// has handed out at once since device_open, bytes.
+// The backend's name ("cpu" or "cuda").
 const char *device_kind(const device_t *dev);
-uint64_t device_peak_bytes(const device_t *dev);
 
 // Allocates from the capped arena. Over the cap: logs
 // "device memory cap exceeded: requested X, in use Y of CAP (virtual GPU v on

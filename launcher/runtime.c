@@ -452,14 +452,11 @@ int runtime_control_failed(struct runtime *rt, int rc, const char *msg)
     return control_failed_(rt, rc, msg);
 }
 
-int runtime_mpi_stuck(void) { return mpi_stuck_; }
+// MPI may hold a request that never finishes: a control-plane wait failed,
+// or a collective of the communicator did.
+static int stuck_(const struct runtime *rt) { return mpi_stuck_ || comm_failed(rt->comm); }
 
-int runtime_note_failure(int rc)
-{
-    if (rc == VGPU_ETIMEOUT || rc == VGPU_ECOMM)
-        mpi_stuck_ = 1;
-    return rc;
-}
+int runtime_mpi_stuck(const struct runtime *rt) { return stuck_(rt); }
 
 // The bound before the config is read: libvgpu's VGPU_COMM_TIMEOUT_S (it
 // has no start-up watch); vgpu_train's watch bounds that stretch already.
@@ -545,21 +542,26 @@ static int ctl_broadcast_(struct runtime *rt, void *buf, size_t bytes, int root)
     return 0;
 }
 
-static int ctl_agree_min_(struct runtime *rt, int v, int *out)
+// recv = op over the ranks of count elements of send (MPI_IN_PLACE allowed),
+// for collective `what`.
+static int ctl_all_reduce_(struct runtime *rt, const void *send, void *recv, int count,
+                           MPI_Datatype type, MPI_Op op, size_t bytes, const char *what)
 {
     MPI_Request req;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, sizeof v);
-    const int mpi_rc = MPI_Iallreduce(&v, out, 1, MPI_INT, MPI_MIN, runtime_mpi_world(rt), &req);
-    return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "agreement", &call);
+    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, bytes);
+    const int mpi_rc = MPI_Iallreduce(send, recv, count, type, op, runtime_mpi_world(rt), &req);
+    return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, what, &call);
+}
+
+static int ctl_agree_min_(struct runtime *rt, int v, int *out)
+{
+    return ctl_all_reduce_(rt, &v, out, 1, MPI_INT, MPI_MIN, sizeof v, "agreement");
 }
 
 static int ctl_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
 {
-    MPI_Request req;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_REDUCE, (size_t)count * sizeof *values);
-    const int mpi_rc = MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, op,
-                                      runtime_mpi_world(rt), &req);
-    return control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "reduction", &call);
+    return ctl_all_reduce_(rt, MPI_IN_PLACE, values, count, MPI_DOUBLE, op,
+                           (size_t)count * sizeof *values, "reduction");
 }
 
 static MPI_Datatype host_type_(enum comm_dtype t)
@@ -593,14 +595,10 @@ int runtime_host_all_reduce(struct runtime *rt, const void *send, void *recv, si
     if (type == MPI_DATATYPE_NULL || mop == MPI_OP_NULL || count > INT_MAX ||
         (count && (!send || !recv)))
         return VGPU_EINVAL;
-    if (mpi_stuck_)
+    if (stuck_(rt))
         return VGPU_ECOMM;
-    MPI_Request req;
-    const struct trace_call call =
-        control_enter_(rt, FLIGHT_CTL_REDUCE, count * comm_dtype_size(t));
-    const int mpi_rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, type,
-                                      mop, runtime_mpi_world(rt), &req);
-    TRY(control_wait_(rt, "MPI_Iallreduce", mpi_rc, &req, "reduction", &call));
+    TRY(ctl_all_reduce_(rt, send == recv ? MPI_IN_PLACE : send, recv, (int)count, type, mop,
+                        count * comm_dtype_size(t), "reduction"));
     if (op == COMM_AVG)
         comm_divide_host(recv, count, t, rt->size);
     return 0;
@@ -610,14 +608,14 @@ int runtime_host_broadcast(struct runtime *rt, void *buf, size_t bytes, int root
 {
     if (root < 0 || root >= rt->size || (bytes && !buf))
         return VGPU_EINVAL;
-    return mpi_stuck_ ? VGPU_ECOMM : ctl_broadcast_(rt, buf, bytes, root);
+    return stuck_(rt) ? VGPU_ECOMM : ctl_broadcast_(rt, buf, bytes, root);
 }
 
 int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, size_t bytes)
 {
     if (bytes > INT_MAX || (bytes && (!send || !recv)))
         return VGPU_EINVAL;
-    return mpi_stuck_ ? VGPU_ECOMM
+    return stuck_(rt) ? VGPU_ECOMM
                       : ctl_gather_(rt, send, recv, bytes, runtime_mpi_world(rt), rt->size);
 }
 
@@ -846,7 +844,7 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
 // (A control-plane failure is the verdict too: libvgpu returns it.)
 static int agree_worst_(struct runtime *rt, int rc)
 {
-    if (mpi_stuck_) // a wait failed: no rank can be asked again
+    if (stuck_(rt)) // a wait failed: no rank can be asked again
         return rc < 0 ? rc : VGPU_ECOMM;
     int worst = 0;
     const int ctl = ctl_agree_min_(rt, rc < 0 ? rc : 0, &worst);
@@ -857,7 +855,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 {
     const struct config *cfg = &rt->cfg;
     char err[1024] = "";
-    if (mpi_stuck_) // a wait failed before: no rank can be asked again
+    if (stuck_(rt)) // a wait failed before: no rank can be asked again
         return VGPU_ECOMM;
 
     // 1. Discover (every rank what it sees; the host shares it) and bind
@@ -1063,6 +1061,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
 int runtime_close(struct runtime *rt, int exit_code)
 {
     startup_watch_end();
+    mpi_stuck_ = stuck_(rt); // the communicator's failure outlives it
     comm_destroy(rt->comm);
     rt->comm = NULL;
     device_close(&rt->dev);

@@ -125,11 +125,6 @@ int runtime_host_all_reduce(struct runtime *rt, const void *send, void *recv, si
 int runtime_host_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
 int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, size_t bytes);
 
-// libvgpu: a device collective's status. A timeout or an MPI failure
-// leaves MPI as a failed control-plane wait does: no collective teardown,
-// no MPI_Finalize (a peer may never come). Returns rc.
-int runtime_note_failure(int rc);
-
 // Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);

@@ -15,8 +15,9 @@ MPI_Comm runtime_mpi_world(const struct runtime *rt);
 // A control-plane failure (a wait that timed out or failed, no memory for
 // an exchange): vgpu_train's mode ends the job here with msg; library mode
 // says it and returns rc, and from then on MPI is left alone (a request may
-// never finish): runtime_mpi_stuck() is 1.
+// never finish): runtime_mpi_stuck is 1, as it is after a collective of the
+// communicator timed out or met an MPI failure (comm_failed).
 int runtime_control_failed(struct runtime *rt, int rc, const char *msg);
-int runtime_mpi_stuck(void);
+int runtime_mpi_stuck(const struct runtime *rt);
 
 #endif

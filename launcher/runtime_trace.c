@@ -121,7 +121,7 @@ int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
     }
     // The verdict, agreed (a failed agreement is the verdict too).
     int32_t worst = rc;
-    const int ctl = runtime_mpi_stuck()
+    const int ctl = runtime_mpi_stuck(rt)
                         ? VGPU_ECOMM
                         : runtime_host_all_reduce(rt, &worst, &worst, 1, COMM_INT32, COMM_MIN);
     if (ctl < 0 || (rc = worst) < 0) {
@@ -144,7 +144,7 @@ int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
 int runtime_trace_write(struct runtime *rt)
 {
     trace_stop();
-    if (runtime_mpi_stuck())
+    if (runtime_mpi_stuck(rt))
         return VGPU_ECOMM;
     TRY(clock_sync_(rt, &tr_.offset_us[1], &tr_.uncertainty_us[1]));
     size_t count;

@@ -184,17 +184,8 @@ static int64_t typed_value_(int rank, size_t i, enum comm_reduce_op op, enum com
 
 static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
 {
-    for (size_t i = 0; i < count; i++) {
-        const int64_t v = typed_value_(rank, i, o->op, o->dtype);
-        switch (o->dtype) {
-        case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
-        case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-        case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
-        case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
-        default: ((int64_t *)buf)[i] = v; break;
-        }
-    }
+    for (size_t i = 0; i < count; i++)
+        comm_host_put(buf, i, o->dtype, typed_value_(rank, i, o->op, o->dtype));
 }
 
 // Whether element i of buf is what the reduction over size ranks gives.

@@ -96,9 +96,6 @@ int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options)
     };
     const int rc = runtime_open(&v->rt, &args);
     v->opened = rc == 0;
-    // Without the watch (library mode) there is nothing to end.
-    if (rc == 0 && !v->options.end_job_on_failure)
-        runtime_started(&v->rt);
     return rc;
 }
 
@@ -356,9 +353,8 @@ int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_dat
     comm_t *c = comm_(v);
     if (!c)
         return VGPU_EINVAL;
-    return runtime_note_failure(comm_all_reduce_typed(c, sendbuff, recvbuff, count,
-                                                      (enum comm_dtype)datatype,
-                                                      (enum comm_reduce_op)op));
+    return comm_all_reduce_typed(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
+                                 (enum comm_reduce_op)op);
 }
 
 int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
@@ -375,7 +371,7 @@ int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_data
         if (rc < 0)
             return rc;
     }
-    return runtime_note_failure(comm_broadcast(c, recvbuff, bytes, root));
+    return comm_broadcast(c, recvbuff, bytes, root);
 }
 
 int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -386,7 +382,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
     comm_t *c = comm_(v);
     if (!c || !ok)
         return VGPU_EINVAL;
-    return runtime_note_failure(comm_all_gather(c, sendbuff, recvbuff, bytes));
+    return comm_all_gather(c, sendbuff, recvbuff, bytes);
 }
 
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -395,23 +391,21 @@ int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
     comm_t *c = comm_(v);
     if (!c)
         return VGPU_EINVAL;
-    return runtime_note_failure(comm_reduce_scatter(c, sendbuff, recvbuff, recvcount,
-                                                    (enum comm_dtype)datatype,
-                                                    (enum comm_reduce_op)op));
+    return comm_reduce_scatter(c, sendbuff, recvbuff, recvcount, (enum comm_dtype)datatype,
+                               (enum comm_reduce_op)op);
 }
 
 int vgpu_barrier(vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c ? runtime_note_failure(comm_barrier(c)) : VGPU_EINVAL;
+    return c ? comm_barrier(c) : VGPU_EINVAL;
 }
 
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c && update ? runtime_note_failure(comm_all_reduce_update(c, grads, params, count,
-                                                                      update, ctx))
+    return c && update ? comm_all_reduce_update(c, grads, params, count, update, ctx)
                        : VGPU_EINVAL;
 }
 
@@ -419,9 +413,8 @@ int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *o
                          vgpu_t *v)
 {
     comm_t *c = comm_(v);
-    return c && parts_per_rank
-               ? runtime_note_failure(comm_all_reduce_tree(c, parts, parts_per_rank, out, count))
-               : VGPU_EINVAL;
+    return c && parts_per_rank ? comm_all_reduce_tree(c, parts, parts_per_rank, out, count)
+                               : VGPU_EINVAL;
 }
 
 size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count)

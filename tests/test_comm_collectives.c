@@ -251,18 +251,6 @@ static int64_t typed_value_(int q, size_t i, enum comm_dtype t, enum comm_reduce
     return (int64_t)((q * 7 + i * 3) % 11) - 5;
 }
 
-static void put_(void *buf, size_t i, enum comm_dtype t, int64_t v)
-{
-    switch (t) {
-    case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
-    case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
-    case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
-    default: ((int64_t *)buf)[i] = v; break;
-    }
-}
-
 // Whether element i of buf is the reduction over all ranks of element i
 // (computed here in int64, then in the type as the backends must give it);
 // *got gets what is there, for the message.
@@ -317,7 +305,7 @@ static void test_typed_all_reduce_(comm_t *c, device_t *dev, size_t count, enum 
     CALL(device_alloc(dev, bytes + 8, &dsend));
     CALL(device_alloc(dev, bytes + 8, &drecv));
     for (size_t i = 0; i < count; i++)
-        put_(host, i, t, typed_value_(rank_, i, t, op));
+        comm_host_put(host, i, t, typed_value_(rank_, i, t, op));
     CALL(device_copy_to_device(dev, dsend, host, bytes));
     void *out = in_place ? dsend : drecv;
     CALL(comm_all_reduce_typed(c, dsend, out, count, t, op));
@@ -356,7 +344,7 @@ static void test_reduce_scatter_(comm_t *c, device_t *dev, size_t recv_count, en
     CALL(device_alloc(dev, n * block + 8, (void **)&dsend));
     CALL(device_alloc(dev, block + 8, (void **)&drecv));
     for (size_t i = 0; i < n * recv_count; i++)
-        put_(host, i, t, typed_value_(rank_, i, t, op));
+        comm_host_put(host, i, t, typed_value_(rank_, i, t, op));
     CALL(device_copy_to_device(dev, dsend, host, n * block));
     char *out = in_place ? dsend + (size_t)rank_ * block : drecv;
     CALL(comm_reduce_scatter(c, dsend, out, recv_count, t, op));

@@ -178,26 +178,17 @@ static void end_job_(int exit_code)
     exit(exit_code);
 }
 
-// vgpu_train's copy of the configuration: rank 0 reads what vgpu_join read
-// (the same file, environment and overrides: the same verdict) and every rank
-// takes rank 0's. Returns 0 or the verdict, rank 0's message printed.
-static int share_config_(struct job *job, const struct cli *cli)
+// vgpu_train's copy of the configuration: rank 0 reads what vgpu_join has
+// read and agreed on (the same file, environment and overrides: the same
+// verdict, so a failure here means the file changed in between) and every
+// rank takes rank 0's.
+static void share_config_(struct job *job, const struct cli *cli)
 {
-    struct {
-        int rc;
-        char msg[1024];
-    } verdict = {0, ""};
-    if (job->rank == 0)
-        verdict.rc = config_load_job(&job->cfg, cli->config_path, cli->overrides,
-                                     cli->n_overrides, verdict.msg, sizeof verdict.msg);
-    job_broadcast(job, &verdict, sizeof verdict, 0);
-    if (verdict.rc) {
-        if (job->rank == 0)
-            fprintf(stderr, "vgpu_train: %s\n", verdict.msg);
-        return verdict.rc;
-    }
+    char err[1024];
+    if (job->rank == 0 && config_load_job(&job->cfg, cli->config_path, cli->overrides,
+                                          cli->n_overrides, err, sizeof err) < 0)
+        FATAL(EXIT_USAGE, "the config changed while the job started: %s", err);
     job_broadcast(job, &job->cfg, sizeof job->cfg, 0);
-    return 0;
 }
 
 // The exit status of a failed vgpu_join: the configuration's (a bad value,
@@ -251,8 +242,7 @@ int main(int argc, char **argv)
     log_set_identity(job.rank, vgpu_host(job.v));
     log_set_fatal_hook(end_job_);
     preempt_set_observer(vgpu_on_signal);
-    if (share_config_(&job, &cli) < 0)
-        return finish_(&job, EXIT_USAGE);
+    share_config_(&job, &cli);
     if (cli.train.verify) {
         // A short run to check the setup: verify.steps steps, no checkpoints.
         struct config *cfg = &job.cfg;
