@@ -329,9 +329,9 @@ static int set_list_(const struct key_spec *k, void *field, char *value, char *m
                 return snprintf(msg, msg_bytes, "'%s' is not %s", tok,
                                 is_int ? "an integer" : "a number"),
                        VGPU_ECONFIG;
-            if (is_int)
-                d = (double)l;
-            if (d < k->min || d > k->max)
+            // Integers are compared as integers: past 2^53 a double cannot
+            // tell max + 1 from max (BIG's keys accepted 1e18 + 1).
+            if (is_int ? l < (long)k->min || l > (long)k->max : d < k->min || d > k->max)
                 return snprintf(msg, msg_bytes, "value %s out of range [%g, %g]", tok, k->min, k->max),
                        VGPU_ECONFIG;
             if (is_int)
@@ -373,7 +373,7 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
         long l;
         if (parse_long_(v, &l))
             return snprintf(msg, msg_bytes, "'%s' is not an integer", v), VGPU_ECONFIG;
-        if ((double)l < k->min || (double)l > k->max)
+        if (l < (long)k->min || l > (long)k->max) // as integers: see set_list_
             return snprintf(msg, msg_bytes, "value %ld out of range [%.0f, %.0f]", l, k->min, k->max),
                    VGPU_ECONFIG;
         *(long *)field = l;

@@ -1,6 +1,7 @@
 // test_config.c: the INI/--set configuration against its schema: defaults,
 // every value type, ranges, lists, error messages with locations, validation.
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+// The schema table itself (keys_, static) for the boundary test.
+#include "config.c"
 #include "status.h"
 #include "test_util.h"
 
@@ -800,6 +802,67 @@ static void test_load_file(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+// ---- every range at its boundaries ----
+
+// set_value_ on one key with `text`; 0 or VGPU_ECONFIG.
+static int set_text_(struct config *c, const struct key_spec *k, const char *text)
+{
+    char msg[ERR_BYTES];
+    return set_value_(c, k, text, msg, sizeof msg);
+}
+
+// Every numeric key of the schema, and every numeric list's elements: the
+// minimum and the maximum are accepted, the next value past either is
+// refused (an integer's +-1, a float's next representable double). A range
+// check off by one anywhere (`l > max + 1`) fails here.
+static void test_ranges_at_boundaries(void **state)
+{
+    struct config *c = *state;
+    int checked = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key_spec *k = &keys_[i];
+        const int is_int = k->type == T_INT || k->type == T_INT_LIST;
+        if (!is_int && k->type != T_FLOAT && k->type != T_FLOAT_LIST)
+            continue;
+        char at_min[64], below[64], at_max[64], above[64];
+        if (is_int) {
+            const long lo = (long)k->min, hi = (long)k->max;
+            assert_true((double)lo == k->min && (double)hi == k->max); // whole bounds
+            snprintf(at_min, sizeof at_min, "%ld", lo);
+            snprintf(below, sizeof below, "%ld", lo - 1);
+            snprintf(at_max, sizeof at_max, "%ld", hi);
+            snprintf(above, sizeof above, "%ld", hi + 1);
+        } else {
+            snprintf(at_min, sizeof at_min, "%.17g", k->min);
+            snprintf(below, sizeof below, "%.17g", nextafter(k->min, -INFINITY));
+            snprintf(at_max, sizeof at_max, "%.17g", k->max);
+            snprintf(above, sizeof above, "%.17g", nextafter(k->max, INFINITY));
+        }
+        print_message("%s.%s: [%s, %s] accepted, %s and %s refused\n", k->section, k->key, at_min,
+                      at_max, below, above);
+        config_defaults(c);
+        if (set_text_(c, k, at_min) != 0)
+            fail_msg("%s.%s = %s (its minimum) was refused", k->section, k->key, at_min);
+        if (set_text_(c, k, at_max) != 0)
+            fail_msg("%s.%s = %s (its maximum) was refused", k->section, k->key, at_max);
+        if (set_text_(c, k, below) != VGPU_ECONFIG)
+            fail_msg("%s.%s = %s (below its minimum %s) was accepted", k->section, k->key, below,
+                     at_min);
+        if (set_text_(c, k, above) != VGPU_ECONFIG)
+            fail_msg("%s.%s = %s (above its maximum %s) was accepted", k->section, k->key, above,
+                     at_max);
+        checked++;
+    }
+    assert_true(checked >= 20); // the schema's numeric keys, not an empty loop
+    // The same through the user's path, one key: the message names the range.
+    char err[ERR_BYTES];
+    config_defaults(c);
+    assert_int_equal(config_apply_override(c, "devices.ranks_per_device=1024", err, sizeof err), 0);
+    assert_int_equal(config_apply_override(c, "devices.ranks_per_device=1025", err, sizeof err),
+                     VGPU_ECONFIG);
+    assert_non_null(strstr(err, "out of range [0, 1024]"));
+}
+
 // A NULL or zero-sized err buffer is tolerated.
 static void test_err_buffer_optional(void **state)
 {
@@ -831,6 +894,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inline_comments, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_load_file, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_err_buffer_optional, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_ranges_at_boundaries, setup_cfg, teardown_cfg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
