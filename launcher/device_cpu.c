@@ -4,11 +4,15 @@
 // read-write view that the device's kernels and same-host peers use.
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "cpu_gemm.h"
@@ -70,6 +74,172 @@ int device_cpu_discover_(struct device_info *out)
     return 0;
 }
 
+// ---- a host access to device memory explains itself ----
+//
+// A GPU answers a host dereference of device memory with an illegal-address
+// error; here the PROT_NONE view faults. Without a word that is "a rank was
+// killed by signal 11", so a SIGSEGV handler looks at the fault's address:
+// inside a virtual GPU's view it says so (rank, address, which virtual GPU,
+// what to use instead), then hands the signal on to what was there before
+// (Open MPI's backtrace, a sanitizer, the default death with a core). Any
+// other fault goes to the previous handler untouched. Only async-signal-safe
+// calls in the handler: the text is put together by hand and written with
+// write(2).
+
+#define FAULT_VIEWS_MAX 16 // open CPU devices a process can have (one a rank; tests open more)
+
+struct fault_view_ {
+    _Atomic uintptr_t base;   // the device view's first address; 0 = a free slot
+    size_t bytes;             // its length
+    char prefix[96];          // "[rank R@host] "
+    char what[192];           // "virtual GPU vgpuN (...)"
+};
+
+static struct fault_view_ fault_views_[FAULT_VIEWS_MAX];
+static struct sigaction previous_segv_; // SIGSEGV's action before ours
+
+struct text_ {
+    char buf[768];
+    size_t len;
+};
+
+static void put_(struct text_ *t, const char *s)
+{
+    while (*s && t->len < sizeof t->buf - 1)
+        t->buf[t->len++] = *s++;
+}
+
+static void put_hex_(struct text_ *t, uintptr_t v)
+{
+    char digits[2 + 2 * sizeof v + 1], *p = digits + sizeof digits - 1;
+    *p = '\0';
+    do
+        *--p = "0123456789abcdef"[v & 15];
+    while (v >>= 4);
+    *--p = 'x';
+    *--p = '0';
+    put_(t, p);
+}
+
+static void put_dec_(struct text_ *t, uintmax_t v)
+{
+    char digits[24], *p = digits + sizeof digits - 1;
+    *p = '\0';
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    put_(t, p);
+}
+
+// Hands the fault to what SIGSEGV did before ours. A handler is called; the
+// default (or an ignored SIGSEGV, which the kernel does not honour for a
+// fault) is restored, and the access, repeated on return, ends the process
+// by SIGSEGV as it would have without us.
+static void pass_on_(int sig, siginfo_t *info, void *uctx)
+{
+    const struct sigaction *prev = &previous_segv_;
+    if (prev->sa_flags & SA_SIGINFO) {
+        if (prev->sa_sigaction) {
+            prev->sa_sigaction(sig, info, uctx);
+            return;
+        }
+    } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+        prev->sa_handler(sig);
+        return;
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+}
+
+static void on_segv_(int sig, siginfo_t *info, void *uctx)
+{
+    const int saved_errno = errno;
+    const uintptr_t addr = (uintptr_t)info->si_addr;
+    for (int i = 0; i < FAULT_VIEWS_MAX; i++) {
+        const struct fault_view_ *v = &fault_views_[i];
+        const uintptr_t base = atomic_load(&v->base);
+        if (!base || addr < base || addr - base >= v->bytes)
+            continue;
+        struct text_ t = {.len = 0};
+        put_(&t, v->prefix);
+        put_(&t, "error: host access to device memory: the program ");
+#if defined(__x86_64__) && defined(REG_ERR)
+        const ucontext_t *uc = uctx;
+        put_(&t, uc->uc_mcontext.gregs[REG_ERR] & 2 ? "wrote " : "read ");
+#else
+        put_(&t, "touched ");
+#endif
+        put_hex_(&t, addr);
+        put_(&t, ", byte ");
+        put_dec_(&t, addr - base);
+        put_(&t, " of ");
+        put_(&t, v->what);
+        put_(&t, ". A virtual GPU's memory is not host memory (as on a GPU, where this is an "
+                 "illegal address): copy it with vgpu_memcpy_dtoh / vgpu_memcpy_htod, or work on "
+                 "it with vgpu's kernels (vgpu_gemm, vgpu_axpby, ...)\n");
+        for (size_t done = 0; done < t.len;) {
+            ssize_t n = write(STDERR_FILENO, t.buf + done, t.len - done);
+            if (n <= 0)
+                break;
+            done += (size_t)n;
+        }
+        break;
+    }
+    errno = saved_errno;
+    pass_on_(sig, info, uctx);
+}
+
+// Whether SIGSEGV is ours now (a program, or a test framework, may have set
+// its own since: then ours goes on top of it, and hands its faults on).
+static void install_fault_handler_(void)
+{
+    struct sigaction now;
+    if (sigaction(SIGSEGV, NULL, &now) != 0)
+        return;
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_segv_)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv_;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK; // a handler's stack of its own, where there is one
+    sigemptyset(&sa.sa_mask);
+    previous_segv_ = now;
+    sigaction(SIGSEGV, &sa, NULL);
+}
+
+// Makes faults in dev's device view explain themselves (a full table is
+// silent: the fault is then a plain SIGSEGV).
+static void watch_view_(const device_t *dev, const struct cpu_impl *im)
+{
+    for (int i = 0; i < FAULT_VIEWS_MAX; i++) {
+        struct fault_view_ *v = &fault_views_[i];
+        uintptr_t none = 0;
+        // Claimed with a placeholder, filled, then published with its base.
+        if (!atomic_compare_exchange_strong(&v->base, &none, UINTPTR_MAX))
+            continue;
+        char cap[32];
+        v->bytes = im->bytes;
+        snprintf(v->prefix, sizeof v->prefix, "[rank %d@%s] ", dev->rank, dev->host);
+        snprintf(v->what, sizeof v->what, "virtual GPU vgpu%d (rank %d's, %s on %s%d %s%s)",
+                 dev->virtual_id, dev->rank, util_format_bytes(im->bytes, cap, sizeof cap),
+                 dev->info.kind, dev->info.index, dev->info.name,
+                 dev->info.simulated ? ", simulated" : "");
+        atomic_store(&v->base, (uintptr_t)im->device_view);
+        install_fault_handler_();
+        return;
+    }
+}
+
+static void unwatch_view_(const struct cpu_impl *im)
+{
+    for (int i = 0; i < FAULT_VIEWS_MAX; i++)
+        if (atomic_load(&fault_views_[i].base) == (uintptr_t)im->device_view)
+            atomic_store(&fault_views_[i].base, 0);
+}
+
 // ---- memory ----
 
 static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
@@ -116,6 +286,7 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     rc = arena_init(&dev->arena, im->device_view, cap_bytes);
     if (rc < 0)
         goto fail;
+    watch_view_(dev, im);
     cpu_gemm_set_threads(dev->blas_threads);
     return 0;
 fail:
@@ -129,8 +300,10 @@ static void cpu_release_(device_t *dev)
     struct cpu_impl *im = dev->impl;
     if (!im)
         return;
-    if (im->device_view && im->device_view != MAP_FAILED)
+    if (im->device_view && im->device_view != MAP_FAILED) {
+        unwatch_view_(im);
         munmap(im->device_view, im->bytes);
+    }
     if (im->host_view && im->host_view != MAP_FAILED)
         munmap(im->host_view, im->bytes);
     if (im->fd >= 0)

@@ -416,6 +416,77 @@ static void test_host_dereference_faults(void **state)
     device_free(dev, d);
 }
 
+// A host access to a virtual GPU's memory says what happened before the
+// rank dies of it: the rank, the address, read or write, the virtual GPU and
+// what to use instead (device_cpu.c's SIGSEGV handler); a fault anywhere
+// else stays a plain SIGSEGV, without that line.
+static void test_host_access_explained(void **state)
+{
+    (void)state;
+    struct device_info infos[8];
+    int count = 0;
+    assert_int_equal(device_discover("cpu", infos, 8, &count, NULL, 0), 0);
+    static const char *const cases[] = {"read", "write", "elsewhere"};
+    for (int c = 0; c < 3; c++) {
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            struct rlimit no_core = {0, 0};
+            setrlimit(RLIMIT_CORE, &no_core);
+            close(fds[0]);
+            dup2(fds[1], STDERR_FILENO);
+            signal(SIGSEGV, SIG_DFL); // cmocka's handler must not catch it here
+            device_t dev;
+            float *d = NULL;
+            if (device_open(&dev, &infos[0], 3, "testhost", CAP_BYTES, 1) ||
+                device_alloc_floats(&dev, 64, &d))
+                _exit(2);
+            volatile char *p = (char *)d + 100;
+            dprintf(fds[1], "address %p\n", (void *)p);
+            if (c == 0)
+                (void)*p;
+            else if (c == 1)
+                *p = 1;
+            else
+                (void)*(volatile char *)(uintptr_t)getpagesize(); // the first page: never mapped
+            _exit(0); // survived: the test fails
+        }
+        close(fds[1]);
+        char out[4096];
+        size_t len = 0;
+        ssize_t n;
+        while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0)
+            len += (size_t)n;
+        out[len] = '\0';
+        close(fds[0]);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        print_message("%s: %s", cases[c], out);
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
+            fail_msg("%s: child %s %d, want SIGSEGV", cases[c],
+                     WIFSIGNALED(status) ? "died of signal" : "exited with",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        const char *addr = strstr(out, "address ");
+        assert_non_null(addr);
+        char want[256];
+        int alen = (int)strcspn(addr + 8, "\n");
+        if (c < 2) {
+            snprintf(want, sizeof want,
+                     "[rank 3@testhost] error: host access to device memory: the program %s %.*s, "
+                     "byte ", c ? "wrote" : "read", alen, addr + 8);
+            if (!strstr(out, want))
+                fail_msg("%s: no '%s' in: %s", cases[c], want, out);
+            assert_non_null(strstr(out, " of virtual GPU vgpu3 (rank 3's, 1.0 MiB on cpu0 "));
+            assert_non_null(strstr(out, "copy it with vgpu_memcpy_dtoh / vgpu_memcpy_htod"));
+        } else if (strstr(out, "host access to device memory")) {
+            fail_msg("a fault outside device memory was explained as one inside: %s", out);
+        }
+    }
+}
+
 // ---- kernels vs references ----
 
 static double op_a_(const float *a, int trans_a, int m, int k, int i, int p)
@@ -961,6 +1032,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_open_close),
         cmocka_unit_test(test_shared_arena),
         cmocka_unit_test_setup_teardown(test_host_dereference_faults, setup_dev, teardown_dev),
+        cmocka_unit_test(test_host_access_explained),
         cmocka_unit_test_setup_teardown(test_adam_vector_matches_kernel, setup_dev, teardown_dev),
     };
     int failed = cmocka_run_group_tests_name("device_cpu", cpu_tests, NULL, NULL);

@@ -108,6 +108,11 @@ const char *vgpu_backend(const vgpu_t *v);     // "ring", "mpi" or "nccl"
 
 // ---- device memory ----
 // Within the rank's cap: VGPU_EDEVMEM past it (the cap is never exceeded).
+// Device memory is not host memory, on a GPU or a CPU-simulated one: the
+// host reaches it through the copies below (or works on it with the
+// kernels further down). A host read or write of a CPU-simulated device's
+// memory faults, as on a GPU: the rank dies of SIGSEGV after a line naming
+// the rank, the address and the virtual GPU.
 // Every allocation starts at, and takes a multiple of, VGPU_MALLOC_ALIGN bytes.
 #define VGPU_MALLOC_ALIGN 256
 int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes);
@@ -118,8 +123,8 @@ int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t
 // Waits for everything issued on the rank's stream.
 int vgpu_synchronize(vgpu_t *v);
 // The cudaStream_t the library works on (CUDA devices; cast it), for the
-// program's own kernels; NULL on CPU devices, whose memory is host memory
-// the program may read and write directly.
+// program's own kernels; NULL on CPU devices, which have no stream (a call
+// has done its work when it returns; their memory is still not the host's).
 void *vgpu_stream(vgpu_t *v);
 // Bytes in use now, the most ever in use, and the cap.
 int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap);
