@@ -135,7 +135,7 @@ static const struct key_spec keys_[] = {
      "directory for checkpoints; empty = none"},
     {"checkpoint", "every_steps", T_INT, F_(checkpoint, every_steps), 0, "0", 0, BIG, NULL,
      "steps between checkpoints; 0 = only at the end"},
-    {"checkpoint", "keep_last", T_INT, F_(checkpoint, keep_last), 0, "0", 0, 1000000, NULL,
+    {"checkpoint", "keep_last", T_INT, F_(checkpoint, keep_last), 0, "3", 0, 1000000, NULL,
      "checkpoints to keep, newest first (older ones are removed after each write); 0 = all"},
 
     {"verify", "steps", T_INT, F_(verify, steps), 0, "20", 1, BIG, NULL,

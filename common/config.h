@@ -97,7 +97,7 @@ struct config {
     struct {
         char dir[CONFIG_STR_MAX];  // "" = no checkpoints
         long every_steps;          // 0 = only at the end
-        long keep_last;            // newest checkpoints kept; 0 = all
+        long keep_last;            // newest checkpoints kept (default 3); 0 = all
     } checkpoint;
     struct {
         long steps;                // --verify: steps to replay

@@ -104,6 +104,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->data.fallback_synthetic, 1);
     assert_int_equal(c->data.synthetic_features, 784);
     assert_string_equal(c->checkpoint.dir, "");
+    assert_int_equal(c->checkpoint.keep_last, 3); // a few, not every one (issue 32)
     assert_int_equal(c->verify.steps, 20);
     assert_true(c->verify.rtol == 1e-4);
 

@@ -22,6 +22,20 @@ expect_rc 0
 kept=$(ls "$WORK/ck" | grep '^ckpt-' | tr '\n' ' ')
 if [ "$kept" = "ckpt-0000000030.bin ckpt-0000000040.bin " ]; then ok "keep_last = 2 kept $kept"; else bad "kept: $kept"; fi
 good="$WORK/ck/ckpt-0000000040.bin"
+# By default the newest 3 stay (every checkpoint of a long run filled disks),
+# and keep_last = 0 keeps them all.
+run "50 steps, checkpoints every 10, keep_last by default" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet \
+  --set train.max_steps=50 --set checkpoint.every_steps=10 --set "checkpoint.dir=$WORK/ck3"
+expect_rc 0
+kept=$(ls "$WORK/ck3" | grep '^ckpt-' | tr '\n' ' ')
+if [ "$kept" = "ckpt-0000000030.bin ckpt-0000000040.bin ckpt-0000000050.bin " ]; then
+  ok "the default kept the newest 3: $kept"; else bad "the default kept: $kept"; fi
+run "50 steps, checkpoints every 10, keep_last = 0" 60 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet \
+  --set train.max_steps=50 --set checkpoint.every_steps=10 --set checkpoint.keep_last=0 \
+  --set "checkpoint.dir=$WORK/ck0"
+expect_rc 0
+kept=$(ls "$WORK/ck0" | grep -c '^ckpt-')
+if [ "$kept" = 5 ]; then ok "keep_last = 0 kept all 5"; else bad "keep_last = 0 kept $kept"; fi
 
 # craft OUT FIELD VALUE: a copy of the good checkpoint with one header field
 # (or the first parameter, FIELD=param0) set, its CRCs made right again.

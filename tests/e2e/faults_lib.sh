@@ -53,6 +53,20 @@ wait_for_checkpoints() {
   return 1
 }
 
+# wait_for_checkpoint_after PATH TIMEOUT_S: until ckdir holds a finished
+# checkpoint newer than PATH (counting would not do: only the newest
+# checkpoint.keep_last stay).
+wait_for_checkpoint_after() {
+  local deadline=$((SECONDS + $2)) newest
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    newest=$(latest_checkpoint)
+    [ -n "$newest" ] && [ "$newest" \> "$1" ] && return 0
+    kill -0 "$job" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 # latest_checkpoint: the finished checkpoint with the highest step.
 latest_checkpoint() { ls "$ckdir" 2>/dev/null | grep '^ckpt-[0-9]*\.bin$' | sort | tail -1 | sed "s|^|$ckdir/|"; }
 

@@ -33,8 +33,7 @@ if [ "$records" = 4 ]; then ok "4 records written"; else bad "$records records i
 first=$(grep -m1 -oE '^\[rank 0@[^]]+\]   #[0-9]+' "$job_out" | grep -oE '[0-9]+$')
 
 # The job went on: another checkpoint, and a second look further on.
-have=$(ls "$ckdir" | grep -c '^ckpt-')
-if wait_for_checkpoints $((have + 1)) 30; then ok "a checkpoint after the look"; else bad "no checkpoint after SIGUSR2"; fi
+if wait_for_checkpoint_after "$(latest_checkpoint)" 30; then ok "a checkpoint after the look"; else bad "no checkpoint after SIGUSR2"; fi
 look 2 || bad "no answer to the second SIGUSR2"
 out=$(cat "$job_out")
 second=$(grep -oE '^\[rank 0@[^]]+\]   #[0-9]+' "$job_out" | tail -1 | grep -oE '[0-9]+$')
