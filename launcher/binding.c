@@ -13,10 +13,9 @@ static int is_cuda_(const struct device_info *d) { return !strcmp(d->kind, "cuda
 // a + b, or UINT64_MAX when that does not fit.
 static uint64_t add_sat_(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-int binding_compute(const struct binding_request *req, struct binding *out, char *err,
-                    size_t err_bytes)
+int binding_place(const struct binding_request *req, struct binding *out, char *err,
+                  size_t err_bytes)
 {
-    char a[32], b[32], c[32], d[32];
     int n = req->local_size, nd = req->ndevices;
     if (n <= 0)
         return util_errorf(err, err_bytes, VGPU_ECONFIG, "no ranks to bind");
@@ -115,6 +114,19 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
                                "(nvidia-smi -c DEFAULT)",
                                dv->kind, out[r].device, dv->name, dv->uuid, out[r].ranks_on_device);
     }
+    for (int r = 0; r < n; r++)
+        out[r].cap_bytes = 0;
+    return 0;
+}
+
+int binding_compute(const struct binding_request *req, struct binding *out, char *err,
+                    size_t err_bytes)
+{
+    char a[32], b[32], c[32], d[32];
+    const int n = req->local_size, nd = req->ndevices;
+    const int placed = binding_place(req, out, err, err_bytes);
+    if (placed < 0)
+        return placed;
 
     // 3. Caps, then whether each device holds its ranks.
     for (int r = 0; r < n; r++) {
@@ -126,14 +138,17 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         } else if (req->memory_fraction > 0) {
             cap = (uint64_t)(req->memory_fraction * (double)dv->free_bytes / (double)k);
         } else if (is_cuda_(dv)) {
-            uint64_t overhead = k * req->overhead_bytes;
+            // Outside the caps: each rank's context, and a lone rank's
+            // backend buffers (NCCL's), so that the backend finds its room.
+            const uint64_t beside = add_sat_(req->overhead_bytes, k == 1 ? req->solo_extra_bytes : 0);
+            uint64_t overhead = k * beside;
             uint64_t usable = dv->free_bytes > overhead ? dv->free_bytes - overhead : 0;
             cap = (uint64_t)(BINDING_CUDA_AUTO_SHARE * (double)usable / (double)k);
             // Under MPS a client may hold no more than its pinned limit,
-            // its context included.
+            // what it allocates beside the cap included.
             const uint64_t lim = dv->client_limit_bytes;
-            if (lim && cap > (lim > req->overhead_bytes ? lim - req->overhead_bytes : 0))
-                cap = lim > req->overhead_bytes ? lim - req->overhead_bytes : 0;
+            if (lim && cap > (lim > beside ? lim - beside : 0))
+                cap = lim > beside ? lim - beside : 0;
         } else {
             cap = BINDING_CPU_DEFAULT_CAP;
             if (cap > dv->free_bytes / 2 / k) // leave the host room to live in
@@ -208,9 +223,20 @@ int binding_check_headroom(const struct binding *b, const struct device_info *dv
     const uint64_t k = (uint64_t)(b->ranks_on_device > 0 ? b->ranks_on_device : 1);
     const uint64_t each = add_sat_(add_sat_(b->cap_bytes, context_bytes), extra_bytes);
     const uint64_t need = each > UINT64_MAX / k ? UINT64_MAX : each * k;
+    char cap[32], ctx[32], extra[32], sum[32], free_b[32];
+    const uint64_t lim = dv->client_limit_bytes;
+    if (lim && each > lim)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "%s%d: cap %s + CUDA context %s + %s %s = %s is over this rank's MPS "
+                           "limit %s (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT): lower devices.memory_limit "
+                           "or raise the limit",
+                           dv->kind, b->device, util_format_bytes(b->cap_bytes, cap, sizeof cap),
+                           util_format_bytes(context_bytes, ctx, sizeof ctx), extra_what,
+                           util_format_bytes(extra_bytes, extra, sizeof extra),
+                           util_format_bytes(each, sum, sizeof sum),
+                           util_format_bytes(lim, free_b, sizeof free_b));
     if (need <= dv->free_bytes)
         return 0;
-    char cap[32], ctx[32], extra[32], sum[32], free_b[32];
     return util_errorf(err, err_bytes, VGPU_ECONFIG,
                        "%s%d (%s) cannot hold %llu x (cap %s + CUDA context %s + %s %s) = %s; %s "
                        "is free: lower devices.memory_limit (the automatic cap leaves room)",

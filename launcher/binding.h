@@ -10,6 +10,20 @@
 
 #define BINDING_CPU_DEFAULT_CAP (256ull << 20) // bytes per rank when nothing is set (CPU)
 #define BINDING_CUDA_AUTO_SHARE 0.9            // of free memory, when nothing is set (CUDA)
+#define BINDING_CUDA_CONTEXT_BYTES (512ull << 20) // a CUDA context, outside the cap
+// What an NCCL communicator allocates outside the caps, on paper: NCCL's
+// buffers and channels take 0.3 to 1.6 GB a rank on H100 systems (its
+// NCCL_BUFFSIZE, channel count and NVLS settings decide).
+#define BINDING_NCCL_BUFFER_BYTES (1ull << 30)
+
+// vgpurun-rank pins each rank's CUDA_VISIBLE_DEVICES to its GPU for
+// programs that know nothing of vgpu, and records here what it set and the
+// value it replaced: "PINNED|unset" or "PINNED|=BEFORE". A vgpu program's
+// runtime puts BEFORE back (when CUDA_VISIBLE_DEVICES is still PINNED: a
+// wrapper script may have set its own since) before CUDA starts, so that its
+// one binding decision sees every rank's view and the job's config
+// (devices.map, ranks_per_device).
+#define BINDING_ENV_PINNED "VGPU_CUDA_VISIBLE_DEVICES_PINNED"
 
 struct binding_request {
     int local_size;                     // ranks on this host
@@ -21,6 +35,9 @@ struct binding_request {
     const long *map;                    // explicit device per local rank, or NULL
     int map_count;
     uint64_t overhead_bytes;            // per-process device overhead (CUDA context), bytes
+    uint64_t solo_extra_bytes;          // what a rank alone on its device allocates outside
+                                        // its cap (NCCL's buffers, where NCCL may be chosen);
+                                        // the automatic cap leaves it free, bytes
     uint64_t min_bytes;                 // least a rank needs, bytes; 0 = no check
     // Per local rank, bit d: device d is visible to it (its own
     // CUDA_VISIBLE_DEVICES, a Slurm per-task binding, one MIG instance per
@@ -49,10 +66,17 @@ struct binding {
 int binding_compute(const struct binding_request *req, struct binding *out, char *err,
                     size_t err_bytes);
 
+// binding_compute's placement alone (out[].device, .slot, .ranks_on_device;
+// cap_bytes 0), by the same rules and refusals, for a launcher that places
+// ranks and leaves memory to the program. Returns 0 or VGPU_ECONFIG.
+int binding_place(const struct binding_request *req, struct binding *out, char *err,
+                  size_t err_bytes);
+
 // Whether a device that binding placed `b` on also holds what the chosen
 // backend allocates outside the caps (extra_bytes per rank, e.g. NCCL's
-// buffers), besides each rank's cap and context_bytes. Returns 0, or
-// VGPU_ECONFIG with the sum, the free memory and what to change in err.
+// buffers), besides each rank's cap and context_bytes, and whether each rank
+// stays within its MPS client limit (dv->client_limit_bytes). Returns 0, or
+// VGPU_ECONFIG with the sum, the free memory or limit and what to change.
 int binding_check_headroom(const struct binding *b, const struct device_info *dv,
                            uint64_t context_bytes, uint64_t extra_bytes, const char *extra_what,
                            char *err, size_t err_bytes);

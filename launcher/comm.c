@@ -425,6 +425,61 @@ struct agree_vote {
 };
 static struct agree_vote *stranded_votes_;
 
+// A bounded exchange that timed out is still in flight (MPI cannot cancel
+// it) and a late rank may complete it: what it writes to must outlive the
+// call. Such cells are kept here, never freed (and reachable, for leak
+// checkers); the job ends after a timeout anyway.
+struct stranded_cell {
+    MPI_Comm comm;
+    uint64_t value;
+    struct stranded_cell *next;
+};
+static struct stranded_cell *stranded_cells_;
+
+static void strand_(struct stranded_cell *cell)
+{
+    cell->next = stranded_cells_;
+    stranded_cells_ = cell;
+}
+
+int comm_mpi_dup_bounded(comm_t *c, MPI_Comm parent, MPI_Comm *out, const char *what)
+{
+    *out = MPI_COMM_NULL;
+    struct stranded_cell *cell = calloc(1, sizeof *cell);
+    if (!cell)
+        return VGPU_ENOMEM;
+    MPI_Request req;
+    int rc = comm_mpi_check(MPI_Comm_idup(parent, &cell->comm, &req), c->ops->name, "MPI_Comm_idup");
+    if (rc == 0 && (rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
+        strand_(cell);
+        return rc;
+    }
+    if (rc == 0)
+        *out = cell->comm;
+    free(cell);
+    return rc;
+}
+
+int comm_mpi_min_u64_bounded(comm_t *c, MPI_Comm mpi, uint64_t *value, const char *what)
+{
+    struct stranded_cell *cell = calloc(1, sizeof *cell);
+    if (!cell)
+        return VGPU_ENOMEM;
+    cell->value = *value;
+    MPI_Request req;
+    int rc = comm_mpi_check(
+        MPI_Iallreduce(MPI_IN_PLACE, &cell->value, 1, MPI_UINT64_T, MPI_MIN, mpi, &req),
+        c->ops->name, "MPI_Iallreduce");
+    if (rc == 0 && (rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
+        strand_(cell);
+        return rc;
+    }
+    if (rc == 0)
+        *value = cell->value;
+    free(cell);
+    return rc;
+}
+
 int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what)
 {
     struct agree_vote *v = calloc(1, sizeof *v);
@@ -616,10 +671,17 @@ int comm_choose_backend(const char *requested, const struct comm_choice_facts *f
     *chosen = NULL;
     char no[256] = ""; // why NCCL cannot run this job ("" = it can)
     const int shared = f->max_ranks_per_gpu > 1;
+    // Deterministic mode exchanges partial sums with an all-to-all, which
+    // the ring has on host windows only and NCCL not at all: on GPUs the
+    // mpi backend (through host staging) is the one that can.
+    const int host_exchange = f->all_to_all && f->all_cuda;
     if (!f->nccl_built)
         snprintf(no, sizeof no, "this build has no NCCL backend");
     else if (!f->all_cuda)
         snprintf(no, sizeof no, "not every rank has a CUDA device");
+    else if (f->mig)
+        snprintf(no, sizeof no, "ranks run on MIG instances, which NCCL does not support "
+                                "(NVIDIA/nccl#1716)");
     else if (f->nccl_version == 0)
         snprintf(no, sizeof no, "NCCL could not be loaded at run time (libnccl.so.2 not found)");
     else if (f->nccl_version < 21400)
@@ -628,6 +690,20 @@ int comm_choose_backend(const char *requested, const struct comm_choice_facts *f
                  f->nccl_version / 10000, f->nccl_version % 10000 / 100);
     else if (shared)
         multi_rank_ok_(f, no, sizeof no); // fills `no` when it is not
+    if (host_exchange && (!requested || !*requested || !strcmp(requested, "auto"))) {
+        *chosen = "mpi";
+        why_(why, why_bytes, "%s", "deterministic mode on GPUs: its all-to-all goes through host "
+                                   "memory, which the ring and NCCL do not do");
+        return 0;
+    }
+    if (host_exchange && (!strcmp(requested, "ring") || !strcmp(requested, "nccl"))) {
+        if (why && why_bytes)
+            snprintf(why, why_bytes,
+                     "comm.backend = %s has no all-to-all on GPU memory, which deterministic "
+                     "mode needs: use comm.backend = mpi or auto",
+                     requested);
+        return VGPU_ECONFIG;
+    }
     if (!requested || !*requested || strcmp(requested, "auto") == 0) {
         *chosen = no[0] ? "ring" : "nccl";
         if (no[0])

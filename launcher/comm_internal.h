@@ -107,6 +107,15 @@ int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Da
 // caller must end the job, as after any collective that timed out), else 0.
 int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what);
 
+// A backend's own duplicate of `parent` (MPI_Comm_idup), bounded by
+// c->timeout_s as every set-up exchange is: a rank that never arrives costs
+// the timeout, named, not a hang. *out is MPI_COMM_NULL unless it returns 0.
+int comm_mpi_dup_bounded(comm_t *c, MPI_Comm parent, MPI_Comm *out, const char *what);
+
+// The minimum of *value over the ranks of `mpi`, in place, bounded by
+// c->timeout_s (set-up parameters every rank must share). 0 or a status.
+int comm_mpi_min_u64_bounded(comm_t *c, MPI_Comm mpi, uint64_t *value, const char *what);
+
 // Backend by name ("ring", "mpi", "nccl"); NULL if unknown or not built.
 const struct comm_ops *comm_find_ops(const char *name);
 
@@ -120,17 +129,24 @@ void comm_destroy(comm_t *c);
 // nccl when NCCL (>= 2.14) is built and every rank has a CUDA device of its
 // own, or ranks share GPUs within what NCCL documents (NCCL >= 2.30 with
 // NCCL_MULTI_RANK_GPU_ENABLE=1, at most 2 ranks a GPU unless MPS runs and
-// NCCL_MAX_CTAS is set); else ring. Sets *chosen and a one-line reason in
-// why; returns VGPU_ECONFIG (why says what to change) for an explicit
-// choice that cannot work.
+// NCCL_MAX_CTAS is set), and no rank is on a MIG instance (NCCL does not
+// support MIG); else ring. A job that needs the deterministic all-to-all on
+// CUDA devices gets mpi (the ring's and NCCL's have none there). Sets
+// *chosen and a one-line reason in why; returns VGPU_ECONFIG (why says what
+// to change) for an explicit choice that cannot work. The facts must be the
+// same on every rank (the runtime agrees them), or ranks build different
+// backends.
 struct comm_choice_facts {
     int nccl_built;        // this binary has the NCCL backend
-    int nccl_version;      // NCCL at run time (22809 = 2.28.9), 0 = none
+    int nccl_version;      // NCCL at run time on every rank (22809 = 2.28.9; the lowest
+                           // of the ranks'), 0 = missing on some rank
     int all_cuda;          // every rank has a CUDA device
     int max_ranks_per_gpu; // most ranks on one GPU (1 = every rank its own)
-    int multi_rank_env;    // NCCL_MULTI_RANK_GPU_ENABLE=1
-    int max_ctas_set;      // NCCL_MAX_CTAS is set
+    int multi_rank_env;    // NCCL_MULTI_RANK_GPU_ENABLE=1 on every rank
+    int max_ctas_set;      // NCCL_MAX_CTAS is set on every rank
     int mps;               // the ranks are MPS clients
+    int mig;               // some rank's device is a MIG instance
+    int all_to_all;        // the job uses the deterministic all-reduce (an all-to-all)
 };
 int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
                         const char **chosen, char *why, size_t why_bytes);

@@ -26,6 +26,8 @@ struct mpi_comm {
     MPI_Comm comm;   // duplicate of the communicator
     int staged;      // device memory is not host-addressable (CUDA)
     char *host;      // staging buffer for CUDA devices, MPI_PIECE_BYTES
+    int pinned;      // host is page-locked (device_pin_host)
+    device_t *dev;   // the device host is pinned for
     MPI_Op half_op[HALF_TYPES][COMM_OP_COUNT]; // over MPI_UINT16_T; MPI_OP_NULL for avg
 };
 
@@ -86,6 +88,8 @@ static void mpi_destroy_(comm_t *c)
     half_ops_free_(m);
     if (m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
+    if (m->pinned)
+        device_unpin_host(m->dev, m->host);
     free(m->host);
     free(m);
     c->impl = NULL;
@@ -102,11 +106,16 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
         for (int op = 0; op < COMM_OP_COUNT; op++)
             m->half_op[k][op] = MPI_OP_NULL; // a handle, not necessarily 0
     m->staged = device_is_cuda(args->dev);
-    int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->comm), "MPI_Comm_dup");
+    int rc = comm_mpi_dup_bounded(c, args->mpi_comm, &m->comm, "mpi backend set-up (MPI_Comm_idup)");
     if (rc == 0)
         rc = half_ops_create_(m);
     if (rc == 0 && m->staged && !(m->host = malloc(MPI_PIECE_BYTES)))
         rc = VGPU_ENOMEM;
+    // Every collective copies through it to and from the GPU: page-locked,
+    // those copies run at the link's rate (a failed pin leaves it pageable).
+    if (rc == 0 && m->staged)
+        m->pinned = device_pin_host(args->dev, m->host, MPI_PIECE_BYTES) == 0;
+    m->dev = args->dev;
     rc = comm_agree(c, args->mpi_comm, rc, "mpi backend set-up");
     if (rc < 0)
         mpi_destroy_(c);

@@ -22,7 +22,8 @@
 
 struct nccl_comm {
     ncclComm_t comm;     // NULL until ncclCommInitRank has finished
-    cudaStream_t stream; // collectives run here
+    cudaStream_t stream; // collectives run here (NULL while only NCCL's own work is waited for)
+    cudaStream_t own_stream; // the same stream, kept for its destruction
     MPI_Comm mpi;        // duplicate of the communicator (bootstrap)
     float *scratch;      // one device float for the barrier
     cudaEvent_t ready;   // recorded on the device's stream: the buffers are written
@@ -116,6 +117,18 @@ static void nccl_destroy_(comm_t *c)
     struct nccl_comm *m = c->impl;
     if (!m)
         return;
+    // A healthy communicator is finalised first: its outstanding work
+    // flushed and its connections closed in order (bounded like every wait;
+    // a failure or timeout aborts it instead), then destroyed. After a
+    // failed collective it is aborted at once: a peer may be gone.
+    if (m->comm && !m->broken && comm_failed(c))
+        abort_(m);
+    if (m->comm && !m->broken) {
+        m->stream = NULL; // only NCCL's own work is waited for
+        if (nccl_check_(ncclCommFinalize(m->comm), "ncclCommFinalize") < 0 ||
+            nccl_wait_(c, m, "ncclCommFinalize") < 0)
+            abort_(m);
+    }
     if (m->comm) {
         if (m->broken)
             ncclCommAbort(m->comm);
@@ -124,8 +137,8 @@ static void nccl_destroy_(comm_t *c)
     }
     if (m->ready)
         cudaEventDestroy(m->ready);
-    if (m->stream)
-        cudaStreamDestroy(m->stream);
+    if (m->own_stream)
+        cudaStreamDestroy(m->own_stream);
     if (m->scratch)
         device_free(c->dev, m->scratch);
     if (m->mpi != MPI_COMM_NULL)
@@ -147,9 +160,7 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     if (!m)
         return VGPU_ENOMEM;
     c->impl = m;
-    int rc = check_(MPI_Comm_dup(args->mpi_comm, &m->mpi), "MPI_Comm_dup");
-    if (rc < 0)
-        m->mpi = MPI_COMM_NULL;
+    int rc = comm_mpi_dup_bounded(c, args->mpi_comm, &m->mpi, "nccl set-up (MPI_Comm_idup)");
     struct nccl_peer *all = calloc((size_t)c->size, sizeof *all);
     if (rc == 0 && !all)
         rc = VGPU_ENOMEM;
@@ -198,10 +209,11 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     all = NULL;
 
     rc = cudaSetDevice(args->dev->info.index) == cudaSuccess &&
-                 cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) == cudaSuccess &&
+                 cudaStreamCreateWithFlags(&m->own_stream, cudaStreamNonBlocking) == cudaSuccess &&
                  cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming) == cudaSuccess
              ? 0
              : VGPU_ECOMM;
+    m->stream = m->own_stream;
     if (rc == 0)
         rc = device_alloc(c->dev, sizeof(float), (void **)&m->scratch);
     ncclUniqueId id;
@@ -220,10 +232,9 @@ static int nccl_create_(comm_t *c, const struct comm_args *args)
     rc = nccl_check_(ncclCommInitRankConfig(&m->comm, c->size, id, c->rank, &config),
                      "ncclCommInitRank");
     if (rc == 0) {
-        cudaStream_t keep = m->stream;
         m->stream = NULL; // only the init is pending
         rc = nccl_wait_(c, m, "ncclCommInitRank");
-        m->stream = keep;
+        m->stream = m->own_stream;
     }
     if ((rc = comm_agree(c, m->mpi, rc, "ncclCommInitRank")) < 0) {
         m->broken = 1;
@@ -270,29 +281,9 @@ static ncclDataType_t nccl_type_(enum comm_dtype t)
     case COMM_INT32: return ncclInt32;
     case COMM_INT64: return ncclInt64;
     case COMM_FLOAT16: return ncclFloat16;
-#ifdef __CUDA_BF16_TYPES_EXIST__
-    case COMM_BFLOAT16: return ncclBfloat16;
-#endif
+    case COMM_BFLOAT16: return ncclBfloat16; // declared by nccl.h whatever the language
     default: return ncclFloat32;
     }
-}
-
-// ncclBfloat16 (NCCL >= 2.10; this file needs 2.14 anyway) was declared
-// only with cuda_bf16.h's types, which nccl.h includes from CUDA 11 on.
-// Without it the call is refused here: an argument NCCL refuses would mark
-// a non-blocking communicator failed.
-static int nccl_type_ok_(enum comm_dtype t)
-{
-#ifndef __CUDA_BF16_TYPES_EXIST__
-    if (t == COMM_BFLOAT16) {
-        log_error("nccl: this build's nccl.h has no ncclBfloat16 (CUDA < 11); use "
-                  "comm.backend = ring or mpi for bfloat16");
-        return VGPU_EUNSUPPORTED;
-    }
-#else
-    (void)t;
-#endif
-    return 0;
 }
 
 static ncclRedOp_t nccl_op_(enum comm_reduce_op op)
@@ -310,7 +301,6 @@ static int nccl_all_reduce_(comm_t *c, const void *send, void *recv, size_t coun
                             enum comm_dtype t, enum comm_reduce_op op)
 {
     struct nccl_comm *m = c->impl;
-    TRY(nccl_type_ok_(t));
     NCCL_RUN_(c, m, ncclAllReduce(send, recv, count, nccl_type_(t), nccl_op_(op), m->comm, m->stream),
               "ncclAllReduce");
 }
@@ -319,7 +309,6 @@ static int nccl_reduce_scatter_(comm_t *c, const void *send, void *recv, size_t 
                                 enum comm_dtype t, enum comm_reduce_op op)
 {
     struct nccl_comm *m = c->impl;
-    TRY(nccl_type_ok_(t));
     NCCL_RUN_(c, m,
               ncclReduceScatter(send, recv, recv_count, nccl_type_(t), nccl_op_(op), m->comm,
                                 m->stream),

@@ -166,9 +166,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     rc->dev = args->dev;
     const int n = c->size, me = c->rank;
     int stage_fd = -1, ctl_fd = -1; // segments this rank created, held until mapped
-    int status = check_(MPI_Comm_dup(args->mpi_comm, &rc->mpi), "MPI_Comm_dup");
-    if (status < 0)
-        rc->mpi = MPI_COMM_NULL;
+    int status = comm_mpi_dup_bounded(c, args->mpi_comm, &rc->mpi, "ring set-up (MPI_Comm_idup)");
     rc->peers = calloc((size_t)n, sizeof *rc->peers);
     rc->order = calloc((size_t)n, sizeof *rc->order);
     rc->pos_of = calloc((size_t)n, sizeof *rc->pos_of);
@@ -183,8 +181,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     // The slice must be the same everywhere (it fixes the step count).
     uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
     slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
-    status = check_(MPI_Allreduce(MPI_IN_PLACE, &slice, 1, MPI_UINT64_T, MPI_MIN, rc->mpi),
-                    "MPI_Allreduce");
+    status = comm_mpi_min_u64_bounded(c, rc->mpi, &slice, "ring set-up (slice)");
     if (status < 0)
         goto fail;
 
@@ -223,8 +220,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
                                              : piece;
     }
     if (status == 0)
-        status = check_(MPI_Allreduce(MPI_IN_PLACE, &piece, 1, MPI_UINT64_T, MPI_MIN, rc->mpi),
-                        "MPI_Allreduce");
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &piece, "ring set-up (piece)");
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");

@@ -124,6 +124,7 @@ static struct {
     ncclResult_t (*get_unique_id)(ncclUniqueId *);
     ncclResult_t (*init_rank_config)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
     ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*finalize)(ncclComm_t);
     ncclResult_t (*abort)(ncclComm_t);
     const char *(*error_string)(ncclResult_t);
     ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *);
@@ -143,7 +144,7 @@ static void nccl_load_(void)
         "ncclGetVersion",      "ncclGetUniqueId",       "ncclCommInitRankConfig",
         "ncclCommDestroy",     "ncclCommAbort",         "ncclGetErrorString",
         "ncclCommGetAsyncError", "ncclAllReduce",       "ncclBroadcast",
-        "ncclAllGather",       "ncclReduceScatter"};
+        "ncclAllGather",       "ncclReduceScatter",     "ncclCommFinalize"};
     enum { N = sizeof names / sizeof *names };
     void *slots[N] = {0};
     load_(&nccl_, names, slots, N);
@@ -154,7 +155,7 @@ static void nccl_load_(void)
                      (void **)&nccl_fn_.abort,        (void **)&nccl_fn_.error_string,
                      (void **)&nccl_fn_.async_error,  (void **)&nccl_fn_.all_reduce,
                      (void **)&nccl_fn_.broadcast,    (void **)&nccl_fn_.all_gather,
-                     (void **)&nccl_fn_.reduce_scatter};
+                     (void **)&nccl_fn_.reduce_scatter, (void **)&nccl_fn_.finalize};
     for (int i = 0; i < N; i++)
         *dst[i] = slots[i];
 }
@@ -188,6 +189,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     return nccl_missing_() ? ncclSystemError : nccl_fn_.destroy(comm);
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    return nccl_missing_() ? ncclSystemError : nccl_fn_.finalize(comm);
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm)

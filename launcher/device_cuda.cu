@@ -20,20 +20,28 @@ extern "C" {
 #include "log.h"
 }
 
-// Failures the job cannot survive (a broken context, a bad launch).
-#define CUDA_CHECK(call) cuda_check_((call), #call, __FILE__, __LINE__)
-#define CUBLAS_CHECK(call) cublas_check_((call), #call, __FILE__, __LINE__)
+// A failing CUDA or cuBLAS call (a broken context, a bad launch) is said
+// with its place and returned as VGPU_EIO from the device operation: the
+// library returns statuses, and vgpu_train ends the job on one (a sticky
+// CUDA error leaves the device unusable; nothing here retries).
+#define CUDA_CHECK(call) TRY(cuda_check_((call), #call, __FILE__, __LINE__))
+#define CUBLAS_CHECK(call) TRY(cublas_check_((call), #call, __FILE__, __LINE__))
 
-static void cuda_check_(cudaError_t rc, const char *what, const char *file, int line)
+static int cuda_check_(cudaError_t rc, const char *what, const char *file, int line)
 {
-    if (rc != cudaSuccess)
-        log_fatal_at(file, line, 1, "%s failed: %s", what, cudaGetErrorString(rc));
+    if (rc == cudaSuccess)
+        return 0;
+    log_error("%s:%d: %s failed: %s (%s)", file, line, what, cudaGetErrorName(rc),
+              cudaGetErrorString(rc));
+    return VGPU_EIO;
 }
 
-static void cublas_check_(cublasStatus_t rc, const char *what, const char *file, int line)
+static int cublas_check_(cublasStatus_t rc, const char *what, const char *file, int line)
 {
-    if (rc != CUBLAS_STATUS_SUCCESS)
-        log_fatal_at(file, line, 1, "%s failed: cuBLAS status %d", what, (int)rc);
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    log_error("%s:%d: %s failed: cuBLAS status %d", file, line, what, (int)rc);
+    return VGPU_EIO;
 }
 
 struct cuda_impl {
@@ -41,8 +49,7 @@ struct cuda_impl {
     cudaStream_t stream;
     cublasHandle_t blas;
     int *bad_label;        // device flag set by softmax_xent on a label out of range
-    int *bad_label_host;   // its copy (page-locked), queued after each softmax_xent and
-                           // checked at the next synchronisation
+    int *bad_label_host;   // its copy (page-locked), read when softmax_xent returns
     struct ring_mem_ops ring; // the ring's operations on this device's stream
 };
 
@@ -51,11 +58,14 @@ static struct cuda_impl *impl_(device_t *dev) { return (struct cuda_impl *)dev->
 // ---- the driver layer (gpu_driver.h) ----
 //
 // Discovery creates no context: on an EXCLUSIVE_PROCESS GPU a context made
-// by one rank's discovery would keep its host-mates out. Properties and the
-// compute mode come from the runtime (no context needed); memory from NVML,
-// loaded with dlopen (it ships with the driver, not the toolkit), which also
-// reports physical free memory where cudaMemGetInfo under MPS reports the
-// client's limit less its usage.
+// by one rank's discovery would keep its host-mates out, and in a program
+// that uses CUDA itself a context (or a reset) would touch the program's
+// own. Properties and the compute mode come from the runtime (no context
+// needed); memory from NVML, loaded with dlopen (it ships with the driver,
+// not the toolkit), which also reports physical free memory where
+// cudaMemGetInfo under MPS reports the client's limit less its usage.
+// Without NVML free memory is unknown: the GPU's total stands in, said once,
+// and a cap that does not fit fails when the device is opened.
 
 typedef int nvml_return_;          // nvmlReturn_t: 0 = NVML_SUCCESS
 typedef struct nvml_device_st_ *nvml_device_;
@@ -124,8 +134,28 @@ static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, siz
     int n = 0;
     *count = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
-    if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver) {
-        cudaGetLastError(); // no driver or no GPU: the CPU stands in, with the notice
+    if (rc == cudaErrorInsufficientDriver) {
+        // No driver at all (version 0) is a host without a GPU: the CPU
+        // stands in, with the notice. A driver older than this build's
+        // runtime is an error that says so, never a silent CPU run.
+        cudaGetLastError();
+        int driver = 0;
+        if (cudaDriverGetVersion(&driver) != cudaSuccess)
+            driver = 0;
+        cudaGetLastError();
+        if (driver <= 0)
+            return 0;
+        int found = gpu_driver_check_version(driver, CUDART_VERSION, err, err_bytes);
+        return found < 0 ? found
+                         : util_errorf(err, err_bytes, VGPU_ENODEV,
+                                       "cudaGetDeviceCount: the driver (CUDA %d.%d) is too old "
+                                       "for this build's CUDA %d.%d runtime: update the driver, "
+                                       "or run with devices.kind = cpu",
+                                       driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+                                       CUDART_VERSION % 1000 / 10);
+    }
+    if (rc == cudaErrorNoDevice) {
+        cudaGetLastError(); // a driver and no GPU: the CPU stands in, with the notice
         return 0;
     }
     if (rc != cudaSuccess) { // a driver and a device that do not work: say so
@@ -164,19 +194,14 @@ static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, siz
                  u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
                  u[13], u[14], u[15]);
         if (nvml_memory_(hex, p) != 0) {
+            static int said;
+            if (!said++)
+                log_warn("NVML (libnvidia-ml.so.1) is not available: free GPU memory is unknown, "
+                         "so caps assume each GPU's whole memory is free");
             p->mig = visible_as_mig_(hex);
             snprintf(p->uuid, sizeof p->uuid, "%s%s", p->mig ? "MIG-" : "GPU-", hex);
             p->total_bytes = prop.totalGlobalMem;
             p->free_bytes = prop.totalGlobalMem;
-            // Without NVML free memory needs a context: only where that
-            // keeps no one out (DEFAULT mode), and never under MPS, where
-            // it would be the client's limit.
-            size_t free_b = 0, total_b = 0;
-            if (mode == cudaComputeModeDefault && !getenv("CUDA_MPS_PIPE_DIRECTORY") &&
-                cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-                p->free_bytes = free_b;
-            cudaGetLastError();
-            cudaDeviceReset(); // the context discovery made does not count against the caps
         }
     }
     *count = n < max ? n : max;
@@ -196,6 +221,8 @@ static const struct gpu_driver cuda_driver_ = {
 };
 
 extern "C" const struct gpu_driver *gpu_cuda_driver(void) { return &cuda_driver_; }
+
+extern "C" int gpu_runtime_version(void) { return CUDART_VERSION; }
 
 extern "C" void *device_cuda_stream(const device_t *dev)
 {
@@ -249,20 +276,9 @@ static void cuda_release_(device_t *dev)
     dev->impl = NULL;
 }
 
-// Waits for the stream, then reports what its kernels found since the last
-// wait (softmax_xent's label check): one synchronisation per step carries
-// both the step's statistics and that verdict.
 static int stream_wait_(device_t *dev)
 {
-    struct cuda_impl *im = impl_(dev);
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));
-    if (*im->bad_label_host) {
-        *im->bad_label_host = 0;
-        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
-        CUDA_CHECK(cudaStreamSynchronize(im->stream));
-        log_error("softmax_xent: a label is outside the model's classes");
-        return VGPU_EINVAL;
-    }
+    CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
     return 0;
 }
 
@@ -417,10 +433,20 @@ static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const
     struct cuda_impl *im = impl_(dev);
     LAUNCH(softmax_xent_kernel, (size_t)rows, dlogits, stats, logits, labels, rows, classes,
            grad_scale, im->bad_label);
-    // No wait here: the flag travels with the stream and is read at the next
-    // synchronisation (the step's statistics copy).
+    // The verdict is read here, as the CPU device gives it: read at a later
+    // synchronisation it could surface inside a collective on this rank
+    // only, and strand the others there until the timeout. (One wait for
+    // the stream a call; a step makes one call a micro-batch.)
     CUDA_CHECK(cudaMemcpyAsync(im->bad_label_host, im->bad_label, sizeof(int),
                                cudaMemcpyDeviceToHost, im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    if (*im->bad_label_host) {
+        *im->bad_label_host = 0;
+        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
+        CUDA_CHECK(cudaStreamSynchronize(im->stream));
+        log_error("softmax_xent: a label is outside [0, %d)", classes);
+        return VGPU_EINVAL;
+    }
     return 0;
 }
 

@@ -104,13 +104,33 @@ static int parse_group_(char *group, struct gpu_sim_gpu *gpus, int max, int *cou
     return 0;
 }
 
-int gpu_sim_parse(const char *spec, struct gpu_sim_gpu *gpus, int max, int *count, int *no_driver,
-                  char *err, size_t err_bytes)
+// "driver=MAJOR.MINOR" -> MAJOR * 1000 + MINOR * 10, as cudaDriverGetVersion.
+static int parse_driver_(const char *v, int *version, char *err, size_t err_bytes)
+{
+    char *end;
+    long major = strtol(v, &end, 10), minor = 0;
+    if (end != v && *end == '.') {
+        const char *m = end + 1;
+        minor = strtol(m, &end, 10);
+        if (end == m)
+            minor = -1;
+    }
+    if (end == v || *end || major < 1 || major > 99 || minor < 0 || minor > 9)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "VGPU_SIM_GPUS: 'driver=%s': expected the driver's CUDA version, "
+                           "e.g. driver=12.8",
+                           v);
+    *version = (int)(major * 1000 + minor * 10);
+    return 0;
+}
+
+int gpu_sim_parse(const char *spec, struct gpu_sim_gpu *gpus, int max, int *count,
+                  struct gpu_sim_host *host, char *err, size_t err_bytes)
 {
     *count = 0;
-    *no_driver = 0;
+    memset(host, 0, sizeof *host);
     if (!strcmp(spec, "nodriver")) {
-        *no_driver = 1;
+        host->no_driver = 1;
         return 0;
     }
     if (!strcmp(spec, "none"))
@@ -121,9 +141,17 @@ int gpu_sim_parse(const char *spec, struct gpu_sim_gpu *gpus, int max, int *coun
                            sizeof copy - 1);
     snprintf(copy, sizeof copy, "%s", spec);
     char *save = NULL;
-    for (char *group = strtok_r(copy, ",", &save); group; group = strtok_r(NULL, ",", &save))
+    int groups = 0, drivers = 0; // "driver=12.8" alone: a driver, no GPU
+    for (char *group = strtok_r(copy, ",", &save); group; group = strtok_r(NULL, ",", &save)) {
+        if (!strncmp(group, "driver=", 7)) {
+            TRY(parse_driver_(group + 7, &host->driver_version, err, err_bytes));
+            drivers++;
+            continue;
+        }
+        groups++;
         TRY(parse_group_(group, gpus, max, count, err, err_bytes));
-    if (*count == 0)
+    }
+    if (*count == 0 && !(drivers && !groups))
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
                            "VGPU_SIM_GPUS: no device in '%s' (say 'none' for a driver without GPUs)",
                            spec);
@@ -152,10 +180,13 @@ static int match_entry_(const struct gpu_sim_gpu *gpus, int count, const char *e
 int gpu_sim_visible(const struct gpu_sim_gpu *gpus, int count, const char *visible, int *order,
                     int max)
 {
-    int n = 0;
+    int n = 0, mig_seen = 0;
     if (!visible) {
-        for (int k = 0; k < count && n < max; k++)
+        for (int k = 0; k < count && n < max; k++) {
+            if (gpus[k].props.mig && mig_seen++)
+                continue; // CUDA shows a process one MIG instance
             order[n++] = k;
+        }
         return n;
     }
     char copy[1024];
@@ -172,6 +203,8 @@ int gpu_sim_visible(const struct gpu_sim_gpu *gpus, int count, const char *visib
             dup |= order[j] == k;
         if (dup)
             break;
+        if (gpus[k].props.mig && mig_seen++)
+            continue; // one MIG instance a process: the first listed
         order[n++] = k;
     }
     return n;
@@ -204,11 +237,16 @@ static int sim_scan_(struct gpu_props *out, int max, int *count, char *err, size
 {
     *count = 0;
     static struct gpu_sim_gpu gpus[GPU_MAX];
-    int n = 0, no_driver = 0;
+    int n = 0;
+    struct gpu_sim_host host;
     const char *spec = getenv("VGPU_SIM_GPUS");
-    TRY(gpu_sim_parse(spec ? spec : "none", gpus, GPU_MAX, &n, &no_driver, err, err_bytes));
-    if (no_driver)
+    TRY(gpu_sim_parse(spec ? spec : "none", gpus, GPU_MAX, &n, &host, err, err_bytes));
+    if (host.no_driver)
         return 0;
+    // As CUDA: an old driver makes cudaGetDeviceCount fail before any GPU.
+    const int runtime = gpu_runtime_version();
+    if (host.driver_version && host.driver_version / 1000 < runtime / 1000)
+        return gpu_driver_check_version(host.driver_version, runtime, err, err_bytes);
     int order[GPU_MAX];
     const int visible = gpu_sim_visible(gpus, n, getenv("CUDA_VISIBLE_DEVICES"), order, GPU_MAX);
     for (int i = 0; i < visible && i < max; i++) {
@@ -243,6 +281,23 @@ const struct gpu_driver *gpu_driver(void)
     return gpu_cuda_driver();
 }
 
+int gpu_driver_check_version(int driver_version, int runtime_version, char *err,
+                             size_t err_bytes)
+{
+    if (driver_version <= 0 || driver_version / 1000 >= runtime_version / 1000)
+        return 0;
+    // The Linux driver branch each CUDA major version needs at least.
+    const int major = runtime_version / 1000;
+    const char *branch = major >= 13 ? "R580" : major == 12 ? "R525" : major == 11 ? "R450" : "a newer";
+    return util_errorf(err, err_bytes, VGPU_ENODEV,
+                       "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d runtime "
+                       "this vgpu was built with (it needs driver %s or newer): update the driver, "
+                       "build vgpu with a CUDA %d toolkit, or run on the CPU with devices.kind = cpu",
+                       driver_version / 1000, driver_version % 1000 / 10, major,
+                       runtime_version % 1000 / 10, branch, driver_version / 1000);
+}
+
 #ifndef VGPU_HAVE_CUDA
 const struct gpu_driver *gpu_cuda_driver(void) { return NULL; } // device_cuda.cu has the real one
+int gpu_runtime_version(void) { return GPU_RUNTIME_VERSION_NO_CUDA; }
 #endif

@@ -25,11 +25,8 @@
 
 #define MAX_DEVICES 64
 #define JOB_TABLE_ROWS 16 // rows of the job table before it summarises
-#define CUDA_CONTEXT_OVERHEAD (512ull << 20) // bytes a CUDA context takes outside the cap
-// What an NCCL communicator allocates outside the caps, on paper: NCCL's
-// buffers and channels take 0.3 to 1.6 GB a rank on H100 systems (its
-// NCCL_BUFFSIZE, channel count and NVLS settings decide).
-#define NCCL_BUFFER_BUDGET (1ull << 30)
+#define CUDA_CONTEXT_OVERHEAD BINDING_CUDA_CONTEXT_BYTES
+#define NCCL_BUFFER_BUDGET BINDING_NCCL_BUFFER_BYTES
 
 // Used for control-plane waits until the config (comm.timeout_s) is loaded.
 #define CONTROL_DEFAULT_TIMEOUT_S 300.0
@@ -182,11 +179,31 @@ static int join_bounded_(MPI_Comm given, int rank, MPI_Comm *world)
     return rc;
 }
 
+// Under vgpurun, vgpurun-rank pinned this rank's CUDA_VISIBLE_DEVICES for
+// programs that know nothing of vgpu. A vgpu program binds itself, once,
+// with every rank's view and its config: it takes back the launcher's value
+// before anything starts CUDA (a program that started CUDA before vgpu_init
+// keeps the pin, and binding then follows it).
+static void unpin_visible_devices_(void)
+{
+    const char *record = getenv(BINDING_ENV_PINNED), *now = getenv("CUDA_VISIBLE_DEVICES");
+    const char *bar = record ? strchr(record, '|') : NULL;
+    if (bar && now && strlen(now) == (size_t)(bar - record) && !strncmp(now, record, strlen(now))) {
+        if (!strcmp(bar + 1, "unset"))
+            unsetenv("CUDA_VISIBLE_DEVICES");
+        else if (bar[1] == '=')
+            setenv("CUDA_VISIBLE_DEVICES", bar + 2, 1);
+    } // else changed since the pin (a wrapper's own choice): it stands
+    if (record)
+        unsetenv(BINDING_ENV_PINNED);
+}
+
 int runtime_bootstrap(struct runtime *rt, int *argc, char ***argv, const struct runtime_join *join)
 {
     static const struct runtime_join defaults;
     if (!join)
         join = &defaults;
+    unpin_visible_devices_();
     memset(rt, 0, sizeof *rt);
     if (gethostname(rt->host, sizeof rt->host) != 0)
         snprintf(rt->host, sizeof rt->host, "unknown");
@@ -776,19 +793,39 @@ static int discover_(struct runtime *rt, struct host_devices *host, struct scan_
 
 struct job_row {
     int rank, local_rank, node_index, device_index, ranks_on_device, mps;
+    int mig;          // the device is a MIG instance
+    int nccl_version; // NCCL this rank loads (0 = none)
     char host[64];
     char kind[8];
     char name[96];
-    char uuid[48];
+    char uuid[48];       // the device's (a MIG instance's own)
+    char pci_bus_id[32]; // the physical GPU's (MIG instances of one GPU share it); "" on CPUs
     uint64_t cap_bytes;
 };
 
-// Distinct physical devices in the job: (host, uuid) pairs.
-static int count_physical_(const struct job_row *rows, int n)
+// Distinct devices in the job: (host, uuid) pairs, or with by_gpu the
+// physical GPUs behind them ((host, PCI bus id): MIG instances of one GPU
+// count once).
+static int count_distinct_(const struct job_row *rows, int n, int by_gpu)
 {
     int distinct = 0;
     for (int r = 0; r < n; r++) {
+        const char *id = by_gpu && rows[r].pci_bus_id[0] ? rows[r].pci_bus_id : rows[r].uuid;
         int seen = 0;
+        for (int q = 0; q < r && !seen; q++) {
+            const char *other = by_gpu && rows[q].pci_bus_id[0] ? rows[q].pci_bus_id : rows[q].uuid;
+            seen = rows[q].node_index == rows[r].node_index && !strcmp(other, id);
+        }
+        distinct += !seen;
+    }
+    return distinct;
+}
+
+static int count_mig_instances_(const struct job_row *rows, int n)
+{
+    int distinct = 0;
+    for (int r = 0; r < n; r++) {
+        int seen = !rows[r].mig;
         for (int q = 0; q < r && !seen; q++)
             seen = rows[q].node_index == rows[r].node_index && !strcmp(rows[q].uuid, rows[r].uuid);
         distinct += !seen;
@@ -801,10 +838,14 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
 {
     int cuda = !strcmp(rows[0].kind, "cuda");
     int p = rt->physical_devices, n = rt->size, h = rt->node_count;
+    const int mig = count_mig_instances_(rows, n);
+    char instances[48] = "";
+    if (mig)
+        snprintf(instances, sizeof instances, ", %d MIG instance%s", mig, mig == 1 ? "" : "s");
     if (cuda)
-        printf("vgpu: %d %sphysical GPU%s -> %d virtual GPU%s (%d rank%s, %d host%s)%s\n", p,
-               rt->simulated ? "simulated " : "", p == 1 ? "" : "s", n, n == 1 ? "" : "s", n,
-               n == 1 ? "" : "s", h, h == 1 ? "" : "s",
+        printf("vgpu: %d %sphysical GPU%s%s -> %d virtual GPU%s (%d rank%s, %d host%s)%s\n", p,
+               rt->simulated ? "simulated " : "", p == 1 ? "" : "s", instances, n,
+               n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s",
                rt->simulated ? " (VGPU_SIM_GPUS: CPU math behind the GPUs' description)" : "");
     else
         printf("vgpu: no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)\n", n,
@@ -837,6 +878,47 @@ static void print_job_table_(const struct runtime *rt, const struct job_row *row
                rows[r].local_rank, dev, virt, util_format_bytes(rows[r].cap_bytes, cap, sizeof cap));
     }
     fflush(stdout);
+}
+
+// This rank's view of what decides NCCL; the job's is the minimum of every
+// rank's (ctl_all_reduce_ over NCCL_FACTS_INTS_ ints).
+struct nccl_facts_ {
+    int built;          // this binary has the NCCL backend
+    int version;        // NCCL loaded here (0 = none)
+    int multi_rank_env; // NCCL_MULTI_RANK_GPU_ENABLE=1
+    int max_ctas_set;   // NCCL_MAX_CTAS is set
+};
+#define NCCL_FACTS_INTS_ ((int)(sizeof(struct nccl_facts_) / sizeof(int)))
+
+static struct nccl_facts_ nccl_facts_local_(void)
+{
+    struct nccl_facts_ f = {
+        .version = comm_nccl_runtime_version(),
+        .multi_rank_env = env_get()->nccl_multi_rank_gpu,
+        .max_ctas_set = getenv("NCCL_MAX_CTAS") != NULL,
+    };
+#ifdef VGPU_HAVE_NCCL
+    f.built = 1;
+#endif
+    return f;
+}
+
+// Where NCCL is missing on some ranks only, the backend line names one.
+static void name_rank_without_nccl_(const struct job_row *rows, int n,
+                                    const struct comm_choice_facts *f, char *why, size_t why_bytes)
+{
+    if (!f->nccl_built || !f->all_cuda || f->mig || f->nccl_version)
+        return;
+    int with = 0, without = -1;
+    for (int r = 0; r < n; r++) {
+        with += rows[r].nccl_version > 0;
+        if (!rows[r].nccl_version && without < 0)
+            without = r;
+    }
+    const size_t len = strlen(why);
+    if (with && without >= 0 && len < why_bytes)
+        snprintf(why + len, why_bytes - len, " on %d of %d ranks, e.g. rank %d (host %s)",
+                 n - with, n, without, rows[without].host);
 }
 
 // Every rank reports its status; all return the worst, so no rank goes on
@@ -876,6 +958,23 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     if (rc >= 0 && fell_back && rt->rank == 0 && !args->quiet)
         printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
 
+    // What decides NCCL, agreed before anything depends on it (the caps
+    // leave NCCL's room; the backend choice): a rank that differs (NCCL
+    // missing on some nodes, a variable set on one) must not build another
+    // backend than its peers and hang in set-up.
+    struct nccl_facts_ nf = nccl_facts_local_();
+    const int nf_rc = ctl_all_reduce_(rt, MPI_IN_PLACE, &nf, NCCL_FACTS_INTS_, MPI_INT, MPI_MIN,
+                                      sizeof nf, "agreement (NCCL)");
+    if (nf_rc < 0) {
+        free(host);
+        free(scan);
+        free(visible);
+        return nf_rc;
+    }
+    const int requested = cfg->comm.backend;
+    const int nccl_may = rc == 0 && nf.built && nf.version >= 21400 && !args->tree_all_reduce &&
+                         (requested == BACKEND_AUTO || requested == BACKEND_NCCL);
+
     struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
     if (!bind && rc >= 0)
         rc = util_errorf(err, sizeof err, VGPU_ENOMEM, "out of memory for the binding");
@@ -891,6 +990,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .map = cfg->devices.map.count ? cfg->devices.map.v : NULL,
         .map_count = cfg->devices.map.count,
         .overhead_bytes = cuda ? CUDA_CONTEXT_OVERHEAD : 0,
+        .solo_extra_bytes = nccl_may ? NCCL_BUFFER_BUDGET : 0,
         .min_bytes = args->min_bytes,
         .visible = cuda ? visible : NULL,
         .mps = host->mps,
@@ -915,6 +1015,13 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
             my_dev.index = scan->devs[i].index;
     const int host_index = mine.device;
     const int host_mps = host->mps && cuda;
+    // CUDA shows a process one MIG instance: ranks that were given none of
+    // their own all land on the first one.
+    if (cuda && my_dev.mig && mine.ranks_on_device > 1 && rt->local_rank == 0 && !args->quiet)
+        log_warn("%d ranks share MIG instance %s: CUDA shows a process one MIG instance, so "
+                 "give each rank its own (CUDA_VISIBLE_DEVICES=MIG-... a rank, as Slurm's MIG "
+                 "gres does) to use the others",
+                 mine.ranks_on_device, my_dev.uuid);
     rt->simulated = my_dev.simulated;
     free(host);
     free(scan);
@@ -949,8 +1056,10 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                           .node_index = rt->node_index, .device_index = host_index,
                           .ranks_on_device = mine.ranks_on_device,
                           .cap_bytes = mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
-                          .mps = host_mps};
+                          .mps = host_mps, .mig = my_dev.mig,
+                          .nccl_version = comm_nccl_runtime_version()};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
+    snprintf(row.pci_bus_id, sizeof row.pci_bus_id, "%s", my_dev.pci_bus_id);
     snprintf(row.kind, sizeof row.kind, "%s", my_dev.kind);
     snprintf(row.name, sizeof row.name, "%.82s%s", my_dev.name, my_dev.simulated ? " (simulated)" : "");
     snprintf(row.uuid, sizeof row.uuid, "%s", my_dev.uuid);
@@ -964,29 +1073,31 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         device_close(&rt->dev);
         return rc;
     }
-    rt->physical_devices = count_physical_(rows, rt->size);
+    rt->physical_devices = count_distinct_(rows, rt->size, 1);
     int all_cuda = 1;
     for (int r = 0; r < rt->size; r++)
         all_cuda &= !strcmp(rows[r].kind, "cuda");
     struct comm_choice_facts facts = {
-        .nccl_version = comm_nccl_runtime_version(),
+        .nccl_built = nf.built,
+        .nccl_version = nf.version,
         .all_cuda = all_cuda,
         .max_ranks_per_gpu = 1,
-        .multi_rank_env = env_get()->nccl_multi_rank_gpu,
-        .max_ctas_set = getenv("NCCL_MAX_CTAS") != NULL,
+        .multi_rank_env = nf.multi_rank_env,
+        .max_ctas_set = nf.max_ctas_set,
+        .all_to_all = args->tree_all_reduce,
     };
-#ifdef VGPU_HAVE_NCCL
-    facts.nccl_built = 1;
-#endif
     for (int r = 0; r < rt->size; r++) {
         facts.max_ranks_per_gpu = rows[r].ranks_on_device > facts.max_ranks_per_gpu
                                       ? rows[r].ranks_on_device
                                       : facts.max_ranks_per_gpu;
         facts.mps |= rows[r].mps;
+        facts.mig |= rows[r].mig;
     }
     const char *chosen = NULL;
     rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), &facts,
                              &chosen, rt->backend_reason, sizeof rt->backend_reason);
+    name_rank_without_nccl_(rows, rt->size, &facts, rt->backend_reason,
+                            sizeof rt->backend_reason);
     if (rc < 0) {
         if (rt->rank == 0)
             log_error("%s", rt->backend_reason); // names comm.backend itself

@@ -38,6 +38,8 @@ struct runtime_open_args {
                           // threads (bitwise-reproducible training): one BLAS thread
     int plan_only;        // discover, bind, choose the backend, print the job table
                           // (rank 0), open nothing (rt->planned is set)
+    int tree_all_reduce;  // the program uses the deterministic all-reduce (an
+                          // all-to-all): the backend must have one on these devices
 };
 
 // This process's rank as its launcher exported it (mpirun, srun, PMIx),

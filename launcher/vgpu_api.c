@@ -92,6 +92,7 @@ int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options)
                                         : v->options.largest_collective_bytes,
         .quiet = o->quiet || v->options.quiet,
         .one_blas_thread = o->deterministic,
+        .tree_all_reduce = o->deterministic,
         .plan_only = o->plan_only,
     };
     const int rc = runtime_open(&v->rt, &args);

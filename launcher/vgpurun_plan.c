@@ -459,8 +459,8 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
         set_names[set_count++] = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
         set_names[set_count++] = "CUDA_MPS_PIPE_DIRECTORY";
         set_names[set_count++] = "CUDA_MPS_LOG_DIRECTORY";
-        note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 512 MiB for "
-                    "cuBLAS/NCCL workspace), enforced by the driver",
+        note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 1.5 GiB for the "
+                    "CUDA context and NCCL's buffers), enforced by the driver",
               limit);
         if (opts->sm_share) {
             char pct[16];

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "binding.h"
 #include "status.h"
 
 // Environment variables through which vgpurun hands device settings to the
@@ -18,8 +19,10 @@
 #define VGPURUN_ENV_MPIRUN_REPORT "VGPU_MPIRUN_REPORT"
 
 // Room above --mem-per-rank in the MPS limit: the MPS cap covers everything a
-// rank pins on the GPU (cuBLAS workspace, NCCL buffers), vgpu's cap only its arena.
-#define VGPURUN_MPS_HEADROOM_BYTES (512ull << 20)
+// rank pins on the GPU, vgpu's cap only its arena: the CUDA context (cuBLAS
+// workspace included) and, for a rank alone on its GPU, NCCL's buffers (the
+// runtime's automatic cap leaves the same room).
+#define VGPURUN_MPS_HEADROOM_BYTES (BINDING_CUDA_CONTEXT_BYTES + BINDING_NCCL_BUFFER_BYTES)
 
 #define VGPURUN_MAX_ARGS 512
 #define VGPURUN_MAX_ENV 64

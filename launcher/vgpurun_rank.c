@@ -4,9 +4,11 @@
 // LOCAL_WORLD_SIZE (from the launcher's own variables; MASTER_ADDR and
 // MASTER_PORT come from vgpurun), and on a host with GPUs its own
 // CUDA_VISIBLE_DEVICES: the GPU that vgpu's binding policy gives this local
-// rank (ranks in order fill the GPUs, devices.ranks_per_device each), named by
-// UUID. A program that knows nothing of vgpu thus gets its slice of the GPU;
-// vgpu's own programs bind the same way from what they see.
+// rank (binding_place: ranks in order fill the usable GPUs,
+// VGPU_RANKS_PER_DEVICE each), named by UUID. A program that knows nothing
+// of vgpu thus gets its slice of the GPU as "cuda:0"; vgpu's own programs
+// take the launcher's value back and make the runtime's one binding decision
+// with every rank's view and their config (binding.h).
 // Usage (by vgpurun): vgpurun-rank PROGRAM ARGS...
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "binding.h"
 #include "config.h"
 #include "device.h"
+#include "gpu_driver.h"
 #include "status.h"
 #include "vgpurun_plan.h"
 
@@ -31,46 +34,58 @@ static void set_int_(const char *name, int value)
     setenv(name, v, 1);
 }
 
-// This rank's GPU by the binding policy, into CUDA_VISIBLE_DEVICES. No GPU:
-// nothing to do. Returns 0, or 2 after saying why the policy refused.
-static int bind_gpu_(const struct vgpurun_rank_id *id)
+// This rank's GPU by the binding policy's placement (binding_place: the
+// runtime's rules), into CUDA_VISIBLE_DEVICES, for a program that knows
+// nothing of vgpu; the value replaced is recorded (BINDING_ENV_PINNED)
+// so that a vgpu program takes it back and binds itself with every rank's
+// view and its own config. Left alone: no GPU, a single GPU in view (a
+// scheduler's per-task GPU, one MIG instance: nothing to choose), or a
+// placement the policy refuses (said once a host: a vgpu program then says
+// why in full, any other meets CUDA's own answer).
+static void bind_gpu_(const struct vgpurun_rank_id *id)
 {
-    struct device_info gpus[MAX_GPUS];
-    int count = 0;
+    struct device_info seen[MAX_GPUS], usable[MAX_GPUS];
+    int count = 0, n = 0;
     char err[512] = "";
-    if (device_discover("cuda", gpus, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0) {
-        if (err[0])
-            fprintf(stderr, "vgpurun-rank: rank %d: %s; CUDA_VISIBLE_DEVICES left as it is\n",
-                    id->rank, err);
-        return 0;
+    if (device_discover("cuda", seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0) {
+        if (err[0] && id->local_rank == 0)
+            fprintf(stderr, "vgpurun-rank: %s; CUDA_VISIBLE_DEVICES left as it is\n", err);
+        return;
     }
-    long per_gpu = 0;
-    const char *v = getenv("VGPU_RANKS_PER_DEVICE");
-    if (v && *v) {
-        char *end;
-        per_gpu = strtol(v, &end, 10);
-        if (*end || per_gpu < 1)
-            per_gpu = 0;
-    }
+    for (int i = 0; i < count; i++)
+        if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent
+            usable[n++] = seen[i];
+    if (n == 0 || (count == 1 && n == 1))
+        return;
+    struct config cfg; // the launcher's settings (VGPU_RANKS_PER_DEVICE, ...)
+    config_defaults(&cfg);
+    if (config_apply_env(&cfg, err, sizeof err) < 0)
+        config_defaults(&cfg); // the program says what is wrong with them
+    const struct gpu_driver *drv = gpu_driver();
     struct binding_request req = {
         .local_size = id->local_size,
-        .ndevices = count,
-        .devices = gpus,
-        .ranks_per_device = per_gpu,
-        .memory_fraction = 0.5, // caps are the program's business; only the placement counts
+        .ndevices = n,
+        .devices = usable,
+        .ranks_per_device = cfg.devices.ranks_per_device,
+        .mps = drv && drv->mps_active(),
     };
     struct binding *b = calloc((size_t)id->local_size, sizeof *b);
     if (!b)
-        return 2;
-    int rc = binding_compute(&req, b, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "vgpurun-rank: rank %d: %s\n", id->rank, err);
+        return;
+    if (binding_place(&req, b, err, sizeof err) < 0) {
+        if (id->local_rank == 0)
+            fprintf(stderr, "vgpurun-rank: cannot place this host's ranks on its GPUs: %s; "
+                            "CUDA_VISIBLE_DEVICES left as it is\n", err);
         free(b);
-        return 2;
+        return;
     }
-    setenv("CUDA_VISIBLE_DEVICES", gpus[b[id->local_rank].device].uuid, 1);
+    const char *pin = usable[b[id->local_rank].device].uuid;
+    const char *before = getenv("CUDA_VISIBLE_DEVICES");
+    char record[1200];
+    snprintf(record, sizeof record, "%s|%s%s", pin, before ? "=" : "unset", before ? before : "");
+    setenv(BINDING_ENV_PINNED, record, 1);
+    setenv("CUDA_VISIBLE_DEVICES", pin, 1);
     free(b);
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -89,8 +104,7 @@ int main(int argc, char **argv)
     set_int_("WORLD_SIZE", id.world_size);
     set_int_("LOCAL_RANK", id.local_rank);
     set_int_("LOCAL_WORLD_SIZE", id.local_size);
-    if (bind_gpu_(&id))
-        return 2;
+    bind_gpu_(&id);
     execvp(argv[1], argv + 1);
     int e = errno;
     fprintf(stderr, "vgpurun-rank: %s: %s\n", argv[1], strerror(e));

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -77,6 +78,20 @@ static const struct device_info gpu_tiny[] = { // less free than one context nee
     {.kind = "cuda", .index = 0, .name = "Busy GPU", .total_bytes = 16 * GiB, .free_bytes = 300 * MiB},
 };
 
+// A 10 GiB GPU: the automatic cap must leave a lone rank's NCCL buffers room.
+static const struct device_info gpu_10g[] = {
+    {.kind = "cuda", .index = 0, .name = "L4-ish", .total_bytes = 10 * GiB, .free_bytes = 10 * GiB,
+     .uuid = "GPU-10g"},
+};
+// Two MIG instances of one GPU (one PCI bus id, a UUID each), one a rank.
+static const struct device_info gpu_mig2[] = {
+    {.kind = "cuda", .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
+     .free_bytes = 20 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "MIG-aaaa", .mig = 1},
+    {.kind = "cuda", .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
+     .free_bytes = 20 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "MIG-bbbb", .mig = 1},
+};
+static const uint64_t vis_own_mig[MAXR] = {1, 2};
+
 static const long map_1011[] = {1, 0, 1, 1};
 static const long map_00[] = {0, 0};
 static const long map_02[] = {0, 2};
@@ -97,6 +112,7 @@ struct binding_case {
     uint64_t min_bytes;
     const uint64_t *visible;
     int mps;
+    uint64_t solo_extra_bytes;
     // expected
     int rc;
     const char *needle[3]; // substrings of the message on failure
@@ -253,6 +269,24 @@ static const struct binding_case cases[] = {
      .needle = {"over its MPS limit 10.0 GiB", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""}},
     {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
      .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
+    {"a lone rank's auto cap leaves NCCL's buffers room", 1, DEVS(gpu_10g),
+     .overhead_bytes = 512 * MiB, .solo_extra_bytes = GiB,
+     // 0.9 x (10 GiB - 512 MiB - 1 GiB) = 8214124953.6, down to 256 bytes
+     .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {8214124800ull}},
+    {"ranks sharing a GPU leave no NCCL room (the ring runs)", 2, DEVS(gpu_10g),
+     .overhead_bytes = 512 * MiB, .solo_extra_bytes = GiB,
+     // 0.9 x (10 GiB - 2 x 512 MiB) / 2 = 4348654387.2, down to 256 bytes
+     .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {4348654336ull, 4348654336ull}},
+    {"MPS: a lone rank's NCCL room counts against its client limit", 1, DEVS(gpu_mps),
+     .overhead_bytes = 512 * MiB, .mps = 1, .solo_extra_bytes = GiB,
+     // 10 GiB - 512 MiB - 1 GiB = 8.5 GiB, under 0.9 x (80 - 1.5) GiB
+     .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {8 * GiB + 512 * MiB}},
+    {"MIG: an instance a rank, each by its own view", 2, DEVS(gpu_mig2), .visible = vis_own_mig,
+     .overhead_bytes = 512 * MiB,
+     // 0.9 x (20 GiB - 512 MiB) = 18844169011.2, down to 256 bytes
+     .device = {0, 1}, .slot = {0, 0}, .ranks_on_device = {1, 1},
+     .cap = {18844168960ull, 18844168960ull}},
 };
 
 static void check_case_(const struct binding_case *t)
@@ -270,11 +304,25 @@ static void check_case_(const struct binding_case *t)
         .min_bytes = t->min_bytes,
         .visible = t->visible,
         .mps = t->mps,
+        .solo_extra_bytes = t->solo_extra_bytes,
     };
-    struct binding out[MAXR];
+    struct binding out[MAXR], placed[MAXR];
     memset(out, 0xA5, sizeof out);
-    char err[512] = "";
+    char err[512] = "", place_err[512] = "";
     int rc = binding_compute(&req, out, err, sizeof err);
+    // binding_place is the same placement without the caps: it agrees with
+    // binding_compute wherever that got as far as the caps.
+    int place_rc = binding_place(&req, placed, place_err, sizeof place_err);
+    if (place_rc == 0 && rc == 0)
+        for (int r = 0; r < t->local_size; r++) {
+            assert_int_equal(placed[r].device, out[r].device);
+            assert_int_equal(placed[r].slot, out[r].slot);
+            assert_int_equal(placed[r].ranks_on_device, out[r].ranks_on_device);
+            assert_int_equal(placed[r].cap_bytes, 0);
+        }
+    else if (place_rc < 0 && strcmp(place_err, err) != 0)
+        fail_msg("case '%s': binding_place refused (%s) but binding_compute said '%s'", t->name,
+                 place_err, err);
     fprintf(stderr, "  case '%s': rc %d%s%s\n", t->name, rc, err[0] ? ": " : "", err);
     if (rc != t->rc)
         fail_msg("case '%s': rc %d, want %d (%s)", t->name, rc, t->rc, err);
@@ -368,6 +416,39 @@ static void test_headroom(void **state)
                                             err, sizeof err),
                      VGPU_ECONFIG);
     assert_contains(err, "cannot hold 2 x");
+    // Under MPS each rank's whole use must stay within its client limit:
+    // 8 + 0.5 + 1 = 9.5 GiB fits 10 GiB; 9 + 0.5 + 1 = 10.5 GiB does not.
+    const struct binding mps_ok = {.device = 0, .ranks_on_device = 1, .cap_bytes = 8 * GiB};
+    assert_int_equal(binding_check_headroom(&mps_ok, &gpu_mps[0], 512 * MiB, GiB, "NCCL buffers",
+                                            err, sizeof err),
+                     0);
+    const struct binding mps_over = {.device = 0, .ranks_on_device = 1, .cap_bytes = 9 * GiB};
+    assert_int_equal(binding_check_headroom(&mps_over, &gpu_mps[0], 512 * MiB, GiB,
+                                            "NCCL buffers", err, sizeof err),
+                     VGPU_ECONFIG);
+    assert_contains(err, "= 10.5 GiB is over this rank's MPS limit 10.0 GiB");
+}
+
+// The launcher's placement (vgpurun-rank) refuses what the runtime refuses:
+// EXCLUSIVE_PROCESS shared without MPS; with MPS it places.
+static void test_place(void **state)
+{
+    (void)state;
+    struct binding out[MAXR];
+    char err[512] = "";
+    struct binding_request req = {.local_size = 4, .ndevices = 1, .devices = gpu_excl};
+    assert_int_equal(binding_place(&req, out, err, sizeof err), VGPU_ECONFIG);
+    assert_contains(err, "EXCLUSIVE_PROCESS");
+    req.mps = 1;
+    assert_int_equal(binding_place(&req, out, err, sizeof err), 0);
+    assert_int_equal(out[3].ranks_on_device, 4);
+    // 3 ranks a device over 2 devices: 3 + 1, as the runtime places them.
+    const struct binding_request rpd = {.local_size = 4, .ndevices = 2, .devices = gpu2,
+                                        .ranks_per_device = 3};
+    assert_int_equal(binding_place(&rpd, out, err, sizeof err), 0);
+    assert_int_equal(out[2].device, 0);
+    assert_int_equal(out[3].device, 1);
+    assert_int_equal(out[0].ranks_on_device, 3);
 }
 
 int main(void)
@@ -376,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_binding_table),
         cmocka_unit_test(test_binding_invariants),
         cmocka_unit_test(test_headroom),
+        cmocka_unit_test(test_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

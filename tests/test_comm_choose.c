@@ -13,14 +13,17 @@
 
 struct choose_case {
     const char *requested;
-    struct comm_choice_facts f; // built, version, all_cuda, ranks a GPU, env, max_ctas, mps
+    struct comm_choice_facts f; // built, version, all_cuda, ranks a GPU, env, max_ctas, mps,
+                                // mig, all_to_all
     int want_rc;                // 0 or the expected error
     const char *want;           // chosen backend when want_rc == 0
     const char *why_has;        // a substring the reason must contain
 };
 
-#define OWN(v) {1, v, 1, 1, 0, 0, 0}             // NCCL v, a GPU per rank
-#define SHARE(v, k, env, ctas, mps) {1, v, 1, k, env, ctas, mps}
+#define OWN(v) {1, v, 1, 1, 0, 0, 0, 0, 0}       // NCCL v, a GPU per rank
+#define SHARE(v, k, env, ctas, mps) {1, v, 1, k, env, ctas, mps, 0, 0}
+#define MIG(v, k) {1, v, 1, k, 0, 0, 0, 1, 0}    // k ranks a MIG instance
+#define TREE(cuda, v, k) {1, v, cuda, k, 0, 0, 0, 0, 1} // deterministic mode's all-to-all
 
 static const struct choose_case cases_[] = {
     // auto: nccl when built (>= 2.14) and every rank has its own GPU.
@@ -29,8 +32,8 @@ static const struct choose_case cases_[] = {
     {"", OWN(22809), 0, "nccl", "own GPU"},
     {"auto", OWN(21300), 0, "ring", "needs >= 2.14"},
     {"auto", OWN(0), 0, "ring", "NCCL could not be loaded at run time"},
-    {"auto", {0, 0, 1, 1, 0, 0, 0}, 0, "ring", "no NCCL backend"},
-    {"auto", {1, 22809, 0, 1, 0, 0, 0}, 0, "ring", "CUDA"},
+    {"auto", {0, 0, 1, 1, 0, 0, 0, 0, 0}, 0, "ring", "no NCCL backend"},
+    {"auto", {1, 22809, 0, 1, 0, 0, 0, 0, 0}, 0, "ring", "CUDA"},
     // Ranks sharing a GPU: only within what NCCL documents.
     {"auto", SHARE(22809, 2, 0, 0, 0), 0, "ring", "NCCL 2.28 refuses"},
     {"auto", SHARE(22809, 2, 1, 0, 0), 0, "ring", ">= 2.30"},
@@ -40,13 +43,27 @@ static const struct choose_case cases_[] = {
     {"auto", SHARE(23000, 4, 1, 1, 0), 0, "ring", "unless MPS runs"},
     {"auto", SHARE(23000, 4, 1, 0, 1), 0, "ring", "NCCL_MAX_CTAS"},
     {"auto", SHARE(23105, 4, 1, 1, 1), 0, "nccl", "documented limits"},
+    // MIG instances: NCCL does not support them (NVIDIA/nccl#1716), one a
+    // rank or shared, whatever the version.
+    {"auto", MIG(22809, 1), 0, "ring", "MIG instances, which NCCL does not support"},
+    {"auto", MIG(23105, 2), 0, "ring", "MIG"},
+    {"nccl", MIG(22809, 1), VGPU_ECONFIG, NULL, "MIG"},
+    // Deterministic mode: its all-to-all on GPUs needs mpi; on CPUs the ring's.
+    {"auto", TREE(1, 22809, 1), 0, "mpi", "deterministic mode on GPUs"},
+    {"auto", TREE(1, 22809, 4), 0, "mpi", "deterministic mode on GPUs"},
+    {NULL, TREE(1, 0, 4), 0, "mpi", "deterministic mode on GPUs"},
+    {"ring", TREE(1, 22809, 4), VGPU_ECONFIG, NULL, "comm.backend = ring has no all-to-all on GPU"},
+    {"nccl", TREE(1, 22809, 1), VGPU_ECONFIG, NULL, "use comm.backend = mpi or auto"},
+    {"mpi", TREE(1, 22809, 1), 0, "mpi", "requested"},
+    {"auto", TREE(0, 0, 4), 0, "ring", "not every rank has a CUDA device"},
+    {"ring", TREE(0, 0, 4), 0, "ring", "requested"},
     // explicit ring / mpi are always honoured.
     {"ring", OWN(22809), 0, "ring", "requested"},
-    {"mpi", {0, 0, 0, 4, 0, 0, 0}, 0, "mpi", "requested"},
+    {"mpi", {0, 0, 0, 4, 0, 0, 0, 0, 0}, 0, "mpi", "requested"},
     // explicit nccl.
     {"nccl", OWN(22809), 0, "nccl", "requested"},
-    {"nccl", {0, 0, 1, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "no NCCL backend"},
-    {"nccl", {1, 22809, 0, 1, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
+    {"nccl", {0, 0, 1, 1, 0, 0, 0, 0, 0}, VGPU_ECONFIG, NULL, "no NCCL backend"},
+    {"nccl", {1, 22809, 0, 1, 0, 0, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
     {"nccl", OWN(21300), VGPU_ECONFIG, NULL, "2.13 found at run time"},
     {"nccl", OWN(0), VGPU_ECONFIG, NULL, "libnccl.so.2 not found"},
     {"nccl", SHARE(22809, 2, 0, 0, 0), VGPU_ECONFIG, NULL, "NCCL 2.28 refuses"},

@@ -17,14 +17,15 @@
 
 static struct gpu_sim_gpu gpus_[GPU_MAX];
 
+static struct gpu_sim_host host_;
+
 static int parse_(const char *spec, int *count)
 {
     char err[256] = "";
-    int no_driver = 0;
-    int rc = gpu_sim_parse(spec, gpus_, GPU_MAX, count, &no_driver, err, sizeof err);
+    int rc = gpu_sim_parse(spec, gpus_, GPU_MAX, count, &host_, err, sizeof err);
     if (rc)
         print_message("  %s -> %s\n", spec, err);
-    return rc ? rc : no_driver ? 1 : 0;
+    return rc ? rc : host_.no_driver ? 1 : 0;
 }
 
 static void test_parse(void **state)
@@ -55,6 +56,20 @@ static void test_parse(void **state)
     assert_int_equal(parse_("2x40G/failing=1", &n), 0);
     assert_false(gpus_[0].failing);
     assert_true(gpus_[1].failing);
+
+    // The driver's CUDA version, as cudaDriverGetVersion gives it.
+    assert_int_equal(parse_("driver=12.8,1x80G", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(host_.driver_version, 12080);
+    assert_int_equal(parse_("1x80G,driver=13", &n), 0);
+    assert_int_equal(host_.driver_version, 13000);
+    assert_int_equal(parse_("driver=12.4", &n), 0); // a driver, no GPU
+    assert_int_equal(n, 0);
+    assert_int_equal(parse_("4x80G", &n), 0);
+    assert_int_equal(host_.driver_version, 0); // new enough
+    assert_int_equal(parse_("driver=12.x,1x80G", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("driver=,1x80G", &n), VGPU_ECONFIG);
+    assert_int_equal(parse_("driver=12.10,1x80G", &n), VGPU_ECONFIG);
 
     assert_int_equal(parse_("nodriver", &n), 1);
     assert_int_equal(n, 0);
@@ -99,6 +114,47 @@ static void test_visible(void **state)
                                      GPU_MAX),
                      1);
     assert_int_equal(order[0], 1);
+    // CUDA enumerates one MIG instance a process: the first listed, or with
+    // no list the first on the host; GPUs without MIG beside it stay.
+    assert_int_equal(gpu_sim_visible(gpus_, n, NULL, order, GPU_MAX), 1);
+    assert_int_equal(order[0], 0);
+    assert_int_equal(gpu_sim_visible(gpus_, n,
+                                     "MIG-5117a000-0000-4000-8000-000000000002,"
+                                     "MIG-5117a000-0000-4000-8000-000000000000",
+                                     order, GPU_MAX),
+                     1);
+    assert_int_equal(order[0], 2);
+    assert_int_equal(parse_("1x80G,1x80G/mig=2,1x40G", &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(gpu_sim_visible(gpus_, n, NULL, order, GPU_MAX), 3);
+    assert_int_equal(order[0], 0);
+    assert_int_equal(order[1], 1);
+    assert_int_equal(order[2], 3);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "2,1,3", order, GPU_MAX), 2);
+    assert_int_equal(order[0], 2);
+    assert_int_equal(order[1], 3);
+}
+
+// A driver of an older CUDA major version than the runtime is refused with
+// both versions and the way out; the same major (minor-version
+// compatibility), a newer one or none at all (the CPU stands in) pass.
+static void test_driver_version(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    assert_int_equal(gpu_driver_check_version(12080, 13000, err, sizeof err), VGPU_ENODEV);
+    assert_non_null(strstr(err, "the NVIDIA driver supports CUDA 12.8, older than the CUDA 13.0 "
+                                "runtime this vgpu was built with (it needs driver R580 or newer)"));
+    assert_non_null(strstr(err, "build vgpu with a CUDA 12 toolkit"));
+    assert_non_null(strstr(err, "devices.kind = cpu"));
+    assert_int_equal(gpu_driver_check_version(12090, 13000, err, sizeof err), VGPU_ENODEV);
+    assert_int_equal(gpu_driver_check_version(11080, 12040, err, sizeof err), VGPU_ENODEV);
+    assert_non_null(strstr(err, "R525"));
+    assert_int_equal(gpu_driver_check_version(13000, 13000, err, sizeof err), 0);
+    assert_int_equal(gpu_driver_check_version(13020, 13000, err, sizeof err), 0);
+    assert_int_equal(gpu_driver_check_version(13000, 13020, err, sizeof err), 0);
+    assert_int_equal(gpu_driver_check_version(12000, 12080, err, sizeof err), 0);
+    assert_int_equal(gpu_driver_check_version(0, 13000, err, sizeof err), 0);
 }
 
 static void test_mps_limit(void **state)
@@ -117,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_visible),
         cmocka_unit_test(test_mps_limit),
+        cmocka_unit_test(test_driver_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

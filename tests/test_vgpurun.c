@@ -152,7 +152,7 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "prog"), "");
     assert_non_null(strstr(err_, "--mem-per-rank"));
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
-                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2560MB,1=2560MB "
                         "mpirun -np 2 -q --allow-run-as-root --map-by slot "
                         "--bind-to numa:overload-allowed "
                         "-x VGPU_MEMORY_LIMIT -x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
@@ -173,7 +173,7 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     gpu.gpu_uuids = uuids;
     gpu.gpu_uuid_count = 4;
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
-                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2560MB,1=2560MB "
                         "CUDA_VISIBLE_DEVICES=GPU-cc,GPU-dd CUDA_DEVICE_ORDER=PCI_BUS_ID "
                         "mpirun -np 2 -q --allow-run-as-root --map-by slot "
                         "--bind-to numa:overload-allowed "
@@ -182,7 +182,7 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
                         "-x CUDA_VISIBLE_DEVICES -x CUDA_DEVICE_ORDER prog");
     gpu.cuda_visible = "GPU-dd,1";
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
-                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2560MB,1=2560MB "
                         "CUDA_VISIBLE_DEVICES=GPU-dd,GPU-bb CUDA_DEVICE_ORDER=PCI_BUS_ID "
                         "mpirun -np 2 -q --allow-run-as-root --map-by slot "
                         "--bind-to numa:overload-allowed "
@@ -195,7 +195,7 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     gpu.cuda_visible = NULL;
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G",
                              "--sm-share", "50", "prog"),
-                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1536MB,1=1536MB "
+                        "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2560MB,1=2560MB "
                         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "
                         "mpirun -np 2 -q --allow-run-as-root --map-by slot "
                         "--bind-to numa:overload-allowed "

@@ -251,12 +251,6 @@ static int deterministic_prepare_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
     const struct job *job = t->job;
-    if (strcmp(vgpu_device_kind(t->dev), "cpu")) {
-        if (job->rank == 0)
-            log_error("train.deterministic = true needs CPU devices (devices.kind = cpu); "
-                      "this job has %s devices", vgpu_device_kind(t->dev));
-        return VGPU_ECONFIG;
-    }
     train_micro_split(cfg, job->size, t->parts_per_rank);
     for (int r = 0; r < job->rank; r++)
         t->first_part += t->parts_per_rank[r];

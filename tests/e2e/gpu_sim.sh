@@ -9,6 +9,10 @@
 source "$(dirname "$0")/lib.sh"
 cfg="$CONFIGS/default.ini"
 plan() { run "$1" 60 env "${@:2}" "$MPIRUN" -np "$NP" "$TRAIN" "$cfg" --plan; }
+# Whether this build has CUDA (cudaGetDeviceCount) or NCCL (ncclGetVersion)
+# inside libvgpu.so (local symbols: only vgpu_* are exported).
+# (nm read whole: grep -q's early exit would fail the pipeline under pipefail.)
+built_with() { grep -qE " [tT] $1\$" <<<"$(nm "$VGPU_BUILD_DIR/libvgpu.so" 2>/dev/null)"; }
 
 # The per-task placement of README's Planning example; and the same with
 # MIG instances, one a rank.
@@ -26,14 +30,16 @@ NP=4
 plan "one GPU shared by 4 ranks" VGPU_SIM_GPUS=1x80G
 expect_rc 0
 expect_out '^vgpu: 1 simulated physical GPU -> 4 virtual GPUs \(4 ranks, 1 host\)'
-expect_out 'collectives: ring \(ranks share a GPU'
+if built_with ncclGetVersion; then expect_out 'collectives: ring \(ranks share a GPU'
+else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
 # 0.9 x (80 GiB - 4 x 512 MiB context) / 4 = 17.55 GiB each
 expect_out '^ +3 +[^ ]+ +3 +cuda0 Simulated GPU 80.0 GiB \(simulated\) +vgpu3 +17.5 GiB$'
 
 plan "one GPU a rank" VGPU_SIM_GPUS=4x80G
 expect_rc 0
 expect_out '^vgpu: 4 simulated physical GPUs -> 4 virtual GPUs'
-expect_out 'collectives: (nccl \(every rank has its own GPU\)|ring \(.*NCCL.*not built)'
+if built_with ncclGetVersion; then expect_out 'collectives: nccl \(every rank has its own GPU\)'
+else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
 expect_out '^ +3 +[^ ]+ +3 +cuda3 '
 
 run "vgpurun --plan" 60 env VGPU_SIM_GPUS=2x24G "$VGPU_BUILD_DIR/vgpurun" --plan -np 4 -- "$TRAIN" "$cfg"
@@ -59,10 +65,18 @@ for r in 0 1 2 3 4 5 6 7; do
   expect_out "^ +$r +node$((r / 4)) +$((r % 4)) +cuda$((r % 4)) Simulated"
 done
 
+# MIG: one physical GPU, an instance a rank; NCCL does not support MIG.
 run "MIG instances, one a rank" 60 env VGPU_SIM_GPUS=1x80G/mig=4 "$MPIRUN" -np 4 "$wrapper" "$TRAIN" "$cfg" --plan
 expect_rc 0
-expect_out '^vgpu: 4 simulated physical GPUs -> 4 virtual GPUs'
+expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
+expect_out 'collectives: ring \(ranks run on MIG instances, which NCCL does not support'
 expect_out '^ +2 +[^ ]+ +2 +cuda2 Simulated GPU 80.0 GiB MIG 3/4'
+# CUDA shows a process one MIG instance: without a list of their own all
+# ranks land on the first, and the user is told how to use the others.
+run "MIG instances, none given to the ranks" 60 env VGPU_SIM_GPUS=1x80G/mig=3 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --plan
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU, 1 MIG instance -> 4 virtual GPUs'
+expect_out '4 ranks share MIG instance MIG-5117a000-0000-4000-8000-000000000000: CUDA shows a process one MIG instance'
 
 NP=4
 plan "EXCLUSIVE_PROCESS, 4 ranks, no MPS" VGPU_SIM_GPUS=1x80G/exclusive
@@ -97,6 +111,119 @@ expect_no_out 'CPU-simulated'
 plan "no driver" VGPU_SIM_GPUS=nodriver
 expect_rc 0
 expect_out 'no CUDA GPU visible: using CPU-simulated virtual GPUs'
+
+# A driver older than the CUDA runtime is not "no driver": an error with
+# both versions and the way out, never a silent CPU run.
+plan "a driver too old for the runtime" VGPU_SIM_GPUS=driver=12.8,1x80G
+expect_nonzero
+expect_out 'the NVIDIA driver supports CUDA 12.8, older than the CUDA 13.0 runtime this vgpu was built with \(it needs driver R580 or newer\)'
+expect_no_out 'CPU-simulated'
+plan "a driver of the runtime's major version" VGPU_SIM_GPUS=driver=13.0,1x80G
+expect_rc 0
+
+# The automatic cap leaves a lone rank NCCL's buffers: 0.9 x (10 GiB -
+# 512 MiB context - 1 GiB NCCL) = 7.65 GiB, so a 10 GiB GPU a rank starts.
+NP=2
+plan "two 10 GiB GPUs, defaults" VGPU_SIM_GPUS=2x10G
+expect_rc 0
+expect_out '^ +1 +[^ ]+ +1 +cuda1 Simulated GPU 10.0 GiB .* +7.6 GiB$'
+expect_no_out 'cannot hold'
+
+# Deterministic mode on GPUs: the mpi backend (the ring's all-to-all needs
+# host windows, NCCL has none); an explicit ring is refused before anything
+# runs; on the simulated GPUs the run gives the same parameters for 1 and 2
+# ranks.
+run "deterministic mode, auto" 60 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np 2 "$TRAIN" "$cfg" --plan --set train.deterministic=true
+expect_rc 0
+expect_out 'collectives: mpi \(deterministic mode on GPUs'
+run "deterministic mode, ring asked for" 60 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np 2 "$TRAIN" "$cfg" --plan --set train.deterministic=true --set comm.backend=ring
+expect_rc 2
+expect_out 'comm.backend = ring has no all-to-all on GPU memory, which deterministic mode needs: use comm.backend = mpi or auto'
+det_crc=()
+for n in 1 2; do
+  run "deterministic mode on simulated GPUs, np=$n" 90 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np "$n" "$TRAIN" "$cfg" --quiet --set train.deterministic=true --set train.max_steps=6
+  expect_rc 0
+  expect_out 'backend=mpi'
+  det_crc+=("$(grep -oE 'params_crc=[0-9a-f]+' <<<"$out")")
+done
+if [ -n "${det_crc[0]}" ] && [ "${det_crc[0]}" = "${det_crc[1]}" ]; then ok "np=1 and np=2 agree: ${det_crc[0]}"
+else bad "deterministic runs differ: ${det_crc[*]}"; fi
+NP=4
+
+# ---- vgpurun: its rank shim pins CUDA_VISIBLE_DEVICES for programs that
+# know nothing of vgpu, by the runtime's placement; a vgpu program takes the
+# pin back and binds once, with every rank's view and its config. ----
+VGPURUN="$VGPU_BUILD_DIR/vgpurun"
+vplan() { run "vgpurun: $1" 60 env "${@:2}" "$VGPURUN" --plan -np "$NP" -- "$TRAIN" "$cfg"; }
+vplan "EXCLUSIVE_PROCESS under MPS" VGPU_SIM_GPUS=1x80G/exclusive CUDA_MPS_PIPE_DIRECTORY="$WORK/mps"
+expect_rc 0
+expect_out '^vgpu: MPS: 1 of 1 host run their ranks as MPS clients'
+run "vgpurun: a GPU a task on EXCLUSIVE_PROCESS GPUs" 60 env VGPU_SIM_GPUS=4x80G/exclusive \
+  "$VGPURUN" --plan -np 4 -- "$per_task" "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 4 simulated physical GPUs -> 4 virtual GPUs'
+expect_out '^ +3 +node0 +3 +cuda3 Simulated'
+vplan "a PROHIBITED GPU beside a healthy one" VGPU_SIM_GPUS=1x80G/prohibited,1x80G
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU -> 4 virtual GPUs'
+run "vgpurun: devices.map" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" --plan -np 4 -- "$TRAIN" "$cfg" --set devices.map=1,1,0,0
+expect_rc 0
+expect_out '^ +0 +[^ ]+ +0 +cuda1 '
+expect_out '^ +1 +[^ ]+ +1 +cuda1 '
+expect_out '^ +2 +[^ ]+ +2 +cuda0 '
+expect_out '^ +3 +[^ ]+ +3 +cuda0 '
+run "vgpurun: devices.ranks_per_device = 3" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" --plan -np 4 -- "$TRAIN" "$cfg" --set devices.ranks_per_device=3
+expect_rc 0
+expect_out '^ +2 +[^ ]+ +2 +cuda0 '
+expect_out '^ +3 +[^ ]+ +3 +cuda1 '
+run "vgpurun: MIG instances, one a rank" 60 env VGPU_SIM_GPUS=1x80G/mig=4 "$VGPURUN" --plan -np 4 -- "$wrapper" "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
+expect_out 'collectives: ring \(ranks run on MIG instances'
+# What a program that knows nothing of vgpu sees: its own GPU as its only
+# one (cuda:0), by the same placement (PROHIBITED left out, ranks in order
+# filling the GPUs); one GPU in view (a per-task GPU) is left alone.
+show='echo "rank $RANK sees ${CUDA_VISIBLE_DEVICES-unset}"'
+gpu() { echo "GPU-5117a000-0000-4000-8000-00000000000$1"; }
+run "vgpurun: a plain program, two GPUs" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" -np 4 -- sh -c "$show"
+expect_rc 0
+expect_out "^rank 1 sees $(gpu 0)\$"
+expect_out "^rank 2 sees $(gpu 1)\$"
+run "vgpurun: a plain program, PROHIBITED GPU 0" 60 env VGPU_SIM_GPUS=1x80G/prohibited,1x80G "$VGPURUN" -np 2 -- sh -c "$show"
+expect_rc 0
+expect_out "^rank 0 sees $(gpu 1)\$"
+expect_out "^rank 1 sees $(gpu 1)\$"
+run "vgpurun: a plain program, VGPU_RANKS_PER_DEVICE=3" 60 env VGPU_SIM_GPUS=2x80G "$VGPURUN" --ranks-per-gpu 3 -np 4 -- sh -c "$show"
+expect_out "^rank 2 sees $(gpu 0)\$"
+expect_out "^rank 3 sees $(gpu 1)\$"
+run "vgpurun: a plain program, one GPU in view" 60 env VGPU_SIM_GPUS=2x80G CUDA_VISIBLE_DEVICES=1 "$VGPURUN" -np 2 -- sh -c "$show"
+expect_out '^rank 0 sees 1$'
+expect_out '^rank 1 sees 1$'
+
+# NCCL on some ranks only: the ranks agree the backend (a rank that built
+# another would hang in set-up). Rank 1 runs with the CUDA toolkit hidden (a
+# mount namespace of its own), so it cannot load NCCL.
+cudadir=$(readlink -f /usr/local/cuda 2>/dev/null || true)
+if built_with ncclGetVersion && [ "$(id -u)" = 0 ] &&
+   [ -d "$cudadir" ] && command -v unshare >/dev/null && grep -q 'libnccl.so.2 ' <<<"$(ldconfig -p)"; then
+  hide="$WORK/hide_nccl_on_rank1.sh"
+  cat >"$hide" <<'SH'
+#!/bin/sh
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
+  exec unshare -m sh -c 'mount -t tmpfs none "$HIDE_DIR" && exec "$0" "$@"' "$@"
+fi
+exec "$@"
+SH
+  chmod +x "$hide"
+  run "NCCL missing on rank 1 only" 60 env VGPU_SIM_GPUS=2x80G HIDE_DIR="$cudadir" "$MPIRUN" -np 2 "$hide" "$TRAIN" "$cfg" --plan
+  expect_rc 0
+  expect_out 'collectives: ring \(NCCL could not be loaded at run time \(libnccl.so.2 not found\) on 1 of 2 ranks, e.g. rank 1 \(host'
+  run "NCCL missing on rank 1 only, a short run" 60 env VGPU_SIM_GPUS=2x80G HIDE_DIR="$cudadir" "$MPIRUN" -np 2 "$hide" "$TRAIN" "$cfg" --quiet --set train.max_steps=5
+  expect_rc 0
+  expect_out 'backend=ring .*status=ok'
+else
+  echo "--- not run: NCCL on some ranks only needs an NCCL build, root, unshare and NCCL in $cudadir"
+fi
 run "no driver, kind cuda" 60 env VGPU_SIM_GPUS=nodriver "$MPIRUN" -np 2 "$TRAIN" "$cfg" --plan --set devices.kind=cuda
 expect_rc 2
 expect_out 'devices.kind = cuda, but no CUDA GPU is visible'
@@ -137,16 +264,21 @@ else bad "staging window sizes:$sizes (want $want each)"; fi
 # A CUDA build starts on a host without cuBLAS, NCCL or the CUDA runtime's
 # shared library: the runtime is static and the others are loaded when first
 # used. Shown for real by hiding the toolkit (a mount namespace of this test).
-if nm "$TRAIN" 2>/dev/null | grep ' T ncclGetVersion$' >/dev/null; then
-  deps=$(ldd "$TRAIN" | grep -oE 'lib(cudart|cublas|cublasLt|nccl)\.so[^ ]*' | sort -u | tr '\n' ' ')
-  if [ -z "$deps" ]; then ok "vgpu_train needs no CUDA library to start (ldd)"
-  else bad "vgpu_train links $deps"; fi
+# (The CUDA code lives in libvgpu.so, which vgpu_train loads.)
+if built_with cudaGetDeviceCount; then
+  deps=$(ldd "$TRAIN" "$VGPU_BUILD_DIR/libvgpu.so" | grep -oE 'lib(cudart|cublas|cublasLt|nccl)\.so[^ ]*' | sort -u | tr '\n' ' ')
+  if [ -z "$deps" ]; then ok "vgpu_train and libvgpu.so need no CUDA library to start (ldd)"
+  else bad "vgpu_train or libvgpu.so links $deps"; fi
   cudadir=$(readlink -f /usr/local/cuda 2>/dev/null || true)
   if [ "$(id -u)" = 0 ] && [ -d "$cudadir" ] && command -v unshare >/dev/null; then
     run "no CUDA libraries on the host, GPUs that would take NCCL" 60 unshare -m sh -c \
       "mount -t tmpfs none '$cudadir' && exec env VGPU_SIM_GPUS=4x80G '$MPIRUN' -np 4 '$TRAIN' '$cfg' --set train.max_steps=10"
     expect_rc 0
-    expect_out 'collectives: ring \(NCCL could not be loaded at run time \(libnccl.so.2 not found\)\)'
+    if built_with ncclGetVersion; then
+      expect_out 'collectives: ring \(NCCL could not be loaded at run time \(libnccl.so.2 not found\)\)'
+    else
+      expect_out 'collectives: ring \(this build has no NCCL backend\)'
+    fi
     expect_out 'status=ok'
   else
     echo "--- not run: hiding the CUDA toolkit needs root, unshare and $cudadir"

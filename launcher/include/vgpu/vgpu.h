@@ -162,8 +162,11 @@ struct vgpu_open_options {
     size_t min_device_bytes;        // the least device memory a rank needs: a smaller cap
                                     // is refused at binding, said (0 = no check)
     size_t largest_collective_bytes; // as in vgpu_options (0: vgpu_options' value)
-    int deterministic;              // GEMM results must not depend on how work is split
-                                    // over threads: one BLAS thread on CPU devices
+    int deterministic;              // bitwise-reproducible results: GEMMs not split over
+                                    // threads (one BLAS thread on CPU devices), and a
+                                    // backend with vgpu_all_reduce_tree's all-to-all on
+                                    // these devices (auto takes mpi on GPUs; ring or
+                                    // nccl there is refused, said)
     int plan_only;                  // discover, bind, choose the backend, print the job
                                     // table (rank 0), open nothing (vgpu_planned says so)
     int quiet;                      // no job table
