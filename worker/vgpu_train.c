@@ -283,8 +283,11 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    if (cli.trace_path &&
-        (rc = vgpu_timeline_begin(job.v, cli.trace_path, "vgpu_train " VGPU_VERSION)) < 0) {
+    // The trace names the job (scripts/plot_metrics.sh titles its picture with it).
+    char producer[192];
+    snprintf(producer, sizeof producer, "vgpu_train " VGPU_VERSION ": %d ranks, %s, %s", job.size,
+             vgpu_backend(job.v), data.name ? data.name : "?");
+    if (cli.trace_path && (rc = vgpu_timeline_begin(job.v, cli.trace_path, producer)) < 0) {
         train_free_data(&data);
         return finish_(&job, rc == VGPU_ECONFIG ? EXIT_USAGE : 1);
     }

@@ -43,6 +43,31 @@ if command -v python3 >/dev/null; then
 else
   echo "SKIP: the --trace panel (python3 not found)"
 fi
+# What the picture says (the gnuplot program, --script): the title names the
+# job (from the trace) and what the file covers; the throughput axis starts
+# at 0 (a few percent must not look like a collapse); the train line is drawn
+# from the train rows alone, all of them in order, so it does not break at
+# every eval row (every epoch).
+run "the program behind the picture, with the trace" 20 "$PLOT" "$csv" --trace "$WORK/run.json" --script
+expect_rc 0
+expect_out '^set multiplot layout 4,1 title "vgpu_train: 2 ranks, ring, synthetic, 90 steps, epoch [0-9]+, resumed 1 time \(run\.csv\)"$'
+program=$out
+samples_range=$(awk '/^set ylabel "samples\/s"/ { on = 1 } on && /^set yrange/ { print; exit }' <<<"$program")
+if [ "$samples_range" = "set yrange [0:*]" ]; then ok "the throughput axis starts at 0"
+else bad "the throughput panel's range: '$samples_range'"; fi
+block=$(awk '/^\$train << EOD$/ { on = 1; next } on && /^EOD$/ { exit } on' <<<"$program")
+if [ -n "$block" ] && [ "$block" = "$(grep '^train,' "$csv")" ]; then
+  ok "the train line is the $(wc -l <<<"$block") train rows, in order"
+else bad "the train block is not the CSV's train rows"; fi
+if grep -q '^plot .*1/0' <<<"$program"; then bad "a plot draws from rows made undefined (lines break there)"
+else ok "no plot skips rows with undefined points"; fi
+run "the program, without the trace" 20 "$PLOT" "$csv" --script
+expect_rc 0
+expect_out '^set multiplot layout 3,1 title "vgpu_train: 90 steps, epoch [0-9]+, resumed 1 time \(run\.csv\)"$'
+run "--title" 20 "$PLOT" "$csv" --script --title 'my "best" run'
+expect_rc 0
+expect_out '^set multiplot layout 3,1 title "vgpu_train: my \\"best\\" run \(run\.csv\)"$'
+
 run "--trace without a file" 20 "$PLOT" "$csv" --trace
 expect_rc 2
 expect_out "^usage: "
