@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -48,7 +49,7 @@ static const struct env_var vars_[] = {
      "replica check (train.check_replicas_every) must catch it"},
     {"VGPU_FLIGHT_DIR", "DIR",
      "where the flight recorder writes a failing job's records, in a directory per job "
-     "(default: vgpu-flight in the working directory; README: When a job hangs or dies)"},
+     "(default: $TMPDIR/vgpu-flight-UID, /tmp without TMPDIR; README: When a job hangs or dies)"},
     {"VGPU_TEST_HOST", "NAME",
      "test hook: the rank counts as on host NAME (ranks naming the same host are one host), to "
      "rehearse several hosts on one machine"},
@@ -147,7 +148,17 @@ static void env_parse_(struct vgpu_env *e)
         else if (strcmp(v, "0") != 0)
             malformed_("VGPU_PLAN", v, "1 or 0");
     }
-    e->flight_dir = (v = getenv("VGPU_FLIGHT_DIR")) && *v ? v : "vgpu-flight";
+    // Flight records go where a fault happened, never into the working
+    // directory (the user's source tree) unless asked: by default a
+    // directory of this user's under $TMPDIR.
+    e->flight_dir_default = !((v = getenv("VGPU_FLIGHT_DIR")) && *v);
+    if (e->flight_dir_default) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(e->flight_dir_buf, sizeof e->flight_dir_buf, "%s/vgpu-flight-%u",
+                 tmp && *tmp == '/' && strlen(tmp) < 200 ? tmp : "/tmp", (unsigned)getuid());
+        v = e->flight_dir_buf;
+    }
+    e->flight_dir = v;
     if ((v = getenv("VGPU_TEST_HOST")) && *v) {
         if (strlen(v) < sizeof e->test_host && !strchr(v, ' '))
             snprintf(e->test_host, sizeof e->test_host, "%s", v);

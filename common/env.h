@@ -35,7 +35,11 @@ struct vgpu_env {
     struct env_when kill;    // VGPU_INJECT_KILL=RANK@WHEN: RANK kills itself after that step
     struct env_when perturb; // VGPU_INJECT_PERTURB=RANK@WHEN: RANK nudges a parameter after that step
     int plan;             // VGPU_PLAN=1: start up, print the job table, do not train
-    const char *flight_dir; // VGPU_FLIGHT_DIR: the flight recorder's records (default vgpu-flight)
+    const char *flight_dir; // VGPU_FLIGHT_DIR: the flight recorder's records; default
+                            // $TMPDIR/vgpu-flight-<uid> (/tmp without TMPDIR)
+    int flight_dir_default; // 1: flight_dir is that default (a directory of this user's,
+                            // made 0700 and checked before use)
+    char flight_dir_buf[256]; // the default's text
     // Test hooks:
     char test_host[64];   // VGPU_TEST_HOST=NAME: this rank counts as on host NAME
     char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that

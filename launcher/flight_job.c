@@ -3,6 +3,7 @@
 #include "flight_job.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -145,6 +146,28 @@ static int mkdirs_(const char *dir)
     return mkdir(path, 0777) != 0 && errno != EEXIST ? -errno : 0;
 }
 
+// The default place ($TMPDIR/vgpu-flight-<uid>, env.h) is in a directory
+// every user may write: it must be this user's own directory (made 0700
+// here), not a link or another user's, or nothing is written there (a
+// planted directory would receive the records). 0 or a negative status.
+static int own_default_root_(void)
+{
+    const struct vgpu_env *e = env_get();
+    if (!e->flight_dir_default)
+        return 0;
+    if (mkdir(e->flight_dir, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (lstat(e->flight_dir, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022)) {
+        log_warn("flight recorder: %s is not a directory of this user's alone; no records "
+                 "(set VGPU_FLIGHT_DIR to a directory of yours)", e->flight_dir);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
 // Whether the record at `path` is a SIGUSR2 look, which any later record
 // replaces; a record of trouble is never replaced: the first one written
 // after things went wrong shows what went wrong.
@@ -170,26 +193,57 @@ static void record_path_(const struct flight_record *rec, char *path, size_t byt
              rec->host[0] ? rec->host : "unknown", rec->pid);
 }
 
+// Gives the written file (the unnamed one behind fd, or `tmp` by name) the
+// name `path`; -EEXIST when that name is taken.
+static int link_as_(int fd, const char *tmp, const char *path)
+{
+    if (tmp[0])
+        return link(tmp, path) == 0 ? 0 : -errno;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ? 0 : -errno;
+}
+
 // Writes rec as its rank's record unless a record of trouble is there (the
-// host's ranks write at once: link() lets exactly one be first). 0 or -errno.
+// host's ranks write at once: link() lets exactly one be first). The text
+// goes into an unnamed file (O_TMPFILE) that gets its name once whole, so a
+// rank killed while writing (mpirun's SIGKILL follows its SIGTERM by a
+// second) leaves nothing behind; only where the file system has no unnamed
+// files, a named temporary one, removed at once. 0 or -errno.
 static int write_record_(const struct flight_record *rec, int look)
 {
-    char path[RECORD_PATH_MAX], tmp[RECORD_PATH_MAX];
+    char path[RECORD_PATH_MAX], tmp[RECORD_PATH_MAX] = "";
     record_path_(rec, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s/.rank%d.%d.tmp", fj_.dir, rec->rank, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -errno;
-    int rc = flight_write(rec, f);
-    if (fclose(f) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && link(tmp, path) != 0) {
-        if (errno != EEXIST)
-            rc = -errno;
-        else if ((look || is_look_(path)) && rename(tmp, path) != 0)
-            rc = -errno;
+    int fd = open(fj_.dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            return -errno;
+        snprintf(tmp, sizeof tmp, "%s/.rank%d.%d.tmp", fj_.dir, rec->rank, (int)getpid());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -errno;
     }
-    unlink(tmp); // after a rename: already gone
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        const int rc = -errno;
+        close(fd);
+        if (tmp[0])
+            unlink(tmp);
+        return rc;
+    }
+    int rc = flight_write(rec, f);
+    if (fflush(f) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && (rc = link_as_(fd, tmp, path)) == -EEXIST) {
+        rc = 0; // a record of trouble stays; a SIGUSR2 look is replaced
+        if ((look || is_look_(path)) && unlink(path) == 0) {
+            const int again = link_as_(fd, tmp, path);
+            rc = again == -EEXIST ? 0 : again; // another rank's record got in first: it stays
+        }
+    }
+    fclose(f);
+    if (tmp[0])
+        unlink(tmp);
     return rc;
 }
 
@@ -231,9 +285,9 @@ void flight_job_event(enum flight_event event, const char *why)
     char *text = NULL;
     size_t text_bytes = 0;
     FILE *out = open_memstream(&text, &text_bytes);
-    int rc = recs && out ? mkdirs_(fj_.dir) : VGPU_ENOMEM;
-    if (rc < 0) {
-        log_warn("flight recorder: cannot write records in %s: %s", fj_.dir, status_str(rc));
+    if (!recs || !out) {
+        log_warn("flight recorder: cannot write records in %s: %s", fj_.dir,
+                 status_str(VGPU_ENOMEM));
         goto out;
     }
     int trouble = 0, mine = -1; // trouble: a host-mate is stopped or dead
@@ -251,8 +305,22 @@ void flight_job_event(enum flight_event event, const char *why)
         if (recs[q].rank == fj_.rank)
             mine = q;
     }
+    // Records belong to faults. A stop signal is one only when a host-mate
+    // is found stopped or dead (mpirun's SIGTERM after a rank died); else it
+    // is a stop someone asked for (a preemption, Ctrl-C, mpirun ending the
+    // job after an agreed exit), which the run reports itself: no records.
+    if (event == FLIGHT_EVENT_STOP && !trouble)
+        goto out;
     // The job is going down: every host-mate's record, while this rank can.
-    const int all = event == FLIGHT_EVENT_FATAL || (event == FLIGHT_EVENT_STOP && trouble);
+    const int all = event == FLIGHT_EVENT_FATAL || event == FLIGHT_EVENT_STOP;
+    int rc = own_default_root_();
+    if (rc == 0)
+        rc = mkdirs_(fj_.dir);
+    if (rc < 0) {
+        if (rc != VGPU_EINVAL) // own_default_root_ said why
+            log_warn("flight recorder: cannot write records in %s: %s", fj_.dir, status_str(rc));
+        goto out;
+    }
     for (int q = 0; q < n; q++) {
         if (!recs[q].size || (q != mine && !all))
             continue;
@@ -288,10 +356,11 @@ void flight_job_event(enum flight_event event, const char *why)
             int stuck = v ? verdict_from_files_(recs, n, v) : 0;
             if (v)
                 fclose(v);
-            if (stuck || trouble)
-                fprintf(out, "flight recorder: %sflight recorder: records in %s (vgpu-flight %s "
-                             "prints this again)\n",
-                        verdict ? verdict : "", fj_.dir, fj_.dir);
+            // The verdict when there is one; where the records are, always.
+            if ((stuck || trouble) && verdict && verdict[0])
+                fprintf(out, "flight recorder: %s", verdict);
+            fprintf(out, "flight recorder: records in %s (vgpu-flight %s %s)\n", fj_.dir, fj_.dir,
+                    stuck || trouble ? "prints this again" : "reads them");
             free(verdict);
         }
     }

@@ -1,11 +1,13 @@
 // flight_job.h: the flight recorder of a job (common/flight.h holds the
 // ring). Each rank's ring lives in memory its host-mates map, so a rank can
 // read the ring of a host-mate that is stopped or dead. When something goes
-// wrong the rings are written as records into
+// wrong (a fault: never a configuration refusal or a stop asked for) the
+// rings are written as records into
 // $VGPU_FLIGHT_DIR/<job>/rank<R>-<host>-<pid>.flight (default directory
-// vgpu-flight), and one rank of each host prints the verdict over what its
-// host can see (on one host: the whole job). `vgpu-flight DIR` prints it
-// again from the records, for a job that died.
+// $TMPDIR/vgpu-flight-<uid>, env.h; never the working directory), and one
+// rank of each host prints the verdict over what its host can see (on one
+// host: the whole job) and where the records are. `vgpu-flight DIR` prints
+// it again from the records, for a job that died.
 #ifndef VGPU_FLIGHT_JOB_H
 #define VGPU_FLIGHT_JOB_H
 
@@ -32,8 +34,9 @@ enum flight_event {
 // Writes the records the event calls for and prints what it calls for:
 //  FATAL: every host-mate's record; the verdict, when a collective is stuck
 //         (once a host).
-//  STOP: this rank's record, and those of host-mates that are stopped or
-//        dead; the verdict when one is (once a host).
+//  STOP: when a host-mate is stopped or dead (a fault: mpirun's SIGTERM
+//        after a rank died), every host-mate's record and the verdict (once
+//        a host); else nothing (a stop someone asked for is no fault).
 //  INSPECT: this rank's record; this rank's last collectives.
 // `why` names the cause in the records ("fatal", "SIGTERM", ...). Safe to
 // call from any thread, before flight_job_join too (records of this rank

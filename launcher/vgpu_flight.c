@@ -19,8 +19,9 @@ static void usage_(FILE *f)
     fprintf(f,
             "usage: vgpu-flight [--last N] DIR\n"
             "Reads the flight records (*.flight) a vgpu job wrote in DIR (one job's directory,\n"
-            "as the job printed it: VGPU_FLIGHT_DIR/<job>; given the parent, the newest job in\n"
-            "it) and prints the verdict: the first collective that not every rank entered,\n"
+            "as the job printed it: VGPU_FLIGHT_DIR/<job>, by default\n"
+            "$TMPDIR/vgpu-flight-UID/<job>; given the parent, the newest job in it) and\n"
+            "prints the verdict: the first collective that not every rank entered,\n"
             "which ranks are missing, and what each rank was last doing.\n"
             "  --last N  also print each rank's last N collectives (default 0)\n"
             "Exit status: 0 nothing stuck, %d a collective is stuck, 2 bad input.\n",

@@ -6,7 +6,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -16,6 +19,7 @@ static const char *const all_[] = {
     "VGPU_PROGRESS",     "VGPU_RING_STAGING", "VGPU_RING_SPIN", "NCCL_MULTI_RANK_GPU_ENABLE",
     "VGPU_INJECT_PERTURB", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG", "VGPU_INJECT_KILL",
     "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
+    "VGPU_FLIGHT_DIR", "TMPDIR",
 };
 
 // Each test starts from an environment without any of them.
@@ -135,9 +139,33 @@ static void test_launcher_rank_most_specific_first(void **state)
     assert_int_equal(env_get()->under_launcher, 1);
 }
 
+// Flight records never default to the working directory: a directory of
+// this user's under $TMPDIR (/tmp without it, or with a relative one);
+// VGPU_FLIGHT_DIR wins.
+static void test_flight_dir(void **state)
+{
+    (void)state;
+    char want[64];
+    snprintf(want, sizeof want, "/tmp/vgpu-flight-%u", (unsigned)getuid());
+    assert_string_equal(env_get()->flight_dir, want);
+    assert_int_equal(env_get()->flight_dir_default, 1);
+    setenv("TMPDIR", "/scratch/me", 1);
+    env_reset();
+    snprintf(want, sizeof want, "/scratch/me/vgpu-flight-%u", (unsigned)getuid());
+    assert_string_equal(env_get()->flight_dir, want);
+    setenv("TMPDIR", "relative", 1); // not a place to trust: /tmp
+    env_reset();
+    assert_int_equal(strncmp(env_get()->flight_dir, "/tmp/vgpu-flight-", 17), 0);
+    setenv("VGPU_FLIGHT_DIR", "records", 1);
+    env_reset();
+    assert_string_equal(env_get()->flight_dir, "records");
+    assert_int_equal(env_get()->flight_dir_default, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_flight_dir, clean_),
         cmocka_unit_test_setup(test_unset_means_automatic, clean_),
         cmocka_unit_test_setup(test_each_switch_is_parsed, clean_),
         cmocka_unit_test_setup(test_read_once, clean_),
