@@ -47,8 +47,8 @@ static int parse_group_(char *group, struct gpu_sim_gpu *gpus, int max, int *cou
     uint64_t size = 0;
     if (config_parse_size(head, &size) < 0 || size < (1u << 20))
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "VGPU_SIM_GPUS: '%s' is not a memory size of at least 1M (e.g. 80G)",
-                           head);
+                           "VGPU_SIM_GPUS: '%s' is not a memory size of at least 1M (e.g. 80G)%s",
+                           head, strchr(head, 'X') ? "; a count takes a lower-case x: 8x80G" : "");
     int mode = GPU_MODE_DEFAULT, mig = 0, failing = -1;
     uint64_t used = 0;
     char name[96] = "";
@@ -143,13 +143,18 @@ int gpu_sim_parse(const char *spec, struct gpu_sim_gpu *gpus, int max, int *coun
     char *save = NULL;
     int groups = 0, drivers = 0; // "driver=12.8" alone: a driver, no GPU
     for (char *group = strtok_r(copy, ",", &save); group; group = strtok_r(NULL, ",", &save)) {
+        // The messages say everything (the value, what was expected): no
+        // trace lines on top of them.
+        int rc = 0;
         if (!strncmp(group, "driver=", 7)) {
-            TRY(parse_driver_(group + 7, &host->driver_version, err, err_bytes));
+            rc = parse_driver_(group + 7, &host->driver_version, err, err_bytes);
             drivers++;
-            continue;
+        } else {
+            rc = parse_group_(group, gpus, max, count, err, err_bytes);
+            groups++;
         }
-        groups++;
-        TRY(parse_group_(group, gpus, max, count, err, err_bytes));
+        if (rc < 0)
+            return rc;
     }
     if (*count == 0 && !(drivers && !groups))
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
@@ -240,7 +245,9 @@ static int sim_scan_(struct gpu_props *out, int max, int *count, char *err, size
     int n = 0;
     struct gpu_sim_host host;
     const char *spec = getenv("VGPU_SIM_GPUS");
-    TRY(gpu_sim_parse(spec ? spec : "none", gpus, GPU_MAX, &n, &host, err, err_bytes));
+    const int parsed = gpu_sim_parse(spec ? spec : "none", gpus, GPU_MAX, &n, &host, err, err_bytes);
+    if (parsed < 0)
+        return parsed;
     if (host.no_driver)
         return 0;
     // As CUDA: an old driver makes cudaGetDeviceCount fail before any GPU.

@@ -18,13 +18,13 @@
 #include "flight.h"
 #include "flight_job.h"
 #include "gpu_driver.h"
+#include "job_table.h"
 #include "log.h"
 #include "startup_watch.h"
 #include "trace.h"
 #include "util.h"
 
 #define MAX_DEVICES 64
-#define JOB_TABLE_ROWS 16 // rows of the job table before it summarises
 #define CUDA_CONTEXT_OVERHEAD BINDING_CUDA_CONTEXT_BYTES
 #define NCCL_BUFFER_BUDGET BINDING_NCCL_BUFFER_BYTES
 
@@ -791,93 +791,19 @@ static int discover_(struct runtime *rt, struct host_devices *host, struct scan_
     return rc < 0 ? rc : 1;
 }
 
-struct job_row {
-    int rank, local_rank, node_index, device_index, ranks_on_device, mps;
-    int mig;          // the device is a MIG instance
-    int nccl_version; // NCCL this rank loads (0 = none)
-    char host[64];
-    char kind[8];
-    char name[96];
-    char uuid[48];       // the device's (a MIG instance's own)
-    char pci_bus_id[32]; // the physical GPU's (MIG instances of one GPU share it); "" on CPUs
-    uint64_t cap_bytes;
-};
-
-// Distinct devices in the job: (host, uuid) pairs, or with by_gpu the
-// physical GPUs behind them ((host, PCI bus id): MIG instances of one GPU
-// count once).
-static int count_distinct_(const struct job_row *rows, int n, int by_gpu)
-{
-    int distinct = 0;
-    for (int r = 0; r < n; r++) {
-        const char *id = by_gpu && rows[r].pci_bus_id[0] ? rows[r].pci_bus_id : rows[r].uuid;
-        int seen = 0;
-        for (int q = 0; q < r && !seen; q++) {
-            const char *other = by_gpu && rows[q].pci_bus_id[0] ? rows[q].pci_bus_id : rows[q].uuid;
-            seen = rows[q].node_index == rows[r].node_index && !strcmp(other, id);
-        }
-        distinct += !seen;
-    }
-    return distinct;
-}
-
-static int count_mig_instances_(const struct job_row *rows, int n)
-{
-    int distinct = 0;
-    for (int r = 0; r < n; r++) {
-        int seen = !rows[r].mig;
-        for (int q = 0; q < r && !seen; q++)
-            seen = rows[q].node_index == rows[r].node_index && !strcmp(rows[q].uuid, rows[r].uuid);
-        distinct += !seen;
-    }
-    return distinct;
-}
-
+// rank 0's job table (job_table.h), from the rows of every rank.
 static void print_job_table_(const struct runtime *rt, const struct job_row *rows,
-                             const char *backend)
+                             const char *backend, uint64_t need_bytes)
 {
-    int cuda = !strcmp(rows[0].kind, "cuda");
-    int p = rt->physical_devices, n = rt->size, h = rt->node_count;
-    const int mig = count_mig_instances_(rows, n);
-    char instances[48] = "";
-    if (mig)
-        snprintf(instances, sizeof instances, ", %d MIG instance%s", mig, mig == 1 ? "" : "s");
-    if (cuda)
-        printf("vgpu: %d %sphysical GPU%s%s -> %d virtual GPU%s (%d rank%s, %d host%s)%s\n", p,
-               rt->simulated ? "simulated " : "", p == 1 ? "" : "s", instances, n,
-               n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s",
-               rt->simulated ? " (VGPU_SIM_GPUS: CPU math behind the GPUs' description)" : "");
-    else
-        printf("vgpu: no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)\n", n,
-               n == 1 ? "" : "s", n, n == 1 ? "" : "s", h, h == 1 ? "" : "s");
-    printf("vgpu: collectives: %s (%s)\n", backend, rt->backend_reason);
-    int mps_hosts = 0;
-    for (int r = 0; r < n; r++)
-        mps_hosts += rows[r].mps && rows[r].local_rank == 0;
-    if (mps_hosts)
-        printf("vgpu: MPS: %d of %d host%s run their ranks as MPS clients (one server per GPU)\n",
-               mps_hosts, h, h == 1 ? "" : "s");
     char from_env[512];
     config_describe_env(from_env, sizeof from_env);
-    if (from_env[0]) // they override the config file: say so where the caps are shown
-        printf("vgpu: from the environment: %s\n", from_env);
-    printf("  %4s  %-16s %5s  %-44s %7s  %10s\n", "rank", "host", "local", "physical device",
-           "virtual", "cap");
-    // Past JOB_TABLE_ROWS ranks: the first ones and the last, one line for the rest.
-    for (int r = 0; r < n; r++) {
-        if (n > JOB_TABLE_ROWS && r == JOB_TABLE_ROWS - 2) {
-            printf("  %4s  ... %d more rank%s (vgpu%d..vgpu%d)\n", "", n - JOB_TABLE_ROWS + 1,
-                   n - JOB_TABLE_ROWS + 1 == 1 ? "" : "s", r, n - 2);
-            r = n - 2;
-            continue;
-        }
-        char dev[160], cap[32], virt[16];
-        snprintf(dev, sizeof dev, "%s%d %s", rows[r].kind, rows[r].device_index, rows[r].name);
-        snprintf(virt, sizeof virt, "vgpu%d", rows[r].rank);
-        printf("  %4d  %-16.16s %5d  %-44.44s %7s  %10s\n", rows[r].rank, rows[r].host,
-               rows[r].local_rank, dev, virt, util_format_bytes(rows[r].cap_bytes, cap, sizeof cap));
-    }
-    fflush(stdout);
+    const struct job_table_facts facts = {.hosts = rt->node_count,
+                                          .simulated = rt->simulated,
+                                          .backend = backend,
+                                          .backend_reason = rt->backend_reason,
+                                          .need_bytes = need_bytes,
+                                          .from_env = from_env};
+    job_table_print(stdout, rows, rt->size, &facts);
 }
 
 // This rank's view of what decides NCCL; the job's is the minimum of every
@@ -1015,6 +941,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
             my_dev.index = scan->devs[i].index;
     const int host_index = mine.device;
     const int host_mps = host->mps && cuda;
+    const int host_ndev = host->ndev;
     // CUDA shows a process one MIG instance: ranks that were given none of
     // their own all land on the first one.
     if (cuda && my_dev.mig && mine.ranks_on_device > 1 && rt->local_rank == 0 && !args->quiet)
@@ -1057,11 +984,12 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                           .ranks_on_device = mine.ranks_on_device,
                           .cap_bytes = mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
                           .mps = host_mps, .mig = my_dev.mig,
-                          .nccl_version = comm_nccl_runtime_version()};
+                          .nccl_version = comm_nccl_runtime_version(),
+                          .host_devices = host_ndev};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
     snprintf(row.pci_bus_id, sizeof row.pci_bus_id, "%s", my_dev.pci_bus_id);
     snprintf(row.kind, sizeof row.kind, "%s", my_dev.kind);
-    snprintf(row.name, sizeof row.name, "%.82s%s", my_dev.name, my_dev.simulated ? " (simulated)" : "");
+    snprintf(row.name, sizeof row.name, "%s", my_dev.name);
     snprintf(row.uuid, sizeof row.uuid, "%s", my_dev.uuid);
     struct job_row *rows = malloc((size_t)rt->size * sizeof *rows);
     if (!rows) {
@@ -1073,7 +1001,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         device_close(&rt->dev);
         return rc;
     }
-    rt->physical_devices = count_distinct_(rows, rt->size, 1);
+    rt->physical_devices = job_table_count_devices(rows, rt->size, 1);
     int all_cuda = 1;
     for (int r = 0; r < rt->size; r++)
         all_cuda &= !strcmp(rows[r].kind, "cuda");
@@ -1127,7 +1055,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     }
     if (plan_only) {
         if (rt->rank == 0)
-            print_job_table_(rt, rows, chosen);
+            print_job_table_(rt, rows, chosen, args->min_bytes);
         free(rows);
         rt->planned = 1;
         return 0;
@@ -1164,7 +1092,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         return rc;
     }
     if (rt->rank == 0 && !args->quiet)
-        print_job_table_(rt, rows, comm_backend_name(rt->comm));
+        print_job_table_(rt, rows, comm_backend_name(rt->comm), args->min_bytes);
     free(rows);
     return 0;
 }

@@ -7,6 +7,10 @@
 # PROHIBITED and failing GPUs, no driver. A simulated run trains on CPU math
 # and gives the CPU run's parameters bit for bit.
 source "$(dirname "$0")/lib.sh"
+# The job table wraps a long line at 79 columns, the rest indented under its
+# text ("      "): the checks read each such line whole.
+eval "lib_run() $(declare -f run | tail -n +2)"
+run() { lib_run "$@"; raw=$out; out=$(sed -e ':a' -e 'N' -e '$!ba' -e 's/\n      \([^ .]\)/ \1/g' <<<"$out"); }
 cfg="$CONFIGS/default.ini"
 plan() { run "$1" 60 env "${@:2}" "$MPIRUN" -np "$NP" "$TRAIN" "$cfg" --plan; }
 # Whether this build has CUDA (cudaGetDeviceCount) or NCCL (ncclGetVersion)
@@ -33,7 +37,11 @@ expect_out '^vgpu: 1 simulated physical GPU -> 4 virtual GPUs \(4 ranks, 1 host\
 if built_with ncclGetVersion; then expect_out 'collectives: ring \(ranks share a GPU'
 else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
 # 0.9 x (80 GiB - 4 x 512 MiB context) / 4 = 17.55 GiB each
-expect_out '^ +3 +[^ ]+ +3 +cuda0 Simulated GPU 80.0 GiB \(simulated\) +vgpu3 +17.5 GiB$'
+expect_out '^ +3 +[^ ]+ +3 +cuda0 Simulated GPU 80.0 GiB +vgpu3 +17.5 GiB$'
+# The table fits 80 columns and says what the job needs against its caps.
+if [ -z "$(awk 'length($0) > 79' <<<"$raw")" ]; then ok "every line within 79 columns"
+else bad "lines over 79 columns: $(awk 'length($0) > 79' <<<"$raw" | head -2)"; fi
+expect_out '^vgpu: each rank needs [0-9.]+ [KMG]iB of device memory; the smallest cap is 17.5 GiB$'
 
 plan "one GPU a rank" VGPU_SIM_GPUS=4x80G
 expect_rc 0
@@ -69,7 +77,8 @@ done
 run "MIG instances, one a rank" 60 env VGPU_SIM_GPUS=1x80G/mig=4 "$MPIRUN" -np 4 "$wrapper" "$TRAIN" "$cfg" --plan
 expect_rc 0
 expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
-expect_out 'collectives: ring \(ranks run on MIG instances, which NCCL does not support'
+if built_with ncclGetVersion; then expect_out 'collectives: ring \(ranks run on MIG instances, which NCCL does not support'
+else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
 expect_out '^ +2 +[^ ]+ +2 +cuda2 Simulated GPU 80.0 GiB MIG 3/4'
 # CUDA shows a process one MIG instance: without a list of their own all
 # ranks land on the first, and the user is told how to use the others.
@@ -98,6 +107,10 @@ plan "MPS limit below the cap" VGPU_SIM_GPUS=1x80G CUDA_MPS_PIPE_DIRECTORY="$WOR
 expect_rc 2
 expect_out 'its cap 8.0 GiB \+ CUDA context 512.0 MiB is over its MPS limit 4.0 GiB'
 
+plan "more GPUs than ranks" VGPU_SIM_GPUS=8x80G
+expect_rc 0
+expect_out '^vgpu: 4 of 8 GPUs on [^ ]+ left idle \(more ranks, or devices.map, use them\)$'
+
 plan "a PROHIBITED GPU is left out" VGPU_SIM_GPUS=1x80G/prohibited,1x80G
 expect_rc 0
 expect_out 'GPU-5117a000-0000-4000-8000-000000000000 \(Simulated GPU 80.0 GiB\) is in PROHIBITED compute mode: left out'
@@ -122,11 +135,13 @@ plan "a driver of the runtime's major version" VGPU_SIM_GPUS=driver=13.0,1x80G
 expect_rc 0
 
 # The automatic cap leaves a lone rank NCCL's buffers: 0.9 x (10 GiB -
-# 512 MiB context - 1 GiB NCCL) = 7.65 GiB, so a 10 GiB GPU a rank starts.
+# 512 MiB context - 1 GiB NCCL) = 7.65 GiB, so a 10 GiB GPU a rank starts
+# (a build without NCCL keeps no room for it: 0.9 x 9.5 GiB = 8.55 GiB).
 NP=2
 plan "two 10 GiB GPUs, defaults" VGPU_SIM_GPUS=2x10G
 expect_rc 0
-expect_out '^ +1 +[^ ]+ +1 +cuda1 Simulated GPU 10.0 GiB .* +7.6 GiB$'
+if built_with ncclGetVersion; then expect_out '^ +1 +[^ ]+ +1 +cuda1 Simulated GPU 10.0 GiB +vgpu1 +7.6 GiB$'
+else expect_out '^ +1 +[^ ]+ +1 +cuda1 Simulated GPU 10.0 GiB +vgpu1 +8.5 GiB$'; fi
 expect_no_out 'cannot hold'
 
 # Deterministic mode on GPUs: the mpi backend (the ring's all-to-all needs
@@ -179,7 +194,8 @@ expect_out '^ +3 +[^ ]+ +3 +cuda1 '
 run "vgpurun: MIG instances, one a rank" 60 env VGPU_SIM_GPUS=1x80G/mig=4 "$VGPURUN" --plan -np 4 -- "$wrapper" "$TRAIN" "$cfg"
 expect_rc 0
 expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
-expect_out 'collectives: ring \(ranks run on MIG instances'
+if built_with ncclGetVersion; then expect_out 'collectives: ring \(ranks run on MIG instances'
+else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
 # What a program that knows nothing of vgpu sees: its own GPU as its only
 # one (cuda:0), by the same placement (PROHIBITED left out, ranks in order
 # filling the GPUs); one GPU in view (a per-task GPU) is left alone.
@@ -231,6 +247,13 @@ expect_out 'devices.kind = cuda, but no CUDA GPU is visible'
 plan "a bad topology" VGPU_SIM_GPUS=4x80Q
 expect_nonzero
 expect_out "VGPU_SIM_GPUS: '80Q' is not a memory size"
+# One line says it all: no trace lines of vgpu's source on top.
+plan "a capital X" VGPU_SIM_GPUS=8X80G
+expect_rc 2
+expect_out "VGPU_SIM_GPUS: '8X80G' is not a memory size of at least 1M \(e.g. 80G\); a count takes a lower-case x: 8x80G"
+expect_no_out 'gpu_sim\.c'
+if [ "$(grep -c . <<<"$out")" -le 2 ]; then ok "said in at most 2 lines"
+else bad "said in $(grep -c . <<<"$out") lines"; fi
 
 # The simulated GPUs run the CPU's math: the same parameters bit for bit.
 run "CPU run" 60 "$MPIRUN" -np 4 "$TRAIN" "$cfg" --quiet --set train.max_steps=30
