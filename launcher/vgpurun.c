@@ -24,6 +24,7 @@
 #define EXIT_NOT_EXECUTABLE 126 // as the shell: found, cannot be run
 #define EXIT_NOT_FOUND 127      // as the shell: no such program
 #define EXIT_NOT_RUN 127        // the launcher itself could not be started
+#define EXIT_PREEMPTED 75       // as vgpu_train: stopped on request, resumable
 
 extern char **environ;
 
@@ -315,8 +316,13 @@ static void free_names_(char **names)
 
 static volatile sig_atomic_t child_pid_ = 0;
 static volatile sig_atomic_t stop_signals_ = 0; // TERM/INT received so far
+static volatile sig_atomic_t stop_pending_ = 0; // a stop request not yet passed to mpirun
 static long long first_stop_ms_ = 0;
-static int translate_stop_ = 0; // the child is mpirun: first TERM/INT becomes USR1
+static long long pending_since_ms_ = 0;
+static volatile sig_atomic_t translate_stop_ = 1; // the child is mpirun: first TERM/INT becomes
+                                                  // USR1 (0 for srun, which passes them on)
+static int expected_local_ranks_ = 0; // mpirun's children that are ranks, when known (one host)
+static int ranks_are_children_ = 1;   // one host: mpirun's children are the ranks
 static int child_killed_ = 0;   // the launcher itself ended by a signal
 static int ended_hung_ = 0;     // vgpurun ended an mpirun that outlived its ranks
 
@@ -331,22 +337,112 @@ static long long monotonic_ms_(void)
 // lives on to stop the MPS daemon. mpirun cannot forward TERM or INT (it
 // kills the ranks instead, and exits 1) but forwards USR1 at once, which
 // vgpu_train takes as "checkpoint and exit 75"; a second TERM/INT, a second
-// or more after the first, aborts.
+// or more after the first, aborts. The stop request (USR1) is held until it
+// can reach every rank (ranks_ready_): the wait loop passes it on. Taken
+// from main's first line: a stop before mpirun runs is a request too.
 static void forward_signal_(int sig)
 {
-    if (child_pid_ <= 0)
-        return;
-    if (translate_stop_ && (sig == SIGTERM || sig == SIGINT)) {
+    if (translate_stop_ && (sig == SIGTERM || sig == SIGINT || sig == SIGUSR1)) {
         long long now_ms = monotonic_ms_();
-        if (stop_signals_ == 0) {
-            first_stop_ms_ = now_ms;
-            sig = SIGUSR1;
-        } else if (now_ms - first_stop_ms_ < REPEAT_GRACE_MS) {
+        if (sig == SIGUSR1 || stop_signals_ == 0) {
+            if (sig != SIGUSR1) {
+                first_stop_ms_ = now_ms;
+                stop_signals_++;
+            }
+            if (!stop_pending_)
+                pending_since_ms_ = now_ms;
+            stop_pending_ = 1;
             return;
         }
+        if (now_ms - first_stop_ms_ < REPEAT_GRACE_MS)
+            return;
         stop_signals_++;
+        stop_pending_ = 0;
+        if (child_pid_ <= 0) // before mpirun: nothing to stop in order
+            _exit(128 + sig);
     }
-    kill((pid_t)child_pid_, sig);
+    if (child_pid_ > 0)
+        kill((pid_t)child_pid_, sig);
+}
+
+// Whether process `pid` has a handler for SIGUSR1 (/proc: SigCgt).
+static int catches_usr1_(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long long caught = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "SigCgt: %llx", &caught) == 1;
+    fclose(f);
+    return found && (caught >> (SIGUSR1 - 1) & 1);
+}
+
+// Whether a USR1 to mpirun now reaches every rank as a stop request: mpirun
+// catches USR1 (before, USR1 kills it: exit 138), and its ranks exist (it
+// forwards USR1 only to those: a request sent before is lost) and catch it
+// (a rank before its handler dies of it). On one host the ranks are mpirun's
+// children: each runs its own program (one still running mpirun's image has
+// not exec'd) and catches USR1; as many as asked for when -np was given.
+static int ranks_ready_(pid_t mpirun)
+{
+    if (!catches_usr1_(mpirun))
+        return 0;
+    char path[300], own[512], exe[512];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)mpirun);
+    ssize_t n = readlink(path, own, sizeof own - 1);
+    if (n <= 0)
+        return 0;
+    own[n] = '\0';
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int kids = 0, ready = 1;
+    struct dirent *e;
+    while (ready && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *after = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (!after || sscanf(after + 1, " %c %d", &state, &ppid) != 2 || ppid != (int)mpirun ||
+            state == 'Z' || state == 'X')
+            continue;
+        const pid_t pid = (pid_t)atoi(e->d_name);
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+        n = readlink(path, exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        ready = n > 0 && strcmp(exe, own) != 0 && (!ranks_are_children_ || catches_usr1_(pid));
+        kids++;
+    }
+    closedir(d);
+    return ready && kids >= (expected_local_ranks_ > 0 ? expected_local_ranks_ : 1);
+}
+
+// Passes a held stop request on once it can reach the ranks, or once it has
+// been held HOLD_MS and mpirun at least takes USR1 (a program that never
+// catches USR1: what it does with one is its own affair).
+#define STOP_HOLD_MS 10000
+static void deliver_stop_(pid_t mpirun)
+{
+    if (!stop_pending_)
+        return;
+    if (ranks_ready_(mpirun) ||
+        (monotonic_ms_() - pending_since_ms_ >= STOP_HOLD_MS && catches_usr1_(mpirun))) {
+        stop_pending_ = 0;
+        kill(mpirun, SIGUSR1);
+    }
 }
 
 // Whether process `pid` has a child now (a scan of /proc; 1 when it cannot
@@ -437,25 +533,23 @@ static int run_and_wait_(char **argv)
         _exit(EXIT_NOT_RUN);
     }
     child_pid_ = pid;
-    struct sigaction sa = {.sa_handler = forward_signal_};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    // USR1 (checkpoint and stop) and USR2 (the ranks' flight recorders say
-    // what they are doing) pass through; mpirun and srun forward them.
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGUSR2, &sa, NULL);
-    // Wait, watching for an mpirun that outlives its ranks (not srun's).
+    // Wait, watching for an mpirun that outlives its ranks (not srun's), and
+    // passing a held stop request on (polling while one is held).
     const double limit_s = translate_stop_ ? orphan_limit_s_() : 0;
     int status, seen = 0;
     long long idle_since_ms = -1;
     for (;;) {
-        pid_t r = waitpid(pid, &status, limit_s > 0 ? WNOHANG : 0);
+        deliver_stop_(pid);
+        const int poll = limit_s > 0 || stop_pending_;
+        pid_t r = waitpid(pid, &status, poll ? WNOHANG : 0);
         if (r == pid)
             break;
         if (r < 0 && errno != EINTR)
             return EXIT_NOT_RUN;
+        if (stop_pending_ && r == 0) {
+            usleep(50000);
+            continue;
+        }
         if (limit_s <= 0 || r < 0)
             continue;
         const long long now = monotonic_ms_();
@@ -487,8 +581,24 @@ static int report_(const struct vgpurun_plan *plan, int rc)
     return rc;
 }
 
+// Stop signals from the first instruction on (forward_signal_); USR2 and
+// HUP pass through to the launcher once it runs.
+static void take_signals_(void)
+{
+    struct sigaction sa = {.sa_handler = forward_signal_};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    // USR1 (checkpoint and stop) and USR2 (the ranks' flight recorders say
+    // what they are doing) pass through; mpirun and srun forward them.
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
+    take_signals_();
     struct vgpurun_options opts;
     char err[1024] = "";
     int rc = vgpurun_parse_args(argc, argv, &opts, err, sizeof err);
@@ -598,6 +708,12 @@ int main(int argc, char **argv)
     // srun forwards signals to the tasks itself (SIGTERM reaches vgpu_train,
     // which checkpoints), so it replaces vgpurun; mpirun is watched.
     if (!opts.mps && plan.uses_srun) {
+        translate_stop_ = 0; // from here on srun's: it passes TERM/INT to the tasks
+        if (stop_pending_) {
+            fprintf(stderr, "vgpurun: stopped before the job started (a stop signal); nothing "
+                            "to checkpoint\n");
+            return EXIT_PREEMPTED;
+        }
         execvp(plan.argv[0], plan.argv);
         fprintf(stderr, "vgpurun: cannot run %s: %s%s\n", plan.argv[0], strerror(errno),
                 errno == ENOENT ? (plan.uses_srun ? " (is Slurm installed?)"
@@ -606,6 +722,8 @@ int main(int argc, char **argv)
         return EXIT_NOT_RUN;
     }
     translate_stop_ = !plan.uses_srun;
+    ranks_are_children_ = !opts.hostfile && !opts.hosts;
+    expected_local_ranks_ = ranks_are_children_ ? opts.np : 0;
     if (!opts.mps)
         return report_(&plan, run_and_wait_(plan.argv));
     struct vgpurun_mps mps = {{0}};

@@ -2,7 +2,106 @@
 # mpirun.sh: mpirun with --allow-run-as-root / --oversubscribe added only when
 # needed (running as root; more ranks than cores), -q on one host, and the
 # live progress bar asked for on a terminal. Usage: mpirun.sh -np N prog args...
+# Stop signals are taken from here on: one that comes before mpirun runs is
+# a request like any other (held until it can reach the ranks, below), not
+# the end of this script (which would leave mpirun to its parent-death
+# signal: exit 143, no checkpoint). Noted at once, handled once defined.
+early_stops=()
+trap 'early_stops+=(TERM)' TERM
+trap 'early_stops+=(INT)' INT
+trap 'early_stops+=(USR1)' USR1
 set -euo pipefail
+launcher=
+# A stop request (USR1 to mpirun) is held until it can reach every rank:
+# until mpirun catches USR1 (before that USR1 kills mpirun: exit 138) and its
+# ranks exist and catch it too (mpirun forwards USR1 only to ranks that exist,
+# so a request sent before is lost and the job runs on; a rank that has not
+# yet reached its handler dies of it). On one host the ranks are mpirun's
+# children: np of them, each running its own program (a child still running
+# mpirun's copy has not exec'd yet), each catching USR1. A program that
+# never catches USR1 gets it after HOLD_S anyway (what USR1 does to it is its
+# own affair).
+hold_s=10
+stop_pending=0
+pending_since_s=0
+# Only builtins below (no ps, grep, readlink): the check runs every 50 ms
+# while the ranks start, and with ranks spinning on every core a fork took
+# long enough to let them reach their first steps before the request.
+# catches_usr1 PID: the process has a handler for SIGUSR1 (bit 10 of SigCgt).
+catches_usr1() {
+  local key value
+  while read -r key value; do
+    if [ "$key" = SigCgt: ]; then
+      (( (16#$value >> 9) & 1 ))
+      return
+    fi
+  done 2>/dev/null <"/proc/$1/status"
+  return 1
+}
+ranks_ready() {
+  catches_usr1 "$launcher" || return 1
+  local kids=0 list pid stat task
+  for task in "/proc/$launcher"/task/*/children; do
+    list=()
+    read -r -a list 2>/dev/null <"$task" # (no newline at its end: read says EOF)
+    for pid in "${list[@]}"; do
+      read -r stat 2>/dev/null <"/proc/$pid/stat" || continue
+      stat=${stat##*) }
+      [[ $stat == [ZX]* ]] && continue
+      # (a child still running mpirun's own image has not exec'd yet)
+      [ "/proc/$pid/exe" -ef "/proc/$launcher/exe" ] && return 1
+      [ "$hosts" = 1 ] || catches_usr1 "$pid" || return 1
+      kids=$((kids + 1))
+    done
+  done
+  if [ "$hosts" = 0 ] && [ "$app" = 0 ] && [[ $np =~ ^[0-9]+$ ]]; then
+    [ "$kids" -ge "$np" ]
+  else
+    [ "$kids" -ge 1 ]
+  fi
+}
+# deliver_stop: sends the held request if it can reach the ranks now (or the
+# hold is over and mpirun at least takes USR1).
+deliver_stop() {
+  [ "$stop_pending" = 1 ] && [ -n "$launcher" ] || return 0
+  if ranks_ready || { [ $((SECONDS - pending_since_s)) -ge "$hold_s" ] && catches_usr1 "$launcher"; }; then
+    stop_pending=0
+    kill -USR1 "$launcher" 2>/dev/null || true
+  fi
+}
+request_stop() {
+  stop_pending=1
+  pending_since_s=$SECONDS
+  deliver_stop
+}
+stop_signals=0
+first_stop_us=0
+on_stop_signal() {
+  local now_us=${EPOCHREALTIME/[.,]/} n=$stop_signals
+  stop_signals=$((n + 1)) # first: a signal that lands while this runs sees it
+  if [ "$n" -eq 0 ]; then
+    first_stop_us=$now_us
+    echo "mpirun.sh: stop requested: the ranks checkpoint and exit 75 (signal again to abort)" >&2
+    request_stop
+  elif [ $((now_us - first_stop_us)) -lt 1000000 ]; then
+    stop_signals=$n # the same request twice
+  elif [ -z "$launcher" ]; then
+    echo "mpirun.sh: aborted before mpirun started" >&2
+    exit $((128 + $(kill -l "$1")))
+  else
+    stop_pending=0
+    kill -TERM "$launcher" 2>/dev/null || true
+  fi
+}
+trap 'on_stop_signal TERM' TERM
+trap 'on_stop_signal INT' INT
+# USR1 (checkpoint and stop: held as above) and USR2 (each rank says what it
+# is doing: the flight recorder) go to mpirun; it forwards both to the ranks.
+trap request_stop USR1
+trap '[ -z "$launcher" ] || kill -USR2 "$launcher" 2>/dev/null || true' USR2
+for sig in "${early_stops[@]}"; do
+  if [ "$sig" = USR1 ]; then request_stop; else on_stop_signal "$sig"; fi
+done
 extra=()
 np=1
 hosts=0 # -H / --hostfile given: the job may span hosts
@@ -89,26 +188,6 @@ command -v setsid >/dev/null && session=(setsid)
 setpriv --pdeathsig TERM true 2>/dev/null && session=(setpriv --pdeathsig TERM "${session[@]}")
 "${session[@]}" mpirun "${extra[@]}" "$@" &
 launcher=$!
-stop_signals=0
-first_stop_us=0
-on_stop_signal() {
-  local now_us=${EPOCHREALTIME/[.,]/}
-  if [ "$stop_signals" -eq 0 ]; then
-    first_stop_us=$now_us
-    echo "mpirun.sh: stop requested: the ranks checkpoint and exit 75 (signal again to abort)" >&2
-    kill -USR1 "$launcher" 2>/dev/null || true
-  elif [ $((now_us - first_stop_us)) -lt 1000000 ]; then
-    return # the same request twice
-  else
-    kill -TERM "$launcher" 2>/dev/null || true
-  fi
-  stop_signals=$((stop_signals + 1))
-}
-trap on_stop_signal TERM INT
-# USR1 (checkpoint and stop) and USR2 (each rank says what it is doing: the
-# flight recorder) go to mpirun as they are; it forwards both to the ranks.
-trap 'kill -USR1 "$launcher" 2>/dev/null || true' USR1
-trap 'kill -USR2 "$launcher" 2>/dev/null || true' USR2
 # Open MPI's mpirun can hang once its ranks are gone (seen when a rank dies
 # inside MPI_Init: "PMIX ERROR: UNREACHABLE", then nothing, even to SIGTERM).
 # So when mpirun has had children (the ranks, or the agents that start them
@@ -154,6 +233,13 @@ if [ "$orphan_s" -gt 0 ] && command -v ps >/dev/null; then
 fi
 rc=0
 while :; do
+  if [ "$stop_pending" = 1 ]; then
+    # Polling while a stop is held (a trap waits for sleep to end: 50 ms).
+    deliver_stop
+    kill -0 "$launcher" 2>/dev/null || { wait "$launcher" && rc=0 || rc=$?; break; }
+    sleep 0.05
+    continue
+  fi
   wait "$launcher" && rc=0 || rc=$?
   kill -0 "$launcher" 2>/dev/null || break # else a trap cut the wait short
 done

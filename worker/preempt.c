@@ -10,13 +10,17 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const int preempt_signals_[] = {SIGTERM, SIGINT, SIGUSR1};
 #define PREEMPT_SIGNAL_COUNT (int)(sizeof preempt_signals_ / sizeof preempt_signals_[0])
 
 static atomic_int requested_signal_;  // 0 until the first signal while armed
+static atomic_int requested_by_;      // the pid that sent it; 0 = unknown
+static atomic_int handed_by_;         // a signal's sender, handed over with pthread_kill
 static atomic_int armed_;             // between preempt_install and preempt_uninstall
 static atomic_llong first_signal_ms_; // when requested_signal_ was set; 0 = not yet known
 static int ignored_[PREEMPT_SIGNAL_COUNT]; // SIG_IGN when preempt_start ran (`cmd &` in a script)
@@ -59,7 +63,7 @@ static void die_of_(int sig)
 // by the handler on a thread that already ran when preempt_start blocked the
 // signals (a library's, started by its constructor), which therefore does
 // not block them. Only async-signal-safe calls (atomics are lock-free here).
-static void take_(int sig)
+static void take_(int sig, int sender)
 {
     long long now_ms = monotonic_ms_();
     if (!atomic_load(&armed_)) {
@@ -71,6 +75,7 @@ static void take_(int sig)
     }
     int none = 0;
     if (atomic_compare_exchange_strong(&requested_signal_, &none, sig)) {
+        atomic_store(&requested_by_, sender);
         atomic_store(&first_signal_ms_, now_ms);
         return;
     }
@@ -83,12 +88,16 @@ static void take_(int sig)
 // waiting thread (pthread_kill is async-signal-safe), which does the rest on
 // an ordinary stack; it blocks the signal, so the signal waits for its
 // sigwait. Before that thread exists, the flag is set here.
-static void on_signal_(int sig)
+static void on_signal_(int sig, siginfo_t *info, void *uctx)
 {
+    (void)uctx;
     int saved_errno = errno;
+    const int sender = info && info->si_code == SI_USER ? (int)info->si_pid : 0;
+    if (sig != SIGUSR2)
+        atomic_store(&handed_by_, sender);
     if (!started_ || pthread_kill(waiter_thread_, sig) != 0) {
         if (sig != SIGUSR2)
-            take_(sig);
+            take_(sig, sender);
     }
     errno = saved_errno;
 }
@@ -99,9 +108,14 @@ static void *waiter_(void *arg)
     sigset_t set;
     signal_set_(&set);
     for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig) != 0)
+        siginfo_t info;
+        const int sig = sigwaitinfo(&set, &info);
+        if (sig < 0)
             continue;
+        // Who sent it: kill(2)'s sender, or the one a handler on another
+        // thread saw before handing the signal over (pthread_kill: SI_TKILL).
+        const int sender = info.si_code == SI_USER ? (int)info.si_pid
+                         : info.si_code == SI_TKILL ? atomic_load(&handed_by_) : 0;
         void (*observer)(int) = atomic_load(&observer_);
         if (sig == SIGUSR2) {
             if (observer)
@@ -109,7 +123,7 @@ static void *waiter_(void *arg)
             continue;
         }
         const int first = !atomic_load(&requested_signal_);
-        take_(sig);
+        take_(sig, sender);
         if (first && atomic_load(&requested_signal_) == sig && observer)
             observer(sig);
     }
@@ -131,8 +145,8 @@ int preempt_start(void)
     // started from here on inherits the blocked mask.
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal_;
-    sa.sa_flags = SA_RESTART; // a signal must not turn a read or a wait into an error
+    sa.sa_sigaction = on_signal_;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO; // a signal must not turn a read or a wait into an error
     sa.sa_mask = set;
     for (int i = 0; i < PREEMPT_SIGNAL_COUNT; i++) {
         struct sigaction old;
@@ -156,11 +170,24 @@ int preempt_start(void)
     return 0;
 }
 
+int preempt_start_armed(void)
+{
+    atomic_store(&requested_signal_, 0);
+    atomic_store(&requested_by_, 0);
+    atomic_store(&first_signal_ms_, 0);
+    atomic_store(&armed_, 1);
+    const int rc = preempt_start();
+    if (rc != 0)
+        atomic_store(&armed_, 0);
+    return rc;
+}
+
 int preempt_install(void)
 {
     if (!started_)
         return -ESRCH;
     atomic_store(&requested_signal_, 0);
+    atomic_store(&requested_by_, 0);
     atomic_store(&first_signal_ms_, 0);
     atomic_store(&armed_, 1);
     return 0;
@@ -175,6 +202,33 @@ int preempt_uninstall(void)
 int preempt_requested(void) { return atomic_load(&requested_signal_) != 0; }
 
 int preempt_signal(void) { return atomic_load(&requested_signal_); }
+
+int preempt_sender(void) { return atomic_load(&requested_by_); }
+
+int preempt_from_mpi_launcher(void)
+{
+    const int sender = preempt_sender();
+    if (preempt_signal() != SIGTERM || sender <= 1 || sender != (int)getppid())
+        return 0;
+    // mpirun (orterun, mpiexec) and its remote agents (orted; PRRTE's prterun
+    // and prted in Open MPI 5) send SIGTERM only to end the job themselves:
+    // they forward SIGUSR1 and SIGUSR2, never TERM or INT.
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", sender);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(comm, sizeof comm, f))
+        comm[0] = '\0';
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted",
+                                            "prterun", "prted"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+        if (!strcmp(comm, launchers[i]))
+            return 1;
+    return 0;
+}
 
 const char *preempt_signal_name(int sig)
 {

@@ -32,6 +32,12 @@
 // system, the launcher and kill(1) signal the process.
 int preempt_start(void);
 
+// preempt_start and preempt_install in one, armed before the handler exists:
+// from the moment a launcher can see (/proc: SigCgt) that the process takes
+// SIGUSR1, a stop signal is a request, never the default death (between
+// preempt_start and preempt_install it would be). Returns 0 or -errno.
+int preempt_start_armed(void);
+
 // Arms the flag (preempt_start must have run; else -ESRCH) and clears any
 // earlier request. After the first signal preempt_requested() is true; a
 // signal that comes PREEMPT_REPEAT_GRACE_MS or more later ends the process
@@ -54,6 +60,17 @@ int preempt_requested(void);
 
 // The signal that asked to stop (SIGTERM, SIGINT, SIGUSR1), 0 when none.
 int preempt_signal(void);
+
+// The pid of the process that sent that signal (kill(2)'s sender), 0 when
+// unknown (none yet, or raised by the kernel or a thread).
+int preempt_sender(void);
+
+// Whether that signal is Open MPI's launcher ending the job itself: SIGTERM
+// from the parent process, which is mpirun (or orted, on another host).
+// mpirun answers a SIGINT or SIGTERM of its own that way, and then exits 1
+// whatever the ranks do (Open MPI 4.1: it cannot forward TERM or INT), and
+// kills the ranks odls_base_sigkill_timeout (1 s) after the SIGTERM.
+int preempt_from_mpi_launcher(void);
 
 // The name of such a signal ("SIGTERM", "SIGINT", "SIGUSR1"), "none" for 0.
 const char *preempt_signal_name(int sig);

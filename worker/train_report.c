@@ -388,11 +388,25 @@ int train_agreed_stop_signal(struct job *job)
     return -job_agree_min(job, -preempt_signal());
 }
 
+// When the stop is plain mpirun ending the job (it was signalled itself):
+// the run stopped in order, but mpirun's exit status will be 1, not 75, and
+// the ranks have a second before its SIGKILL. Said, with the ways to a 75.
+static void say_if_mpirun_ends_job_(void)
+{
+    if (!preempt_from_mpi_launcher())
+        return;
+    printf("vgpu_train: the stop came from mpirun (SIGTERM from pid %d), which was signalled "
+           "itself: it exits 1 whatever the ranks do and kills them a second later (Open MPI); "
+           "for exit 75 send mpirun SIGUSR1, or launch with scripts/mpirun.sh or vgpurun\n",
+           preempt_sender());
+}
+
 void train_report_preempted(struct trainer *t, const char *path, int sig)
 {
     close_bar_(t);
     printf("vgpu_train: preempted at step %ld (signal %s); checkpoint %s; resumable: --resume %s\n",
            t->step, preempt_signal_name(sig), path, path);
+    say_if_mpirun_ends_job_();
     fflush(stdout);
 }
 
@@ -408,5 +422,6 @@ void train_report_early_stop(struct job *job)
         return;
     printf("vgpu_train: stopped before the first step (signal %s); nothing new to checkpoint\n",
            preempt_signal_name(sig));
+    say_if_mpirun_ends_job_();
     fflush(stdout);
 }

@@ -211,7 +211,7 @@ int main(int argc, char **argv)
     // Before MPI or OpenMP start threads: they must inherit the blocked
     // stop signals (preempt.h says why). Armed from here on: a stop request
     // during start-up is honoured at its milestones (exit 75), never fatal.
-    if (preempt_start() != 0 || preempt_install() != 0) {
+    if (preempt_start_armed() != 0) {
         fprintf(stderr, "vgpu_train: cannot start the signal thread\n");
         return 1;
     }
