@@ -49,7 +49,10 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$from" ] && [ -z "${VGPU_BUNDLE_STAGE:-}" ] && stage=$(mktemp -d /tmp/vgpu-bundle-stage.XXXXXX)
+if [ -n "$from" ] && [ -z "${VGPU_BUNDLE_STAGE:-}" ]; then # a stage of its own, gone at exit
+  stage=$(mktemp -d /tmp/vgpu-bundle-stage.XXXXXX)
+  trap 'rm -rf "$stage"' EXIT
+fi
 bdir=${from:-$GPU_ROOT/build}
 t_start=$SECONDS
 say() { echo "bundle.sh: [$((SECONDS - t_start))s] $*"; }
@@ -212,7 +215,6 @@ fi
   (cd "$out" && du -b ./*.tar.xz $([ "$data" = 1 ] && echo fashion-mnist/*) | sed 's/^/  /')
 } >"$out/MANIFEST.txt"
 cat "$out/MANIFEST.txt"
-[ -z "$from" ] || [ -n "${VGPU_BUNDLE_STAGE:-}" ] || rm -rf "$stage"
 # The tree the bundle goes with, file by file: the GPU machine gets no .git,
 # so check.sh compares these sums to tell a bundle of another tree.
 (git ls-files -z; git ls-files -z --others --exclude-standard) | grep -zv '^gpu-bundle/' |
