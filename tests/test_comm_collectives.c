@@ -456,6 +456,31 @@ static void check_no_names_(int open, const char *when)
         CHECK(any == 0, "%d vgpu memfd mappings are left %s", any, when);
 }
 
+// The ring over MPI links, in every fast ring test: a second communicator on
+// which rank q claims host q % 2 (as --fake-hosts 2), so that every link
+// between neighbours of different parity is an MPI link (same-host links
+// never send over MPI: a wrong chunk sent there passed every same-host run).
+// One pass of each collective; --fake-hosts runs the whole set that way.
+static void mpi_link_pass_(device_t *dev, const char *host, double timeout_s, uint64_t slice)
+{
+    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = dev, .timeout_s = timeout_s,
+                             .slice_bytes = slice, .node_index = rank_ % 2, .host = host};
+    comm_t *c = NULL;
+    CALL(comm_create(&c, comm_find_ops("ring"), &args));
+    const size_t n = (size_t)size_;
+    const size_t counts[] = {1, n + 1, 1000, 100003};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        test_all_reduce_(c, dev, counts[k], (int)(k % 2), COMM_SUM);
+        test_all_reduce_(c, dev, counts[k], (int)(k % 2 == 0), COMM_AVG);
+        test_broadcast_(c, dev, counts[k] * 4 + 1, size_ - 1);
+        test_all_gather_(c, dev, counts[k] * 4 + 3, (int)(k % 2));
+        test_reduce_scatter_(c, dev, counts[k], COMM_FLOAT32, COMM_SUM, (int)(k % 2));
+        test_all_reduce_update_(c, dev, counts[k]);
+    }
+    test_barrier_(c);
+    comm_destroy(c);
+}
+
 static int node_index_(void)
 {
     MPI_Comm node;
@@ -599,13 +624,22 @@ int main(int argc, char **argv)
     }
 
     comm_destroy(c);
+    // (pretend hosts only where every rank is on one real host)
+    int one_host = node_index_() == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!strcmp(backend, "ring") && fake_hosts == 0 && size_ > 1 && !getenv("VGPU_RING_STAGING") &&
+        one_host)
+        mpi_link_pass_(&dev, host, timeout_s, slice);
     device_close(&dev);
     check_no_names_(0, "at the end");
 
     long long all = total_(failures_);
     if (rank_ == 0)
         printf("test_comm_collectives: backend %s, %d ranks%s%s: %s (%lld failed checks)\n",
-               backend, size_, fake_hosts ? ", fake hosts" : "",
+               backend, size_,
+               fake_hosts ? ", fake hosts"
+               : !strcmp(backend, "ring") && size_ > 1 && !getenv("VGPU_RING_STAGING")
+                   ? " (and a pass over MPI links)" : "",
                getenv("VGPU_RING_STAGING") ? ", staging" : "", all ? "FAILED" : "OK", all);
     MPI_Finalize();
     return all ? 1 : 0;

@@ -19,7 +19,7 @@ at_exit() { CLEANUP+=("$*"); }
 run_cleanup_() {
   local i
   for ((i = ${#CLEANUP[@]} - 1; i >= 0; i--)); do eval "${CLEANUP[i]}" >/dev/null 2>&1 || true; done
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$SHM_DIR"
 }
 trap run_cleanup_ EXIT
 trap 'exit 130' INT TERM

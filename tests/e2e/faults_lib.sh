@@ -7,14 +7,14 @@ FAULT_CONFIG="$CONFIGS/synthetic_small.ini"
 FAULT_ARGS=(--quiet --set train.epochs=100000 --set checkpoint.every_steps=20)
 
 # Kills whatever of our jobs is still running (ranks sit in their own process
-# groups, so mpirun's group is not enough), then removes $WORK.
+# groups, so mpirun's group is not enough), then removes $WORK and $SHM_DIR.
 # What expect_nothing_left found in /dev/shm is removed too (after being
 # reported), so that a failing run does not fill /dev/shm run after run.
 fault_cleanup() {
   pkill -9 -f -- "$WORK" 2>/dev/null
   local f
-  for f in $(cat "$WORK/shm.leaked" 2>/dev/null); do rm -f "/dev/shm/$f"; done
-  rm -rf "$WORK"
+  for f in $(cat "$WORK/shm.leaked" 2>/dev/null); do rm -f "$f"; done
+  rm -rf "$WORK" "$SHM_DIR"
 }
 trap fault_cleanup EXIT
 
@@ -27,7 +27,7 @@ start_job() {
   shift 2
   ckdir="$WORK/$name"
   job_out="$WORK/$name.out"
-  ls /dev/shm >"$WORK/shm.before" 2>/dev/null
+  shm_now >"$WORK/shm.before"
   "${FAULT_LAUNCHER:-$MPIRUN}" -np "$np" "$TRAIN" "$FAULT_CONFIG" "${FAULT_ARGS[@]}" --set "checkpoint.dir=$ckdir" "$@" \
     >"$job_out" 2>&1 &
   job=$!
@@ -102,9 +102,9 @@ wait_job() {
 }
 
 # expect_nothing_left: no process of the job (after 3 s for ranks that
-# outlive mpirun to go), no new /dev/shm entry of ours or of Open MPI's
-# shared-memory transport that no process maps (one that a process maps
-# belongs to a job still running, perhaps another test's), no temp file.
+# outlive mpirun to go), no new shared-memory file of vgpu's (/dev/shm) or
+# of Open MPI's transport (the test's $SHM_DIR, lib.sh) that no process maps,
+# no temp file.
 expect_nothing_left() {
   local procs left="" f i
   for i in $(seq 30); do
@@ -113,11 +113,9 @@ expect_nothing_left() {
     sleep 0.1
   done
   if [ -z "$procs" ]; then ok "no process left"; else bad "processes left: $(ps -o pid,args -p $(echo $procs | tr ' ' ,))"; fi
-  for f in $(ls /dev/shm 2>/dev/null | grep -E '^(vgpu-|vader_segment\.)' | grep -vxF -f "$WORK/shm.before"); do
-    grep -qsF "/dev/shm/$f" /proc/[0-9]*/maps || left="$left $f"
-  done
+  left=$(shm_left "$(cat "$WORK/shm.before")" | tr '\n' ' ')
   echo "$left" >>"$WORK/shm.leaked"
-  if [ -z "$left" ]; then ok "nothing of the job left in /dev/shm"; else bad "left in /dev/shm:$left"; fi
+  if [ -z "$left" ]; then ok "nothing of the job left in shared memory"; else bad "left in shared memory: $left"; fi
   left=$(ls "$ckdir" 2>/dev/null | grep '\.tmp' || true)
   if [ -z "$left" ]; then ok "no temp file in $ckdir"; else bad "temp files left: $left"; fi
 }

@@ -7,7 +7,15 @@ TRAIN="$VGPU_BUILD_DIR/vgpu_train"
 MPIRUN="$VGPU_SOURCE_DIR/scripts/mpirun.sh"
 CONFIGS="$VGPU_SOURCE_DIR/configs"
 WORK=$(mktemp -d /tmp/vgpu-e2e.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+# Open MPI's shared-memory segments (vader_segment.*) of this test's jobs go
+# to a directory of the test's own on tmpfs, so that the leak checks below
+# see this test's jobs alone. In /dev/shm itself every MPI job of the machine
+# comes and goes: a segment of another job (another ctest test, another
+# user's run) between its ranks' exit and its mpirun's clean-up was taken for
+# this job's leak (e2e_preempt failed so under ctest -j2; issue 32).
+SHM_DIR=$(mktemp -d /dev/shm/e2e-shm.XXXXXX)
+export OMPI_MCA_btl_vader_backing_directory=$SHM_DIR
+trap 'rm -rf "$WORK" "$SHM_DIR"' EXIT
 # A failing job's flight records go to the test's own directory.
 export VGPU_FLIGHT_DIR="$WORK/flight"
 FLIGHT="$VGPU_BUILD_DIR/vgpu-flight"
@@ -36,19 +44,30 @@ expect_no_out() { if grep -qE -- "$1" <<<"$out"; then bad "output has /$1/"; els
 # launchers leave it out on one host (mpirun -q) when the ranks have said why.
 expect_no_banner() { expect_no_out '^-{20,}$|Primary job +terminated|mpirun (detected|noticed)'; }
 expect_within() { if [ "$(echo "$secs <= $1" | bc)" = 1 ]; then ok "within $1 s"; else bad "took ${secs}s, bound $1 s"; fi; }
-# What /dev/shm held when the test started: another job's segments (vgpu's
-# own shared memory has no names; Open MPI's has) are not this test's.
+# What /dev/shm held when the test started (vgpu's own shared memory has no
+# names: a vgpu-* entry is a leak, whoever made it).
 SHM_AT_START=$(ls /dev/shm 2>/dev/null)
-# expect_no_shm: nothing the test's jobs created is left in /dev/shm: no
-# entry of vgpu's or of Open MPI's shared-memory transport that appeared since
-# the test started and that no live process maps (a mapped one belongs to a
-# job still running, perhaps someone else's).
-expect_no_shm() {
-  local left="" f
-  for f in $(ls /dev/shm 2>/dev/null | grep -E '^(vgpu-|vader_segment\.)' | grep -vxF -f <(echo "$SHM_AT_START")); do
-    grep -qsF "/dev/shm/$f" /proc/[0-9]*/maps || left="$left $f"
+# shm_left SINCE: the shared-memory files the test's jobs left that are not
+# listed in the text SINCE and that no live process maps: vgpu-* entries in
+# /dev/shm, Open MPI's segments in $SHM_DIR (full paths, one a line).
+shm_left() {
+  local f
+  for f in $(ls /dev/shm 2>/dev/null | grep '^vgpu-' | sed 's|^|/dev/shm/|') \
+           $(ls "$SHM_DIR" 2>/dev/null | grep '^vader_segment\.' | sed "s|^|$SHM_DIR/|"); do
+    grep -qxF -- "$f" <<<"$1" && continue
+    grep -qsF "$f" /proc/[0-9]*/maps || echo "$f"
   done
-  if [ -z "$left" ]; then ok "nothing left in /dev/shm"; else bad "left in /dev/shm:$left"; fi
+}
+# shm_now: what shm_left compares with (the files as they are now).
+shm_now() { ls /dev/shm 2>/dev/null | grep '^vgpu-' | sed 's|^|/dev/shm/|'; ls "$SHM_DIR" 2>/dev/null | sed "s|^|$SHM_DIR/|"; }
+SHM_AT_START=$(shm_now)
+# expect_no_shm: nothing the test's jobs created is left: no entry of vgpu's
+# or of Open MPI's shared-memory transport that appeared since the test
+# started and that no live process maps.
+expect_no_shm() {
+  local left
+  left=$(shm_left "$SHM_AT_START" | tr '\n' ' ')
+  if [ -z "$left" ]; then ok "nothing left in shared memory"; else bad "left in shared memory: $left"; fi
 }
 # skip REASON: ctest reports the test as skipped (exit 77); scripts/test.sh
 # lists the reason at the end.

@@ -12,7 +12,7 @@ VGPURUN="$VGPU_BUILD_DIR/vgpurun"
 panes=0
 socket() { echo "vgpu-test-$$-$panes"; }
 tmux_() { tmux -L "$(socket)" -f /dev/null "$@"; }
-trap 'for ((i = 1; i <= panes; i++)); do tmux -L "vgpu-test-$$-$i" kill-server 2>/dev/null; done; rm -rf "$WORK"' EXIT
+trap 'for ((i = 1; i <= panes; i++)); do tmux -L "vgpu-test-$$-$i" kill-server 2>/dev/null; done; rm -rf "$WORK" "$SHM_DIR"' EXIT
 
 # in_terminal NAME CMD...: runs CMD in a fresh 80x50 tmux pane (no
 # VGPU_PROGRESS or COLUMNS of ours); sets $out to the pane, lines joined, and
