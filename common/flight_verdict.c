@@ -79,6 +79,31 @@ static void ranks_noted_(FILE *out, const char *pick, int size,
         fputc(')', out);
 }
 
+// Who holds up the ranks in `waiting` (each at its last collective): a rank
+// stopped or dead explains every wait, so when there is one, those alone
+// (the wait chain past it is its effect, and naming more ranks would name
+// innocent ones); else the ranks waited for that are not themselves waiting
+// (one computing inside a collective, spinning past the recorder's notice).
+static void holders_(const struct flight_record *const *recs, int size, const char *waiting,
+                     char *holders)
+{
+    int stopped = 0;
+    for (int r = 0; r < size; r++)
+        stopped += holders[r] = not_running_(recs[r]);
+    if (stopped)
+        return;
+    for (int r = 0; r < size; r++) {
+        const struct flight_entry_copy *mine = recs[r] ? last_(recs[r]) : NULL;
+        if (!waiting[r] || !unfinished_(mine) || mine->peer < 0 || mine->peer >= size)
+            continue;
+        // A rank that failed waiting for someone was waiting too.
+        const struct flight_entry_copy *theirs = recs[mine->peer] ? last_(recs[mine->peer]) : NULL;
+        if (!theirs || theirs->peer < 0 ||
+            (theirs->state != FLIGHT_WAITING && theirs->state != FLIGHT_FAILED))
+            holders[mine->peer] = 1;
+    }
+}
+
 static int any_(const char *pick, int size)
 {
     for (int r = 0; r < size; r++)
@@ -207,6 +232,13 @@ int flight_verdict(const struct flight_record *const *recs, int size, FILE *out)
             fputs(" was not entered by ", out);
             ranks_noted_(out, missing, size, recs);
             fputs("; the others entered it", out);
+            // Several behind: the one that holds them up, when it is not
+            // simply all of them (a stopped rank among them, say).
+            holders_(recs, size, missing, holders);
+            if (any_(holders, size) && memcmp(holders, missing, (size_t)size) != 0) {
+                fputs("; held up by ", out);
+                ranks_noted_(out, holders, size, recs);
+            }
             stuck = 1;
         }
     } else if (lo == 0) {
@@ -221,18 +253,7 @@ int flight_verdict(const struct flight_record *const *recs, int size, FILE *out)
         if (open && any_(open, size)) {
             // Who holds it up: a stopped or dead rank, or a rank waited for
             // that is not itself waiting.
-            for (int r = 0; r < size; r++) {
-                const struct flight_entry_copy *mine = last_(recs[r]);
-                if (not_running_(recs[r]))
-                    holders[r] = 1;
-                if (!unfinished_(mine) || mine->peer < 0 || mine->peer >= size)
-                    continue;
-                // A rank that failed waiting for someone was waiting too.
-                const struct flight_entry_copy *theirs = last_(recs[mine->peer]);
-                if (!theirs || theirs->peer < 0 ||
-                    (theirs->state != FLIGHT_WAITING && theirs->state != FLIGHT_FAILED))
-                    holders[mine->peer] = 1;
-            }
+            holders_(recs, size, open, holders);
             fprintf(out, "every rank%s entered collective #%" PRIu64 " (%s, %" PRIu64
                          " bytes); it has not finished on ",
                     any_(absent, size) ? " with a record" : "", lo, flight_kind_name(e->kind),

@@ -89,8 +89,11 @@ int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wai
             return 0;
         if (o->timeout_s > 0) {
             waited_s = util_wait_clock_waited(&clock);
-            if (waited_s >= o->timeout_s)
+            if (waited_s >= o->timeout_s) {
+                if (o->waited_s)
+                    *o->waited_s = waited_s;
                 return VGPU_ETIMEOUT;
+            }
             if (!warned && waited_s >= o->timeout_s / 2) {
                 warned = 1;
                 if (o->on_slow)

@@ -25,6 +25,8 @@ struct shm_flag_wait_opts {
     // Called once, when half of timeout_s has passed without progress (may be NULL).
     void (*on_slow)(void *arg, double waited_s);
     void *arg;           // passed to on_slow
+    double *waited_s;    // out (may be NULL): on VGPU_ETIMEOUT, the time waited by the
+                         // wait clock (util.h: time the waiter was stopped not counted), s
 };
 
 // Stores `value` (must not decrease) and wakes sleeping waiters. The store is

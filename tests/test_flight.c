@@ -186,12 +186,40 @@ static void test_verdict_follows_the_wait_chain(void **state)
     assert_contains_(v, "every rank entered collective #7 (all-reduce, 4096 bytes); it has not "
                         "finished on ranks 0-2; held up by rank 2\n");
     free(v);
-    // Dead beats the chain: a dead rank holds up whoever waits.
+    // Dead beats the chain: a dead rank holds up whoever waits, and it alone
+    // is named (rank 2 would be an innocent one: e2e checks the exact rank).
     snprintf(recs[0]->process, sizeof recs[0]->process, "dead");
     v = verdict_((const struct flight_record *const *)recs, 3, &stuck);
-    assert_contains_(v, "held up by ranks 0, 2 (rank 0 dead)\n");
+    assert_contains_(v, "held up by rank 0 (dead)\n");
     free(v);
     free_all_(recs, 3);
+}
+
+// Several ranks behind (a ring: rank 0 finished #9 and entered #10, its
+// neighbours still wait in #9 for rank 2, which is stopped there): all of
+// them did not enter #10, and the one holding them up is named (as seen in
+// e2e_hung_rank: "ranks 1-3 (rank 2 stopped)" alone did not say who).
+static void test_verdict_names_who_holds_up_the_ranks_behind(void **state)
+{
+    (void)state;
+    struct flight_record *recs[4] = {
+        record_(0, 4, 10, FLIGHT_WAITING, 3), record_(1, 4, 9, FLIGHT_WAITING, 2),
+        record_(2, 4, 9, FLIGHT_WAITING, 1), record_(3, 4, 9, FLIGHT_FAILED, 2)};
+    snprintf(recs[2]->process, sizeof recs[2]->process, "stopped");
+    int stuck;
+    char *v = verdict_((const struct flight_record *const *)recs, 4, &stuck);
+    assert_true(stuck);
+    assert_contains_(v, "collective #10 (all-reduce, 4096 bytes) was not entered by ranks 1-3 "
+                        "(rank 2 stopped); the others entered it; held up by rank 2 (stopped)\n");
+    free(v);
+    // Nobody stopped: the chain names the rank waited for that does not wait.
+    snprintf(recs[2]->process, sizeof recs[2]->process, "running");
+    recs[2]->entries[recs[2]->count - 1].state = FLIGHT_ISSUED;
+    recs[2]->entries[recs[2]->count - 1].peer = -1;
+    v = verdict_((const struct flight_record *const *)recs, 4, &stuck);
+    assert_contains_(v, "was not entered by ranks 1-3; the others entered it; held up by rank 2\n");
+    free(v);
+    free_all_(recs, 4);
 }
 
 static void test_verdict_nothing_stuck_and_missing_records(void **state)
@@ -233,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_verdict_names_the_rank_that_did_not_enter),
         cmocka_unit_test(test_verdict_follows_the_wait_chain),
+        cmocka_unit_test(test_verdict_names_who_holds_up_the_ranks_behind),
         cmocka_unit_test(test_verdict_nothing_stuck_and_missing_records),
         cmocka_unit_test(test_verdict_names_a_disagreement),
     };

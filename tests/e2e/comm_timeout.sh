@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
 # comm_timeout.sh: a rank that never enters a collective must not hang the
-# others: with comm timeout T they end within T + 5 s with a message that
-# names the rank they waited for, and the job is aborted. The same for the
-# deterministic all-reduce's all-to-all on the ring and mpi backends.
+# others: with comm timeout T they end after T s (within a 1.5 s margin, so
+# that a wait twice as long as its bound fails), with a message that names
+# the rank they waited for and the time they waited, and the job is aborted.
+# The same for the deterministic all-reduce's all-to-all on the ring and mpi
+# backends.
 source "$(dirname "$0")/lib.sh"
-timeout_s=2
-limit=$((timeout_s + 5))
+timeout_s=3
+limit=$(echo "$timeout_s + 1.5" | bc)
+
+# expect_waited_about: every "timed out after X s" line says T <= X <= T + 1.5.
+expect_waited_about() {
+  local said
+  said=$(grep -oE 'timed out after [0-9.]+ s' <<<"$out" | grep -oE '[0-9.]+' | head -5)
+  if [ -z "$said" ]; then bad "no 'timed out after X s' line"; return; fi
+  for x in $said; do
+    if [ "$(echo "$x >= $timeout_s && $x <= $limit" | bc)" = 1 ]; then
+      ok "said it waited $x s (bound $timeout_s s)"
+    else
+      bad "said it waited $x s: not within [$timeout_s, $limit] s"
+    fi
+  done
+}
 
 run ring_all_reduce 60 "$MPIRUN" -np 3 "$VGPU_BUILD_DIR/test_comm_collectives" --backend ring \
   --timeout $timeout_s --sleep-rank 1
@@ -13,7 +29,8 @@ expect_nonzero
 expect_within 30
 expect_out "collective timed out after [0-9.]* s waiting for rank [02] \(host"
 expect_out "is the furthest behind|waiting for rank 1 "
-expect_out "still waiting for rank"
+expect_out "still waiting for rank [0-9] \(host [^)]*\) after 1\.[5-9] s \(timeout $timeout_s\.0 s\)"
+expect_waited_about
 # The first rank to time out aborts the job, so the other waiting rank may be
 # killed before it reports: at least one must report, and every report must
 # be a timeout within the bound.
@@ -24,10 +41,10 @@ else
   while IFS='|' read -r status took; do
     if [ "$status" != "timed out" ]; then
       bad "a rank's collective ended with '$status', not a timeout"
-    elif [ "$(echo "$took <= $limit" | bc)" != 1 ]; then
-      bad "a rank took $took s (limit $limit s)"
+    elif [ "$(echo "$took >= $timeout_s && $took <= $limit" | bc)" != 1 ]; then
+      bad "a rank took $took s (bound $timeout_s s, limit $limit s)"
     else
-      ok "a waiting rank timed out after $took s (limit $limit s)"
+      ok "a waiting rank timed out after $took s (bound $timeout_s s, limit $limit s)"
     fi
   done <<<"$reports"
 fi
@@ -40,5 +57,6 @@ for backend in ring mpi; do
   expect_within $((timeout_s + 10))
   expect_out "collective \(all-to-all\) still waiting"
   expect_out "collective timed out after [0-9.]* s in all-to-all"
+  expect_waited_about
 done
 finish

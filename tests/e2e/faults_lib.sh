@@ -135,13 +135,14 @@ expect_checkpoints_intact() {
 }
 
 # expect_flight_verdict RANK STATE: the job printed the flight recorder's
-# verdict: a collective by number that RANK (STATE: stopped, dead) did not
-# enter, or that it holds up; and vgpu-flight, reading the records the job
+# verdict: a collective by number that RANK (STATE: stopped, dead) and no
+# other rank did not enter, or that it alone holds up (a list with another,
+# wrong rank in it fails); and vgpu-flight, reading the records the job
 # names, prints the same verdict.
 expect_flight_verdict() {
   local rank=$1 state=$2 online dir offline frc
-  local who="(rank $rank \($state\)|ranks [0-9, -]+ \([^)]*rank $rank $state[^)]*\))"
-  expect_out "flight recorder: (collective #[0-9]+ \([^)]*\) was not entered by $who|every rank entered collective #[0-9]+ .*held up by $who)"
+  local who="rank $rank \($state\)"
+  expect_out "flight recorder: (collective #[0-9]+ \([^)]*\) was not entered by ($who; the others entered it|[^;]*; the others entered it; held up by $who)|every rank entered collective #[0-9]+ [^;]*; it has not finished on [^;]*; held up by $who)(\$|; no record of)"
   online=$(grep -m1 -oE 'flight recorder: (collective|every rank) .*' <<<"$out")
   dir=$(grep -m1 -oE 'flight recorder: records in [^ ]+' <<<"$out" | sed 's/.* in //')
   if [ -z "$dir" ]; then bad "the job did not say where its flight records are"; return; fi
