@@ -23,6 +23,9 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_STAGING", "1",
      "the ring all-reduce copies through host staging segments on CPU devices too, as it does "
      "on GPUs (tests the GPU data path without a GPU)"},
+    {"VGPU_MPI_STAGING", "1",
+     "the mpi backend copies through its host staging buffer on CPU devices too, as it does on "
+     "GPUs (tests the GPU data path, e.g. deterministic mode's all-to-all, without a GPU)"},
     {"VGPU_RING_SPIN", "COUNT",
      "polls before a ring wait sleeps on its futex (default: more when each rank has a core)"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
@@ -53,6 +56,12 @@ static const struct env_var vars_[] = {
     {"VGPU_TEST_HOST", "NAME",
      "test hook: the rank counts as on host NAME (ranks naming the same host are one host), to "
      "rehearse several hosts on one machine"},
+    {"VGPU_TEST_NCCL_VERSION", "VERSION",
+     "test hook: this rank reports NCCL VERSION (e.g. 23000 for 2.30; 0 for none) to the job's "
+     "backend choice instead of the one it loads (a build with NCCL only)"},
+    {"VGPU_CUDA_VISIBLE_DEVICES_PINNED", "PIN|BEFORE",
+     "set by vgpurun-rank, not by users: the CUDA_VISIBLE_DEVICES it pinned and the value it "
+     "replaced, which a vgpu program puts back to bind itself"},
     {"VGPU_TEST_START_PAUSE", "STAGE:SECONDS",
      "test hook: every rank of vgpu_train sleeps SECONDS at a start-up stage: data (before the "
      "data is agreed), open (before the model is set up), warmup (after the warm-up step)"},
@@ -116,6 +125,16 @@ static void env_parse_(struct vgpu_env *e)
     }
     if ((v = getenv("VGPU_RING_STAGING")) && *v)
         e->ring_staging = !strcmp(v, "1");
+    if ((v = getenv("VGPU_MPI_STAGING")) && *v)
+        e->mpi_staging = !strcmp(v, "1");
+    e->test_nccl_version = -1;
+    if ((v = getenv("VGPU_TEST_NCCL_VERSION")) && *v) {
+        int n;
+        if (sscanf(v, "%d%c", &n, &end) == 1 && n >= 0 && n < 1000000)
+            e->test_nccl_version = n;
+        else
+            malformed_("VGPU_TEST_NCCL_VERSION", v, "a version number such as 23000, or 0");
+    }
     if ((v = getenv("VGPU_RING_SPIN")) && *v) {
         long n;
         if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= 0)

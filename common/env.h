@@ -21,6 +21,7 @@ struct env_when {
 struct vgpu_env {
     int progress;         // VGPU_PROGRESS: 1 = "bar", 0 = "lines", -1 = unset (automatic)
     int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
+    int mpi_staging;      // VGPU_MPI_STAGING=1: so does the mpi backend
     long ring_spin;       // VGPU_RING_SPIN: polls before a ring wait sleeps, count; -1 = unset (automatic)
     int nccl_multi_rank_gpu; // NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL's own switch, NCCL >= 2.30):
                           // NCCL may run ranks that share a GPU
@@ -42,6 +43,8 @@ struct vgpu_env {
     char flight_dir_buf[256]; // the default's text
     // Test hooks:
     char test_host[64];   // VGPU_TEST_HOST=NAME: this rank counts as on host NAME
+    int test_nccl_version; // VGPU_TEST_NCCL_VERSION: the NCCL version this rank reports to the
+                           // backend choice; -1 = unset (the one it loads)
     char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that
     double pause_s;       // start-up stage (data, open, warmup); "" = off
 };

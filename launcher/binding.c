@@ -138,9 +138,12 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
         } else if (req->memory_fraction > 0) {
             cap = (uint64_t)(req->memory_fraction * (double)dv->free_bytes / (double)k);
         } else if (is_cuda_(dv)) {
-            // Outside the caps: each rank's context, and a lone rank's
-            // backend buffers (NCCL's), so that the backend finds its room.
-            const uint64_t beside = add_sat_(req->overhead_bytes, k == 1 ? req->solo_extra_bytes : 0);
+            // Outside the caps: each rank's context, and where the backend
+            // may run with k ranks on the device, its buffers (NCCL's), so
+            // that it finds its room.
+            const int backend_here = (uint64_t)req->backend_max_ranks >= k;
+            const uint64_t beside =
+                add_sat_(req->overhead_bytes, backend_here ? req->backend_extra_bytes : 0);
             uint64_t overhead = k * beside;
             uint64_t usable = dv->free_bytes > overhead ? dv->free_bytes - overhead : 0;
             cap = (uint64_t)(BINDING_CUDA_AUTO_SHARE * (double)usable / (double)k);
@@ -160,7 +163,7 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
             return util_errorf(err, err_bytes, VGPU_ECONFIG,
                                "local rank %d: its cap %s + CUDA context %s is over its MPS limit %s "
                                "on %s%d (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); lower the cap, or raise "
-                               "the limit (vgpurun --mps sets it to --mem-per-rank + 512 MiB)",
+                               "the limit (vgpurun --mps sets it to --mem-per-rank + 1.5 GiB)",
                                r, util_format_bytes(cap, a, sizeof a),
                                util_format_bytes(req->overhead_bytes, b, sizeof b),
                                util_format_bytes(lim, c, sizeof c), dv->kind, out[r].device);

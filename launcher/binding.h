@@ -35,9 +35,10 @@ struct binding_request {
     const long *map;                    // explicit device per local rank, or NULL
     int map_count;
     uint64_t overhead_bytes;            // per-process device overhead (CUDA context), bytes
-    uint64_t solo_extra_bytes;          // what a rank alone on its device allocates outside
-                                        // its cap (NCCL's buffers, where NCCL may be chosen);
-                                        // the automatic cap leaves it free, bytes
+    uint64_t backend_extra_bytes;       // what the collective backend allocates outside a
+                                        // rank's cap (NCCL's buffers), bytes; the automatic
+                                        // cap leaves it free on devices of at most
+    int backend_max_ranks;              // this many ranks (where the backend may run)
     uint64_t min_bytes;                 // least a rank needs, bytes; 0 = no check
     // Per local rank, bit d: device d is visible to it (its own
     // CUDA_VISIBLE_DEVICES, a Slurm per-task binding, one MIG instance per

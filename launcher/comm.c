@@ -3,6 +3,7 @@
 // and the backend choice for comm.backend = auto.
 #include "comm_internal.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,12 @@ const char *comm_backend_name(const comm_t *c) { return c && c->ops ? c->ops->na
 int comm_rank(const comm_t *c) { return c ? c->rank : -1; }
 int comm_size(const comm_t *c) { return c ? c->size : 0; }
 int comm_failed(const comm_t *c) { return c && c->failed; }
+
+void comm_mark_failed(comm_t *c)
+{
+    if (c)
+        c->failed = 1;
+}
 
 struct comm_stats comm_get_stats(const comm_t *c)
 {
@@ -663,6 +670,16 @@ static int multi_rank_ok_(const struct comm_choice_facts *f, char *why, size_t w
     return 1;
 }
 
+int comm_nccl_ranks_per_gpu(const struct comm_choice_facts *f)
+{
+    if (!f->nccl_built || !f->all_cuda || f->mig || f->nccl_version < 21400 ||
+        (f->all_to_all && f->staged))
+        return 0;
+    if (f->nccl_version < 23000 || !f->multi_rank_env)
+        return 1;
+    return f->mps && f->max_ctas_set ? INT_MAX : NCCL_RANKS_PER_GPU_DEFAULT;
+}
+
 int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
                         const char **chosen, char *why, size_t why_bytes)
 {
@@ -672,9 +689,10 @@ int comm_choose_backend(const char *requested, const struct comm_choice_facts *f
     char no[256] = ""; // why NCCL cannot run this job ("" = it can)
     const int shared = f->max_ranks_per_gpu > 1;
     // Deterministic mode exchanges partial sums with an all-to-all, which
-    // the ring has on host windows only and NCCL not at all: on GPUs the
-    // mpi backend (through host staging) is the one that can.
-    const int host_exchange = f->all_to_all && f->all_cuda;
+    // the ring has on host windows only and NCCL not at all: where some
+    // rank's memory is a GPU's (or staged) the mpi backend, through host
+    // staging, is the one that can.
+    const int host_exchange = f->all_to_all && f->staged;
     if (!f->nccl_built)
         snprintf(no, sizeof no, "this build has no NCCL backend");
     else if (!f->all_cuda)

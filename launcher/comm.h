@@ -115,5 +115,8 @@ struct comm_stats comm_get_stats(const comm_t *c);
 // Whether a collective of c timed out or met an MPI failure: a peer may never
 // come, so nothing collective (teardown, MPI_Finalize) should wait for it.
 int comm_failed(const comm_t *c);
+// Marks the communicator failed from outside (the control plane lost a
+// peer): its teardown then aborts instead of waiting for peers. NULL: no-op.
+void comm_mark_failed(comm_t *c);
 
 #endif

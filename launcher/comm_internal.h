@@ -147,9 +147,17 @@ struct comm_choice_facts {
     int mps;               // the ranks are MPS clients
     int mig;               // some rank's device is a MIG instance
     int all_to_all;        // the job uses the deterministic all-reduce (an all-to-all)
+    int staged;            // some rank's memory is not host-addressable (a CUDA device,
+                           // or VGPU_RING_STAGING=1): the ring's all-to-all cannot run
 };
 int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
                         const char **chosen, char *why, size_t why_bytes);
+
+// How many ranks a GPU NCCL may run with these facts (1, 2, or INT_MAX
+// under MPS with NCCL_MAX_CTAS; only version, multi_rank_env, mps and
+// max_ctas_set are read), or 0 when NCCL cannot run this job at all (not
+// built, no CUDA, MIG, no or too old NCCL, deterministic mode on GPUs).
+int comm_nccl_ranks_per_gpu(const struct comm_choice_facts *f);
 
 // NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
 int comm_nccl_runtime_version(void);

@@ -11,6 +11,7 @@
 
 #include "comm_internal.h"
 #include "device_internal.h"
+#include "env.h"
 #include "kernels.h"
 #include "log.h"
 
@@ -105,7 +106,9 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
     for (int k = 0; k < HALF_TYPES; k++)
         for (int op = 0; op < COMM_OP_COUNT; op++)
             m->half_op[k][op] = MPI_OP_NULL; // a handle, not necessarily 0
-    m->staged = device_is_cuda(args->dev);
+    // VGPU_MPI_STAGING=1 takes the GPU's data path (copies through host
+    // staging) on CPU devices too, so that tests run it without a GPU.
+    m->staged = device_is_cuda(args->dev) || env_get()->mpi_staging;
     int rc = comm_mpi_dup_bounded(c, args->mpi_comm, &m->comm, "mpi backend set-up (MPI_Comm_idup)");
     if (rc == 0)
         rc = half_ops_create_(m);

@@ -281,7 +281,13 @@ static ncclDataType_t nccl_type_(enum comm_dtype t)
     case COMM_INT32: return ncclInt32;
     case COMM_INT64: return ncclInt64;
     case COMM_FLOAT16: return ncclFloat16;
-    case COMM_BFLOAT16: return ncclBfloat16; // declared by nccl.h whatever the language
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0) || defined(__CUDA_BF16_TYPES_EXIST__)
+    case COMM_BFLOAT16: return ncclBfloat16;
+#else
+    // nccl.h of 2.10-2.23 declares ncclBfloat16 for C++ only (inside
+    // __CUDA_BF16_TYPES_EXIST__); the library has taken it as 9 since 2.10.
+    case COMM_BFLOAT16: return (ncclDataType_t)9;
+#endif
     default: return ncclFloat32;
     }
 }

@@ -57,6 +57,7 @@ int device_discover(const char *kind, struct device_info *out, int max, int *cou
             d->free_bytes = props[i].free_bytes;
             d->compute_mode = props[i].compute_mode;
             d->mig = props[i].mig;
+            d->free_unknown = props[i].free_unknown;
             d->client_limit_bytes = props[i].client_limit_bytes;
             d->simulated = drv->simulated;
         }

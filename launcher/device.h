@@ -31,6 +31,7 @@ struct device_info {
     char uuid[48];         // CUDA: GPU or MIG UUID; CPU: "cpu-<boot id>" (same for all ranks on a host)
     int compute_mode;      // CUDA: enum gpu_compute_mode (gpu_driver.h); CPU: 0
     int mig;               // CUDA: a MIG instance
+    int free_unknown;      // CUDA: free_bytes is the total (no NVML to tell free memory)
     uint64_t client_limit_bytes; // CUDA under MPS: this process's pinned memory limit (0 = none)
     int simulated;         // a GPU of VGPU_SIM_GPUS: CPU math behind a GPU's description
 };

@@ -55,6 +55,11 @@ struct cuda_impl {
 
 static struct cuda_impl *impl_(device_t *dev) { return (struct cuda_impl *)dev->impl; }
 
+// A program may call vgpu from any thread, and may make another GPU current
+// itself: each operation makes its device current first (cuBLAS's handle and
+// the stream belong to it; cudaSetDevice is a no-op when it already is).
+#define USE_DEVICE(dev) CUDA_CHECK(cudaSetDevice((dev)->info.index))
+
 // ---- the driver layer (gpu_driver.h) ----
 //
 // Discovery creates no context: on an EXCLUSIVE_PROCESS GPU a context made
@@ -140,10 +145,14 @@ static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, siz
         // runtime is an error that says so, never a silent CPU run.
         cudaGetLastError();
         int driver = 0;
-        if (cudaDriverGetVersion(&driver) != cudaSuccess)
-            driver = 0;
+        const cudaError_t q = cudaDriverGetVersion(&driver);
         cudaGetLastError();
-        if (driver <= 0)
+        if (q != cudaSuccess) // a driver that cannot even say its version: not "no GPU"
+            return util_errorf(err, err_bytes, VGPU_ENODEV,
+                               "cudaGetDeviceCount: %s, and cudaDriverGetVersion: %s; nvidia-smi "
+                               "says more (devices.kind = cpu runs without the GPU)",
+                               cudaGetErrorString(rc), cudaGetErrorString(q));
+        if (driver <= 0) // cudaDriverGetVersion's answer when no driver is installed
             return 0;
         int found = gpu_driver_check_version(driver, CUDART_VERSION, err, err_bytes);
         return found < 0 ? found
@@ -193,11 +202,8 @@ static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, siz
         snprintf(hex, sizeof hex, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
                  u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
                  u[13], u[14], u[15]);
-        if (nvml_memory_(hex, p) != 0) {
-            static int said;
-            if (!said++)
-                log_warn("NVML (libnvidia-ml.so.1) is not available: free GPU memory is unknown, "
-                         "so caps assume each GPU's whole memory is free");
+        if (nvml_memory_(hex, p) != 0) { // the runtime says so, once a host
+            p->free_unknown = 1;
             p->mig = visible_as_mig_(hex);
             snprintf(p->uuid, sizeof p->uuid, "%s%s", p->mig ? "MIG-" : "GPU-", hex);
             p->total_bytes = prop.totalGlobalMem;
@@ -252,6 +258,18 @@ static int cuda_reserve_(device_t *dev, uint64_t cap_bytes)
     if (rc != cudaSuccess) {
         cudaGetLastError();
         im->region = NULL;
+        size_t free_b = 0, total_b = 0; // this rank's context exists now: ask CUDA
+        if (rc == cudaErrorMemoryAllocation && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+            char cap[32], fr[32];
+            log_error("the GPU has %s free now, less than the cap of %s%s: lower "
+                      "devices.memory_limit, or run fewer ranks on it",
+                      util_format_bytes(free_b, fr, sizeof fr),
+                      util_format_bytes(cap_bytes, cap, sizeof cap),
+                      dev->info.free_unknown ? " (without NVML the automatic cap assumed the whole "
+                                               "GPU free)"
+                                             : "");
+        }
+        cudaGetLastError();
         return rc == cudaErrorMemoryAllocation ? VGPU_EDEVMEM : VGPU_EIO;
     }
     return arena_init(&dev->arena, im->region, cap_bytes);
@@ -278,6 +296,7 @@ static void cuda_release_(device_t *dev)
 
 static int stream_wait_(device_t *dev)
 {
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
     return 0;
 }
@@ -286,12 +305,14 @@ static int copy_(device_t *dev, void *dst, const void *src, size_t bytes, cudaMe
 {
     // Synchronous from the caller's view: the host buffer may be reused or
     // read as soon as this returns.
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, impl_(dev)->stream));
     return stream_wait_(dev);
 }
 
 static int cuda_copy_h2d_async_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_(dev)->stream));
     return 0;
 }
@@ -308,12 +329,14 @@ static int cuda_copy_d2h_(device_t *dev, void *dst, const void *src, size_t byte
 
 static int cuda_copy_d2d_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, impl_(dev)->stream));
     return 0;
 }
 
 static int cuda_memset_zero_(device_t *dev, void *dst, size_t bytes)
 {
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, impl_(dev)->stream));
     return 0;
 }
@@ -329,6 +352,7 @@ static int cuda_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int
                       const float *a, const float *b, float beta, float *c)
 {
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+    USE_DEVICE(dev);
     CUBLAS_CHECK(cublasSgemm(impl_(dev)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
                              trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
@@ -395,6 +419,7 @@ __global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, s
 // Checks the launch itself; execution errors surface at the next sync.
 #define LAUNCH(kernel, n, ...)                                                       \
     do {                                                                             \
+        USE_DEVICE(dev);                                                             \
         kernel<<<blocks_(n), THREADS, 0, impl_(dev)->stream>>>(__VA_ARGS__);         \
         CUDA_CHECK(cudaGetLastError());                                              \
     } while (0)
@@ -537,6 +562,7 @@ static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *thei
 static int ring_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
 {
     device_t *dev = (device_t *)ctx;
+    USE_DEVICE(dev);
     if (bytes)
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, impl_(dev)->stream));
     return 0;
@@ -545,6 +571,7 @@ static int ring_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
 static int ring_settle_(void *ctx)
 {
     device_t *dev = (device_t *)ctx;
+    USE_DEVICE(dev);
     CUDA_CHECK(cudaStreamSynchronize(impl_(dev)->stream));
     return 0;
 }

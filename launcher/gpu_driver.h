@@ -28,6 +28,7 @@ struct gpu_props {
     uint64_t free_bytes;   // physically free now: not an MPS client's view of it
     int compute_mode;      // enum gpu_compute_mode
     int mig;               // a MIG instance
+    int free_unknown;      // free_bytes is the total: no one could tell (no NVML)
     uint64_t client_limit_bytes; // MPS: this client's pinned memory limit on it (0 = none)
 };
 

@@ -163,14 +163,32 @@ int gpu_sim_parse(const char *spec, struct gpu_sim_gpu *gpus, int max, int *coun
     return 0;
 }
 
-// The device an entry of CUDA_VISIBLE_DEVICES names: an ordinal, or a prefix
-// of a UUID ("GPU-5117a", "MIG-..."); -1 for none.
+// CUDA's own enumeration with no CUDA_VISIBLE_DEVICES: every GPU, and of
+// the MIG instances only the first (one a process). Fills order[]; returns
+// how many.
+static int default_order_(const struct gpu_sim_gpu *gpus, int count, int *order, int max)
+{
+    int n = 0, mig_seen = 0;
+    for (int k = 0; k < count && n < max; k++) {
+        if (gpus[k].props.mig && mig_seen++)
+            continue;
+        order[n++] = k;
+    }
+    return n;
+}
+
+// The device an entry of CUDA_VISIBLE_DEVICES names: an ordinal of CUDA's
+// default enumeration, or a prefix of a UUID ("GPU-5117a", "MIG-..."); -1
+// for none.
 static int match_entry_(const struct gpu_sim_gpu *gpus, int count, const char *entry)
 {
     char *end;
     long i = strtol(entry, &end, 10);
-    if (end != entry && !*end)
-        return i >= 0 && i < count ? (int)i : -1;
+    if (end != entry && !*end) {
+        int dflt[GPU_MAX];
+        const int n = default_order_(gpus, count, dflt, GPU_MAX);
+        return i >= 0 && i < n ? dflt[i] : -1;
+    }
     size_t len = strlen(entry);
     int found = -1;
     for (int k = 0; k < count && len >= 4; k++)
@@ -185,15 +203,9 @@ static int match_entry_(const struct gpu_sim_gpu *gpus, int count, const char *e
 int gpu_sim_visible(const struct gpu_sim_gpu *gpus, int count, const char *visible, int *order,
                     int max)
 {
+    if (!visible)
+        return default_order_(gpus, count, order, max);
     int n = 0, mig_seen = 0;
-    if (!visible) {
-        for (int k = 0; k < count && n < max; k++) {
-            if (gpus[k].props.mig && mig_seen++)
-                continue; // CUDA shows a process one MIG instance
-            order[n++] = k;
-        }
-        return n;
-    }
     char copy[1024];
     snprintf(copy, sizeof copy, "%s", visible);
     char *save = NULL;

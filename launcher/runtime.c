@@ -724,10 +724,8 @@ static int discover_(struct runtime *rt, struct host_devices *host, struct scan_
     if (!all)
         return control_failed_(rt, VGPU_ENOMEM, "out of memory for the host's device lists");
     int rc = ctl_gather_(rt, mine, all, sizeof *mine, local_(rt), rt->local_size);
-    if (rc < 0) {
-        free(all);
+    if (rc < 0) // the gather may still be in flight: its buffers stay (the caller's too)
         return rc;
-    }
     int seeing = 0;
     for (int q = 0; q < rt->local_size && rc == 0; q++) {
         if (all[q].rc == VGPU_EUNSUPPORTED)
@@ -818,8 +816,9 @@ struct nccl_facts_ {
 
 static struct nccl_facts_ nccl_facts_local_(void)
 {
+    const int test_version = env_get()->test_nccl_version; // VGPU_TEST_NCCL_VERSION
     struct nccl_facts_ f = {
-        .version = comm_nccl_runtime_version(),
+        .version = test_version >= 0 ? test_version : comm_nccl_runtime_version(),
         .multi_rank_env = env_get()->nccl_multi_rank_gpu,
         .max_ctas_set = getenv("NCCL_MAX_CTAS") != NULL,
     };
@@ -829,22 +828,27 @@ static struct nccl_facts_ nccl_facts_local_(void)
     return f;
 }
 
-// Where NCCL is missing on some ranks only, the backend line names one.
+// Where the ranks' NCCL differs (missing or older on some), the backend
+// line names a rank with the lowest, on which the job's choice turned.
 static void name_rank_without_nccl_(const struct job_row *rows, int n,
                                     const struct comm_choice_facts *f, char *why, size_t why_bytes)
 {
-    if (!f->nccl_built || !f->all_cuda || f->mig || f->nccl_version)
+    if (!f->nccl_built || !f->all_cuda || f->mig)
         return;
-    int with = 0, without = -1;
+    int lowest = 0, others = 0, highest = 0;
     for (int r = 0; r < n; r++) {
-        with += rows[r].nccl_version > 0;
-        if (!rows[r].nccl_version && without < 0)
-            without = r;
+        if (rows[r].nccl_version < rows[lowest].nccl_version)
+            lowest = r;
+        highest = rows[r].nccl_version > highest ? rows[r].nccl_version : highest;
     }
+    for (int r = 0; r < n; r++)
+        others += rows[r].nccl_version == rows[lowest].nccl_version;
     const size_t len = strlen(why);
-    if (with && without >= 0 && len < why_bytes)
-        snprintf(why + len, why_bytes - len, " on %d of %d ranks, e.g. rank %d (host %s)",
-                 n - with, n, without, rows[without].host);
+    if (highest == rows[lowest].nccl_version || len >= why_bytes)
+        return; // every rank alike: the reason says it all
+    snprintf(why + len, why_bytes - len, " on %d of %d ranks, e.g. rank %d (host %s; NCCL %d.%d "
+             "elsewhere)", others, n, lowest, rows[lowest].host, highest / 10000,
+             highest % 10000 / 100);
 }
 
 // Every rank reports its status; all return the worst, so no rank goes on
@@ -888,18 +892,41 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     // leave NCCL's room; the backend choice): a rank that differs (NCCL
     // missing on some nodes, a variable set on one) must not build another
     // backend than its peers and hang in set-up.
-    struct nccl_facts_ nf = nccl_facts_local_();
-    const int nf_rc = ctl_all_reduce_(rt, MPI_IN_PLACE, &nf, NCCL_FACTS_INTS_, MPI_INT, MPI_MIN,
-                                      sizeof nf, "agreement (NCCL)");
-    if (nf_rc < 0) {
+    // (A wait that failed in discovery leaves MPI alone: no more collectives.
+    // The facts are static: a wait that times out leaves its reduction in
+    // flight, and a late rank may still write to them.)
+    static struct nccl_facts_ nf;
+    nf = nccl_facts_local_();
+    const int nf_rc = rc < 0 && stuck_(rt)
+                          ? rc
+                          : ctl_all_reduce_(rt, MPI_IN_PLACE, &nf, NCCL_FACTS_INTS_, MPI_INT,
+                                            MPI_MIN, sizeof nf, "agreement (NCCL)");
+    if (nf_rc < 0) { // MPI is left alone now; scan may be a pending gather's buffer
         free(host);
-        free(scan);
         free(visible);
         return nf_rc;
     }
+    // Where NCCL may run (and with how many ranks a GPU), the automatic
+    // caps leave its buffers room. This host's view: MIG here rules it out.
     const int requested = cfg->comm.backend;
-    const int nccl_may = rc == 0 && nf.built && nf.version >= 21400 && !args->tree_all_reduce &&
-                         (requested == BACKEND_AUTO || requested == BACKEND_NCCL);
+    int host_mig = 0;
+    for (int i = 0; i < host->ndev; i++)
+        host_mig |= host->devs[i].mig;
+    const struct comm_choice_facts may = {.nccl_built = nf.built, .nccl_version = nf.version,
+                                          .all_cuda = rc == 0, .multi_rank_env = nf.multi_rank_env,
+                                          .max_ctas_set = nf.max_ctas_set, .mps = host->mps,
+                                          .mig = host_mig, .all_to_all = args->tree_all_reduce,
+                                          .staged = rc == 0};
+    const int nccl_ranks = requested == BACKEND_AUTO || requested == BACKEND_NCCL
+                               ? comm_nccl_ranks_per_gpu(&may)
+                               : 0;
+    // Free memory no one could tell (no NVML): said once a host.
+    for (int i = 0; rc == 0 && rt->local_rank == 0 && i < host->ndev; i++)
+        if (host->devs[i].free_unknown) {
+            log_warn("NVML (libnvidia-ml.so.1) is not available: free GPU memory is unknown, so "
+                     "the caps assume each GPU's whole memory is free");
+            break;
+        }
 
     struct binding *bind = calloc((size_t)rt->local_size, sizeof *bind);
     if (!bind && rc >= 0)
@@ -916,7 +943,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .map = cfg->devices.map.count ? cfg->devices.map.v : NULL,
         .map_count = cfg->devices.map.count,
         .overhead_bytes = cuda ? CUDA_CONTEXT_OVERHEAD : 0,
-        .solo_extra_bytes = nccl_may ? NCCL_BUFFER_BUDGET : 0,
+        .backend_extra_bytes = nccl_ranks ? NCCL_BUFFER_BUDGET : 0,
+        .backend_max_ranks = nccl_ranks,
         .min_bytes = args->min_bytes,
         .visible = cuda ? visible : NULL,
         .mps = host->mps,
@@ -984,7 +1012,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                           .ranks_on_device = mine.ranks_on_device,
                           .cap_bytes = mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
                           .mps = host_mps, .mig = my_dev.mig,
-                          .nccl_version = comm_nccl_runtime_version(),
+                          .nccl_version = nccl_facts_local_().version,
                           .host_devices = host_ndev};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
     snprintf(row.pci_bus_id, sizeof row.pci_bus_id, "%s", my_dev.pci_bus_id);
@@ -1020,12 +1048,15 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                                       : facts.max_ranks_per_gpu;
         facts.mps |= rows[r].mps;
         facts.mig |= rows[r].mig;
+        facts.staged |= !strcmp(rows[r].kind, "cuda");
     }
+    facts.staged |= env_get()->ring_staging; // the same on every rank: launchers export it
     const char *chosen = NULL;
     rc = comm_choose_backend(config_enum_name("comm", "backend", cfg->comm.backend), &facts,
                              &chosen, rt->backend_reason, sizeof rt->backend_reason);
-    name_rank_without_nccl_(rows, rt->size, &facts, rt->backend_reason,
-                            sizeof rt->backend_reason);
+    if (rc < 0 || strcmp(chosen, "nccl") != 0) // NCCL not taken: maybe for one rank's NCCL
+        name_rank_without_nccl_(rows, rt->size, &facts, rt->backend_reason,
+                                sizeof rt->backend_reason);
     if (rc < 0) {
         if (rt->rank == 0)
             log_error("%s", rt->backend_reason); // names comm.backend itself
@@ -1081,6 +1112,8 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
         .host = rt->host,
     };
     rc = comm_create(&rt->comm, comm_find_ops(chosen), &cargs);
+    if (rc == VGPU_ETIMEOUT) // a set-up wait failed: no rank can be asked again
+        mpi_stuck_ = 1;
     rc = agree_worst_(rt, rc);
     if (rc < 0) {
         if (rt->rank == 0)
@@ -1101,6 +1134,8 @@ int runtime_close(struct runtime *rt, int exit_code)
 {
     startup_watch_end();
     mpi_stuck_ = stuck_(rt); // the communicator's failure outlives it
+    if (mpi_stuck_) // peers may be gone: a backend must not wait for them in teardown
+        comm_mark_failed(rt->comm);
     comm_destroy(rt->comm);
     rt->comm = NULL;
     device_close(&rt->dev);

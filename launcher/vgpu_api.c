@@ -168,6 +168,12 @@ const char *vgpu_device_kind(const vgpu_t *v)
     return d ? device_kind(d) : "none";
 }
 
+int vgpu_cuda_device(const vgpu_t *v)
+{
+    device_t *d = dev_((vgpu_t *)v);
+    return d && device_is_cuda(d) ? d->info.index : -1;
+}
+
 const char *vgpu_backend(const vgpu_t *v)
 {
     comm_t *c = comm_((vgpu_t *)v);

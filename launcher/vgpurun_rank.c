@@ -34,24 +34,48 @@ static void set_int_(const char *name, int value)
     setenv(name, v, 1);
 }
 
+// A list of MIG instances in CUDA_VISIBLE_DEVICES: CUDA shows a process
+// only the first, so every rank would land there. The list is the
+// scheduler's or the user's hand-out: local rank i takes entry i (modulo
+// its length). Returns 1 when it pinned.
+static int pin_mig_instance_(const struct vgpurun_rank_id *id)
+{
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    if (!list || strncmp(list, "MIG-", 4) != 0 || !strchr(list, ','))
+        return 0;
+    char *copy = strdup(list), *save = NULL;
+    const char *entries[MAX_GPUS];
+    int n = 0, all_mig = 1;
+    for (char *e = copy ? strtok_r(copy, ",", &save) : NULL; e && n < MAX_GPUS;
+         e = strtok_r(NULL, ",", &save)) {
+        all_mig &= !strncmp(e, "MIG-", 4);
+        entries[n++] = e;
+    }
+    if (n > 1 && all_mig) // no record: a vgpu program cannot see more than one either
+        setenv("CUDA_VISIBLE_DEVICES", entries[id->local_rank % n], 1);
+    free(copy);
+    return n > 1 && all_mig;
+}
+
 // This rank's GPU by the binding policy's placement (binding_place: the
 // runtime's rules), into CUDA_VISIBLE_DEVICES, for a program that knows
-// nothing of vgpu; the value replaced is recorded (BINDING_ENV_PINNED)
-// so that a vgpu program takes it back and binds itself with every rank's
-// view and its own config. Left alone: no GPU, a single GPU in view (a
-// scheduler's per-task GPU, one MIG instance: nothing to choose), or a
-// placement the policy refuses (said once a host: a vgpu program then says
-// why in full, any other meets CUDA's own answer).
+// nothing of vgpu; what it pinned and the value replaced are recorded
+// (BINDING_ENV_PINNED) so that a vgpu program takes the value back and binds
+// itself with every rank's view and its own config. Left alone: no GPU or a
+// failing one (the program says why), a single GPU in view (a scheduler's
+// per-task GPU, one MIG instance: nothing to choose), or a placement the
+// policy refuses (said once a host: a vgpu program then says why in full,
+// any other meets CUDA's own answer).
 static void bind_gpu_(const struct vgpurun_rank_id *id)
 {
+    unsetenv(BINDING_ENV_PINNED); // a record inherited from an outer vgpurun is not ours
+    if (pin_mig_instance_(id))
+        return;
     struct device_info seen[MAX_GPUS], usable[MAX_GPUS];
     int count = 0, n = 0;
     char err[512] = "";
-    if (device_discover("cuda", seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0) {
-        if (err[0] && id->local_rank == 0)
-            fprintf(stderr, "vgpurun-rank: %s; CUDA_VISIBLE_DEVICES left as it is\n", err);
+    if (device_discover("cuda", seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0)
         return;
-    }
     for (int i = 0; i < count; i++)
         if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent
             usable[n++] = seen[i];
@@ -81,10 +105,12 @@ static void bind_gpu_(const struct vgpurun_rank_id *id)
     }
     const char *pin = usable[b[id->local_rank].device].uuid;
     const char *before = getenv("CUDA_VISIBLE_DEVICES");
-    char record[1200];
-    snprintf(record, sizeof record, "%s|%s%s", pin, before ? "=" : "unset", before ? before : "");
-    setenv(BINDING_ENV_PINNED, record, 1);
-    setenv("CUDA_VISIBLE_DEVICES", pin, 1);
+    char *record = NULL;
+    if (asprintf(&record, "%s|%s%s", pin, before ? "=" : "unset", before ? before : "") >= 0) {
+        setenv(BINDING_ENV_PINNED, record, 1);
+        setenv("CUDA_VISIBLE_DEVICES", pin, 1);
+        free(record);
+    } // no room for the record: no pin (a vgpu program could not take it back)
     free(b);
 }
 

@@ -216,6 +216,7 @@ int main(int argc, char **argv)
     CHECK(vgpu_malloc(v, &p, 64) == VGPU_EINVAL);
     CHECK(vgpu_barrier(v) == VGPU_EINVAL);
     CHECK(!strcmp(vgpu_device_kind(v), "none"));
+    CHECK(vgpu_cuda_device(v) == -1);
     CHECK(vgpu_startup_stage(v, "api_trainer: before the device") == 0);
     host_reductions_(v, n);
     const struct vgpu_open_options open = {
@@ -234,6 +235,8 @@ int main(int argc, char **argv)
         return 2;
     }
     CHECK(vgpu_open(v, &open) == VGPU_EINVAL); // once
+    // A CPU-simulated device has no CUDA ordinal; a GPU has its own.
+    CHECK(strcmp(vgpu_device_kind(v), "cpu") ? vgpu_cuda_device(v) >= 0 : vgpu_cuda_device(v) == -1);
     CHECK(vgpu_started(v) == 0);
     CHECK(vgpu_physical_devices(v) >= 1 && vgpu_host_count(v) >= 1 && vgpu_host(v)[0]);
     host_reductions_(v, n);

@@ -112,7 +112,8 @@ struct binding_case {
     uint64_t min_bytes;
     const uint64_t *visible;
     int mps;
-    uint64_t solo_extra_bytes;
+    uint64_t backend_extra_bytes;
+    int backend_max_ranks;
     // expected
     int rc;
     const char *needle[3]; // substrings of the message on failure
@@ -270,16 +271,25 @@ static const struct binding_case cases[] = {
     {"GPU with less free than the overhead", 1, DEVS(gpu_tiny), .overhead_bytes = 500 * MiB,
      .rc = VGPU_ECONFIG, .needle = {"local rank 0", "cuda0", "0 bytes"}},
     {"a lone rank's auto cap leaves NCCL's buffers room", 1, DEVS(gpu_10g),
-     .overhead_bytes = 512 * MiB, .solo_extra_bytes = GiB,
+     .overhead_bytes = 512 * MiB, .backend_extra_bytes = GiB, .backend_max_ranks = 1,
      // 0.9 x (10 GiB - 512 MiB - 1 GiB) = 8214124953.6, down to 256 bytes
      .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {8214124800ull}},
-    {"ranks sharing a GPU leave no NCCL room (the ring runs)", 2, DEVS(gpu_10g),
-     .overhead_bytes = 512 * MiB, .solo_extra_bytes = GiB,
+    {"ranks sharing a GPU NCCL refuses leave it no room (the ring runs)", 2, DEVS(gpu_10g),
+     .overhead_bytes = 512 * MiB, .backend_extra_bytes = GiB, .backend_max_ranks = 1,
      // 0.9 x (10 GiB - 2 x 512 MiB) / 2 = 4348654387.2, down to 256 bytes
      .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
      .cap = {4348654336ull, 4348654336ull}},
+    {"two ranks a GPU under NCCL >= 2.30's multi-rank mode keep NCCL's room", 2, DEVS(gpu_10g),
+     .overhead_bytes = 512 * MiB, .backend_extra_bytes = GiB, .backend_max_ranks = 2,
+     // 0.9 x (10 GiB - 2 x (512 MiB + 1 GiB)) / 2 = 3382286745.6, down to 256 bytes
+     .device = {0, 0}, .slot = {0, 1}, .ranks_on_device = {2, 2},
+     .cap = {3382286592ull, 3382286592ull}},
+    {"no backend room where the backend cannot run (MIG, the ring)", 1, DEVS(gpu_10g),
+     .overhead_bytes = 512 * MiB, .backend_extra_bytes = GiB, .backend_max_ranks = 0,
+     // 0.9 x (10 GiB - 512 MiB) = 9180492595.2, down to 256 bytes
+     .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {9180492544ull}},
     {"MPS: a lone rank's NCCL room counts against its client limit", 1, DEVS(gpu_mps),
-     .overhead_bytes = 512 * MiB, .mps = 1, .solo_extra_bytes = GiB,
+     .overhead_bytes = 512 * MiB, .mps = 1, .backend_extra_bytes = GiB, .backend_max_ranks = 1,
      // 10 GiB - 512 MiB - 1 GiB = 8.5 GiB, under 0.9 x (80 - 1.5) GiB
      .device = {0}, .slot = {0}, .ranks_on_device = {1}, .cap = {8 * GiB + 512 * MiB}},
     {"MIG: an instance a rank, each by its own view", 2, DEVS(gpu_mig2), .visible = vis_own_mig,
@@ -304,7 +314,8 @@ static void check_case_(const struct binding_case *t)
         .min_bytes = t->min_bytes,
         .visible = t->visible,
         .mps = t->mps,
-        .solo_extra_bytes = t->solo_extra_bytes,
+        .backend_extra_bytes = t->backend_extra_bytes,
+        .backend_max_ranks = t->backend_max_ranks,
     };
     struct binding out[MAXR], placed[MAXR];
     memset(out, 0xA5, sizeof out);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,16 +15,19 @@
 struct choose_case {
     const char *requested;
     struct comm_choice_facts f; // built, version, all_cuda, ranks a GPU, env, max_ctas, mps,
-                                // mig, all_to_all
+                                // mig, all_to_all, staged
     int want_rc;                // 0 or the expected error
     const char *want;           // chosen backend when want_rc == 0
     const char *why_has;        // a substring the reason must contain
 };
 
-#define OWN(v) {1, v, 1, 1, 0, 0, 0, 0, 0}       // NCCL v, a GPU per rank
-#define SHARE(v, k, env, ctas, mps) {1, v, 1, k, env, ctas, mps, 0, 0}
-#define MIG(v, k) {1, v, 1, k, 0, 0, 0, 1, 0}    // k ranks a MIG instance
-#define TREE(cuda, v, k) {1, v, cuda, k, 0, 0, 0, 0, 1} // deterministic mode's all-to-all
+#define OWN(v) {1, v, 1, 1, 0, 0, 0, 0, 0, 1}       // NCCL v, a GPU per rank
+#define SHARE(v, k, env, ctas, mps) {1, v, 1, k, env, ctas, mps, 0, 0, 1}
+#define MIG(v, k) {1, v, 1, k, 0, 0, 0, 1, 0, 1}    // k ranks a MIG instance
+// Deterministic mode's all-to-all, on every rank CUDA (cuda), or staged
+// memory somewhere (some CUDA ranks, VGPU_RING_STAGING=1), or neither.
+#define TREE(cuda, v, k) {1, v, cuda, k, 0, 0, 0, 0, 1, cuda}
+#define TREE_STAGED(v, k) {1, v, 0, k, 0, 0, 0, 0, 1, 1}
 
 static const struct choose_case cases_[] = {
     // auto: nccl when built (>= 2.14) and every rank has its own GPU.
@@ -32,8 +36,8 @@ static const struct choose_case cases_[] = {
     {"", OWN(22809), 0, "nccl", "own GPU"},
     {"auto", OWN(21300), 0, "ring", "needs >= 2.14"},
     {"auto", OWN(0), 0, "ring", "NCCL could not be loaded at run time"},
-    {"auto", {0, 0, 1, 1, 0, 0, 0, 0, 0}, 0, "ring", "no NCCL backend"},
-    {"auto", {1, 22809, 0, 1, 0, 0, 0, 0, 0}, 0, "ring", "CUDA"},
+    {"auto", {0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, 0, "ring", "no NCCL backend"},
+    {"auto", {1, 22809, 0, 1, 0, 0, 0, 0, 0, 0}, 0, "ring", "CUDA"},
     // Ranks sharing a GPU: only within what NCCL documents.
     {"auto", SHARE(22809, 2, 0, 0, 0), 0, "ring", "NCCL 2.28 refuses"},
     {"auto", SHARE(22809, 2, 1, 0, 0), 0, "ring", ">= 2.30"},
@@ -56,14 +60,16 @@ static const struct choose_case cases_[] = {
     {"nccl", TREE(1, 22809, 1), VGPU_ECONFIG, NULL, "use comm.backend = mpi or auto"},
     {"mpi", TREE(1, 22809, 1), 0, "mpi", "requested"},
     {"auto", TREE(0, 0, 4), 0, "ring", "not every rank has a CUDA device"},
+    {"auto", TREE_STAGED(22809, 4), 0, "mpi", "deterministic mode on GPUs"},
+    {"ring", TREE_STAGED(0, 4), VGPU_ECONFIG, NULL, "comm.backend = ring has no all-to-all"},
     {"ring", TREE(0, 0, 4), 0, "ring", "requested"},
     // explicit ring / mpi are always honoured.
     {"ring", OWN(22809), 0, "ring", "requested"},
-    {"mpi", {0, 0, 0, 4, 0, 0, 0, 0, 0}, 0, "mpi", "requested"},
+    {"mpi", {0, 0, 0, 4, 0, 0, 0, 0, 0, 0}, 0, "mpi", "requested"},
     // explicit nccl.
     {"nccl", OWN(22809), 0, "nccl", "requested"},
-    {"nccl", {0, 0, 1, 1, 0, 0, 0, 0, 0}, VGPU_ECONFIG, NULL, "no NCCL backend"},
-    {"nccl", {1, 22809, 0, 1, 0, 0, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
+    {"nccl", {0, 0, 1, 1, 0, 0, 0, 0, 0, 1}, VGPU_ECONFIG, NULL, "no NCCL backend"},
+    {"nccl", {1, 22809, 0, 1, 0, 0, 0, 0, 0, 0}, VGPU_ECONFIG, NULL, "CUDA device"},
     {"nccl", OWN(21300), VGPU_ECONFIG, NULL, "2.13 found at run time"},
     {"nccl", OWN(0), VGPU_ECONFIG, NULL, "libnccl.so.2 not found"},
     {"nccl", SHARE(22809, 2, 0, 0, 0), VGPU_ECONFIG, NULL, "NCCL 2.28 refuses"},
@@ -100,6 +106,26 @@ static void test_choose_small_why(void **state)
     assert_int_equal(comm_choose_backend("auto", &none, &chosen, NULL, 0), 0);
     assert_string_equal(chosen, "ring");
     assert_int_equal(comm_choose_backend("auto", &none, NULL, why, sizeof why), VGPU_EINVAL);
+}
+
+// How many ranks a GPU NCCL may run: what the automatic caps leave its
+// buffers room for.
+static void test_nccl_ranks_per_gpu(void **state)
+{
+    (void)state;
+    const struct comm_choice_facts own = OWN(22809), old = OWN(21300), none = OWN(0),
+                                   mig = MIG(23105, 1), tree = TREE(1, 22809, 1),
+                                   two = SHARE(23000, 2, 1, 0, 0), two_no_env = SHARE(23000, 2, 0, 0, 0),
+                                   many = SHARE(23105, 4, 1, 1, 1), cpu = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(comm_nccl_ranks_per_gpu(&own), 1);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&old), 0);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&none), 0);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&mig), 0);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&tree), 0);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&two), 2);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&two_no_env), 1);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&many), INT_MAX);
+    assert_int_equal(comm_nccl_ranks_per_gpu(&cpu), 0);
 }
 
 static void test_find_ops(void **state)
@@ -150,6 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choose_table),
         cmocka_unit_test(test_choose_small_why),
+        cmocka_unit_test(test_nccl_ranks_per_gpu),
         cmocka_unit_test(test_find_ops),
         cmocka_unit_test(test_ring_window_kind),
     };

@@ -5,8 +5,8 @@
 // and that no shared-memory name of the job outlives comm_create.
 //
 // Options: --backend ring|mpi, --slice SIZE, --fake-hosts K (rank q claims
-// host q % K, so ring links between "hosts" use MPI), --staging (ring: copy
-// through host staging segments, the CUDA path), --timeout S, and the fault
+// host q % K, so ring links between "hosts" use MPI), --staging (copy
+// through host staging, the CUDA path: the ring's segments, mpi's buffer), --timeout S, and the fault
 // mode --sleep-rank R: rank R never enters the collective, the others must
 // fail with VGPU_ETIMEOUT (the test then aborts the job, as the runtime would).
 #include <getopt.h>
@@ -524,7 +524,10 @@ int main(int argc, char **argv)
                 FATAL(2, "bad --slice %s", optarg);
             break;
         case 'f': fake_hosts = atoi(optarg); break;
-        case 'g': setenv("VGPU_RING_STAGING", "1", 1); break;
+        case 'g': // the GPU data path on CPU devices, whichever the backend
+            setenv("VGPU_RING_STAGING", "1", 1);
+            setenv("VGPU_MPI_STAGING", "1", 1);
+            break;
         case 't': timeout_s = atof(optarg); break;
         case 'r': sleep_rank = atoi(optarg); break;
         default: FATAL(2, "usage: test_comm_collectives [--backend B] [--slice S] "
@@ -607,8 +610,9 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         test_all_reduce_update_(c, &dev, counts[k]);
 
-    // The deterministic all-reduce (not through the staging windows: CPU only).
-    if (!getenv("VGPU_RING_STAGING")) {
+    // The deterministic all-reduce: on the ring through host windows only (a
+    // staged ring has no all-to-all; mpi stages it as it would on a GPU).
+    if (!getenv("VGPU_RING_STAGING") || strcmp(backend, "ring") != 0) {
         const size_t tree_counts[] = {0, 1, 1000, (1u << 17) + 3};
         const int totals[] = {1, 3, 8, 12};
         for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)

@@ -130,9 +130,15 @@ static void test_visible(void **state)
     assert_int_equal(order[0], 0);
     assert_int_equal(order[1], 1);
     assert_int_equal(order[2], 3);
+    // Ordinals index CUDA's own enumeration (GPU 0, the first MIG instance,
+    // the 40G GPU), not the instances it hides: 2 is the 40G GPU, 1 the MIG
+    // instance, 3 names nothing (the list ends there).
     assert_int_equal(gpu_sim_visible(gpus_, n, "2,1,3", order, GPU_MAX), 2);
+    assert_int_equal(order[0], 3);
+    assert_int_equal(order[1], 1);
+    assert_int_equal(parse_("1x80G/mig=2,1x40G", &n), 0);
+    assert_int_equal(gpu_sim_visible(gpus_, n, "1", order, GPU_MAX), 1);
     assert_int_equal(order[0], 2);
-    assert_int_equal(order[1], 3);
 }
 
 // A driver of an older CUDA major version than the runtime is refused with

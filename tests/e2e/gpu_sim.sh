@@ -196,6 +196,22 @@ expect_rc 0
 expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
 if built_with ncclGetVersion; then expect_out 'collectives: ring \(ranks run on MIG instances'
 else expect_out 'collectives: ring \(this build has no NCCL backend\)'; fi
+# The other setups of this file under vgpurun too: the same decisions.
+NP=2
+vplan "two 10 GiB GPUs, defaults" VGPU_SIM_GPUS=2x10G
+expect_rc 0
+expect_no_out 'cannot hold'
+vplan "a driver too old for the runtime" VGPU_SIM_GPUS=driver=12.8,1x80G
+expect_nonzero
+expect_out 'the NVIDIA driver supports CUDA 12.8, older than the CUDA 13.0 runtime'
+run "vgpurun: deterministic mode on GPUs" 60 env VGPU_SIM_GPUS=1x80G "$VGPURUN" --plan -np 2 -- "$TRAIN" "$cfg" --set train.deterministic=true
+expect_rc 0
+expect_out 'collectives: mpi \(deterministic mode on GPUs'
+NP=4
+run "vgpurun: MIG instances, none given to the ranks" 60 env VGPU_SIM_GPUS=1x80G/mig=3 "$VGPURUN" --plan -np 4 -- "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU, 1 MIG instance -> 4 virtual GPUs'
+
 # What a program that knows nothing of vgpu sees: its own GPU as its only
 # one (cuda:0), by the same placement (PROHIBITED left out, ranks in order
 # filling the GPUs); one GPU in view (a per-task GPU) is left alone.
@@ -215,6 +231,75 @@ expect_out "^rank 3 sees $(gpu 1)\$"
 run "vgpurun: a plain program, one GPU in view" 60 env VGPU_SIM_GPUS=2x80G CUDA_VISIBLE_DEVICES=1 "$VGPURUN" -np 2 -- sh -c "$show"
 expect_out '^rank 0 sees 1$'
 expect_out '^rank 1 sees 1$'
+# EXCLUSIVE_PROCESS GPUs take two ranks each under MPS (the shim knows MPS),
+# and none without it (the placement is refused, said once, not enforced).
+run "vgpurun: a plain program, EXCLUSIVE_PROCESS GPUs under MPS" 60 env VGPU_SIM_GPUS=2x80G/exclusive \
+  CUDA_MPS_PIPE_DIRECTORY="$WORK/mps" "$VGPURUN" -np 4 -- sh -c "$show"
+expect_rc 0
+expect_out "^rank 1 sees $(gpu 0)\$"
+expect_out "^rank 2 sees $(gpu 1)\$"
+run "vgpurun: a plain program, EXCLUSIVE_PROCESS GPUs, no MPS" 60 env VGPU_SIM_GPUS=2x80G/exclusive \
+  "$VGPURUN" -np 4 -- sh -c "$show"
+expect_out '^rank 2 sees unset$'
+expect_out 'vgpurun-rank: cannot place this host.s ranks on its GPUs: .*EXCLUSIVE_PROCESS'
+if [ "$(grep -c 'vgpurun-rank: cannot place' <<<"$out")" = 1 ]; then ok "said once"
+else bad "said $(grep -c 'vgpurun-rank: cannot place' <<<"$out") times"; fi
+# A list of MIG instances: CUDA shows a process one, so the shim hands them
+# out, one a rank; a vgpu program keeps that (it could not see the others).
+migs=$(for k in 0 1 2 3; do printf 'MIG-5117a000-0000-4000-8000-000000%06x,' "$k"; done)
+run "vgpurun: a list of MIG instances" 60 env VGPU_SIM_GPUS=1x80G/mig=4 CUDA_VISIBLE_DEVICES="${migs%,}" \
+  "$VGPURUN" --plan -np 4 -- "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU, 4 MIG instances -> 4 virtual GPUs'
+# The pin is taken back by a vgpu program: with the launcher's two GPUs in
+# view again, devices.map can send ranks to either (pinned, each rank would
+# see one GPU and the map would be refused).
+run "vgpurun: the pin taken back (devices.map over CUDA_VISIBLE_DEVICES=1,0)" 60 env VGPU_SIM_GPUS=2x80G \
+  CUDA_VISIBLE_DEVICES=1,0 "$VGPURUN" --plan -np 4 -- "$TRAIN" "$cfg" --set devices.map=1,1,0,0
+expect_rc 0
+expect_out '^ +0 +[^ ]+ +0 +cuda1 '
+expect_out '^ +3 +[^ ]+ +3 +cuda0 '
+# ... unless something between the shim and the program chose for itself.
+late="$WORK/late_choice.sh"
+printf '#!/bin/sh\nexport CUDA_VISIBLE_DEVICES=1\nexec "$@"\n' >"$late"
+chmod +x "$late"
+run "vgpurun: a wrapper's own choice stands" 60 env VGPU_SIM_GPUS=2x80G CUDA_VISIBLE_DEVICES=0,1 \
+  "$VGPURUN" --plan -np 4 -- "$late" "$TRAIN" "$cfg"
+expect_rc 0
+expect_out '^vgpu: 1 simulated physical GPU -> 4 virtual GPUs'
+# A scheduler's per-task GPU set before the shim (as srun --gpus-per-task
+# does): the shim sees one GPU and leaves it; EXCLUSIVE_PROCESS is no bar.
+run "per-task GPUs on EXCLUSIVE_PROCESS GPUs, set before the shim" 60 env VGPU_SIM_GPUS=4x80G/exclusive \
+  "$MPIRUN" -np 4 "$per_task" "$VGPU_BUILD_DIR/vgpurun-rank" "$TRAIN" "$cfg" --plan
+expect_rc 0
+expect_out '^vgpu: 4 simulated physical GPUs -> 4 virtual GPUs'
+expect_no_out 'vgpurun-rank'
+
+# The backend facts are agreed, whatever one rank sees (VGPU_TEST_NCCL_VERSION
+# stands for the NCCL a rank loads): a rank that built another backend than
+# its peers would hang in set-up.
+rank1="$WORK/rank1_env.sh"
+printf '#!/bin/sh\n[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && export $RANK1_ENV\nexec "$@"\n' >"$rank1"
+chmod +x "$rank1"
+if built_with ncclGetVersion; then
+  run "NCCL 2.13 on rank 1 only" 60 env VGPU_SIM_GPUS=2x80G RANK1_ENV=VGPU_TEST_NCCL_VERSION=21300 \
+    "$MPIRUN" -np 2 "$rank1" "$TRAIN" "$cfg" --plan
+  expect_rc 0
+  expect_out 'collectives: ring \(NCCL 2.13 found at run time, and vgpu needs >= 2.14 .* on 1 of 2 ranks, e.g. rank 1 \(host [^;]+; NCCL 2.[0-9]+ elsewhere\)\)'
+  run "NCCL_MULTI_RANK_GPU_ENABLE on rank 1 only" 60 env VGPU_SIM_GPUS=1x80G VGPU_TEST_NCCL_VERSION=23000 \
+    RANK1_ENV=NCCL_MULTI_RANK_GPU_ENABLE=1 "$MPIRUN" -np 2 "$rank1" "$TRAIN" "$cfg" --plan
+  expect_rc 0
+  expect_out 'collectives: ring \(ranks share a GPU, which NCCL 2.30 refuses'
+  run "NCCL_MULTI_RANK_GPU_ENABLE on every rank" 60 env VGPU_SIM_GPUS=1x80G VGPU_TEST_NCCL_VERSION=23000 \
+    NCCL_MULTI_RANK_GPU_ENABLE=1 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --plan
+  expect_rc 0
+  expect_out 'collectives: nccl \(ranks share a GPU under NCCL_MULTI_RANK_GPU_ENABLE=1'
+  # Two ranks a GPU under NCCL: the automatic caps keep NCCL's room too:
+  # 0.9 x (80 GiB - 2 x (512 MiB + 1 GiB)) / 2 = 34.65 GiB.
+  expect_out '^ +1 +[^ ]+ +1 +cuda0 Simulated GPU 80.0 GiB +vgpu1 +34.6 GiB$'
+else
+  echo "--- not run: the agreed NCCL facts need a build with NCCL"
+fi
 
 # NCCL on some ranks only: the ranks agree the backend (a rank that built
 # another would hang in set-up). Rank 1 runs with the CUDA toolkit hidden (a
@@ -237,6 +322,9 @@ SH
   run "NCCL missing on rank 1 only, a short run" 60 env VGPU_SIM_GPUS=2x80G HIDE_DIR="$cudadir" "$MPIRUN" -np 2 "$hide" "$TRAIN" "$cfg" --quiet --set train.max_steps=5
   expect_rc 0
   expect_out 'backend=ring .*status=ok'
+  run "vgpurun: NCCL missing on rank 1 only" 60 env VGPU_SIM_GPUS=2x80G HIDE_DIR="$cudadir" "$VGPU_BUILD_DIR/vgpurun" --plan -np 2 -- "$hide" "$TRAIN" "$cfg"
+  expect_rc 0
+  expect_out 'collectives: ring \(NCCL could not be loaded at run time \(libnccl.so.2 not found\) on 1 of 2 ranks, e.g. rank 1'
 else
   echo "--- not run: NCCL on some ranks only needs an NCCL build, root, unshare and NCCL in $cudadir"
 fi

@@ -104,6 +104,11 @@ int vgpu_size(const vgpu_t *v);       // ranks in the job
 int vgpu_local_rank(const vgpu_t *v); // on this host
 int vgpu_local_size(const vgpu_t *v);
 const char *vgpu_device_kind(const vgpu_t *v); // "cpu" (simulated) or "cuda"
+// This rank's GPU as a CUDA ordinal of this process (for the program's own
+// cudaSetDevice before its own CUDA work: vgpu makes it current only on the
+// thread that called vgpu_open, and a vgpu program under vgpurun sees every
+// GPU the launcher was given, not only its own); -1 on a CPU-simulated device.
+int vgpu_cuda_device(const vgpu_t *v);
 const char *vgpu_backend(const vgpu_t *v);     // "ring", "mpi" or "nccl"
 
 // ---- device memory ----
