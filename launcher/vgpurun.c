@@ -363,6 +363,8 @@ static void forward_signal_(int sig)
     }
     if (child_pid_ > 0)
         kill((pid_t)child_pid_, sig);
+    else if (sig == SIGHUP) // the terminal went before the job started: nothing to pass it to
+        _exit(128 + sig);
 }
 
 // Whether process `pid` has a handler for SIGUSR1 (/proc: SigCgt).
