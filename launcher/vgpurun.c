@@ -631,6 +631,7 @@ int main(int argc, char **argv)
         .slurm_nnodes = env_int_("SLURM_JOB_NUM_NODES"),
         .gpu_count = count_gpus_(),
         .have_mps_control = on_path_("nvidia-cuda-mps-control"),
+        .have_rsh_agent = on_path_("ssh") || on_path_("rsh"),
         .terminal_columns = terminal_columns_(),
         .keep_mpirun_reports = env_is_(VGPURUN_ENV_MPIRUN_REPORT, "1"),
         .host = host,
@@ -687,8 +688,8 @@ int main(int argc, char **argv)
 
     static char line[16384];
     vgpurun_format_command(&plan, line, sizeof line);
-    if (opts.verbose)
-        for (int i = 0; i < plan.notec; i++)
+    for (int i = 0; i < plan.notec; i++)
+        if (opts.verbose || plan.loud[i])
             fprintf(stderr, "vgpurun: %s\n", plan.notes[i]);
     if (opts.dry_run) {
         printf("%s\n", line);

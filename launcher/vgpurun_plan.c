@@ -277,6 +277,14 @@ static void note_(struct vgpurun_plan *plan, const char *fmt, ...)
         plan->notec++;
 }
 
+// A note said even without -v (vgpurun prints every plan.loud note).
+#define tell_(plan, ...)                                                  \
+    do {                                                                  \
+        note_((plan), __VA_ARGS__);                                       \
+        if ((plan)->notec > 0)                                            \
+            (plan)->loud[(plan)->notec - 1] = 1;                          \
+    } while (0)
+
 static int env_has_(const struct vgpurun_facts *facts, const char *name)
 {
     for (int i = 0; facts->env_names && facts->env_names[i]; i++)
@@ -544,13 +552,26 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
                 goto no_memory;
             note_(plan, "--allow-run-as-root: running as root");
         }
+        // Open MPI 4's mpirun will not start without an ssh or rsh on the
+        // PATH, even when every rank is local (containers often have none).
+        if (!facts->have_rsh_agent && facts->host_count <= 1 &&
+            !env_has_(facts, "OMPI_MCA_plm_rsh_agent")) {
+            if (add_env_(plan, "OMPI_MCA_plm_rsh_agent", "false")) // mpirun's own: no -x
+                goto no_memory;
+            note_(plan, "no ssh or rsh here: OMPI_MCA_plm_rsh_agent=false (one host needs none)");
+        }
         int slots = facts->host_count > 0 ? facts->slot_count : facts->cores;
         int over = slots > 0 && np > slots;
         if (over) {
             if (add_arg_(plan, "--oversubscribe"))
                 goto no_memory;
-            note_(plan, "--oversubscribe: %d ranks on %d %s", np, slots,
-                  facts->host_count > 0 ? "slots" : "cores");
+            // More ranks than the hostfile's slots goes against what the
+            // user wrote down: said; more than the cores is routine here.
+            if (facts->host_count > 0)
+                tell_(plan, "--oversubscribe: %d ranks on %d slot%s of the %s (and --bind-to none)",
+                      np, slots, slots == 1 ? "" : "s", opts->hostfile ? "hostfile" : "-H list");
+            else
+                note_(plan, "--oversubscribe: %d ranks on %d cores", np, slots);
         } else if (slots < 0) {
             note_(plan, "hostfile without slots=: mpirun counts each host's cores");
         }

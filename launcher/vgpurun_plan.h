@@ -64,6 +64,8 @@ struct vgpurun_facts {
     int slot_count;             // their slots; -1 = some host gave none (mpirun decides)
     int gpu_count;              // GPUs this host shows (/dev/nvidiaN); 0 = none
     int have_mps_control;       // nvidia-cuda-mps-control is on PATH
+    int have_rsh_agent;         // ssh or rsh is on PATH (Open MPI 4's mpirun needs one, even
+                                // on one host)
     int terminal_columns;       // width of vgpurun's stdout terminal; 0 = not a terminal
     int keep_mpirun_reports;    // VGPU_MPIRUN_REPORT=1: no mpirun -q
     const char *cuda_visible;   // CUDA_VISIBLE_DEVICES as set, NULL if not
@@ -104,6 +106,7 @@ struct vgpurun_plan {
     char *env[VGPURUN_MAX_ENV];   // NAME=VALUE to set before running, owned
     int envc;
     char *notes[VGPURUN_MAX_NOTES]; // why each choice was made, owned
+    int loud[VGPURUN_MAX_NOTES];    // said even without -v: it overrides what the user asked for
     int notec;
     int uses_srun;
     int quiet_mpirun;             // mpirun -q: its reports are left out (see vgpurun_plan_build)

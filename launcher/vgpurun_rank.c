@@ -63,24 +63,23 @@ static int pin_mig_instance_(const struct vgpurun_rank_id *id)
 // (BINDING_ENV_PINNED) so that a vgpu program takes the value back and binds
 // itself with every rank's view and its own config. Left alone: no GPU or a
 // failing one (the program says why), a single GPU in view (a scheduler's
-// per-task GPU, one MIG instance: nothing to choose), or a placement the
-// policy refuses (said once a host: a vgpu program then says why in full,
-// any other meets CUDA's own answer).
-static void bind_gpu_(const struct vgpurun_rank_id *id)
+// per-task GPU, one MIG instance: nothing to choose). A placement the
+// policy refuses is refused (said once a host; returns 2), else 0.
+static int bind_gpu_(const struct vgpurun_rank_id *id)
 {
     unsetenv(BINDING_ENV_PINNED); // a record inherited from an outer vgpurun is not ours
     if (pin_mig_instance_(id))
-        return;
+        return 0;
     struct device_info seen[MAX_GPUS], usable[MAX_GPUS];
     int count = 0, n = 0;
     char err[512] = "";
     if (device_discover("cuda", seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0)
-        return;
+        return 0;
     for (int i = 0; i < count; i++)
         if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent
             usable[n++] = seen[i];
     if (n == 0 || (count == 1 && n == 1))
-        return;
+        return 0;
     struct config cfg; // the launcher's settings (VGPU_RANKS_PER_DEVICE, ...)
     config_defaults(&cfg);
     if (config_apply_env(&cfg, err, sizeof err) < 0)
@@ -95,13 +94,15 @@ static void bind_gpu_(const struct vgpurun_rank_id *id)
     };
     struct binding *b = calloc((size_t)id->local_size, sizeof *b);
     if (!b)
-        return;
+        return 0;
     if (binding_place(&req, b, err, sizeof err) < 0) {
+        // What it knows (the launcher's settings, compute modes, MPS) is the
+        // job's too: a vgpu program's runtime would refuse the same.
         if (id->local_rank == 0)
-            fprintf(stderr, "vgpurun-rank: cannot place this host's ranks on its GPUs: %s; "
-                            "CUDA_VISIBLE_DEVICES left as it is\n", err);
+            fprintf(stderr, "vgpurun-rank: rank %d: cannot place this host's %d ranks on its "
+                            "GPUs: %s\n", id->rank, id->local_size, err);
         free(b);
-        return;
+        return 2;
     }
     const char *pin = usable[b[id->local_rank].device].uuid;
     const char *before = getenv("CUDA_VISIBLE_DEVICES");
@@ -112,6 +113,7 @@ static void bind_gpu_(const struct vgpurun_rank_id *id)
         free(record);
     } // no room for the record: no pin (a vgpu program could not take it back)
     free(b);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -130,7 +132,8 @@ int main(int argc, char **argv)
     set_int_("WORLD_SIZE", id.world_size);
     set_int_("LOCAL_RANK", id.local_rank);
     set_int_("LOCAL_WORLD_SIZE", id.local_size);
-    bind_gpu_(&id);
+    if (bind_gpu_(&id))
+        return 2;
     execvp(argv[1], argv + 1);
     int e = errno;
     fprintf(stderr, "vgpurun-rank: %s: %s\n", argv[1], strerror(e));

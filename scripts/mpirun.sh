@@ -152,6 +152,18 @@ cores=$(nproc)
 if [ "$np" -gt "$cores" ] 2>/dev/null; then
   extra+=(--oversubscribe)
 fi
+# Open MPI 4's mpirun will not start without an ssh or rsh on the PATH, even
+# with every rank local (containers often have none): name a harmless one.
+# (An executable file on the PATH, as mpirun looks: bash's command -v also
+# names a file that cannot run.)
+on_path() {
+  local d IFS=:
+  for d in $PATH; do [ -f "$d/$1" ] && [ -x "$d/$1" ] && return 0; done
+  return 1
+}
+if [ "$hosts" = 0 ] && [ -z "${OMPI_MCA_plm_rsh_agent+set}" ] && ! on_path ssh && ! on_path rsh; then
+  export OMPI_MCA_plm_rsh_agent=false
+fi
 # mpirun -q drops the 10-line report mpirun adds after every non-zero exit
 # (the ranks have said why). On one host what else -q hides is checked above
 # (program) or here (slots), and a rank killed by a signal is told below;

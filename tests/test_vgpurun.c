@@ -30,8 +30,9 @@ static const char *plan_for_(const struct vgpurun_facts *facts, int argc, char *
 #define PLAN(facts, ...)                                                       \
     plan_for_(facts, sizeof((char *[]){__VA_ARGS__}) / sizeof(char *), (char *[]){__VA_ARGS__})
 
-static const struct vgpurun_facts user_2cores = {.cores = 2, .host = "box"};
-static const struct vgpurun_facts root_2cores = {.is_root = 1, .cores = 2, .host = "box"};
+static const struct vgpurun_facts user_2cores = {.cores = 2, .host = "box", .have_rsh_agent = 1};
+static const struct vgpurun_facts root_2cores = {.is_root = 1, .cores = 2, .host = "box",
+                                                 .have_rsh_agent = 1};
 
 static int teardown_(void **state)
 {
@@ -52,6 +53,49 @@ static void test_root_and_oversubscribe_only_when_needed(void **state)
     allowed.root_allowed_by_env = 1;
     assert_string_equal(PLAN(&allowed, "vgpurun", "-n", "1", "prog"),
                         "mpirun -np 1 -q --map-by slot --bind-to numa:overload-allowed prog");
+}
+
+// Open MPI 4's mpirun needs an ssh or rsh on the PATH even on one host: where
+// there is none, vgpurun names a harmless one for mpirun (not the ranks);
+// the user's own setting wins, and across hosts the real one is needed.
+static void test_no_ssh_on_one_host(void **state)
+{
+    (void)state;
+    struct vgpurun_facts facts = user_2cores;
+    facts.have_rsh_agent = 0;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
+                        "OMPI_MCA_plm_rsh_agent=false mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed prog");
+    const char *env[] = {"OMPI_MCA_plm_rsh_agent", NULL};
+    facts.env_names = env;
+    assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
+                        "mpirun -np 2 -q --map-by slot --bind-to numa:overload-allowed prog");
+    facts.env_names = NULL;
+    facts.host_count = 2;
+    facts.slot_count = 4;
+    assert_null(strstr(PLAN(&facts, "vgpurun", "-np", "4", "-H", "a:2,b:2", "prog"), "rsh_agent"));
+}
+
+// More ranks than a hostfile's slots: --oversubscribe, said without -v
+// (the user wrote the slots down); more than the cores is a quiet note.
+static void test_oversubscribing_slots_is_said(void **state)
+{
+    (void)state;
+    struct vgpurun_facts facts = user_2cores;
+    facts.host_count = 1;
+    facts.slot_count = 2;
+    PLAN(&facts, "vgpurun", "-np", "4", "-H", "box:2", "prog");
+    int loud = 0;
+    for (int i = 0; i < plan_.notec; i++)
+        if (plan_.loud[i]) {
+            loud++;
+            assert_string_equal(plan_.notes[i],
+                                "--oversubscribe: 4 ranks on 2 slots of the -H list (and --bind-to none)");
+        }
+    assert_int_equal(loud, 1);
+    PLAN(&user_2cores, "vgpurun", "-np", "4", "prog");
+    for (int i = 0; i < plan_.notec; i++)
+        assert_false(plan_.loud[i]);
 }
 
 static void test_device_settings_become_exported_variables(void **state)
@@ -414,6 +458,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_root_and_oversubscribe_only_when_needed, teardown_),
+        cmocka_unit_test_teardown(test_no_ssh_on_one_host, teardown_),
+        cmocka_unit_test_teardown(test_oversubscribing_slots_is_said, teardown_),
         cmocka_unit_test_teardown(test_device_settings_become_exported_variables, teardown_),
         cmocka_unit_test_teardown(test_program_options_are_the_programs, teardown_),
         cmocka_unit_test_teardown(test_hosts_decide_slots, teardown_),

@@ -44,4 +44,23 @@ run "no GPU: CUDA_VISIBLE_DEVICES untouched" 60 "$VGPURUN" -np 2 -- sh -c 'echo 
 expect_rc 0
 if [ "$(grep -c '^cvd=unset$' <<<"$out")" = 2 ]; then ok "no CUDA_VISIBLE_DEVICES without GPUs"; else bad "CUDA_VISIBLE_DEVICES set without GPUs"; fi
 
+# A host without ssh or rsh (a container): Open MPI 4's mpirun refuses to
+# start even for local ranks, unless told of an agent it will not use; both
+# launchers tell it. Shown for real with ssh hidden in a mount namespace.
+ssh_path=$(command -v ssh || true)
+if [ "$(id -u)" = 0 ] && [ -n "$ssh_path" ] && ! command -v rsh >/dev/null && command -v unshare >/dev/null; then
+  for launcher in "$VGPURUN -np 2 --" "$MPIRUN -np 2"; do
+    run "no ssh on the host: ${launcher%% *}" 60 env -u OMPI_MCA_plm_rsh_agent unshare -m sh -c \
+      "mount --bind /dev/null '$ssh_path' && exec $launcher sh -c 'echo rank \${OMPI_COMM_WORLD_RANK} ran'"
+    expect_rc 0
+    expect_out '^rank 1 ran$'
+  done
+  # The control: plain mpirun there fails (the fix is the launchers').
+  run "no ssh on the host: plain mpirun" 60 env -u OMPI_MCA_plm_rsh_agent unshare -m sh -c \
+    "mount --bind /dev/null '$ssh_path' && exec mpirun --allow-run-as-root -np 1 true"
+  expect_nonzero
+else
+  echo "--- not run: hiding ssh needs root, unshare, ssh and no rsh"
+fi
+
 finish

@@ -232,7 +232,7 @@ run "vgpurun: a plain program, one GPU in view" 60 env VGPU_SIM_GPUS=2x80G CUDA_
 expect_out '^rank 0 sees 1$'
 expect_out '^rank 1 sees 1$'
 # EXCLUSIVE_PROCESS GPUs take two ranks each under MPS (the shim knows MPS),
-# and none without it (the placement is refused, said once, not enforced).
+# and without it the placement is refused (exit 2), said once.
 run "vgpurun: a plain program, EXCLUSIVE_PROCESS GPUs under MPS" 60 env VGPU_SIM_GPUS=2x80G/exclusive \
   CUDA_MPS_PIPE_DIRECTORY="$WORK/mps" "$VGPURUN" -np 4 -- sh -c "$show"
 expect_rc 0
@@ -240,10 +240,11 @@ expect_out "^rank 1 sees $(gpu 0)\$"
 expect_out "^rank 2 sees $(gpu 1)\$"
 run "vgpurun: a plain program, EXCLUSIVE_PROCESS GPUs, no MPS" 60 env VGPU_SIM_GPUS=2x80G/exclusive \
   "$VGPURUN" -np 4 -- sh -c "$show"
-expect_out '^rank 2 sees unset$'
-expect_out 'vgpurun-rank: cannot place this host.s ranks on its GPUs: .*EXCLUSIVE_PROCESS'
-if [ "$(grep -c 'vgpurun-rank: cannot place' <<<"$out")" = 1 ]; then ok "said once"
-else bad "said $(grep -c 'vgpurun-rank: cannot place' <<<"$out") times"; fi
+expect_rc 2
+expect_out 'vgpurun-rank: rank 0: cannot place this host.s 4 ranks on its GPUs: .*EXCLUSIVE_PROCESS'
+if [ "$(grep -c 'vgpurun-rank: rank .: cannot place' <<<"$out")" = 1 ]; then ok "said once"
+else bad "said $(grep -c 'vgpurun-rank: rank .: cannot place' <<<"$out") times"; fi
+expect_no_out 'sees'
 # A list of MIG instances: CUDA shows a process one, so the shim hands them
 # out, one a rank; a vgpu program keeps that (it could not see the others).
 migs=$(for k in 0 1 2 3; do printf 'MIG-5117a000-0000-4000-8000-000000%06x,' "$k"; done)
