@@ -172,18 +172,29 @@ static void draw_bar_(struct trainer *t, long epoch, double lr, double loss, dou
     bar[width] = '\0';
     format_duration_(elapsed, sizeof elapsed, t->train_seconds);
     format_duration_(left, sizeof left, eta);
-    // The fields in order of use: what is cut at a narrow terminal is the tail.
-    char digits[24];
+    // The fields in order of use; at a narrow terminal whole fields are left
+    // out from the tail (a field cut in the middle reads as a bare "lr").
+    char digits[24], field[9][128];
     const int step_w = snprintf(digits, sizeof digits, "%ld", total);
     const int epoch_w = snprintf(digits, sizeof digits, "%ld", t->cfg->train.epochs);
-    int len = snprintf(line, sizeof line,
-                       "[%s] %3d%% epoch %*ld/%ld step %*ld/%ld loss %.4f acc %.4f %s<%s "
-                       "lr %.2e %7.0f samples/s mem %s",
-                       bar, (int)(100 * t->step / total), epoch_w, epoch + 1, t->cfg->train.epochs,
-                       step_w, t->step, total, loss, acc, elapsed, left, lr, sps, mem);
+    snprintf(field[0], sizeof field[0], "[%s] %3d%%", bar, (int)(100 * t->step / total));
+    snprintf(field[1], sizeof field[1], "epoch %*ld/%ld", epoch_w, epoch + 1, t->cfg->train.epochs);
+    snprintf(field[2], sizeof field[2], "step %*ld/%ld", step_w, t->step, total);
+    snprintf(field[3], sizeof field[3], "loss %.4f", loss);
+    snprintf(field[4], sizeof field[4], "acc %.4f", acc);
+    snprintf(field[5], sizeof field[5], "%s<%s", elapsed, left);
+    snprintf(field[6], sizeof field[6], "%7.0f samples/s", sps);
+    snprintf(field[7], sizeof field[7], "lr %.2e", lr);
+    snprintf(field[8], sizeof field[8], "mem %.100s", mem);
     const int cols = terminal_columns_() - 1; // the last column would wrap on some terminals
-    if (len > cols && cols < (int)sizeof line)
-        line[cols] = '\0';
+    int len = 0;
+    line[0] = '\0';
+    for (int i = 0; i < 9; i++) {
+        const int need = (len ? 1 : 0) + (int)strlen(field[i]);
+        if (len + need > cols || len + need >= (int)sizeof line)
+            break;
+        len += snprintf(line + len, sizeof line - (size_t)len, "%s%s", len ? " " : "", field[i]);
+    }
     printf("\r%s\033[K", line);
     t->bar_open = 1;
 }
@@ -196,6 +207,16 @@ static void close_bar_(struct trainer *t)
     t->bar_open = 0;
 }
 
+// Clears the bar's line for what is printed next (an epoch's eval line,
+// which says what the bar said): the bar is redrawn below it, so the
+// terminal keeps one line an epoch, not two.
+static void clear_bar_(struct trainer *t)
+{
+    if (t->bar_open)
+        printf("\r\033[K");
+    t->bar_open = 0;
+}
+
 // Rank 0's progress output for one window: a bar on a terminal, else a line.
 static void print_progress_(struct trainer *t, long epoch, double lr, int final, double loss,
                             double acc, double sps, const double *peaks)
@@ -205,8 +226,8 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
     format_mem_(mem, sizeof mem, peaks, n);
     if (t->live) {
         draw_bar_(t, epoch, lr, loss, acc, sps, mem);
-        if (final)
-            close_bar_(t);
+        if (final && t->step >= t->total_steps) // the run's last bar stays; an epoch's
+            close_bar_(t);                      // gives way to its eval line
     } else {
         if (t->balancing) {
             double counts[TRAIN_MAX_RANKS];
@@ -230,8 +251,8 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
     sums[3 + t->job->rank] = (double)job_peak_bytes(t->dev);
     job_sum_doubles(t->job, sums, 3 + n);
     memset(t->window, 0, sizeof t->window);
-    if (sums[2] == 0) { // nothing new since the last frame; the epoch's bar still ends
-        if (final && t->job->rank == 0)
+    if (sums[2] == 0) { // nothing new since the last frame; the run's last bar still ends
+        if (final && t->job->rank == 0 && t->step >= t->total_steps)
             close_bar_(t);
         return 0;
     }
@@ -272,7 +293,7 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
 {
     if (t->job->rank != 0)
         return;
-    close_bar_(t);
+    clear_bar_(t);
     if (!t->opts->quiet)
         printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
                res->test_loss, res->test_acc, res->test_top5);
@@ -312,18 +333,20 @@ static void slowest_fastest_(const struct step_breakdown *t, int n, int *slow, i
 // Rank 0's table of where a step's time went, slowest and fastest rank.
 static void print_breakdown_(const struct step_breakdown *t, int n, int slow, int fast, long steps)
 {
-    printf("vgpu_train: step time, ms per step over %ld steps: compute | waiting for peers | "
-           "moving data | optimizer\n",
-           steps);
+    // Columns under their names, within 80 columns.
+    char head[96];
+    const int head_w = snprintf(head, sizeof head, "vgpu_train: ms a step over %ld steps", steps);
+    printf("%s %8s %8s %8s %9s\n", head, "compute", "waiting", "moving", "optimizer");
     const int ranks[2] = {slow, fast};
     const char *what[2] = {"slowest", "fastest"};
     for (int i = 0; i < (n > 1 ? 2 : 1); i++) {
         const struct step_breakdown *b = &t[ranks[i]];
-        char wait[32] = "      -";
+        char wait[32] = "-", who[48];
         if (b->wait_known)
-            snprintf(wait, sizeof wait, "%7.2f", b->wait_ms);
-        printf("  %-7s rank %-4d %7.2f | %s | %7.2f | %7.2f\n", n > 1 ? what[i] : "", ranks[i],
-               b->compute_ms, wait, b->move_ms, b->optim_ms);
+            snprintf(wait, sizeof wait, "%.2f", b->wait_ms);
+        snprintf(who, sizeof who, "  %s%srank %d", n > 1 ? what[i] : "", n > 1 ? " " : "", ranks[i]);
+        printf("%-*s %8.2f %8s %8.2f %9.2f\n", head_w, who, b->compute_ms, wait, b->move_ms,
+               b->optim_ms);
     }
 }
 

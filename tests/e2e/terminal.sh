@@ -2,8 +2,9 @@
 # terminal.sh: what a user at an 80-column terminal sees. Both launchers ask
 # the ranks for the live bar when their own stdout is a terminal (the ranks'
 # stdout is a pipe), and the bar stays on one line: the pane, with wrapped
-# lines joined (tmux capture-pane -J), holds one bar line per epoch, of at
-# most 80 characters, each followed by the eval line.
+# lines joined (tmux capture-pane -J), holds one line an epoch (its eval
+# line: the bar is cleared for it and redrawn below) and the last bar, of at
+# most 80 characters, made of whole fields.
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || skip "tmux is not installed (scripts/test.sh installs it as root)"
 VGPURUN="$VGPU_BUILD_DIR/vgpurun"
@@ -35,20 +36,27 @@ in_terminal() {
   echo "--- $name: exit ${rc:-none}"
 }
 
-# Two epochs: one bar line each (redrawn in place, closed before the eval).
+# Two epochs: an eval line each, and the last bar (100%) before the last one.
 expect_bar_lines() {
   local bars longest
   bars=$(grep -c '^\[[#.]*\] ' <<<"$out")
   longest=$(grep '^\[[#.]*\] ' <<<"$out" | awk '{ if (length > m) m = length } END { print m + 0 }')
-  if [ "$bars" = 2 ] && [ "$longest" -le 80 ]; then
-    ok "one bar line per epoch, the longest $longest characters"
+  if [ "$bars" = 1 ] && [ "$longest" -le 80 ]; then
+    ok "one bar line left, $longest characters"
   else
-    bad "$bars bar lines (2 epochs), the longest $longest characters"
+    bad "$bars bar lines left (want the last alone), the longest $longest characters"
   fi
-  if [ "$(grep -A1 '^\[[#.]*\] ' <<<"$out" | grep -c '^eval  epoch   [12] ')" = 2 ]; then
-    ok "each bar line is followed by its eval line"
+  if [ "$(grep -c '^eval  epoch   [12] ' <<<"$out")" = 2 ] &&
+     grep -A1 '^\[############\] 100% ' <<<"$out" | grep -q '^eval  epoch   2 '; then
+    ok "an eval line an epoch, the last after the finished bar"
   else
-    bad "a bar line without its eval line after it"
+    bad "the eval lines or the finished bar are missing"
+  fi
+  # Whole fields only: a field is never cut (the bar once ended in a bare "lr").
+  if grep '^\[[#.]*\] ' <<<"$out" | grep -qE ' (lr|mem|acc|loss|step|epoch)$|[0-9]\.$'; then
+    bad "a bar ends in a cut field: $(grep '^\[[#.]*\] ' <<<"$out" | tail -1)"
+  else
+    ok "the bar ends in a whole field"
   fi
 }
 
