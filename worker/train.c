@@ -6,12 +6,28 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
+
+// This machine, as a number the ranks compare: its boot id's CRC32 (the
+// network-namespace hosts of one machine share it, and its cores); 0 when
+// unreadable.
+static uint32_t machine_id_(void)
+{
+    char id[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return 0;
+    const size_t len = fread(id, 1, sizeof id - 1, f);
+    fclose(f);
+    return len ? util_crc32(0, id, len) : 0;
+}
 
 // What every ending reports: steps, the last training loss, the rate and
 // (rank 0) a CRC32 of the parameters.
@@ -25,12 +41,18 @@ static int fill_result_(struct trainer *t, struct train_result *res)
     res->train_loss = t->last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     const double n = t->clock.steps > 0 ? (double)t->clock.steps : 1;
+    struct vgpu_comm_stats comm = {0};
+    vgpu_get_comm_stats(t->dev, &comm);
     res->time = (struct step_breakdown){
         .compute_ms = 1e3 * t->clock.compute_s / n,
         .wait_ms = 1e3 * t->clock.wait_s / n,
         .move_ms = 1e3 * fmax(0, t->clock.comm_s - t->clock.wait_s - t->clock.optim_in_comm_s) / n,
         .optim_ms = 1e3 * t->clock.optim_s / n,
         .wait_known = t->clock.wait_known,
+        .comm_kib = (double)comm.bytes / 1024.0 / n,
+        .machine = machine_id_(),
+        .cores = (int)sysconf(_SC_NPROCESSORS_ONLN),
+        .hosts = vgpu_host_count(t->dev),
     };
     if (t->job->rank != 0)
         return 0;

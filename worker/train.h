@@ -38,6 +38,11 @@ struct train_result {
     struct step_breakdown {
         double compute_ms, wait_ms, move_ms, optim_ms;
         int wait_known;
+        double comm_kib;  // collective payload a step, KiB
+        uint32_t machine; // the machine the rank ran on (a hash of its boot id: network-
+                          // namespace hosts of one machine share it)
+        int cores;        // that machine's online CPUs
+        int hosts;        // hosts in the job
     } time;
 };
 

@@ -330,6 +330,37 @@ static void slowest_fastest_(const struct step_breakdown *t, int n, int *slow, i
     }
 }
 
+// When collectives take most of a step, what limits it, in one line: ranks
+// outnumbering the cores of a machine they share (each waits while the
+// others compute: network-namespace hosts of one machine included), or the
+// data that crosses hosts, at the rate it achieved.
+static void print_limit_(const struct step_breakdown *t, int n, int slow)
+{
+    const struct step_breakdown *b = &t[slow];
+    if (n < 2 || b->wait_ms + b->move_ms <= b->compute_ms + b->optim_ms)
+        return;
+    int most = 0, cores = 0, at = 0; // the machine most over its cores
+    for (int r = 0; r < n; r++) {
+        int k = 0;
+        for (int q = 0; q < n; q++)
+            k += t[q].machine == t[r].machine;
+        if (t[r].cores > 0 && (double)k / t[r].cores > (cores ? (double)most / cores : 0)) {
+            most = k;
+            cores = t[r].cores;
+            at = r;
+        }
+    }
+    if (cores && most > cores) {
+        printf("vgpu_train: mostly waiting: %d ranks share the %d cores of rank %d's machine\n",
+               most, cores, at);
+    } else if (b->hosts > 1 && b->move_ms > b->wait_ms && b->move_ms > 0) {
+        // A ring moves 2(n-1)/n of the payload through each rank.
+        const double mb = b->comm_kib * 1024.0 * 2.0 * (n - 1) / n / 1e6;
+        printf("vgpu_train: mostly moving data: %.2f MB a step across %d hosts at %.0f MB/s\n",
+               mb, b->hosts, mb / (b->move_ms / 1e3));
+    }
+}
+
 // Rank 0's table of where a step's time went, slowest and fastest rank.
 static void print_breakdown_(const struct step_breakdown *t, int n, int slow, int fast, long steps)
 {
@@ -348,6 +379,7 @@ static void print_breakdown_(const struct step_breakdown *t, int n, int slow, in
         printf("%-*s %8.2f %8s %8.2f %9.2f\n", head_w, who, b->compute_ms, wait, b->move_ms,
                b->optim_ms);
     }
+    print_limit_(t, n, slow);
 }
 
 int train_print_summary(struct job *job, const struct train_result *res, int verdict,

@@ -3,6 +3,13 @@
 source "$(dirname "$0")/lib.sh"
 
 run "4 ranks, synthetic_small" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" --metrics "$WORK/m.csv"
+# What limits a step, said when collectives take most of it: here, ranks
+# outnumbering the cores they share (said only where they do).
+if [ "$(nproc)" -lt 4 ]; then
+  expect_out "^vgpu_train: mostly waiting: 4 ranks share the $(nproc) cores of rank [0-3]'s machine\$"
+else
+  expect_no_out 'ranks share the [0-9]+ cores'
+fi
 expect_rc 0
 expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
 for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 "; done
@@ -61,10 +68,20 @@ else
   bad "bar frames: $(wc -l <<<"$frames"), longest $longest characters"
 fi
 expect_out '^eval  epoch   2 '
-if grep -qE '^\[#+\] 100% epoch 2/2 step 64/64 loss [0-9.]+ acc [0-9.]+ [0-9:]+<0:00 lr ' <<<"$frames"; then
-  ok "the last frame: 100%, epoch 2/2, step 64/64, nothing left"
+# At 80 columns the fields that fit, whole: the rate, lr and memory come on
+# a wider terminal.
+if grep -qE '^\[#+\] 100% epoch 2/2 step 64/64 loss [0-9.]+ acc [0-9.]+ [0-9:]+<0:00'$'\x1b''\[K$' <<<"$frames"; then
+  ok "the last frame: 100%, epoch 2/2, step 64/64, nothing left, whole fields"
 else
   bad "no final frame in: $(tail -1 <<<"$frames")"
+fi
+run "progress bar, 160 columns" 60 env VGPU_PROGRESS=bar COLUMNS=160 "$MPIRUN" -x VGPU_PROGRESS -x COLUMNS \
+  -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.log_every=8
+frames=$(tr '\r' '\n' <<<"$out" | grep -a '^\[[#.]*\] ')
+if grep -qE '^\[#+\] 100% .*<0:00 +[0-9]+ samples/s lr [0-9.e+-]+ mem [0-9.]+M,[0-9.]+M'$'\x1b''\[K$' <<<"$frames"; then
+  ok "at 160 columns every field: the rate, lr, memory"
+else
+  bad "the last wide frame: $(tail -1 <<<"$frames")"
 fi
 
 # The cap a user sets is the cap every rank's virtual GPU gets (the job
