@@ -449,6 +449,23 @@ static void strand_(struct stranded_cell *cell)
     stranded_cells_ = cell;
 }
 
+// The bounded wait of a request on a cell's buffers, started with status
+// `started`: a start that failed frees the cell; a wait that failed strands
+// it (the request may complete late); on success the caller reads the cell,
+// then frees it.
+static int wait_or_strand_(comm_t *c, struct stranded_cell *cell, int started, MPI_Request *req,
+                           const char *what)
+{
+    if (started < 0) {
+        free(cell);
+        return started;
+    }
+    const int rc = comm_mpi_wait_bounded(c, req, what);
+    if (rc < 0)
+        strand_(cell);
+    return rc;
+}
+
 int comm_mpi_dup_bounded(comm_t *c, MPI_Comm parent, MPI_Comm *out, const char *what)
 {
     *out = MPI_COMM_NULL;
@@ -456,14 +473,14 @@ int comm_mpi_dup_bounded(comm_t *c, MPI_Comm parent, MPI_Comm *out, const char *
     if (!cell)
         return VGPU_ENOMEM;
     MPI_Request req;
-    int rc = comm_mpi_check(MPI_Comm_idup(parent, &cell->comm, &req), c->ops->name, "MPI_Comm_idup");
-    if (rc == 0 && (rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
-        strand_(cell);
-        return rc;
-    }
-    if (rc == 0)
+    const int rc = wait_or_strand_(
+        c, cell,
+        comm_mpi_check(MPI_Comm_idup(parent, &cell->comm, &req), c->ops->name, "MPI_Comm_idup"),
+        &req, what);
+    if (rc == 0) {
         *out = cell->comm;
-    free(cell);
+        free(cell);
+    }
     return rc;
 }
 
@@ -474,16 +491,15 @@ int comm_mpi_min_u64_bounded(comm_t *c, MPI_Comm mpi, uint64_t *value, const cha
         return VGPU_ENOMEM;
     cell->value = *value;
     MPI_Request req;
-    int rc = comm_mpi_check(
-        MPI_Iallreduce(MPI_IN_PLACE, &cell->value, 1, MPI_UINT64_T, MPI_MIN, mpi, &req),
-        c->ops->name, "MPI_Iallreduce");
-    if (rc == 0 && (rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
-        strand_(cell);
-        return rc;
-    }
-    if (rc == 0)
+    const int rc = wait_or_strand_(
+        c, cell,
+        comm_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &cell->value, 1, MPI_UINT64_T, MPI_MIN, mpi, &req),
+                       c->ops->name, "MPI_Iallreduce"),
+        &req, what);
+    if (rc == 0) {
         *value = cell->value;
-    free(cell);
+        free(cell);
+    }
     return rc;
 }
 
