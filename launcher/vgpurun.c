@@ -2,6 +2,7 @@
 // (or, inside Slurm, srun --mpi=pmix) line for a vgpu job.
 #include <dirent.h>
 #include <errno.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "status.h"
+#include "util.h"
 #include "vgpurun_mps.h"
 #include "vgpurun_plan.h"
 
@@ -205,9 +207,9 @@ static char *rank_shim_(void)
     return access(self, X_OK) == 0 ? strdup(self) : NULL;
 }
 
-// The first host of a hostfile's text or of a -H list (where mpirun puts
-// rank 0), into out; "" when none.
-static void first_host_(const char *text, int list, char *out, size_t bytes)
+// The k-th host (from 0) of a hostfile's text or of a -H list, into out;
+// returns 0, or -1 (out "") when there are fewer.
+static int nth_host_(const char *text, int list, int k, char *out, size_t bytes)
 {
     out[0] = '\0';
     const char *p = text;
@@ -217,12 +219,36 @@ static void first_host_(const char *text, int list, char *out, size_t bytes)
         while (q < line_end && (*q == ' ' || *q == '\t'))
             q++;
         size_t len = strcspn(q, list ? ":," : " \t#\n");
-        if (q < line_end && *q != '#' && len > 0) {
+        if (q < line_end && *q != '#' && len > 0 && k-- == 0) {
             snprintf(out, bytes, "%.*s", (int)len, q);
-            return;
+            return 0;
         }
         p = *line_end ? line_end + 1 : line_end;
     }
+    return -1;
+}
+
+// The first host (where mpirun puts rank 0), into out; "" when none.
+static void first_host_(const char *text, int list, char *out, size_t bytes)
+{
+    nth_host_(text, list, 0, out, bytes);
+}
+
+// A host of the hostfile or -H list whose name does not resolve, into out
+// (mpirun would say so in about 30 lines of reports after trying ssh);
+// returns 1, or 0 when every one resolves.
+static int unresolved_host_(const char *text, int list, char *out, size_t bytes)
+{
+    char name[256];
+    for (int k = 0; nth_host_(text, list, k, name, sizeof name) == 0; k++) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(name, NULL, &hints, &res) != 0) {
+            snprintf(out, bytes, "%s", name);
+            return 1;
+        }
+        freeaddrinfo(res);
+    }
+    return 0;
 }
 
 // The first node of the Slurm allocation (rank 0's), from scontrol.
@@ -653,10 +679,22 @@ int main(int argc, char **argv)
         }
         rc = vgpurun_count_hostfile(text, &facts.host_count, &facts.slot_count, err, sizeof err);
         first_host_(text, 0, master, sizeof master);
+        char bad_host[256];
+        if (rc == 0 && unresolved_host_(text, 0, bad_host, sizeof bad_host))
+            rc = util_errorf(err, sizeof err, VGPU_ECONFIG,
+                             "host '%s' does not resolve (a typo, or missing from DNS or "
+                             "/etc/hosts): every host must, and answer ssh",
+                             bad_host);
         free(text);
     } else if (opts.hosts) {
         rc = vgpurun_count_host_list(opts.hosts, &facts.host_count, &facts.slot_count, err, sizeof err);
         first_host_(opts.hosts, 1, master, sizeof master);
+        char bad_host[256];
+        if (rc == 0 && unresolved_host_(opts.hosts, 1, bad_host, sizeof bad_host))
+            rc = util_errorf(err, sizeof err, VGPU_ECONFIG,
+                             "-H: host '%s' does not resolve (a typo, or missing from DNS or "
+                             "/etc/hosts): every host must, and answer ssh",
+                             bad_host);
     } else if (facts.in_slurm) {
         slurm_first_node_(master, sizeof master);
     }

@@ -44,6 +44,18 @@ run "no GPU: CUDA_VISIBLE_DEVICES untouched" 60 "$VGPURUN" -np 2 -- sh -c 'echo 
 expect_rc 0
 if [ "$(grep -c '^cvd=unset$' <<<"$out")" = 2 ]; then ok "no CUDA_VISIBLE_DEVICES without GPUs"; else bad "CUDA_VISIBLE_DEVICES set without GPUs"; fi
 
+# A host name that does not resolve is said in one line, before mpirun (which
+# would try ssh and print about 30 lines of reports), for -H and hostfiles.
+run "a host that does not resolve (-H)" 30 "$VGPURUN" -np 2 -H localhost:1,nosuchhost.invalid:1 -- true
+expect_rc 2
+expect_out "^vgpurun: -H: host 'nosuchhost.invalid' does not resolve"
+if [ "$(grep -c . <<<"$out")" = 1 ]; then ok "one line"; else bad "$(grep -c . <<<"$out") lines"; fi
+expect_within 5
+printf 'localhost slots=1\n# a comment\n127.0.0.1 slots=1\nnode-typo.invalid slots=2\n' >"$WORK/hosts"
+run "a host that does not resolve (hostfile)" 30 "$VGPURUN" -np 2 --hostfile "$WORK/hosts" -- true
+expect_rc 2
+expect_out "host 'node-typo.invalid' does not resolve"
+
 # A host without ssh or rsh (a container): Open MPI 4's mpirun refuses to
 # start even for local ranks, unless told of an agent it will not use; both
 # launchers tell it. Shown for real with ssh hidden in a mount namespace.
