@@ -895,8 +895,9 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
     // (A wait that failed in discovery leaves MPI alone: no more collectives.
     // The facts are static: a wait that times out leaves its reduction in
     // flight, and a late rank may still write to them.)
+    const struct nccl_facts_ nccl_here = nccl_facts_local_();
     static struct nccl_facts_ nf;
-    nf = nccl_facts_local_();
+    nf = nccl_here;
     const int nf_rc = rc < 0 && stuck_(rt)
                           ? rc
                           : ctl_all_reduce_(rt, MPI_IN_PLACE, &nf, NCCL_FACTS_INTS_, MPI_INT,
@@ -1012,7 +1013,7 @@ int runtime_open(struct runtime *rt, const struct runtime_open_args *args)
                           .ranks_on_device = mine.ranks_on_device,
                           .cap_bytes = mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
                           .mps = host_mps, .mig = my_dev.mig,
-                          .nccl_version = nccl_facts_local_().version,
+                          .nccl_version = nccl_here.version,
                           .host_devices = host_ndev};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
     snprintf(row.pci_bus_id, sizeof row.pci_bus_id, "%s", my_dev.pci_bus_id);

@@ -409,6 +409,26 @@ static int catches_usr1_(pid_t pid)
     return found && (caught >> (SIGUSR1 - 1) & 1);
 }
 
+// Whether process `pid` (a /proc entry's name) is a live child of `parent`:
+// its stat's parent, and not dead (a dead rank mpirun has not reaped, as a
+// hung mpirun does not, is no child).
+static int live_child_(const char *pid, pid_t parent)
+{
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *after = strrchr(buf, ')'); // the name may hold spaces and parentheses
+    char state;
+    int ppid;
+    return after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)parent &&
+           state != 'Z' && state != 'X';
+}
+
 // Whether a USR1 to mpirun now reaches every rank as a stop request: mpirun
 // catches USR1 (before, USR1 kills it: exit 138), and its ranks exist (it
 // forwards USR1 only to those: a request sent before is lost) and catch it
@@ -433,19 +453,7 @@ static int ranks_ready_(pid_t mpirun)
     while (ready && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        const char *after = strrchr(buf, ')');
-        char state;
-        int ppid;
-        if (!after || sscanf(after + 1, " %c %d", &state, &ppid) != 2 || ppid != (int)mpirun ||
-            state == 'Z' || state == 'X')
+        if (!live_child_(e->d_name, mpirun))
             continue;
         const pid_t pid = (pid_t)atoi(e->d_name);
         snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
@@ -485,20 +493,7 @@ static int has_children_(pid_t pid)
     while (!found && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *after = strrchr(buf, ')'); // the name may hold spaces and parentheses
-        char state;
-        int ppid;
-        // A dead rank mpirun has not reaped (a hung mpirun does not) is no child.
-        found = after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)pid &&
-                state != 'Z' && state != 'X';
+        found = live_child_(e->d_name, pid);
     }
     closedir(d);
     return found;

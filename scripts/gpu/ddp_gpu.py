@@ -19,22 +19,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
-def model_and_data(world, dev):
-    torch.manual_seed(7)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(dev)
-    g = torch.Generator().manual_seed(11)
-    x = torch.randn(4 * world, 8, generator=g).to(dev)
-    y = torch.randint(0, 3, (4 * world,), generator=g).to(dev)
-    return model, x, y
-
-
-def train(model, x, y, steps=2):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(steps):
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+# The model, data and training of the CPU check, on this rank's GPU.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "e2e"))
+from ddp_check import model_and_data, train  # noqa: E402
 
 
 def say(line):

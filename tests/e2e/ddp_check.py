@@ -16,12 +16,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
-def model_and_data(world):
+def model_and_data(world, dev="cpu"):
+    """The model and the whole batch, the same on every rank (scripts/gpu/ddp_gpu.py
+    takes them onto a GPU)."""
     torch.manual_seed(7)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(dev)
     g = torch.Generator().manual_seed(11)
-    x = torch.randn(4 * world, 8, generator=g)
-    y = torch.randint(0, 3, (4 * world,), generator=g)
+    x = torch.randn(4 * world, 8, generator=g).to(dev)
+    y = torch.randint(0, 3, (4 * world,), generator=g).to(dev)
     return model, x, y
 
 
