@@ -48,7 +48,7 @@ static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, doub
 
 // The compute per step that does not grow with rows (launches, per-call
 // overheads), read off the line through the best of three timed passes at
-// this rank's rows and at a quarter of them. Kept to three quarters of the
+// `rows` (the equal share) and at a quarter of them. Kept to three quarters of the
 // smaller pass, so noise cannot claim all of a step.
 int train_balance_measure(struct trainer *t, const uint32_t *first, long rows)
 {

@@ -261,10 +261,17 @@ static int warm_up_(struct trainer *t)
     struct mlp *m = &t->model;
     long rows = train_rank_rows(t->cfg, t->job->size, t->job->rank);
     rows = rows < t->data->train.count ? rows : t->data->train.count;
-    uint32_t *first = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *first);
+    // Every rank measures its fixed cost at the equal share (within the
+    // staging, which holds twice it): a rank that starts with a few rows
+    // would read it off noise, and a fixed cost read as none makes the rank
+    // look slow for good.
+    long probe = (t->cfg->train.batch_size + t->job->size - 1) / t->job->size;
+    probe = probe < t->data->train.count ? probe : t->data->train.count;
+    const long n_first = rows > probe ? rows : probe;
+    uint32_t *first = malloc((size_t)(n_first > 0 ? n_first : 1) * sizeof *first);
     if (!first)
         return VGPU_ENOMEM;
-    for (long i = 0; i < rows; i++)
+    for (long i = 0; i < n_first; i++)
         first[i] = (uint32_t)i;
     double stats[VGPU_XENT_STATS] = {0}, seconds;
     int rc = 0;
@@ -274,7 +281,7 @@ static int warm_up_(struct trainer *t)
                              t->job->v),
              rc, out);
     if (t->balancing)
-        rc = train_balance_measure(t, first, rows);
+        rc = train_balance_measure(t, first, probe);
 out:
     free(first);
     return rc;
