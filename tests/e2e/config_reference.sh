@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# config_reference.sh: configs/reference.ini matches the schema compiled into
-# vgpu_train, and every shipped config parses.
+# config_reference.sh: configs/reference.ini and docs/CONFIG.md (written by
+# scripts/gen_config_doc.sh) match the schema and environment table compiled
+# into vgpu_train, and every shipped config parses.
 source "$(dirname "$0")/lib.sh"
 
 out=$(diff <("$TRAIN" --help-config) <(grep -v '^;' "$CONFIGS/reference.ini" | sed '1{/^$/d}'))
 rc=$?
 if [ "$rc" = 0 ]; then ok "configs/reference.ini is current"; else bad "configs/reference.ini differs from --help-config (regenerate it)"; fi
 
-# Every variable --help lists is in the README's table of environment variables.
-table=$(sed -n '/^### Environment variables/,/^## /p' "$VGPU_SOURCE_DIR/README.md")
+# docs/CONFIG.md is what scripts/gen_config_doc.sh writes from this build's
+# --help-config and --help, unchanged.
+run "gen_config_doc.sh" 30 "$VGPU_SOURCE_DIR/scripts/gen_config_doc.sh" "$VGPU_BUILD_DIR" "$WORK/CONFIG.md"
+expect_rc 0
+out=$(diff "$VGPU_SOURCE_DIR/docs/CONFIG.md" "$WORK/CONFIG.md")
+if [ -z "$out" ] && [ -s "$WORK/CONFIG.md" ]; then ok "docs/CONFIG.md is current"
+else bad "docs/CONFIG.md differs from what scripts/gen_config_doc.sh writes now (run it; the diff: < docs, > now)"; fi
+
+# Every key --help-config lists, and every variable --help lists, is in docs/CONFIG.md.
+doc=$(cat "$VGPU_SOURCE_DIR/docs/CONFIG.md")
+keys=$("$TRAIN" --help-config | awk '/^\[.*\]$/ { s = substr($0, 2, length($0) - 2) } /^[a-z0-9_]+ = / { print s "." $1 }')
+[ -n "$keys" ] || bad "vgpu_train --help-config lists no keys"
+missing=""
+for key in $keys; do grep -qF "| \`$key\` |" <<<"$doc" || missing="$missing $key"; done
+if [ -z "$missing" ]; then ok "docs/CONFIG.md documents every key"; else out=$missing; bad "docs/CONFIG.md lacks keys:$missing"; fi
+table=$(sed -n '/^## Environment variables/,/^## /p' <<<"$doc")
 names=$("$TRAIN" --help | sed -n '/^environment:/,$s/^  \([A-Z_][A-Z0-9_]*\)=.*/\1/p')
 [ -n "$names" ] || bad "vgpu_train --help lists no environment variables"
 for name in $names; do
-  if grep -q "^| \`$name\` |" <<<"$table"; then ok "README documents $name"; else bad "README's environment table lacks $name"; fi
+  if grep -q "^| \`$name=" <<<"$table"; then ok "docs/CONFIG.md documents $name"; else bad "docs/CONFIG.md's environment table lacks $name"; fi
 done
 
 for cfg in "$CONFIGS"/*.ini; do
