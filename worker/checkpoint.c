@@ -1,4 +1,6 @@
-// checkpoint.c: checkpoint file format, atomic write, validating read, naming.
+// checkpoint.c: the checkpoint file: its format, the atomic write, the
+// validating read, and whether a checkpoint fits a job. Where the files live
+// (names, listing, the directory's claim) is checkpoint_dir.c's.
 //
 // Layout (all integers little-endian, floats as IEEE-754 binary32 bit
 // patterns in little-endian order):
@@ -21,7 +23,6 @@
 // its payload starts at 192.
 #include "checkpoint.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -29,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,12 +49,9 @@ static const struct header_layout layouts_[] = {
 #define CKPT_HEADER_MAX 200      // the largest header of any version read
 #define CKPT_MIN_HEADER 192      // the smallest
 #define CKPT_IO_FLOATS 16384     // floats converted per write/read call
-#define CKPT_NAME_DIGITS 10      // zero-padded step in file names
 // More steps than any run takes (a million steps a day for 2700 years):
 // a larger count is a crafted or corrupt header, not a position.
 #define CKPT_MAX_STEP 1000000000000LL
-#define CKPT_LOCK_NAME ".vgpu-checkpoint.lock"
-
 
 // ---- little-endian fields ----
 
@@ -338,6 +335,163 @@ fail_no_file:
 
 // ---- load ----
 
+// A header read from a file and checked: its version's layout, what it says,
+// the payload sizes it claims and the file's size.
+struct header_read_ {
+    unsigned char bytes[CKPT_HEADER_MAX];
+    const struct header_layout *layout;
+    struct ckpt_meta meta;
+    uint64_t params_bytes, opt_bytes; // as the header claims them
+    uint64_t file_bytes;              // the file's size when opened
+};
+
+// Reads the header and checks what identifies it: magic, version, header CRC.
+static int read_header_(int fd, const char *path, struct header_read_ *h, char *err,
+                        size_t err_bytes)
+{
+    struct stat st;
+    size_t got = 0;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    if (rc == 0)
+        rc = read_all_(fd, h->bytes, sizeof(h->bytes), &got);
+    if (rc < 0)
+        return util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+    h->file_bytes = (uint64_t)st.st_size;
+    // Magic first: a file that is not ours at all should say so, whatever its size.
+    if (got < 8 || memcmp(h->bytes, CKPT_MAGIC, 8) != 0) {
+        if (got >= 8 || memcmp(h->bytes, CKPT_MAGIC, got) != 0)
+            return util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: not a vgpu checkpoint (bad magic)",
+                               path);
+    }
+    if (got < CKPT_MIN_HEADER)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: truncated: file holds %zu bytes, the header needs %d", path, got,
+                           CKPT_MIN_HEADER);
+    // Version before the header CRC: another version lays its header out
+    // differently, so its CRC would fail for a reason that says nothing useful.
+    uint32_t version = get_u32_(h->bytes + 8);
+    if (version < 1 || version > CKPT_VERSION)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: unsupported checkpoint format version %u (this build reads 1 to %u)",
+                           path, version, CKPT_VERSION);
+    h->layout = &layouts_[version];
+    if (got < h->layout->bytes)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: truncated: file holds %zu bytes, the header needs %u", path, got,
+                           h->layout->bytes);
+    uint32_t stored_hcrc = get_u32_(h->bytes + h->layout->header_crc_at);
+    uint32_t hcrc = util_crc32(0, h->bytes, h->layout->header_crc_at);
+    if (stored_hcrc != hcrc)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: header CRC mismatch (stored 0x%08x, computed 0x%08x): the header is "
+                           "corrupt",
+                           path, stored_hcrc, hcrc);
+    decode_meta_(h->bytes, &h->meta);
+    h->params_bytes = get_u64_(h->bytes + 168);
+    h->opt_bytes = get_u64_(h->bytes + 176);
+    return 0;
+}
+
+// Checks that what an intact header says means something: sizes that agree
+// with each other and with the file, and a position a run can be at.
+static int check_header_(const char *path, const struct header_read_ *h, char *err,
+                         size_t err_bytes)
+{
+    const struct ckpt_meta *m = &h->meta;
+    uint32_t header_bytes = get_u32_(h->bytes + 12);
+    if (header_bytes != h->layout->bytes || m->n_dims < 1 || m->n_dims > CKPT_MAX_LAYERS ||
+        m->param_count < 0 || m->opt_state_count < 0 || m->param_count > INT64_MAX / 8 ||
+        m->opt_state_count > INT64_MAX / 8 || h->params_bytes != (uint64_t)m->param_count * 4 ||
+        h->opt_bytes != (uint64_t)m->opt_state_count * 4 ||
+        memchr(m->optimizer, '\0', sizeof(m->optimizer)) == NULL)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: inconsistent header (header %u bytes, n_dims %d, %lld params in %llu "
+                           "bytes, %lld state floats in %llu bytes)",
+                           path, header_bytes, m->n_dims, (long long)m->param_count,
+                           (unsigned long long)h->params_bytes, (long long)m->opt_state_count,
+                           (unsigned long long)h->opt_bytes);
+    // A position a run can be at: nothing negative, no more epochs or
+    // batches than steps, a writer, and a step count a run can reach. The
+    // CRC protects against damage, not against a header made to mislead.
+    if (m->step < 0 || m->step > CKPT_MAX_STEP || m->epoch < 0 || m->epoch > m->step ||
+        m->step_in_epoch < 0 || m->step_in_epoch > m->step || m->nranks < 1 || m->total_steps < 0)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: a position no run can be at (step %lld, epoch %lld, batch %lld, "
+                           "written by %d ranks, horizon %lld steps)",
+                           path, (long long)m->step, (long long)m->epoch,
+                           (long long)m->step_in_epoch, m->nranks, (long long)m->total_steps);
+    uint64_t want_size = h->layout->bytes + h->params_bytes + h->opt_bytes;
+    if (h->file_bytes != want_size)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: %s: header says %lld params + %lld state floats (%llu bytes in all), "
+                           "file holds %llu bytes",
+                           path, h->file_bytes < want_size ? "truncated" : "trailing data",
+                           (long long)m->param_count, (long long)m->opt_state_count,
+                           (unsigned long long)want_size, (unsigned long long)h->file_bytes);
+    return 0;
+}
+
+// Reads the payload the header describes into *p and *o (malloc'ed; NULL
+// for a count of 0) and checks its CRC. On error the caller frees them.
+static int read_payload_(int fd, const char *path, const struct header_read_ *h, float **p,
+                         float **o, char *err, size_t err_bytes)
+{
+    const struct ckpt_meta *m = &h->meta;
+    unsigned char *scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
+    if (m->param_count)
+        *p = malloc((size_t)h->params_bytes);
+    if (m->opt_state_count)
+        *o = malloc((size_t)h->opt_bytes);
+    int rc = 0;
+    if (!scratch || (m->param_count && !*p) || (m->opt_state_count && !*o)) {
+        rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu bytes", path,
+                         (unsigned long long)(h->params_bytes + h->opt_bytes));
+        goto done;
+    }
+    uint32_t crc = 0;
+    rc = lseek(fd, h->layout->bytes, SEEK_SET) < 0 ? -errno : 0; // the header read may overshoot
+    if (rc == 0)
+        rc = read_floats_(fd, *p, m->param_count, scratch, &crc);
+    if (rc == 0)
+        rc = read_floats_(fd, *o, m->opt_state_count, scratch, &crc);
+    if (rc == 1) { // the file shrank between fstat and read
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: truncated while reading", path);
+        goto done;
+    }
+    if (rc < 0) {
+        rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
+        goto done;
+    }
+    uint32_t stored_pcrc = get_u32_(h->bytes + h->layout->payload_crc_at);
+    if (crc != stored_pcrc)
+        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
+                         "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is "
+                         "corrupt",
+                         path, stored_pcrc, crc);
+done:
+    free(scratch);
+    return rc;
+}
+
+// Parameters that are not finite train to nothing but NaN: the run that
+// wrote them had diverged (or the file was made so).
+static int check_finite_(const char *path, const struct ckpt_meta *m, const float *p,
+                         const float *o, char *err, size_t err_bytes)
+{
+    int64_t bad_params = 0, bad_state = 0;
+    for (int64_t i = 0; i < m->param_count; i++)
+        bad_params += !isfinite(p[i]);
+    for (int64_t i = 0; i < m->opt_state_count; i++)
+        bad_state += !isfinite(o[i]);
+    if (bad_params || bad_state)
+        return util_errorf(err, err_bytes, VGPU_EFORMAT,
+                           "%s: %lld of %lld parameters and %lld of %lld optimizer values are NaN "
+                           "or infinite: the run that wrote it had diverged",
+                           path, (long long)bad_params, (long long)m->param_count,
+                           (long long)bad_state, (long long)m->opt_state_count);
+    return 0;
+}
+
 int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, float **opt_state,
                     char *err, size_t err_bytes)
 {
@@ -351,152 +505,25 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
         int rc = -errno;
         return util_errorf(err, err_bytes, rc, "%s: cannot open: %s", path, status_str(rc));
     }
-    unsigned char header[CKPT_HEADER_MAX];
-    unsigned char *scratch = NULL;
+    struct header_read_ h;
     float *p = NULL, *o = NULL;
-    struct ckpt_meta m;
-    struct stat st;
-    size_t got = 0;
-    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    int rc = read_header_(fd, path, &h, err, err_bytes);
     if (rc == 0)
-        rc = read_all_(fd, header, sizeof(header), &got);
+        rc = check_header_(path, &h, err, err_bytes);
+    if (rc == 0)
+        rc = read_payload_(fd, path, &h, &p, &o, err, err_bytes);
+    if (rc == 0)
+        rc = check_finite_(path, &h.meta, p, o, err, err_bytes);
+    close(fd);
     if (rc < 0) {
-        rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
-        goto done;
+        free(p);
+        free(o);
+        return rc;
     }
-    // Magic first: a file that is not ours at all should say so, whatever its size.
-    if (got < 8 || memcmp(header, CKPT_MAGIC, 8) != 0) {
-        if (got >= 8 || memcmp(header, CKPT_MAGIC, got) != 0) {
-            rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: not a vgpu checkpoint (bad magic)", path);
-            goto done;
-        }
-    }
-    if (got < CKPT_MIN_HEADER) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: truncated: file holds %zu bytes, the header needs %d", path, got,
-                   CKPT_MIN_HEADER);
-        goto done;
-    }
-    // Version before the header CRC: another version lays its header out
-    // differently, so its CRC would fail for a reason that says nothing useful.
-    uint32_t version = get_u32_(header + 8);
-    if (version < 1 || version > CKPT_VERSION) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: unsupported checkpoint format version %u (this build reads 1 to %u)",
-                   path, version, CKPT_VERSION);
-        goto done;
-    }
-    const struct header_layout *layout = &layouts_[version];
-    if (got < layout->bytes) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: truncated: file holds %zu bytes, the header needs %u", path, got,
-                   layout->bytes);
-        goto done;
-    }
-    uint32_t stored_hcrc = get_u32_(header + layout->header_crc_at);
-    uint32_t hcrc = util_crc32(0, header, layout->header_crc_at);
-    if (stored_hcrc != hcrc) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: header CRC mismatch (stored 0x%08x, computed 0x%08x): the header is "
-                   "corrupt",
-                   path, stored_hcrc, hcrc);
-        goto done;
-    }
-    decode_meta_(header, &m);
-    uint32_t header_bytes = get_u32_(header + 12);
-    uint64_t params_bytes = get_u64_(header + 168), opt_bytes = get_u64_(header + 176);
-    if (header_bytes != layout->bytes || m.n_dims < 1 || m.n_dims > CKPT_MAX_LAYERS ||
-        m.param_count < 0 || m.opt_state_count < 0 || m.param_count > INT64_MAX / 8 ||
-        m.opt_state_count > INT64_MAX / 8 || params_bytes != (uint64_t)m.param_count * 4 ||
-        opt_bytes != (uint64_t)m.opt_state_count * 4 ||
-        memchr(m.optimizer, '\0', sizeof(m.optimizer)) == NULL) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: inconsistent header (header %u bytes, n_dims %d, %lld params in %llu "
-                   "bytes, %lld state floats in %llu bytes)",
-                   path, header_bytes, m.n_dims, (long long)m.param_count,
-                   (unsigned long long)params_bytes, (long long)m.opt_state_count,
-                   (unsigned long long)opt_bytes);
-        goto done;
-    }
-    // A position a run can be at: nothing negative, no more epochs or
-    // batches than steps, a writer, and a step count a run can reach. The
-    // CRC protects against damage, not against a header made to mislead.
-    if (m.step < 0 || m.step > CKPT_MAX_STEP || m.epoch < 0 || m.epoch > m.step ||
-        m.step_in_epoch < 0 || m.step_in_epoch > m.step || m.nranks < 1 || m.total_steps < 0) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                         "%s: a position no run can be at (step %lld, epoch %lld, batch %lld, "
-                         "written by %d ranks, horizon %lld steps)",
-                         path, (long long)m.step, (long long)m.epoch, (long long)m.step_in_epoch,
-                         m.nranks, (long long)m.total_steps);
-        goto done;
-    }
-    uint64_t want_size = layout->bytes + params_bytes + opt_bytes;
-    uint64_t have_size = (uint64_t)st.st_size;
-    if (have_size != want_size) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: %s: header says %lld params + %lld state floats (%llu bytes in all), file "
-                   "holds %llu bytes",
-                   path, have_size < want_size ? "truncated" : "trailing data",
-                   (long long)m.param_count, (long long)m.opt_state_count,
-                   (unsigned long long)want_size, (unsigned long long)have_size);
-        goto done;
-    }
-    scratch = malloc((size_t)CKPT_IO_FLOATS * 4);
-    if (m.param_count)
-        p = malloc((size_t)params_bytes);
-    if (m.opt_state_count)
-        o = malloc((size_t)opt_bytes);
-    if (!scratch || (m.param_count && !p) || (m.opt_state_count && !o)) {
-        rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: out of memory for %llu bytes", path,
-                   (unsigned long long)(params_bytes + opt_bytes));
-        goto done;
-    }
-    uint32_t crc = 0;
-    rc = lseek(fd, layout->bytes, SEEK_SET) < 0 ? -errno : 0; // the header read may overshoot
-    if (rc == 0)
-        rc = read_floats_(fd, p, m.param_count, scratch, &crc);
-    if (rc == 0)
-        rc = read_floats_(fd, o, m.opt_state_count, scratch, &crc);
-    if (rc == 1) { // the file shrank between fstat and read
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT, "%s: truncated while reading", path);
-        goto done;
-    }
-    if (rc < 0) {
-        rc = util_errorf(err, err_bytes, rc, "%s: cannot read: %s", path, status_str(rc));
-        goto done;
-    }
-    uint32_t stored_pcrc = get_u32_(header + layout->payload_crc_at);
-    if (crc != stored_pcrc) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                   "%s: payload CRC mismatch (stored 0x%08x, computed 0x%08x): the data is corrupt",
-                   path, stored_pcrc, crc);
-        goto done;
-    }
-    // Parameters that are not finite train to nothing but NaN: the run that
-    // wrote them had diverged (or the file was made so).
-    int64_t bad_params = 0, bad_state = 0;
-    for (int64_t i = 0; i < m.param_count; i++)
-        bad_params += !isfinite(p[i]);
-    for (int64_t i = 0; i < m.opt_state_count; i++)
-        bad_state += !isfinite(o[i]);
-    if (bad_params || bad_state) {
-        rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
-                         "%s: %lld of %lld parameters and %lld of %lld optimizer values are NaN or "
-                         "infinite: the run that wrote it had diverged",
-                         path, (long long)bad_params, (long long)m.param_count,
-                         (long long)bad_state, (long long)m.opt_state_count);
-        goto done;
-    }
-    *meta = m;
+    *meta = h.meta;
     *params = p;
     *opt_state = o;
-    p = o = NULL;
-done:
-    close(fd);
-    free(scratch);
-    free(p);
-    free(o);
-    return rc;
+    return 0;
 }
 
 // ---- compatibility ----
@@ -587,223 +614,3 @@ int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_
     return differs ? VGPU_ECONFIG : 0;
 }
 
-// ---- naming ----
-
-int checkpoint_path(const char *dir, int64_t step, char *buf, size_t buf_bytes)
-{
-    if (step < 0)
-        return VGPU_EINVAL;
-    int n = snprintf(buf, buf_bytes, "%s/ckpt-%0*lld.bin", dir, CKPT_NAME_DIGITS, (long long)step);
-    if (n < 0 || (size_t)n >= buf_bytes)
-        return VGPU_EINVAL;
-    return 0;
-}
-
-// The step in a name made by checkpoint_path, or -1 for any other name.
-static int64_t parse_name_(const char *name)
-{
-    if (strncmp(name, "ckpt-", 5) != 0)
-        return -1;
-    const char *p = name + 5;
-    int64_t step = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9'; p++, digits++) {
-        if (digits >= 18) // keeps step within int64
-            return -1;
-        step = step * 10 + (*p - '0');
-    }
-    if (digits < CKPT_NAME_DIGITS || strcmp(p, ".bin") != 0)
-        return -1;
-    return step;
-}
-
-int checkpoint_make_dir(const char *dir, char *err, size_t err_bytes)
-{
-    char path[4096];
-    size_t len = strlen(dir);
-    if (len == 0 || len >= sizeof path) {
-        snprintf(err, err_bytes, "checkpoint directory '%s': empty or too long", dir);
-        return VGPU_EINVAL;
-    }
-    memcpy(path, dir, len + 1);
-    // Each parent in turn, as mkdir -p: "a/b/c" makes a, a/b, a/b/c.
-    for (size_t i = 1; i <= len; i++) {
-        if (path[i] != '/' && path[i] != '\0')
-            continue;
-        char keep = path[i];
-        path[i] = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
-            snprintf(err, err_bytes, "cannot create checkpoint directory %s: %s", path, strerror(e));
-            return -e;
-        }
-        path[i] = keep;
-    }
-    struct stat st;
-    int e = stat(dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR; // a file: EEXIST above
-    if (e) {
-        snprintf(err, err_bytes, "checkpoint directory %s: %s", dir, strerror(e));
-        return -e;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        e = errno;
-        snprintf(err, err_bytes, "checkpoint directory %s is not writable: %s", dir, strerror(e));
-        return -e;
-    }
-    return 0;
-}
-
-static int steps_descending_(const void *a, const void *b)
-{
-    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-int checkpoint_list(const char *dir, int64_t **steps, int *count)
-{
-    *steps = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return -errno;
-    int64_t *v = NULL;
-    int n = 0, cap = 0, rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int64_t step = parse_name_(e->d_name);
-        char canonical[64];
-        // Only the names checkpoint_path makes (not "ckpt-000000000007.bin"),
-        // so a step is one file.
-        if (step < 0 || snprintf(canonical, sizeof canonical, "ckpt-%0*lld.bin", CKPT_NAME_DIGITS,
-                                 (long long)step) < 0 || strcmp(canonical, e->d_name) != 0)
-            continue;
-        if (n == cap) {
-            int64_t *grown = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *v);
-            if (!grown) {
-                rc = VGPU_ENOMEM;
-                break;
-            }
-            v = grown;
-        }
-        v[n++] = step;
-    }
-    closedir(d);
-    if (rc < 0) {
-        free(v);
-        return rc;
-    }
-    if (n > 1)
-        qsort(v, (size_t)n, sizeof *v, steps_descending_);
-    *steps = v;
-    *count = n;
-    return 0;
-}
-
-int checkpoint_prune(const char *dir, int keep)
-{
-    if (keep < 1)
-        return VGPU_EINVAL;
-    int64_t *steps;
-    int n, removed = 0;
-    int rc = checkpoint_list(dir, &steps, &n);
-    for (int i = keep; rc == 0 && i < n; i++) {
-        char path[4096];
-        if (checkpoint_path(dir, steps[i], path, sizeof path) == 0 && unlink(path) == 0)
-            removed++;
-        else if (errno != ENOENT)
-            rc = -errno;
-    }
-    free(steps);
-    return rc < 0 ? rc : removed;
-}
-
-// An unfinished checkpoint_save's file: "ckpt-<digits>.bin.tmp.<6 characters>".
-static int is_temp_name_(const char *name)
-{
-    const char *tmp = strstr(name, ".bin.tmp.");
-    if (!tmp || strlen(tmp + 9) != 6)
-        return 0;
-    char base[256];
-    snprintf(base, sizeof base, "%.*s.bin", (int)(tmp - name), name);
-    return parse_name_(base) >= 0;
-}
-
-int checkpoint_claim_dir(const char *dir, int *removed, char *err, size_t err_bytes)
-{
-    *removed = 0;
-    int rc = checkpoint_make_dir(dir, err, err_bytes);
-    if (rc < 0)
-        return rc;
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return util_errorf(err, err_bytes, -errno, "checkpoint directory %s: %s", dir,
-                           strerror(errno));
-    // Anyone who can write here could plant the "newest" checkpoint that
-    // --resume DIR would take, or fill the directory.
-    if (st.st_mode & S_IWOTH)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "checkpoint directory %s is writable by every user (mode %03o): "
-                           "anyone could plant a checkpoint there; use a directory of your own "
-                           "(chmod o-w)",
-                           dir, (unsigned)(st.st_mode & 0777));
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK_NAME);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return util_errorf(err, err_bytes, -errno, "cannot create %s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char owner[32] = "";
-        ssize_t got = pread(fd, owner, sizeof owner - 1, 0);
-        owner[got > 0 ? got : 0] = '\0';
-        owner[strcspn(owner, "\n")] = '\0';
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                               "checkpoint directory %s is in use by another running job%s%s%s; "
-                               "give each job its own checkpoint.dir",
-                               dir, owner[0] ? " (pid " : "", owner, owner[0] ? ")" : "");
-        return util_errorf(err, err_bytes, -e, "cannot lock %s: %s", path, strerror(e));
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
-        // The pid is only a courtesy for the message above.
-    }
-    // Under the lock no other job writes here: a temporary file is what a
-    // run that died in checkpoint_save left.
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (is_temp_name_(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) == 0)
-            (*removed)++;
-    if (d)
-        closedir(d);
-    return fd;
-}
-
-int checkpoint_find_latest(const char *dir, char *buf, size_t buf_bytes)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -errno;
-    int64_t best = -1;
-    char best_name[256] = "";
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int64_t step = parse_name_(e->d_name);
-        // On equal steps (different zero padding) the name decides, so the
-        // answer does not depend on directory order.
-        if (step > best || (step == best && step >= 0 && strcmp(e->d_name, best_name) < 0)) {
-            best = step;
-            snprintf(best_name, sizeof(best_name), "%s", e->d_name);
-        }
-    }
-    closedir(d);
-    if (best < 0)
-        return -ENOENT;
-    int n = snprintf(buf, buf_bytes, "%s/%s", dir, best_name);
-    if (n < 0 || (size_t)n >= buf_bytes)
-        return VGPU_EINVAL;
-    return 0;
-}

@@ -1,5 +1,8 @@
 // checkpoint.h: atomic, validated training checkpoints (parameters, optimizer
 // state and the position of the run) in an explicit little-endian format.
+// The file (its format, write, read, fit to a job) is checkpoint.c; the
+// directory that holds them (names, listing, pruning, a run's claim on it)
+// is checkpoint_dir.c.
 #ifndef VGPU_CHECKPOINT_H
 #define VGPU_CHECKPOINT_H
 
@@ -26,6 +29,8 @@ struct ckpt_meta {
     int64_t total_steps;      // steps the writing run was set to take: its learning-rate
                               // schedule's horizon (0 = not recorded: version 1)
 };
+
+// ---- the file (checkpoint.c) ----
 
 // Writes params[param_count] and opt_state[opt_state_count] with *meta to
 // path, atomically: a new "<path>.tmp.XXXXXX" (mkostemp: O_EXCL, mode 0600,
@@ -63,6 +68,8 @@ int checkpoint_load(const char *path, struct ckpt_meta *meta, float **params, fl
 // 784-256-10 does not match configured 784-256-128-10".
 int checkpoint_check_compatible(const struct ckpt_meta *have, const struct ckpt_meta *want,
                                 char *err, size_t err_bytes);
+
+// ---- the directory (checkpoint_dir.c) ----
 
 // Writes "<dir>/ckpt-<step, 10 digits>.bin" into buf. Returns 0, or
 // VGPU_EINVAL when step < 0 or buf is too small.
