@@ -18,7 +18,7 @@ plan() { run "$1" 60 env "${@:2}" "$MPIRUN" -np "$NP" "$TRAIN" "$cfg" --plan; }
 # (nm read whole: grep -q's early exit would fail the pipeline under pipefail.)
 built_with() { grep -qE " [tT] $1\$" <<<"$(nm "$VGPU_BUILD_DIR/libvgpu.so" 2>/dev/null)"; }
 
-# The per-task placement of README's Planning example; and the same with
+# The per-task placement of the Planning example (docs/CLUSTER.md); and the same with
 # MIG instances, one a rank.
 per_task="$VGPU_SOURCE_DIR/tests/e2e/per_task_example.sh"
 wrapper="$WORK/per_task_mig.sh"

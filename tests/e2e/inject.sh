@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# inject.sh: the faults a user injects (VGPU_INJECT_*, README: Injecting
+# inject.sh: the faults a user injects (VGPU_INJECT_*, docs/TROUBLESHOOTING.md: Injecting
 # faults), each with the job's reaction: a rank that kills itself at a step
 # ends the job, named, with nothing left; a rank that hangs at a step is named
 # by the others at comm.timeout_s; a step drawn from a seed is said and is the

@@ -134,7 +134,7 @@ if wait_for_checkpoints 1 30; then
   mark
   kill -INT "$job"
   wait_job 20
-  expect_rc 1 # Open MPI's own, documented (README, troubleshooting)
+  expect_rc 1 # Open MPI's own, documented (docs/TROUBLESHOOTING.md)
   expect_out "vgpu_train: preempted at step [0-9]+ \(signal SIGTERM\).*resumable: --resume "
   expect_out "^vgpu_train: the stop came from mpirun \(SIGTERM from pid $job\), which was signalled itself: it exits 1 whatever the ranks do .*for exit 75 send mpirun SIGUSR1, or launch with scripts/mpirun.sh or vgpurun$"
   expect_no_out "flight recorder"
