@@ -23,51 +23,51 @@
 // ---- device lists ----
 
 static const struct device_info cpu_big[] = {
-    {.kind = "cpu", .index = 0, .name = "Test CPU", .total_bytes = 128 * GiB, .free_bytes = 64 * GiB},
+    {.kind = DEVICE_KIND_CPU, .index = 0, .name = "Test CPU", .total_bytes = 128 * GiB, .free_bytes = 64 * GiB},
 };
 static const struct device_info cpu_small[] = {
-    {.kind = "cpu", .index = 0, .name = "Small CPU", .total_bytes = 2 * GiB, .free_bytes = 1 * GiB},
+    {.kind = DEVICE_KIND_CPU, .index = 0, .name = "Small CPU", .total_bytes = 2 * GiB, .free_bytes = 1 * GiB},
 };
 static const struct device_info cpu_odd[] = { // free not a nice number
-    {.kind = "cpu", .index = 0, .name = "Odd CPU", .total_bytes = 2 * GiB, .free_bytes = 1000001000},
+    {.kind = DEVICE_KIND_CPU, .index = 0, .name = "Odd CPU", .total_bytes = 2 * GiB, .free_bytes = 1000001000},
 };
 static const struct device_info gpu1[] = {
-    {.kind = "cuda", .index = 0, .name = "NVIDIA H100 80GB HBM3", .total_bytes = 81 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "NVIDIA H100 80GB HBM3", .total_bytes = 81 * GiB,
      .free_bytes = 80 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "GPU-aaaa"},
 };
 static const struct device_info gpu2[] = {
-    {.kind = "cuda", .index = 0, .name = "GPU A", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "GPU A", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
      .pci_bus_id = "0000:19:00.0", .uuid = "GPU-a"},
-    {.kind = "cuda", .index = 1, .name = "GPU B", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 1, .name = "GPU B", .total_bytes = 25 * GiB, .free_bytes = 24 * GiB,
      .pci_bus_id = "0000:3b:00.0", .uuid = "GPU-b"},
 };
 static const struct device_info gpu4[] = {
-    {.kind = "cuda", .index = 0, .name = "G0", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
-    {.kind = "cuda", .index = 1, .name = "G1", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
-    {.kind = "cuda", .index = 2, .name = "G2", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
-    {.kind = "cuda", .index = 3, .name = "G3", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "G0", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = DEVICE_KIND_CUDA, .index = 1, .name = "G1", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = DEVICE_KIND_CUDA, .index = 2, .name = "G2", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
+    {.kind = DEVICE_KIND_CUDA, .index = 3, .name = "G3", .total_bytes = 17 * GiB, .free_bytes = 16 * GiB},
 };
 // CUDA_VISIBLE_DEVICES=2,3: the list holds physical GPUs 2 and 3; ranks are
 // bound to list entries 0 and 1.
 static const struct device_info gpu_subset[] = {
-    {.kind = "cuda", .index = 2, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 2, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
      .free_bytes = 40 * GiB, .pci_bus_id = "0000:81:00.0", .uuid = "GPU-2222"},
-    {.kind = "cuda", .index = 3, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 3, .name = "NVIDIA A100", .total_bytes = 41 * GiB,
      .free_bytes = 20 * GiB, .pci_bus_id = "0000:c1:00.0", .uuid = "GPU-3333"},
 };
 static const struct device_info gpu_excl[] = { // EXCLUSIVE_PROCESS, as clusters set them
-    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
      .uuid = "GPU-excl", .compute_mode = GPU_MODE_EXCLUSIVE_PROCESS},
 };
 static const struct device_info gpu_prohibited[] = {
-    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
      .uuid = "GPU-ok"},
-    {.kind = "cuda", .index = 1, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 1, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
      .uuid = "GPU-no", .compute_mode = GPU_MODE_PROHIBITED},
 };
 // Under MPS: 80 GiB physically free, each client limited to 10 GiB.
 static const struct device_info gpu_mps[] = {
-    {.kind = "cuda", .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "H100", .total_bytes = 81 * GiB, .free_bytes = 80 * GiB,
      .uuid = "GPU-mps", .client_limit_bytes = 10 * GiB},
 };
 // Per-task visibility: ranks 0-1 see only GPU A, ranks 2-3 only GPU B.
@@ -75,19 +75,19 @@ static const uint64_t vis_split[MAXR] = {1, 1, 2, 2};
 static const uint64_t vis_one_blind[MAXR] = {1, 0, 1, 1};
 static const uint64_t vis_reverse[MAXR] = {2, 1};
 static const struct device_info gpu_tiny[] = { // less free than one context needs
-    {.kind = "cuda", .index = 0, .name = "Busy GPU", .total_bytes = 16 * GiB, .free_bytes = 300 * MiB},
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "Busy GPU", .total_bytes = 16 * GiB, .free_bytes = 300 * MiB},
 };
 
 // A 10 GiB GPU: the automatic cap must leave a lone rank's NCCL buffers room.
 static const struct device_info gpu_10g[] = {
-    {.kind = "cuda", .index = 0, .name = "L4-ish", .total_bytes = 10 * GiB, .free_bytes = 10 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "L4-ish", .total_bytes = 10 * GiB, .free_bytes = 10 * GiB,
      .uuid = "GPU-10g"},
 };
 // Two MIG instances of one GPU (one PCI bus id, a UUID each), one a rank.
 static const struct device_info gpu_mig2[] = {
-    {.kind = "cuda", .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
      .free_bytes = 20 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "MIG-aaaa", .mig = 1},
-    {.kind = "cuda", .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
+    {.kind = DEVICE_KIND_CUDA, .index = 0, .name = "H100 MIG 3g.40gb", .total_bytes = 40 * GiB,
      .free_bytes = 20 * GiB, .pci_bus_id = "0000:19:00.0", .uuid = "MIG-bbbb", .mig = 1},
 };
 static const uint64_t vis_own_mig[MAXR] = {1, 2};

@@ -543,7 +543,7 @@ int main(int argc, char **argv)
     const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096) + (48ull << 20);
     struct device_info info;
     int ndev = 0;
-    CALL(device_discover("cpu", &info, 1, &ndev, NULL, 0));
+    CALL(device_discover(DEVICE_KIND_CPU, &info, 1, &ndev, NULL, 0));
     device_t dev;
     CALL(device_open(&dev, &info, rank_, host, cap, 1));
     const int node = fake_hosts > 0 ? rank_ % fake_hosts : node_index_();

@@ -28,7 +28,7 @@
 
 #define CAP_BYTES (1u << 20)
 
-static const char *g_kind = "cpu";
+static enum device_kind g_kind = DEVICE_KIND_CPU;
 
 // ---- fixture ----
 
@@ -76,28 +76,28 @@ static void test_discover(void **state)
     (void)state;
     struct device_info info[4];
     int count = -1;
-    assert_int_equal(device_discover("cpu", info, 4, &count, NULL, 0), 0);
+    assert_int_equal(device_discover(DEVICE_KIND_CPU, info, 4, &count, NULL, 0), 0);
     assert_int_equal(count, 1);
-    assert_string_equal(info[0].kind, "cpu");
+    assert_int_equal(info[0].kind, DEVICE_KIND_CPU);
     assert_int_equal(info[0].index, 0);
     assert_true(info[0].total_bytes > 0);
     assert_true(info[0].free_bytes > 0);
     assert_true(info[0].name[0] != '\0');
     assert_int_equal(strncmp(info[0].uuid, "cpu-", 4), 0);
-    assert_int_equal(device_discover("cpu", info, 0, &count, NULL, 0), VGPU_EINVAL);
-    assert_int_equal(device_discover("tpu", info, 4, &count, NULL, 0), VGPU_EINVAL);
+    assert_int_equal(device_discover(DEVICE_KIND_CPU, info, 0, &count, NULL, 0), VGPU_EINVAL);
+    assert_int_equal(device_discover((enum device_kind)99, info, 4, &count, NULL, 0), VGPU_EINVAL);
     assert_int_equal(count, 0);
     assert_non_null(device_find_ops("cpu"));
     assert_null(device_find_ops("tpu"));
 
     count = -1;
-    int rc = device_discover("cuda", info, 4, &count, NULL, 0);
+    int rc = device_discover(DEVICE_KIND_CUDA, info, 4, &count, NULL, 0);
 #ifdef VGPU_HAVE_CUDA
     // Built: no GPU (or no driver) is 0 devices, not an error.
     assert_int_equal(rc, 0);
     assert_true(count >= 0);
     for (int i = 0; i < count; i++)
-        assert_string_equal(info[i].kind, "cuda");
+        assert_int_equal(info[i].kind, DEVICE_KIND_CUDA);
 #else
     assert_int_equal(rc, VGPU_EUNSUPPORTED);
     assert_int_equal(count, 0);
@@ -109,7 +109,7 @@ static void test_open_close(void **state)
     (void)state;
     struct device_info info;
     int count;
-    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
+    assert_int_equal(device_discover(DEVICE_KIND_CPU, &info, 1, &count, NULL, 0), 0);
     device_t dev;
     // The cap is rounded down to the arena alignment.
     assert_int_equal(device_open(&dev, &info, 3, "h", 1000, 1), 0);
@@ -132,7 +132,7 @@ static void test_open_close(void **state)
 
     // An unknown backend is refused.
     struct device_info bogus = info;
-    snprintf(bogus.kind, sizeof bogus.kind, "tpu");
+    bogus.kind = (enum device_kind)99; // no backend has it
     assert_int_equal(device_open(&dev, &bogus, 0, "h", CAP_BYTES, 1), VGPU_EUNSUPPORTED);
 }
 
@@ -145,7 +145,7 @@ static void test_shared_arena(void **state)
     (void)state;
     struct device_info info;
     int count;
-    assert_int_equal(device_discover("cpu", &info, 1, &count, NULL, 0), 0);
+    assert_int_equal(device_discover(DEVICE_KIND_CPU, &info, 1, &count, NULL, 0), 0);
     device_t a;
     assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1), 0);
     struct shm_handle h;
@@ -425,7 +425,7 @@ static void test_host_access_explained(void **state)
     (void)state;
     struct device_info infos[8];
     int count = 0;
-    assert_int_equal(device_discover("cpu", infos, 8, &count, NULL, 0), 0);
+    assert_int_equal(device_discover(DEVICE_KIND_CPU, infos, 8, &count, NULL, 0), 0);
     static const char *const cases[] = {"read", "write", "elsewhere"};
     for (int c = 0; c < 3; c++) {
         int fds[2];
@@ -1014,7 +1014,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "cuda")) {
         struct device_info info[8];
         int count = 0;
-        int rc = device_discover("cuda", info, 8, &count, NULL, 0);
+        int rc = device_discover(DEVICE_KIND_CUDA, info, 8, &count, NULL, 0);
         if (rc == VGPU_EUNSUPPORTED) {
             printf("SKIP: the CUDA backend is not built\n");
             return 77;
@@ -1024,7 +1024,7 @@ int main(int argc, char **argv)
             return 77;
         }
         printf("CUDA device: %s (%s)\n", info[0].name, info[0].pci_bus_id);
-        g_kind = "cuda";
+        g_kind = DEVICE_KIND_CUDA;
         return cmocka_run_group_tests_name("device_cuda", kernel_tests, NULL, NULL);
     }
     const struct CMUnitTest cpu_tests[] = {

@@ -37,7 +37,7 @@ static void fill_(int n, int hosts, int k, int mig, const char *name, const char
         w->host_devices = host_devices;
         w->cap_bytes = (uint64_t)(r + 1) * GiB;
         snprintf(w->host, sizeof w->host, "%s%d", host_prefix, w->node_index);
-        snprintf(w->kind, sizeof w->kind, "cuda");
+        w->kind = DEVICE_KIND_CUDA;
         snprintf(w->name, sizeof w->name, "%s", name);
         snprintf(w->uuid, sizeof w->uuid, "%s-%02d", mig ? "MIG" : "GPU", dev);
         snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "0000:%02x:00.0", mig ? 0x19 : 0x19 + dev);

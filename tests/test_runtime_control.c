@@ -1,4 +1,4 @@
-// test_runtime_control.c: the runtime's control plane (launcher/runtime.c):
+// test_runtime_control.c: the runtime's control plane (launcher/runtime/runtime.c):
 // each helper's MPI call, a broadcast's 1 GiB pieces, the arrival board, the
 // bounded wait that ends the job naming the host-mate that has not arrived,
 // and runtime_load_config's "rank 0 decides"; comm.c's comm_mpi_wait (hooks,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # comm_kill.sh: kill -9 one rank of a running ring benchmark; the job must end
 # (not hang) and leave nothing behind: its shared memory has no name (memfds,
-# launcher/shm_share.h), so it goes with the last process that maps it.
+# launcher/shm/shm_share.h), so it goes with the last process that maps it.
 # (Long options: scripts/mpirun.sh reads -n/-c anywhere on the line as the
 # rank count.)
 source "$(dirname "$0")/lib.sh"

@@ -1,0 +1,770 @@
+// comm.c: the collective front end: backend registry, create/destroy, the
+// public wrappers (argument checks, timing, statistics), shared-memory names
+// and the backend choice for comm.backend = auto.
+#include "comm_internal.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flight.h"
+#include "kernels.h"
+#include "log.h"
+#include "trace.h"
+#include "util.h"
+
+// Used when comm_args.timeout_s is not set (<= 0), seconds.
+#define COMM_DEFAULT_TIMEOUT_S 300.0
+
+// The registry: every collective backend of this binary. One that is not
+// built answers NULL (its folder's absent.c).
+static const struct comm_ops *registry_(int i)
+{
+    switch (i) {
+    case 0: return &comm_ring_ops;
+    case 1: return &comm_mpi_ops;
+    case 2: return comm_nccl_backend();
+    default: return NULL;
+    }
+}
+#define REGISTRY_SIZE 3
+
+const struct comm_ops *comm_find_ops(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (int i = 0; i < REGISTRY_SIZE; i++)
+        if (registry_(i) && strcmp(registry_(i)->name, name) == 0)
+            return registry_(i);
+    return NULL;
+}
+
+int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args *args)
+{
+    if (!out || !ops || !args || !args->dev || args->mpi_comm == MPI_COMM_NULL)
+        return VGPU_EINVAL;
+    *out = NULL;
+    comm_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return VGPU_ENOMEM;
+    c->ops = ops;
+    c->dev = args->dev;
+    c->timeout_s = args->timeout_s > 0 ? args->timeout_s : COMM_DEFAULT_TIMEOUT_S;
+    flight_set_backend(ops->name);
+    MPI_Comm_rank(args->mpi_comm, &c->rank);
+    MPI_Comm_size(args->mpi_comm, &c->size);
+    int rc = ops->create(c, args);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void comm_destroy(comm_t *c)
+{
+    if (!c)
+        return;
+    if (c->tree_scratch)
+        device_free(c->dev, c->tree_scratch);
+    if (c->verdict)
+        device_free(c->dev, c->verdict);
+    if (c->ops && c->ops->destroy)
+        c->ops->destroy(c);
+    free(c);
+}
+
+const char *comm_backend_name(const comm_t *c) { return c && c->ops ? c->ops->name : "none"; }
+int comm_rank(const comm_t *c) { return c ? c->rank : -1; }
+int comm_size(const comm_t *c) { return c ? c->size : 0; }
+int comm_failed(const comm_t *c) { return c && c->failed; }
+
+void comm_mark_failed(comm_t *c)
+{
+    if (c)
+        c->failed = 1;
+}
+
+struct comm_stats comm_get_stats(const comm_t *c)
+{
+    struct comm_stats none = {0};
+    if (!c)
+        return none;
+    struct comm_stats s = c->stats;
+    s.wait_known = c->impl && c->ops->waited;
+    s.wait_seconds = s.wait_known ? c->ops->waited(c) : 0;
+    return s;
+}
+
+// A device buffer of `bytes` must lie wholly inside the comm's device arena:
+// a host pointer would fault on a GPU, so it is refused here on every backend.
+static int check_buffer_(const comm_t *c, const void *ptr, size_t bytes, const char *what,
+                         const char *call)
+{
+    if (bytes == 0)
+        return 0;
+    const arena_t *a = &c->dev->arena;
+    if (!ptr || !arena_contains(a, ptr) || !arena_contains(a, (const char *)ptr + bytes - 1)) {
+        log_error("%s: %s buffer %p (%zu bytes) is not device memory of this rank's device "
+                  "(arena %p, %llu bytes)",
+                  call, what, ptr, bytes, (void *)a->base, (unsigned long long)a->cap_bytes);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+// A collective under way: its flight recorder entry and timeline span, and
+// the statistics' clock.
+struct call_ {
+    struct trace_call rec;
+    double t0;
+};
+
+static struct call_ enter_(enum flight_kind kind, uint64_t bytes)
+{
+    return (struct call_){.rec = trace_call_begin(kind, bytes), .t0 = util_now_s()};
+}
+
+// Ends it: recorder, timeline and statistics (payload `bytes`); returns rc.
+static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
+{
+    c->stats.seconds += util_now_s() - k->t0;
+    c->stats.calls++;
+    c->stats.bytes += bytes;
+    c->failed |= rc == VGPU_ETIMEOUT || rc == VGPU_ECOMM;
+    trace_call_end(&k->rec, TRACE_COLLECTIVE, rc);
+    return rc;
+}
+
+size_t comm_dtype_size(enum comm_dtype t)
+{
+    switch (t) {
+    case COMM_FLOAT32: return sizeof(float);
+    case COMM_FLOAT64: return sizeof(double);
+    case COMM_INT32: return sizeof(int32_t);
+    case COMM_INT64: return sizeof(int64_t);
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: return sizeof(uint16_t);
+    default: return 0;
+    }
+}
+
+const char *comm_dtype_name(enum comm_dtype t)
+{
+    static const char *const names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64",
+                                                          "float16", "bfloat16"};
+    return (unsigned)t < COMM_DTYPE_COUNT ? names[t] : "?";
+}
+
+const char *comm_op_name(enum comm_reduce_op op)
+{
+    static const char *const names[COMM_OP_COUNT] = {"sum", "avg", "prod", "min", "max"};
+    return (unsigned)op < COMM_OP_COUNT ? names[op] : "?";
+}
+
+// The element size of a typed call, or 0 when its type, operation or count
+// is not one (the call is refused).
+static size_t typed_size_(enum comm_dtype t, enum comm_reduce_op op, size_t count)
+{
+    const size_t es = comm_dtype_size(t);
+    return es && (unsigned)op < COMM_OP_COUNT && count <= SIZE_MAX / es ? es : 0;
+}
+
+int comm_all_reduce_typed(comm_t *c, const void *send, void *recv, size_t count,
+                          enum comm_dtype t, enum comm_reduce_op op)
+{
+    const size_t es = typed_size_(t, op, count);
+    if (!c || !es)
+        return VGPU_EINVAL;
+    const size_t bytes = count * es;
+    TRY(check_buffer_(c, send, bytes, "send", "comm_all_reduce"));
+    TRY(check_buffer_(c, recv, bytes, "recv", "comm_all_reduce"));
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE, bytes);
+    int rc = c->ops->all_reduce(c, send, recv, count, t, op);
+    account_(c, &call, bytes, rc);
+    return rc;
+}
+
+int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
+                    enum comm_reduce_op op)
+{
+    return comm_all_reduce_typed(c, send, recv, count, COMM_FLOAT32, op);
+}
+
+void comm_host_put(void *buf, size_t i, enum comm_dtype t, int64_t v)
+{
+    switch (t) {
+    case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case COMM_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case COMM_INT64: ((int64_t *)buf)[i] = v; break;
+    case COMM_FLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_f16((float)v); break;
+    case COMM_BFLOAT16: ((uint16_t *)buf)[i] = kernel_f32_to_bf16((float)v); break;
+    default: break;
+    }
+}
+
+void comm_divide_host(void *buf, size_t n, enum comm_dtype t, int by)
+{
+    switch (t) {
+    case COMM_FLOAT32:
+        for (size_t i = 0; i < n; i++)
+            ((float *)buf)[i] /= (float)by;
+        break;
+    case COMM_FLOAT64:
+        for (size_t i = 0; i < n; i++)
+            ((double *)buf)[i] /= (double)by;
+        break;
+    case COMM_INT32:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)buf)[i] /= by;
+        break;
+    case COMM_INT64:
+        for (size_t i = 0; i < n; i++)
+            ((int64_t *)buf)[i] /= by;
+        break;
+    case COMM_FLOAT16: { // in float, rounded back: kernels.h's avg step
+        uint16_t *h = buf;
+        for (size_t i = 0; i < n; i++)
+            h[i] = kernel_f32_to_f16(kernel_f16_to_f32(h[i]) / (float)by);
+        break;
+    }
+    case COMM_BFLOAT16: {
+        uint16_t *h = buf;
+        for (size_t i = 0; i < n; i++)
+            h[i] = kernel_f32_to_bf16(kernel_bf16_to_f32(h[i]) / (float)by);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+// The largest of every rank's `mine` (0 or 1), through the backend: a verdict
+// all ranks share, so that none goes on into a collective another left.
+static int agree_any_(comm_t *c, int mine, int *any)
+{
+    if (!c->verdict)
+        TRY(device_alloc(c->dev, sizeof *c->verdict, (void **)&c->verdict));
+    int32_t v = mine;
+    TRY(device_copy_to_device(c->dev, c->verdict, &v, sizeof v));
+    TRY(c->ops->all_reduce(c, c->verdict, c->verdict, 1, COMM_INT32, COMM_MAX));
+    TRY(device_copy_to_host(c->dev, &v, c->verdict, sizeof v));
+    *any = v;
+    return 0;
+}
+
+// Reduce-scatter as an all-reduce of the whole into scratch (a second copy
+// of send's size, for the call), keeping this rank's block (backends without
+// their own). The ranks agree that every one has its scratch first.
+static int reduce_scatter_by_all_reduce_(comm_t *c, const void *send, void *recv,
+                                         size_t recv_count, enum comm_dtype t,
+                                         enum comm_reduce_op op)
+{
+    const size_t es = comm_dtype_size(t), block = recv_count * es;
+    void *all = NULL;
+    const int failed = block && device_alloc(c->dev, block * (size_t)c->size, &all) < 0;
+    int any = 0;
+    int rc = agree_any_(c, failed, &any);
+    if (rc == 0 && any) {
+        log_error("comm_reduce_scatter: %s has no room for the %zu-byte scratch the %s backend "
+                  "needs (twice the send buffer in all)",
+                  failed ? "this rank" : "another rank", block * (size_t)c->size, c->ops->name);
+        rc = VGPU_EDEVMEM;
+    }
+    if (rc < 0) {
+        if (all)
+            device_free(c->dev, all);
+        return rc;
+    }
+    rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
+    if (rc == 0 && block)
+        rc = device_copy(c->dev, recv, (char *)all + (size_t)c->rank * block, block);
+    device_free(c->dev, all);
+    return rc;
+}
+
+int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
+                        enum comm_dtype t, enum comm_reduce_op op)
+{
+    const size_t es = typed_size_(t, op, recv_count);
+    if (!c || !es || (c->size > 0 && recv_count * es > SIZE_MAX / (size_t)c->size))
+        return VGPU_EINVAL;
+    const size_t block = recv_count * es, total = block * (size_t)c->size;
+    TRY(check_buffer_(c, send, total, "send", "comm_reduce_scatter"));
+    TRY(check_buffer_(c, recv, block, "recv", "comm_reduce_scatter"));
+    const struct call_ call = enter_(FLIGHT_REDUCE_SCATTER, total);
+    int rc = c->ops->reduce_scatter
+                 ? c->ops->reduce_scatter(c, send, recv, recv_count, t, op)
+                 : reduce_scatter_by_all_reduce_(c, send, recv, recv_count, t, op);
+    account_(c, &call, total, rc);
+    return rc;
+}
+
+int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
+{
+    if (!c || root < 0 || root >= c->size)
+        return VGPU_EINVAL;
+    TRY(check_buffer_(c, buf, bytes, "buf", "comm_broadcast"));
+    const struct call_ call = enter_(FLIGHT_BROADCAST, bytes);
+    int rc = c->ops->broadcast(c, buf, bytes, root);
+    account_(c, &call, bytes, rc);
+    return rc;
+}
+
+int comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    if (!c || (c->size > 0 && bytes > SIZE_MAX / (size_t)c->size))
+        return VGPU_EINVAL;
+    TRY(check_buffer_(c, send, bytes, "send", "comm_all_gather"));
+    TRY(check_buffer_(c, recv, bytes * (size_t)c->size, "recv", "comm_all_gather"));
+    const struct call_ call = enter_(FLIGHT_ALL_GATHER, bytes * (uint64_t)c->size);
+    int rc = c->ops->all_gather(c, send, recv, bytes);
+    account_(c, &call, bytes, rc);
+    return rc;
+}
+
+int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hooks *hooks,
+                  double *waited_s)
+{
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
+    double waited = 0;
+    int warned = 0;
+    for (unsigned polls = 0;; polls++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            if (waited_s)
+                *waited_s = waited;
+            return VGPU_ECOMM;
+        }
+        if (done) {
+            if (polls)
+                flight_resumed();
+            break;
+        }
+        waited = util_wait_clock_waited(&clock);
+        if (hooks && hooks->on_poll)
+            hooks->on_poll(hooks->arg, clock.last_s);
+        if (waited >= timeout_s / 2 && !warned) {
+            if (hooks && hooks->on_half)
+                hooks->on_half(hooks->arg, waited);
+            warned = 1;
+        }
+        if (waited >= timeout_s) {
+            if (waited_s)
+                *waited_s = waited;
+            return VGPU_ETIMEOUT;
+        }
+        // Spin briefly (the usual case is microseconds), then sleep so that
+        // oversubscribed ranks leave the core to the ones still computing.
+        if (polls == 0)
+            flight_waiting(-1); // for whom, MPI does not say
+        if (polls < 200) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, polls < 2000 ? 50000 : 1000000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    if (waited_s)
+        *waited_s = waited;
+    return 0;
+}
+
+struct bounded_what {
+    const char *what;
+    double timeout_s;
+};
+
+static void warn_waiting_(void *arg, double waited)
+{
+    const struct bounded_what *w = arg;
+    log_warn("collective (%s) still waiting for another rank after %.1f s (timeout %.1f s)",
+             w->what, waited, w->timeout_s);
+}
+
+int comm_mpi_wait_bounded(comm_t *c, MPI_Request *req, const char *what)
+{
+    struct bounded_what w = {what, c->timeout_s};
+    struct comm_wait_hooks hooks = {.on_half = warn_waiting_, .arg = &w};
+    double waited = 0;
+    int rc = comm_mpi_wait(req, c->timeout_s, &hooks, &waited);
+    if (rc == VGPU_ECOMM)
+        log_error("%s: MPI failed", what);
+    else if (rc == VGPU_ETIMEOUT)
+        log_error("collective timed out after %.1f s in %s: a rank stopped or died "
+                  "(comm.timeout_s = %.1f)", waited, what, c->timeout_s);
+    return rc;
+}
+
+int comm_mpi_check(int mpi_rc, const char *backend, const char *call)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return 0;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", mpi_rc);
+    log_error("%s backend: %s failed: %s", backend, call, msg);
+    return VGPU_ECOMM;
+}
+
+int comm_mpi_strided_type(const char *backend, size_t len, size_t stride, MPI_Datatype *out)
+{
+    MPI_Datatype block;
+    TRY(comm_mpi_check(MPI_Type_contiguous((int)len, MPI_BYTE, &block), backend,
+                       "MPI_Type_contiguous"));
+    int rc = comm_mpi_check(MPI_Type_create_resized(block, 0, (MPI_Aint)stride, out), backend,
+                            "MPI_Type_create_resized");
+    MPI_Type_free(&block); // a type built from it keeps what it needs
+    if (rc == 0 && (rc = comm_mpi_check(MPI_Type_commit(out), backend, "MPI_Type_commit")) < 0)
+        MPI_Type_free(out);
+    return rc;
+}
+
+// An agreement's buffers. After a timeout the reduction is still in flight
+// (it cannot be cancelled) and a late rank may complete it, so they must stay
+// valid until the process ends: they are kept on a list, never freed (and
+// reachable, for leak checkers). The job ends after a timeout anyway.
+struct agree_vote {
+    int mine, worst;
+    struct agree_vote *next;
+};
+static struct agree_vote *stranded_votes_;
+
+// A bounded exchange that timed out is still in flight (MPI cannot cancel
+// it) and a late rank may complete it: what it writes to must outlive the
+// call. Such cells are kept here, never freed (and reachable, for leak
+// checkers); the job ends after a timeout anyway.
+struct stranded_cell {
+    MPI_Comm comm;
+    uint64_t value;
+    struct stranded_cell *next;
+};
+static struct stranded_cell *stranded_cells_;
+
+static void strand_(struct stranded_cell *cell)
+{
+    cell->next = stranded_cells_;
+    stranded_cells_ = cell;
+}
+
+// The bounded wait of a request on a cell's buffers, started with status
+// `started`: a start that failed frees the cell; a wait that failed strands
+// it (the request may complete late); on success the caller reads the cell,
+// then frees it.
+static int wait_or_strand_(comm_t *c, struct stranded_cell *cell, int started, MPI_Request *req,
+                           const char *what)
+{
+    if (started < 0) {
+        free(cell);
+        return started;
+    }
+    const int rc = comm_mpi_wait_bounded(c, req, what);
+    if (rc < 0)
+        strand_(cell);
+    return rc;
+}
+
+int comm_mpi_dup_bounded(comm_t *c, MPI_Comm parent, MPI_Comm *out, const char *what)
+{
+    *out = MPI_COMM_NULL;
+    struct stranded_cell *cell = calloc(1, sizeof *cell);
+    if (!cell)
+        return VGPU_ENOMEM;
+    MPI_Request req;
+    const int rc = wait_or_strand_(
+        c, cell,
+        comm_mpi_check(MPI_Comm_idup(parent, &cell->comm, &req), c->ops->name, "MPI_Comm_idup"),
+        &req, what);
+    if (rc == 0) {
+        *out = cell->comm;
+        free(cell);
+    }
+    return rc;
+}
+
+int comm_mpi_min_u64_bounded(comm_t *c, MPI_Comm mpi, uint64_t *value, const char *what)
+{
+    struct stranded_cell *cell = calloc(1, sizeof *cell);
+    if (!cell)
+        return VGPU_ENOMEM;
+    cell->value = *value;
+    MPI_Request req;
+    const int rc = wait_or_strand_(
+        c, cell,
+        comm_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &cell->value, 1, MPI_UINT64_T, MPI_MIN, mpi, &req),
+                       c->ops->name, "MPI_Iallreduce"),
+        &req, what);
+    if (rc == 0) {
+        *value = cell->value;
+        free(cell);
+    }
+    return rc;
+}
+
+int comm_agree(comm_t *c, MPI_Comm mpi, int rc, const char *what)
+{
+    struct agree_vote *v = calloc(1, sizeof *v);
+    if (!v)
+        return rc < 0 ? rc : VGPU_ENOMEM;
+    v->mine = v->worst = rc;
+    MPI_Request req;
+    int wait_rc =
+        comm_mpi_check(MPI_Iallreduce(&v->mine, &v->worst, 1, MPI_INT, MPI_MIN, mpi, &req),
+                       c->ops->name, "MPI_Iallreduce");
+    if (wait_rc == 0 && (wait_rc = comm_mpi_wait_bounded(c, &req, what)) < 0) {
+        v->next = stranded_votes_;
+        stranded_votes_ = v;
+        return rc < 0 ? rc : wait_rc;
+    }
+    const int worst = v->worst;
+    free(v);
+    return rc < 0 ? rc : wait_rc < 0 ? wait_rc : worst < 0 ? VGPU_ECOMM : 0;
+}
+
+// ---- the deterministic all-reduce ----
+
+int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count)
+{
+    // The pairs depend only on n and the leaf index, never on who holds a
+    // leaf, and float addition of the same two values is exact-repeatable.
+    for (int stride = 1; stride < n; stride *= 2)
+        for (int i = 0; i + stride < n; i += 2 * stride)
+            TRY(device_axpby(dev, leaves[i], 1.0f, leaves[i + stride], 1.0f, count));
+    return 0;
+}
+
+// Floats of each rank's chunk: count split N ways, rounded up to 64 floats
+// (256 bytes) so chunks stay aligned.
+static size_t tree_chunk_(int nranks, size_t count)
+{
+    size_t chunk = (count + (size_t)nranks - 1) / (size_t)nranks;
+    return (chunk + 63) & ~(size_t)63;
+}
+
+uint64_t comm_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count)
+{
+    const uint64_t block = (uint64_t)max_parts_per_rank * tree_chunk_(nranks, count);
+    // send and receive blocks for every rank, plus the gathered result.
+    return (2 * block * (uint64_t)nranks + tree_chunk_(nranks, count) * (uint64_t)nranks) *
+           sizeof(float);
+}
+
+int comm_all_reduce_tree(comm_t *c, const float *parts, const int *parts_per_rank, float *out,
+                         size_t count)
+{
+    if (!c || !parts_per_rank || count > SIZE_MAX / sizeof(float) / 4)
+        return VGPU_EINVAL;
+    if (!c->ops->all_to_all) {
+        log_error("comm_all_reduce_tree: the %s backend has no all-to-all; deterministic mode "
+                  "needs comm.backend = ring or mpi", c->ops->name);
+        return VGPU_EUNSUPPORTED;
+    }
+    const int n = c->size, me = c->rank;
+    int total = 0, most = 0;
+    for (int r = 0; r < n; r++) {
+        if (parts_per_rank[r] < 0)
+            return VGPU_EINVAL;
+        total += parts_per_rank[r];
+        most = parts_per_rank[r] > most ? parts_per_rank[r] : most;
+    }
+    const int mine = parts_per_rank[me];
+    TRY(check_buffer_(c, parts, (size_t)mine * count * sizeof(float), "parts", "comm_all_reduce_tree"));
+    TRY(check_buffer_(c, out, count * sizeof(float), "out", "comm_all_reduce_tree"));
+    if (total == 0 || count == 0)
+        return total == 0 && count ? device_zero(c->dev, out, count * sizeof(float)) : 0;
+
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE_TREE, count * sizeof(float));
+    const size_t chunk = tree_chunk_(n, count), block = (size_t)most * chunk;
+    const size_t need = comm_tree_scratch_bytes(n, most, count);
+    if (c->tree_scratch_bytes < need) {
+        if (c->tree_scratch)
+            device_free(c->dev, c->tree_scratch);
+        c->tree_scratch = NULL;
+        c->tree_scratch_bytes = 0;
+        TRY(device_alloc(c->dev, need, &c->tree_scratch));
+        // Padding is never read back, but zeroes keep it out of any NaN story.
+        TRY(device_zero(c->dev, c->tree_scratch, need));
+        c->tree_scratch_bytes = need;
+    }
+    float *send = c->tree_scratch, *recv = send + block * (size_t)n, *gathered = recv + block * (size_t)n;
+
+    // send block q = chunk q of each of my partials: [q][k][chunk].
+    for (int q = 0; q < n; q++) {
+        const size_t lo = (size_t)q * chunk;
+        const size_t len = lo >= count ? 0 : count - lo < chunk ? count - lo : chunk;
+        for (int k = 0; k < mine && len; k++)
+            TRY(device_copy(c->dev, send + (size_t)q * block + (size_t)k * chunk,
+                            parts + (size_t)k * count + lo, len * sizeof(float)));
+    }
+    int rc = c->ops->all_to_all(c, send, recv, block * sizeof(float));
+    // Leaf m of my chunk sits in the block from its holder, at its index there.
+    float **leaves = rc == 0 ? malloc((size_t)total * sizeof *leaves) : NULL;
+    if (rc == 0 && !leaves)
+        rc = VGPU_ENOMEM;
+    for (int r = 0, m = 0; rc == 0 && r < n; r++)
+        for (int k = 0; k < parts_per_rank[r]; k++, m++)
+            leaves[m] = recv + (size_t)r * block + (size_t)k * chunk;
+    if (rc == 0)
+        rc = comm_tree_sum(c->dev, leaves, total, chunk);
+    if (rc == 0)
+        rc = c->ops->all_gather(c, leaves[0], gathered, chunk * sizeof(float));
+    free(leaves);
+    if (rc == 0)
+        rc = device_copy(c->dev, out, gathered, count * sizeof(float));
+    account_(c, &call, count * sizeof(float), rc);
+    return rc;
+}
+
+int comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t count,
+                           comm_update_fn update, void *ctx)
+{
+    if (!c || !update || count > SIZE_MAX / sizeof(float))
+        return VGPU_EINVAL;
+    const size_t bytes = count * sizeof(float);
+    TRY(check_buffer_(c, grads, bytes, "grads", "comm_all_reduce_update"));
+    TRY(check_buffer_(c, params, bytes, "params", "comm_all_reduce_update"));
+    const struct call_ call = enter_(FLIGHT_ALL_REDUCE_UPDATE, bytes);
+    int rc;
+    if (c->ops->all_reduce_update) {
+        rc = c->ops->all_reduce_update(c, grads, params, count, update, ctx);
+    } else {
+        rc = c->ops->all_reduce(c, grads, grads, count, COMM_FLOAT32, COMM_SUM);
+        if (rc == 0 && count)
+            rc = update(ctx, 0, count);
+    }
+    account_(c, &call, bytes, rc);
+    return rc;
+}
+
+int comm_barrier(comm_t *c)
+{
+    if (!c)
+        return VGPU_EINVAL;
+    const struct call_ call = enter_(FLIGHT_BARRIER, 0);
+    int rc = c->ops->barrier(c);
+    account_(c, &call, 0, rc);
+    return rc;
+}
+
+// ---- backend choice ----
+
+static void why_(char *why, size_t why_bytes, const char *fmt, const char *arg)
+{
+    if (why && why_bytes)
+        snprintf(why, why_bytes, fmt, arg);
+}
+
+// NCCL's documented limit on ranks a GPU under NCCL_MULTI_RANK_GPU_ENABLE=1:
+// two by default; more only with MPS and NCCL_MAX_CTAS bounding each rank's
+// share (running short of resources hangs, not fails).
+#define NCCL_RANKS_PER_GPU_DEFAULT 2
+
+// Whether NCCL may run ranks that share a GPU here; why not in why (left
+// untouched when it may).
+static int multi_rank_ok_(const struct comm_choice_facts *f, char *why, size_t why_bytes)
+{
+    if (f->nccl_version < 23000 || !f->multi_rank_env) {
+        snprintf(why, why_bytes,
+                 "ranks share a GPU, which NCCL %d.%d refuses (\"Duplicate GPU detected\"; NCCL >= "
+                 "2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1 allows it)",
+                 f->nccl_version / 10000, f->nccl_version % 10000 / 100);
+        return 0;
+    }
+    if (f->max_ranks_per_gpu > NCCL_RANKS_PER_GPU_DEFAULT && !(f->mps && f->max_ctas_set)) {
+        snprintf(why, why_bytes,
+                 "%d ranks share a GPU; NCCL supports %d a GPU unless MPS runs and NCCL_MAX_CTAS "
+                 "bounds each rank (else it can hang short of resources)",
+                 f->max_ranks_per_gpu, NCCL_RANKS_PER_GPU_DEFAULT);
+        return 0;
+    }
+    return 1;
+}
+
+int comm_nccl_ranks_per_gpu(const struct comm_choice_facts *f)
+{
+    if (!f->nccl_built || !f->all_cuda || f->mig || f->nccl_version < 21400 ||
+        (f->all_to_all && f->staged))
+        return 0;
+    if (f->nccl_version < 23000 || !f->multi_rank_env)
+        return 1;
+    return f->mps && f->max_ctas_set ? INT_MAX : NCCL_RANKS_PER_GPU_DEFAULT;
+}
+
+int comm_choose_backend(const char *requested, const struct comm_choice_facts *f,
+                        const char **chosen, char *why, size_t why_bytes)
+{
+    if (!chosen || !f)
+        return VGPU_EINVAL;
+    *chosen = NULL;
+    char no[256] = ""; // why NCCL cannot run this job ("" = it can)
+    const int shared = f->max_ranks_per_gpu > 1;
+    // Deterministic mode exchanges partial sums with an all-to-all, which
+    // the ring has on host windows only and NCCL not at all: where some
+    // rank's memory is a GPU's (or staged) the mpi backend, through host
+    // staging, is the one that can.
+    const int host_exchange = f->all_to_all && f->staged;
+    if (!f->nccl_built)
+        snprintf(no, sizeof no, "this build has no NCCL backend");
+    else if (!f->all_cuda)
+        snprintf(no, sizeof no, "not every rank has a CUDA device");
+    else if (f->mig)
+        snprintf(no, sizeof no, "ranks run on MIG instances, which NCCL does not support "
+                                "(NVIDIA/nccl#1716)");
+    else if (f->nccl_version == 0)
+        snprintf(no, sizeof no, "NCCL could not be loaded at run time (libnccl.so.2 not found)");
+    else if (f->nccl_version < 21400)
+        snprintf(no, sizeof no, "NCCL %d.%d found at run time, and vgpu needs >= 2.14 "
+                                "(ncclCommInitRankConfig)",
+                 f->nccl_version / 10000, f->nccl_version % 10000 / 100);
+    else if (shared)
+        multi_rank_ok_(f, no, sizeof no); // fills `no` when it is not
+    if (host_exchange && (!requested || !*requested || !strcmp(requested, "auto"))) {
+        *chosen = "mpi";
+        why_(why, why_bytes, "%s", "deterministic mode on GPUs: its all-to-all goes through host "
+                                   "memory, which the ring and NCCL do not do");
+        return 0;
+    }
+    if (host_exchange && (!strcmp(requested, "ring") || !strcmp(requested, "nccl"))) {
+        if (why && why_bytes)
+            snprintf(why, why_bytes,
+                     "comm.backend = %s has no all-to-all on GPU memory, which deterministic "
+                     "mode needs: use comm.backend = mpi or auto",
+                     requested);
+        return VGPU_ECONFIG;
+    }
+    if (!requested || !*requested || strcmp(requested, "auto") == 0) {
+        *chosen = no[0] ? "ring" : "nccl";
+        if (no[0])
+            why_(why, why_bytes, "%s", no);
+        else
+            why_(why, why_bytes, "%s", shared ? "ranks share a GPU under NCCL_MULTI_RANK_GPU_ENABLE=1, "
+                                              "within NCCL's documented limits"
+                                            : "every rank has its own GPU");
+        return 0;
+    }
+    if (strcmp(requested, "ring") == 0 || strcmp(requested, "mpi") == 0) {
+        *chosen = strcmp(requested, "ring") == 0 ? "ring" : "mpi";
+        why_(why, why_bytes, "requested (comm.backend = %s)", requested);
+        return 0;
+    }
+    if (strcmp(requested, "nccl") == 0) {
+        if (no[0]) {
+            if (why && why_bytes)
+                snprintf(why, why_bytes, "comm.backend = nccl, but %s; use comm.backend = ring or auto",
+                         no);
+            return VGPU_ECONFIG;
+        }
+        *chosen = "nccl";
+        why_(why, why_bytes, "requested (comm.backend = %s)", requested);
+        return 0;
+    }
+    why_(why, why_bytes, "unknown comm.backend '%s' (expected auto, ring, mpi or nccl)", requested);
+    return VGPU_ECONFIG;
+}

@@ -1,0 +1,601 @@
+// comm_ring.c: the ring collective backend: bootstrap (shared control
+// segment, peers' windows mapped), what a window is (ring_window_kind: a CPU
+// arena, a host staging segment that device buffers are copied through, or a
+// GPU arena the ranks sharing that GPU map into each other with CUDA IPC),
+// and diagnostics.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "device_internal.h"
+#include "env.h"
+#include "log.h"
+#include "ring_internal.h"
+#include "shm_share.h"
+#include "status.h"
+
+#define RING_CTL_MAGIC 0x76677075636f6e31ull // "vgpucon1"
+#define RING_DEFAULT_SLICE_BYTES (1u << 20)
+// Collectives are cut into pieces of this many bytes (all ranks alike), so
+// that a staging window of this size carries any count.
+#define RING_PIECE_BYTES (64ull << 20)
+#define RING_MIN_STAGE_BYTES (64ull << 10) // the smallest staging window
+// Polls of a neighbour's counter before sleeping on the futex (tuned with
+// scripts/bench_allreduce.sh; override with VGPU_RING_SPIN). With a core per
+// rank the neighbour is running and usually publishes within microseconds:
+// spin long. Oversubscribed, a spinning rank only delays the neighbour it
+// waits for (they share a core): go to sleep almost at once.
+#define RING_SPIN_DEDICATED 20000
+#define RING_SPIN_OVERSUBSCRIBED 20
+
+struct ring_ctl {
+    uint64_t magic;        // RING_CTL_MAGIC once the leader has initialised it
+    uint32_t slots;        // same-host ranks, one slot each
+    uint32_t slot_bytes;   // sizeof(struct ring_slot), checked by every mapper
+    char pad_[128 - 16];
+    struct ring_slot slot[]; // indexed by the rank's index among its host's ranks
+};
+
+// What every rank tells every other at create.
+struct ring_peer {
+    int node;              // host index
+    int staging;           // its window is a staging segment
+    char host[64];
+    struct shm_handle win; // its window, for a same-host right neighbour to map
+    uint64_t dev_bytes;    // (device windows) its arena's size
+    unsigned char ipc[DEVICE_IPC_HANDLE_BYTES]; // (device windows) its arena's IPC handle
+};
+
+struct ring_comm {
+    struct ring_core core;     // first: report_ gets back here from the core
+    MPI_Comm mpi;              // duplicate of the communicator
+    device_t *dev;
+    struct ring_peer *peers;   // by rank, [size]
+    int *order;                // ring position -> rank, [size]
+    int *pos_of;               // rank -> ring position, [size]
+    int *slot_of;              // rank -> slot index on its host, [size]
+    struct ring_ctl *ctl;      // the host's control segment
+    size_t ctl_bytes;
+    enum ring_window kind;     // what the windows are (ring_window_kind)
+    int staging;               // device buffers pass through `stage`
+    char *stage;               // (staging) this rank's window
+    uint64_t stage_bytes;
+    void *left_map;            // the left neighbour's window, mapped read-only
+    size_t left_map_bytes;
+    void *left_dev;            // (device windows) the left's arena, opened by IPC
+    uint64_t piece_bytes;      // unit of one engine pass, bytes
+};
+
+// ---- diagnostics ----
+
+static void report_(struct ring_core *core, int peer, int timed_out, double waited_s)
+{
+    struct ring_comm *rc = (struct ring_comm *)core;
+    const char *host = rc->peers[peer].host;
+    if (!timed_out) {
+        log_warn("collective still waiting for rank %d (host %s) after %.1f s (timeout %.1f s)",
+                 peer, host, waited_s, core->timeout_s);
+        return;
+    }
+    // The neighbour may itself be stuck behind someone: name the same-host
+    // rank that is furthest behind too, it is usually the one to look at.
+    char extra[160] = "";
+    int lag = -1;
+    uint64_t lag_steps = UINT64_MAX;
+    for (int q = 0; q < core->size; q++)
+        if (rc->peers[q].node == rc->peers[core->rank].node) {
+            uint64_t v = shm_flag_read(&rc->ctl->slot[rc->slot_of[q]].progress);
+            if (v < lag_steps)
+                lag_steps = v, lag = q;
+        }
+    if (lag >= 0 && lag != peer && lag_steps < core->progress)
+        snprintf(extra, sizeof extra, "; rank %d (host %s) is the furthest behind", lag,
+                 rc->peers[lag].host);
+    log_error("collective timed out after %.1f s waiting for rank %d (host %s)%s", waited_s, peer,
+              host, extra);
+}
+
+// ---- bootstrap ----
+
+static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, "ring", call); }
+
+// A segment of this rank's (shm_share.h); returns its descriptor, held until
+// every peer has mapped it, or a negative status.
+static int create_segment_(const char *what, uint64_t bytes, struct shm_handle *h, void **map)
+{
+    int fd = shm_share_create(what, bytes, 1, h);
+    if (fd < 0) {
+        log_error("ring: cannot create the %s segment (%llu bytes): %s", what,
+                  (unsigned long long)bytes, status_str(fd));
+        return fd;
+    }
+    int rc = shm_share_map(h, 1, map);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static void ring_destroy_(comm_t *c);
+
+// CPUs this process may run on (its affinity mask; mpirun may bind ranks).
+static int cpus_available_(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+        int n = CPU_COUNT(&set);
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        // A rank bound to one core still shares the host with its peers:
+        // what matters is how many cores the host's ranks have between them.
+        return online > n ? (int)online : n;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
+                                  int force_staging)
+{
+    const struct ring_device_fact *mine = &facts[me];
+    if (!mine->cuda)
+        return force_staging ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
+    // Device windows need every rank on this host, on this very GPU (IPC
+    // between processes of one device), and no MIG instance (no CUDA IPC).
+    int device = !force_staging && !mine->mig;
+    for (int q = 0; q < n && device; q++)
+        device = facts[q].cuda && !facts[q].mig && facts[q].node == mine->node &&
+                 strcmp(facts[q].uuid, mine->uuid) == 0;
+    return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
+}
+
+static int ring_create_(comm_t *c, const struct comm_args *args)
+{
+    struct ring_comm *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return VGPU_ENOMEM;
+    c->impl = rc;
+    rc->mpi = MPI_COMM_NULL;
+    rc->dev = args->dev;
+    const int n = c->size, me = c->rank;
+    int stage_fd = -1, ctl_fd = -1; // segments this rank created, held until mapped
+    int status = comm_mpi_dup_bounded(c, args->mpi_comm, &rc->mpi, "ring set-up (MPI_Comm_idup)");
+    rc->peers = calloc((size_t)n, sizeof *rc->peers);
+    rc->order = calloc((size_t)n, sizeof *rc->order);
+    rc->pos_of = calloc((size_t)n, sizeof *rc->pos_of);
+    rc->slot_of = calloc((size_t)n, sizeof *rc->slot_of);
+    if (status == 0 && !(rc->peers && rc->order && rc->pos_of && rc->slot_of))
+        status = VGPU_ENOMEM;
+    // On the parent communicator: a rank whose duplicate failed has none.
+    status = comm_agree(c, args->mpi_comm, status, "ring set-up");
+    if (status < 0)
+        goto fail;
+
+    // The slice must be the same everywhere (it fixes the step count).
+    uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
+    slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
+    status = comm_mpi_min_u64_bounded(c, rc->mpi, &slice, "ring set-up (slice)");
+    if (status < 0)
+        goto fail;
+
+    // This rank's window: its CPU arena, mapped by its right neighbour; its
+    // GPU arena, opened by its right neighbour through CUDA IPC (every rank on
+    // one GPU); or a host staging segment that device buffers are copied
+    // through (GPUs otherwise; VGPU_RING_STAGING=1 on any device).
+    struct ring_device_fact fact = {.node = args->node_index,
+                                    .cuda = device_is_cuda(rc->dev),
+                                    .mig = rc->dev->info.mig};
+    snprintf(fact.uuid, sizeof fact.uuid, "%s", rc->dev->info.uuid);
+    struct ring_device_fact *facts = calloc((size_t)n, sizeof *facts);
+    if (status == 0 && !facts)
+        status = VGPU_ENOMEM;
+    status = comm_agree(c, rc->mpi, status, "ring devices");
+    if (status == 0)
+        status = check_(MPI_Allgather(&fact, (int)sizeof fact, MPI_BYTE, facts, (int)sizeof fact,
+                                      MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    rc->kind = status == 0 ? ring_window_kind(facts, n, me, env_get()->ring_staging)
+                           : RING_WINDOW_HOST;
+    free(facts);
+    if (status < 0)
+        goto fail;
+    rc->staging = rc->kind == RING_WINDOW_STAGED;
+    // A staging window is host memory each rank commits: as large as the
+    // largest collective the caller declared, within [64 KiB, a piece]
+    // (larger collectives pass in pieces). Every rank must cut alike: the
+    // smallest wins; without staging anywhere the piece stays 64 MiB (and
+    // the bits of every reduction with it).
+    uint64_t piece = RING_PIECE_BYTES;
+    if (rc->staging && args->largest_bytes) {
+        piece = (args->largest_bytes + 4095) & ~(uint64_t)4095;
+        piece = piece < RING_MIN_STAGE_BYTES ? RING_MIN_STAGE_BYTES
+                : piece > RING_PIECE_BYTES   ? RING_PIECE_BYTES
+                                             : piece;
+    }
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &piece, "ring set-up (piece)");
+    rc->piece_bytes = piece;
+    struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
+    snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
+    if (status == 0 && rc->staging) {
+        rc->stage_bytes = rc->piece_bytes;
+        void *map = NULL;
+        stage_fd = create_segment_("vgpu-stage", rc->stage_bytes, &mine.win, &map);
+        status = stage_fd < 0 ? stage_fd : 0;
+        rc->stage = map;
+        // Every collective copies through it to and from the device.
+        if (status == 0)
+            device_pin_host(rc->dev, rc->stage, rc->stage_bytes);
+        rc->core.win = rc->stage;
+        rc->core.win_bytes = rc->stage_bytes;
+    } else if (status == 0 && rc->kind == RING_WINDOW_DEVICE) {
+        // ring_window_kind gives it only to devices with IPC (CUDA).
+        rc->core.win = rc->dev->arena.base;
+        rc->core.win_bytes = rc->dev->arena.cap_bytes;
+        rc->core.mem = device_ring_mem(rc->dev);
+        mine.dev_bytes = rc->core.win_bytes;
+        status = device_ipc_export(rc->dev, mine.ipc);
+    } else if (status == 0) {
+        rc->core.win = device_cpu_view(rc->dev, rc->dev->arena.base);
+        rc->core.win_bytes = rc->dev->arena.cap_bytes;
+        status = device_cpu_share(rc->dev, &mine.win);
+    }
+    status = comm_agree(c, rc->mpi, status, "ring windows");
+    if (status == 0)
+        status = check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers,
+                                      (int)sizeof mine, MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    if (status < 0)
+        goto fail;
+
+    // Ring order: by host, then rank, so the ring crosses each host boundary
+    // once and every other link is shared memory.
+    for (int q = 0; q < n; q++)
+        rc->order[q] = q;
+    for (int i = 1; i < n; i++) { // insertion sort: n is small and this runs once
+        int q = rc->order[i], j = i;
+        while (j > 0 && rc->peers[rc->order[j - 1]].node > rc->peers[q].node) {
+            rc->order[j] = rc->order[j - 1];
+            j--;
+        }
+        rc->order[j] = q;
+    }
+    int local_size = 0, leader = -1;
+    for (int i = 0; i < n; i++)
+        rc->pos_of[rc->order[i]] = i;
+    for (int q = 0; q < n; q++) {
+        rc->slot_of[q] = 0;
+        for (int q2 = 0; q2 < q; q2++)
+            rc->slot_of[q] += rc->peers[q2].node == rc->peers[q].node;
+        if (rc->peers[q].node == args->node_index) {
+            local_size++;
+            if (leader < 0)
+                leader = q;
+        }
+    }
+
+    // The host's control segment: created and initialised by its lowest rank
+    // before anyone else maps it (the agreement between is the barrier).
+    rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
+    struct shm_handle ctl_mine = {0};
+    if (me == leader) {
+        void *map = NULL;
+        ctl_fd = create_segment_("vgpu-ring-ctl", rc->ctl_bytes, &ctl_mine, &map);
+        status = ctl_fd < 0 ? ctl_fd : 0;
+        rc->ctl = map;
+        if (status == 0) {
+            rc->ctl->slots = (uint32_t)local_size;
+            rc->ctl->slot_bytes = sizeof(struct ring_slot);
+            rc->ctl->magic = RING_CTL_MAGIC;
+        }
+    }
+    struct shm_handle *ctls = calloc((size_t)n, sizeof *ctls);
+    if (status == 0 && !ctls)
+        status = VGPU_ENOMEM;
+    status = comm_agree(c, rc->mpi, status, "ring control segment");
+    if (status == 0)
+        status = check_(MPI_Allgather(&ctl_mine, (int)sizeof ctl_mine, MPI_BYTE, ctls,
+                                      (int)sizeof ctl_mine, MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    if (status < 0) {
+        free(ctls);
+        goto fail;
+    }
+    // A failure from here on is agreed at "ring mappings", by everyone.
+    if (me != leader) {
+        void *map = NULL;
+        status = shm_share_map(&ctls[leader], 1, &map);
+        rc->ctl = map;
+        if (status == 0 && (rc->ctl->magic != RING_CTL_MAGIC ||
+                            rc->ctl->slots != (uint32_t)local_size ||
+                            rc->ctl->slot_bytes != sizeof(struct ring_slot))) {
+            log_error("ring: rank %d's control segment does not match this build", leader);
+            status = VGPU_ECOMM;
+        }
+    }
+    free(ctls);
+
+    // Links. Only the left neighbour's window is ever read here.
+    const int p = rc->pos_of[me];
+    struct ring_core *core = &rc->core;
+    core->pos = p;
+    core->size = n;
+    core->order = rc->order;
+    core->rank = me;
+    core->left.rank = rc->order[(p + n - 1) % n];
+    core->right.rank = rc->order[(p + 1) % n];
+    core->left.local = rc->peers[core->left.rank].node == args->node_index;
+    core->right.local = rc->peers[core->right.rank].node == args->node_index;
+    core->slice_bytes = slice;
+    core->mpi = rc->mpi;
+    core->timeout_s = c->timeout_s;
+    const long spin = env_get()->ring_spin;
+    core->spin_count = spin >= 0                           ? (unsigned)spin
+                       : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
+                                                        : RING_SPIN_DEDICATED;
+    core->report = report_;
+    if (status == 0) {
+        core->me = &rc->ctl->slot[rc->slot_of[me]];
+        if (core->left.local)
+            core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
+        if (core->right.local)
+            core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
+        if (n > 1 && core->left.local && rc->kind == RING_WINDOW_DEVICE) {
+            const struct ring_peer *lp = &rc->peers[core->left.rank];
+            status = device_ipc_open(rc->dev, lp->ipc, &rc->left_dev);
+            core->left.win = rc->left_dev;
+            core->left.win_bytes = lp->dev_bytes;
+            if (status < 0)
+                log_error("ring: cannot open rank %d's GPU arena (CUDA IPC); "
+                          "VGPU_RING_STAGING=1 copies through host memory instead",
+                          core->left.rank);
+        } else if (n > 1 && core->left.local) {
+            const struct ring_peer *lp = &rc->peers[core->left.rank];
+            status = shm_share_map(&lp->win, 0, &rc->left_map);
+            rc->left_map_bytes = lp->win.bytes;
+            core->left.win = rc->left_map;
+            core->left.win_bytes = lp->win.bytes;
+        }
+        if (status == 0 && (!core->left.local || !core->right.local)) {
+            // A chunk: a step's slice and up to 16 elements of 8 bytes more.
+            core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
+            core->landing = malloc(core->landing_bytes);
+            if (!core->landing)
+                status = VGPU_ENOMEM;
+        }
+        // Steps count from what this host's slots say (0 for a new segment).
+        core->progress = 0;
+    }
+    // Everyone has mapped everything it needs: the descriptors can go.
+    status = comm_agree(c, rc->mpi, status, "ring mappings");
+fail:
+    if (ctl_fd >= 0)
+        close(ctl_fd);
+    if (stage_fd >= 0)
+        close(stage_fd);
+    if (status < 0)
+        ring_destroy_(c);
+    return status;
+}
+
+static void ring_destroy_(comm_t *c)
+{
+    struct ring_comm *rc = c->impl;
+    if (!rc)
+        return;
+    if (rc->left_map)
+        munmap(rc->left_map, rc->left_map_bytes);
+    // A neighbour's arena is closed here before its owner frees it (freeing
+    // an exported allocation still open elsewhere is undefined): everyone
+    // closes, then agrees, then goes on to free its own. After a timeout the
+    // job is ending anyway and a dead peer would not agree.
+    if (rc->kind == RING_WINDOW_DEVICE) {
+        device_ipc_close(rc->dev, rc->left_dev);
+        if (!rc->core.broken && rc->mpi != MPI_COMM_NULL)
+            comm_agree(c, rc->mpi, 0, "ring teardown");
+    }
+    if (rc->ctl)
+        munmap(rc->ctl, rc->ctl_bytes);
+    if (rc->stage) {
+        device_unpin_host(rc->dev, rc->stage);
+        munmap(rc->stage, rc->stage_bytes);
+    }
+    free(rc->core.landing);
+    free(rc->peers);
+    free(rc->order);
+    free(rc->pos_of);
+    free(rc->slot_of);
+    // After a timeout a peer may never match what MPI still has in flight:
+    // the job is being aborted anyway, so do not risk blocking here.
+    if (rc->mpi != MPI_COMM_NULL && !rc->core.broken)
+        MPI_Comm_free(&rc->mpi);
+    free(rc);
+    c->impl = NULL;
+}
+
+// ---- collectives: device buffers to host windows ----
+
+// Where the engine reaches a device buffer: a CPU device's host view, or on
+// device windows the device pointer itself.
+static char *view_(struct ring_comm *rc, const void *dev_ptr)
+{
+    if (!dev_ptr)
+        return NULL;
+    return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_cpu_view(rc->dev, dev_ptr);
+}
+
+static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
+                            enum comm_dtype t, enum comm_reduce_op op)
+{
+    struct ring_comm *rc = c->impl;
+    const uint64_t es = comm_dtype_size(t), piece = rc->piece_bytes / es;
+    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = count - lo < piece ? count - lo : piece;
+        const size_t bytes = len * es, at = lo * es;
+        if (rc->staging) {
+            char *s = rc->stage;
+            if (bytes)
+                TRY(device_copy_to_host(rc->dev, s, (const char *)send + at, bytes));
+            TRY(ring_core_all_reduce(&rc->core, s, s, len, t, op));
+            if (bytes)
+                TRY(device_copy_to_device(rc->dev, (char *)recv + at, s, bytes));
+        } else {
+            char *s = view_(rc, send), *d = view_(rc, recv);
+            TRY(ring_core_all_reduce(&rc->core, bytes ? s + at : NULL, bytes ? d + at : NULL, len,
+                                     t, op));
+        }
+    }
+    return 0;
+}
+
+// The engine reports ranges from the start of one piece; the caller's are
+// from the start of the whole buffer.
+struct piece_update {
+    comm_update_fn update;
+    void *ctx;
+    uint64_t piece_lo;
+};
+
+static int piece_update_(void *arg, uint64_t lo, uint64_t n)
+{
+    struct piece_update *pu = arg;
+    return pu->update(pu->ctx, (size_t)(pu->piece_lo + lo), (size_t)n);
+}
+
+static int ring_all_reduce_update_(comm_t *c, float *grads, float *params, size_t count,
+                                   comm_update_fn update, void *ctx)
+{
+    struct ring_comm *rc = c->impl;
+    if (rc->staging) { // through staging windows: the plain form
+        TRY(ring_all_reduce_(c, grads, grads, count, COMM_FLOAT32, COMM_SUM));
+        return count ? update(ctx, 0, count) : 0;
+    }
+    const uint64_t piece = rc->piece_bytes / sizeof(float);
+    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
+    float *g = (float *)view_(rc, grads), *p = (float *)view_(rc, params);
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = count - lo < piece ? count - lo : piece;
+        struct piece_update pu = {update, ctx, lo};
+        TRY(ring_core_all_reduce_update(&rc->core, len ? g + lo : NULL, len ? p + lo : NULL, len,
+                                        piece_update_, &pu));
+    }
+    return 0;
+}
+
+static int ring_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
+{
+    struct ring_comm *rc = c->impl;
+    const uint64_t piece = rc->piece_bytes;
+    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
+    const int root_pos = rc->pos_of[root];
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
+        char *dbuf = len ? (char *)buf + lo : NULL;
+        if (rc->staging) {
+            if (len && c->rank == root)
+                TRY(device_copy_to_host(rc->dev, rc->stage, dbuf, len));
+            TRY(ring_core_broadcast(&rc->core, rc->stage, len, root_pos));
+            if (len && c->rank != root)
+                TRY(device_copy_to_device(rc->dev, dbuf, rc->stage, len));
+        } else {
+            TRY(ring_core_broadcast(&rc->core, len ? view_(rc, dbuf) : NULL, len, root_pos));
+        }
+    }
+    return 0;
+}
+
+static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct ring_comm *rc = c->impl;
+    const int n = c->size, me = c->rank;
+    uint64_t piece = rc->piece_bytes / (uint64_t)n & ~(uint64_t)63;
+    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
+    for (uint64_t i = 0; i < pieces; i++) {
+        const uint64_t lo = i * piece;
+        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
+        if (rc->staging) {
+            char *s = rc->stage;
+            if (len)
+                TRY(device_copy_to_host(rc->dev, s + (uint64_t)me * len, (const char *)send + lo,
+                                        len));
+            TRY(ring_core_all_gather(&rc->core, s + (uint64_t)me * len, s, len, len));
+            for (int q = 0; len && q < n; q++)
+                TRY(device_copy_to_device(rc->dev, (char *)recv + (uint64_t)q * bytes + lo,
+                                          s + (uint64_t)q * len, len));
+        } else {
+            const char *s = len ? view_(rc, send) + lo : NULL;
+            char *d = len ? view_(rc, recv) + lo : NULL;
+            TRY(ring_core_all_gather(&rc->core, s, d, len, bytes));
+        }
+    }
+    return 0;
+}
+
+// The deterministic all-reduce's exchange. Every block goes to a different
+// rank, so there is nothing to pipeline around a ring: MPI's all-to-all on
+// the host windows (shared memory between same-host ranks, TCP between hosts),
+// waited for with the bound comm.timeout_s.
+static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
+{
+    struct ring_comm *rc = c->impl;
+    if (rc->kind != RING_WINDOW_HOST) {
+        log_error("ring backend: all-to-all needs host-addressable device memory (CPU devices); "
+                  "use comm.backend = mpi");
+        return VGPU_EUNSUPPORTED;
+    }
+    const size_t piece = 1ull << 30; // MPI counts are ints
+    for (size_t done = 0; done < bytes || done == 0; done += piece) {
+        const size_t len = bytes - done < piece ? bytes - done : piece;
+        MPI_Datatype strided;
+        TRY(comm_mpi_strided_type("ring", len, bytes, &strided));
+        const char *s = len ? view_(rc, send) + done : NULL;
+        char *r = len ? view_(rc, recv) + done : NULL;
+        MPI_Request req;
+        int status = check_(MPI_Ialltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided,
+                                          rc->mpi, &req),
+                            "MPI_Ialltoall");
+        if (status == 0)
+            status = comm_mpi_wait_bounded(c, &req, "all-to-all");
+        MPI_Type_free(&strided);
+        TRY(status);
+        if (bytes == 0)
+            break;
+    }
+    return 0;
+}
+
+static int ring_barrier_(comm_t *c)
+{
+    struct ring_comm *rc = c->impl;
+    return ring_core_barrier(&rc->core);
+}
+
+static double ring_waited_(const comm_t *c)
+{
+    const struct ring_comm *rc = c->impl;
+    return rc->core.waited_s;
+}
+
+const struct comm_ops comm_ring_ops = {
+    .name = "ring",
+    .create = ring_create_,
+    .all_reduce = ring_all_reduce_,
+    .broadcast = ring_broadcast_,
+    .all_gather = ring_all_gather_,
+    .all_to_all = ring_all_to_all_,
+    .all_reduce_update = ring_all_reduce_update_,
+    .barrier = ring_barrier_,
+    .destroy = ring_destroy_,
+    .waited = ring_waited_,
+};

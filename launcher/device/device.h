@@ -1,0 +1,197 @@
+// device.h: a virtual GPU: memory-capped device memory, explicit copies, and
+// the math the worker needs. Backends (cpu, cuda) are struct device_ops tables.
+//
+// Contract shared by every function here:
+// - pointers called "device" must come from device_alloc on the same device;
+//   passing a host pointer is an error (VGPU_EINVAL), as it would fault on a GPU;
+// - on the CPU backend device memory is NOT host-addressable: dereferencing a
+//   device pointer from host code faults (SIGSEGV), as it would on a GPU;
+// - work is ordered on one stream; results are visible to the host after
+//   device_copy_to_host (which synchronises) or device_sync;
+// - functions return 0 or a negative status; VGPU_EDEVMEM has already been
+//   reported with the rank, the request, the usage and the cap.
+#ifndef VGPU_DEVICE_H
+#define VGPU_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "config.h" // enum device_kind
+
+typedef struct device device_t;
+
+// A physical device as discovered (a GPU, or the host for CPU simulation).
+struct device_info {
+    enum device_kind kind; // DEVICE_KIND_CPU | DEVICE_KIND_CUDA
+    int index;             // ordinal among visible devices of that kind
+    char name[96];         // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+    uint64_t total_bytes;  // device memory (CPU: host RAM)
+    uint64_t free_bytes;   // free now (CPU: available host memory; CUDA: physically free)
+    char pci_bus_id[32];   // CUDA only, else ""
+    char uuid[48];         // CUDA: GPU or MIG UUID; CPU: "cpu-<boot id>" (same for all ranks on a host)
+    int compute_mode;      // CUDA: enum gpu_compute_mode (gpu_driver.h); CPU: 0
+    int mig;               // CUDA: a MIG instance
+    int free_unknown;      // CUDA: free_bytes is the total (no NVML to tell free memory)
+    uint64_t client_limit_bytes; // CUDA under MPS: this process's pinned memory limit (0 = none)
+    int simulated;         // a GPU of VGPU_SIM_GPUS: CPU math behind a GPU's description
+};
+
+struct device_counters {
+    uint64_t h2d_calls, h2d_bytes; // host -> device copies
+    uint64_t d2h_calls, d2h_bytes; // device -> host copies
+    uint64_t d2d_calls, d2d_bytes; // device -> device copies
+};
+
+// Arguments of softmax_xent: per-sample outputs, one row of 3 floats per
+// sample: {loss, correct (top-1), in top-5}.
+#define XENT_STATS 3
+
+#define DEVICE_IPC_HANDLE_BYTES 64
+struct ring_mem_ops;
+
+struct device_ops {
+    enum device_kind kind;
+    const char *name; // device_kind_name(kind)
+    // Memory: reserve / release the capped region (the arena sub-allocates).
+    int (*reserve)(device_t *dev, uint64_t cap_bytes);
+    void (*release)(device_t *dev);
+    int (*copy_h2d)(device_t *dev, void *dst, const void *src, size_t bytes);
+    // Without waiting (NULL: copy_h2d, which returns when done).
+    int (*copy_h2d_async)(device_t *dev, void *dst, const void *src, size_t bytes);
+    int (*copy_d2h)(device_t *dev, void *dst, const void *src, size_t bytes);
+    int (*copy_d2d)(device_t *dev, void *dst, const void *src, size_t bytes);
+    int (*memset_zero)(device_t *dev, void *dst, size_t bytes);
+    int (*sync)(device_t *dev);
+    // Page-locks a host range for fast copies (NULL: nothing to do, the CPU).
+    int (*pin_host)(device_t *dev, void *ptr, size_t bytes);
+    void (*unpin_host)(device_t *dev, void *ptr);
+    // Math (row-major). See the device_* wrappers below for shapes.
+    int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float *a, const float *b, float beta, float *c);
+    int (*decode_u8)(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
+    int (*bias_add)(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
+    int (*bias_grad)(device_t *dev, float *dbias, const float *dout, int rows, int cols);
+    int (*relu_backward)(device_t *dev, float *din, const float *dout, const float *out, size_t n);
+    int (*softmax_xent)(device_t *dev, float *dlogits, float *stats, const float *logits,
+                        const int32_t *labels, int rows, int classes, float grad_scale);
+    int (*axpby)(device_t *dev, float *y, float a, const float *x, float b, size_t n);
+    int (*sgd_step)(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
+                    float lr, float momentum, float weight_decay);
+    int (*adam_step)(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
+                     float lr, float beta1, float beta2, float eps, float weight_decay,
+                     float bias_corr1, float bias_corr2, int decoupled);
+    // Optional, NULL where the backend has none (the CPU: its memory is
+    // shared through device_cpu_share and the ring reads it in place).
+    // The native stream every kernel and copy runs on (a cudaStream_t).
+    void *(*stream)(const device_t *dev);
+    // The ring over device memory (comm_ring.c): its memory operations on
+    // the device's stream (ring_mem.h); the arena's IPC handle, and a
+    // neighbour's arena opened from it (closed before its owner frees it).
+    const struct ring_mem_ops *(*ring_mem)(device_t *dev);
+    int (*ipc_export)(const device_t *dev, unsigned char handle[DEVICE_IPC_HANDLE_BYTES]);
+    int (*ipc_open)(device_t *dev, const unsigned char handle[DEVICE_IPC_HANDLE_BYTES], void **base);
+    void (*ipc_close)(device_t *dev, void *base);
+};
+
+struct device {
+    const struct device_ops *ops;
+    struct device_info info;     // the physical device this virtual GPU lives on
+    int virtual_id;              // virtual GPU number (the world rank)
+    int rank;                    // world rank, for messages
+    char host[64];
+    uint64_t cap_bytes;          // the memory cap
+    arena_t arena;               // sub-allocator over the reserved region
+    struct device_counters counters;
+    int blas_threads;            // CPU backend: BLAS threads for this rank
+    int host_reads_pending;      // asynchronous copies whose host source may still be read
+    void *impl;                  // backend state
+};
+
+// The backend registry: the backend of a kind, or by name; NULL if unknown
+// or not built into this binary.
+const struct device_ops *device_backend(enum device_kind kind);
+const struct device_ops *device_find_ops(const char *name);
+// "cpu", "cuda" ("auto" and "?" for what no device has).
+const char *device_kind_name(enum device_kind kind);
+
+// Physical devices of `kind` (cpu or cuda) this process sees. Fills up
+// to max entries and sets *count (0 for cuda when there is no driver or no
+// GPU: not an error). For cuda the driver layer answers (gpu_driver.h: CUDA,
+// or the simulated topology of VGPU_SIM_GPUS). Returns VGPU_EUNSUPPORTED for
+// cuda when no GPU support is built and none is simulated, VGPU_EIO for a GPU
+// that is present but failing (err names it).
+int device_discover(enum device_kind kind, struct device_info *out, int max, int *count, char *err,
+                    size_t err_bytes);
+
+// Opens a virtual GPU on physical device `info`: reserves cap_bytes up front.
+// The CPU backend's arena is a memfd that same-host peers can map (see comm
+// and shm_share.h).
+// Returns 0, VGPU_EDEVMEM (the cap cannot be reserved), or another error.
+int device_open(device_t *dev, const struct device_info *info, int rank, const char *host,
+                uint64_t cap_bytes, int blas_threads);
+// Frees everything; device_close(NULL) is a no-op.
+void device_close(device_t *dev);
+
+// The backend's name ("cpu" or "cuda").
+const char *device_kind(const device_t *dev);
+
+// Allocates from the capped arena. Over the cap: logs
+// "device memory cap exceeded: requested X, in use Y of CAP (virtual GPU v on
+// physical device d)" and returns VGPU_EDEVMEM.
+int device_alloc(device_t *dev, size_t bytes, void **ptr);
+// Allocates `count` floats, zeroed.
+int device_alloc_floats(device_t *dev, size_t count, float **ptr);
+int device_free(device_t *dev, void *ptr);
+
+int device_copy_to_device(device_t *dev, void *dst, const void *host_src, size_t bytes);
+// The same copy without waiting for it (CUDA: queued on the device's stream;
+// a CPU device copies at once). host_src must not change until
+// device_wait_host_reads, a copy to the host or device_sync has returned;
+// page-locked sources (device_pin_host) are copied truly asynchronously.
+int device_copy_to_device_async(device_t *dev, void *dst, const void *host_src, size_t bytes);
+// Returns once the host sources of every asynchronous copy have been read
+// (at once when none is outstanding).
+int device_wait_host_reads(device_t *dev);
+int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t bytes);
+int device_copy(device_t *dev, void *dst, const void *src, size_t bytes);
+int device_zero(device_t *dev, void *dst, size_t bytes);
+int device_sync(device_t *dev);
+
+// Registers a host buffer that copies to and from the device use often, so
+// that they run at full speed without a bounce through pageable memory
+// (CUDA: cudaHostRegister); a no-op on the CPU backend. Returns 0, or a
+// negative status after which the buffer is still usable, only slower.
+// device_unpin_host before freeing it (NULL is ignored).
+int device_pin_host(device_t *dev, void *ptr, size_t bytes);
+void device_unpin_host(device_t *dev, void *ptr);
+
+// c[m,n] = alpha * op(a) @ op(b) + beta * c; op(a) is [m,k], op(b) is [k,n];
+// a is stored [m,k] (or [k,m] when trans_a), b [k,n] (or [n,k] when trans_b).
+int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                const float *a, const float *b, float beta, float *c);
+// out[i] = table[codes[i]] for i < n; table holds 256 floats. Input batches
+// cross to the device as 8-bit codes, a quarter of the bytes of floats.
+int device_decode_u8(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
+// out[r,c] += bias[c], then out = max(out, 0) when relu != 0; out is [rows, cols].
+int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
+// dbias[c] = sum_r dout[r,c] (overwritten; zeros when rows is 0).
+int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols);
+// din = out > 0 ? dout : 0 (out is the ReLU output); in-place (din == dout) allowed.
+int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n);
+// Numerically stable softmax cross-entropy per row of logits[rows, classes]:
+// dlogits = (softmax - onehot(label)) * grad_scale; stats[rows, XENT_STATS].
+// dlogits may be NULL (evaluation). Labels outside [0, classes) give VGPU_EINVAL.
+int device_softmax_xent(device_t *dev, float *dlogits, float *stats, const float *logits,
+                        const int32_t *labels, int rows, int classes, float grad_scale);
+// y = a * x + b * y.
+int device_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n);
+// SGD with momentum and (L2) weight decay.
+int device_sgd_step(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
+                    float lr, float momentum, float weight_decay);
+// Adam; decoupled != 0 gives AdamW. bias_corr* = 1 - beta^t.
+int device_adam_step(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
+                     float lr, float beta1, float beta2, float eps, float weight_decay,
+                     float bias_corr1, float bias_corr2, int decoupled);
+
+#endif

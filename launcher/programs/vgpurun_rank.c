@@ -1,0 +1,141 @@
+// vgpurun_rank.c: vgpurun-rank, what each rank of a vgpurun job starts as
+// before it becomes the user's program. Any program then finds what its
+// framework expects: torchrun's RANK, WORLD_SIZE, LOCAL_RANK and
+// LOCAL_WORLD_SIZE (from the launcher's own variables; MASTER_ADDR and
+// MASTER_PORT come from vgpurun), and on a host with GPUs its own
+// CUDA_VISIBLE_DEVICES: the GPU that vgpu's binding policy gives this local
+// rank (binding_place: ranks in order fill the usable GPUs,
+// VGPU_RANKS_PER_DEVICE each), named by UUID. A program that knows nothing
+// of vgpu thus gets its slice of the GPU as "cuda:0"; vgpu's own programs
+// take the launcher's value back and make the runtime's one binding decision
+// with every rank's view and their config (binding.h).
+// Usage (by vgpurun): vgpurun-rank PROGRAM ARGS...
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "binding.h"
+#include "config.h"
+#include "device.h"
+#include "gpu_driver.h"
+#include "status.h"
+#include "vgpurun_plan.h"
+
+#define MAX_GPUS 64
+
+static const char *get_(const char *name) { return getenv(name); }
+
+static void set_int_(const char *name, int value)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", value);
+    setenv(name, v, 1);
+}
+
+// A list of MIG instances in CUDA_VISIBLE_DEVICES: CUDA shows a process
+// only the first, so every rank would land there. The list is the
+// scheduler's or the user's hand-out: local rank i takes entry i (modulo
+// its length). Returns 1 when it pinned.
+static int pin_mig_instance_(const struct vgpurun_rank_id *id)
+{
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    if (!list || strncmp(list, "MIG-", 4) != 0 || !strchr(list, ','))
+        return 0;
+    char *copy = strdup(list), *save = NULL;
+    const char *entries[MAX_GPUS];
+    int n = 0, all_mig = 1;
+    for (char *e = copy ? strtok_r(copy, ",", &save) : NULL; e && n < MAX_GPUS;
+         e = strtok_r(NULL, ",", &save)) {
+        all_mig &= !strncmp(e, "MIG-", 4);
+        entries[n++] = e;
+    }
+    if (n > 1 && all_mig) // no record: a vgpu program cannot see more than one either
+        setenv("CUDA_VISIBLE_DEVICES", entries[id->local_rank % n], 1);
+    free(copy);
+    return n > 1 && all_mig;
+}
+
+// This rank's GPU by the binding policy's placement (binding_place: the
+// runtime's rules), into CUDA_VISIBLE_DEVICES, for a program that knows
+// nothing of vgpu; what it pinned and the value replaced are recorded
+// (BINDING_ENV_PINNED) so that a vgpu program takes the value back and binds
+// itself with every rank's view and its own config. Left alone: no GPU or a
+// failing one (the program says why), a single GPU in view (a scheduler's
+// per-task GPU, one MIG instance: nothing to choose). A placement the
+// policy refuses is refused (said once a host; returns 2), else 0.
+static int bind_gpu_(const struct vgpurun_rank_id *id)
+{
+    unsetenv(BINDING_ENV_PINNED); // a record inherited from an outer vgpurun is not ours
+    if (pin_mig_instance_(id))
+        return 0;
+    struct device_info seen[MAX_GPUS], usable[MAX_GPUS];
+    int count = 0, n = 0;
+    char err[512] = "";
+    if (device_discover(DEVICE_KIND_CUDA, seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0)
+        return 0;
+    for (int i = 0; i < count; i++)
+        if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent
+            usable[n++] = seen[i];
+    if (n == 0 || (count == 1 && n == 1))
+        return 0;
+    struct config cfg; // the launcher's settings (VGPU_RANKS_PER_DEVICE, ...)
+    config_defaults(&cfg);
+    if (config_apply_env(&cfg, err, sizeof err) < 0)
+        config_defaults(&cfg); // the program says what is wrong with them
+    const struct gpu_driver *drv = gpu_driver();
+    struct binding_request req = {
+        .local_size = id->local_size,
+        .ndevices = n,
+        .devices = usable,
+        .ranks_per_device = cfg.devices.ranks_per_device,
+        .mps = drv && drv->mps_active(),
+    };
+    struct binding *b = calloc((size_t)id->local_size, sizeof *b);
+    if (!b)
+        return 0;
+    if (binding_place(&req, b, err, sizeof err) < 0) {
+        // What it knows (the launcher's settings, compute modes, MPS) is the
+        // job's too: a vgpu program's runtime would refuse the same.
+        if (id->local_rank == 0)
+            fprintf(stderr, "vgpurun-rank: rank %d: cannot place this host's %d ranks on its "
+                            "GPUs: %s\n", id->rank, id->local_size, err);
+        free(b);
+        return 2;
+    }
+    const char *pin = usable[b[id->local_rank].device].uuid;
+    const char *before = getenv("CUDA_VISIBLE_DEVICES");
+    char *record = NULL;
+    if (asprintf(&record, "%s|%s%s", pin, before ? "=" : "unset", before ? before : "") >= 0) {
+        setenv(BINDING_ENV_PINNED, record, 1);
+        setenv("CUDA_VISIBLE_DEVICES", pin, 1);
+        free(record);
+    } // no room for the record: no pin (a vgpu program could not take it back)
+    free(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: vgpurun-rank PROGRAM ARGS... (vgpurun runs it for each rank)\n");
+        return 2;
+    }
+    struct vgpurun_rank_id id;
+    char err[512];
+    if (vgpurun_rank_identity(get_, &id, err, sizeof err) < 0) {
+        fprintf(stderr, "vgpurun-rank: %s\n", err);
+        return 2;
+    }
+    set_int_("RANK", id.rank);
+    set_int_("WORLD_SIZE", id.world_size);
+    set_int_("LOCAL_RANK", id.local_rank);
+    set_int_("LOCAL_WORLD_SIZE", id.local_size);
+    if (bind_gpu_(&id))
+        return 2;
+    execvp(argv[1], argv + 1);
+    int e = errno;
+    fprintf(stderr, "vgpurun-rank: %s: %s\n", argv[1], strerror(e));
+    return e == ENOENT ? 127 : 126;
+}
