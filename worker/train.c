@@ -38,7 +38,7 @@ static int fill_result_(struct trainer *t, struct train_result *res)
                   (per_epoch ? (double)sampler_step_in_epoch(&t->sampler) / (double)per_epoch : 0);
     res->epochs = fmin(res->epochs, (double)t->cfg->train.epochs);
     res->steps = t->step;
-    res->train_loss = t->last_loss;
+    res->train_loss = t->report.last_loss;
     res->samples_per_s = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     const double n = t->clock.steps > 0 ? (double)t->clock.steps : 1;
     struct vgpu_comm_stats comm = {0};
@@ -175,6 +175,20 @@ static int train_epoch_(struct trainer *t, struct train_result *res, long epoch,
     return more == 0;
 }
 
+// Steps the run takes: its epochs' batches, or train.max_steps if fewer.
+static long run_steps_(const struct trainer *t)
+{
+    const struct config *cfg = t->cfg;
+    const long steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
+    return cfg->train.max_steps && cfg->train.max_steps < steps ? cfg->train.max_steps : steps;
+}
+
+void train_move_to(struct trainer *t, long step, long epoch, long step_in_epoch)
+{
+    t->step = step;
+    sampler_set_position(&t->sampler, epoch, step_in_epoch);
+}
+
 static int train_loop_(struct trainer *t, struct train_result *res)
 {
     const struct config *cfg = t->cfg;
@@ -209,7 +223,7 @@ static int train_loop_(struct trainer *t, struct train_result *res)
         if (t->job->rank == 0)
             snprintf(res->checkpoint, sizeof res->checkpoint, "%s", path);
     }
-    if (t->job->rank == 0 && t->balancing)
+    if (t->job->rank == 0 && t->balance.on)
         train_describe_split(t, res->split, sizeof res->split);
     return fill_result_(t, res);
 }
@@ -236,8 +250,8 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
         .job = job, .dev = job->v, .cfg = &job->cfg, .opts = opts, .data = data,
         .env = env_get(),
         .mode = job->cfg.train.deterministic ? &train_step_deterministic : &train_step_normal,
-        .last_loss = NAN,
-        .ckpt_lock = -1,
+        .report = {.last_loss = NAN},
+        .ckpt = {.lock = -1},
     };
     memset(result, 0, sizeof *result);
     result->data = data->name;
@@ -251,6 +265,8 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
     // Past this point the ranks are in lockstep: a failure on one rank would
     // leave the others waiting in the next collective, so it ends the job.
     // Agreed verdicts (a bad checkpoint, divergence, preemption) do not.
+    if (rc == 0)
+        t.total_steps = run_steps_(&t);
     vgpu_startup_stage(job->v, "the warm-up step");
     if (rc == 0 && (rc = trainer_start(&t)) < 0)
         FATAL(1, "training set-up failed: %s", status_str(rc));

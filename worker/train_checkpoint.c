@@ -1,16 +1,43 @@
-// train_checkpoint.c: a run's checkpoints: rank 0 writes the replica's
-// parameters, optimizer state and position; a resumed run restores them on
-// every rank, whatever the rank count that wrote them.
+// train_checkpoint.c: a run's checkpoints: rank 0 claims checkpoint.dir and
+// writes the replica's parameters, optimizer state and position there; a
+// resumed run restores them on every rank, whatever the rank count that
+// wrote them.
 #include "train_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "log.h"
 #include "util.h"
+
+int train_claim_checkpoint_dir(struct trainer *t)
+{
+    const char *dir = t->cfg->checkpoint.dir;
+    if (!dir[0])
+        return 0;
+    char err[512];
+    int removed = 0;
+    t->ckpt.lock = checkpoint_claim_dir(dir, &removed, err, sizeof err);
+    if (t->ckpt.lock < 0) {
+        log_error("%s", err);
+        return VGPU_ECONFIG;
+    }
+    if (removed)
+        log_warn("removed %d unfinished checkpoint file%s (*.tmp.*) that a run which died "
+                 "while saving left in %s", removed, removed == 1 ? "" : "s", dir);
+    return 0;
+}
+
+void train_checkpoint_free(struct trainer *t)
+{
+    if (t->ckpt.lock >= 0)
+        close(t->ckpt.lock);
+    t->ckpt.lock = -1;
+}
 
 // The checkpoint header of this run's model, optimizer and seed; position
 // fields are left for the caller.
@@ -190,12 +217,11 @@ int train_resume(struct trainer *t, const char *path)
                        t->job->v));
     TRY(vgpu_broadcast(t->opt.state, t->opt.state, t->opt.state_count, vgpu_float32, 0,
                        t->job->v));
-    t->step = hdr.meta.step;
     t->opt.t = hdr.meta.step;
     // At an epoch's last step the checkpoint precedes that epoch's
     // evaluation (checkpoints are written right after their step): the
     // resumed run does it, as everything after the checkpoint.
-    sampler_set_position(&t->sampler, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
+    train_move_to(t, (long)hdr.meta.step, (long)hdr.meta.epoch, (long)hdr.meta.step_in_epoch);
     if (t->job->rank == 0)
         printf("vgpu_train: resumed from %s at step %lld (epoch %lld, batch %lld; written by %d ranks)\n",
                hdr.path, (long long)hdr.meta.step, (long long)hdr.meta.epoch + 1,

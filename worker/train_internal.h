@@ -70,69 +70,108 @@ struct replay {
     double *stats;                 // host [micro_batches, VGPU_XENT_STATS]: unused stats
 };
 
+// ---- the trainer's parts, each written by one file ----
+
+// Where this run's steps went on this rank, seconds summed over `steps`
+// (train_step.c).
+struct step_clock {
+    double compute_s, comm_s, wait_s, optim_s;
+    double optim_in_comm_s;        // of optim_s, inside the sharded all-reduce
+    long steps;
+    int wait_known;                // the backend tells waiting from moving
+};
+
+// Batch staging (train_step.c): what a piece of a batch passes through on
+// its way to the model's input.
+struct trainer_staging {
+    float *host_rows;          // host [rows_cap, features]: float rows (float sets)
+    uint8_t *host_codes;       // host [rows_cap, features]: 8-bit codes (coded sets)
+    uint8_t *dev_codes;        // device: the codes, decoded there into the model's input
+    float *dev_lut;            // device [256]: the code -> value table of lut_set
+    const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
+    int32_t *host_labels;      // host [rows_cap]: labels of a piece
+    float *host_stats;         // host [rows_cap, VGPU_XENT_STATS]: loss, correct, top5
+    long rows_cap;             // rows the staging holds
+};
+
+// Deterministic mode's micro-batches on this rank (train_step.c).
+struct trainer_micro {
+    int per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
+    int first;                 // this rank's first micro-batch
+    float *parts;              // device [its micro-batches, param_count]: their gradients
+    double *stats;             // host [micro_batches, VGPU_XENT_STATS]: per micro-batch
+};
+
+// What the user sees (train_report.c): progress, the metrics CSV.
+struct trainer_report {
+    FILE *metrics;             // rank 0: the --metrics CSV (NULL = none)
+    int metrics_errno;         // rank 0: why writing it failed (0 = it did not)
+    double window[3];          // loss sum, correct, samples since the last progress line
+    double last_loss;          // mean loss of the last progress window (all ranks)
+    int warned_nonfinite;      // rank 0 has warned that the loss is NaN or infinite
+    int live;                  // rank 0 draws a progress bar rather than lines
+    int bar_open;              // a bar frame is on the terminal's line (no newline yet)
+    double *log_slots;         // [3 + ranks]: a progress line's sums and peak memories
+    struct step_clock clock_mark; // the clock at the last metrics row
+};
+
+// Checkpoints (train_checkpoint.c).
+struct trainer_ckpt {
+    int lock;                  // rank 0: held lock on checkpoint.dir (-1 = none)
+};
+
+// train.balance = dynamic (train_balance.c).
+struct trainer_balance {
+    int on;                    // the batch split follows measured speeds
+    struct balancer balancer;  // the split in force; rank 0 also estimates speeds
+    double busy_s;             // this rank's compute since the last exchange, seconds
+    double busy_rows;          // rows computed in that time
+    long busy_steps;           // steps in that time
+    double fixed_s;            // this rank's compute per step that does not grow with rows, s
+    double *exchange;          // [2 + 3 * ranks]: the exchange's slots
+    long *proposal;            // rank 0 [ranks]: the split to announce at the next exchange
+    int proposing;             // rank 0: proposal holds a new split
+    double *rows_total;        // rank 0 [ranks]: rows each rank computed in this run
+};
+
+// The trainer's state, in parts. train_run (train.c) builds it; from then on
+// each part is written by the one file named in its heading (or through that
+// file's functions: train_report_count, train_balance_count,
+// train_move_to) and read by any. The replica's values change only through
+// the model and optimizer: a step, a resume, the planted fault.
 struct trainer {
-    // ---- the job ----
-    struct job *job;            // this rank's runtime: ranks, control plane, communicator
-    vgpu_t *dev;                 // this rank's virtual GPU (&job->dev)
+    // ---- the job: set by train_run (train.c), then read-only ----
+    struct job *job;               // this rank's runtime: ranks, control plane, communicator
+    vgpu_t *dev;                   // this rank's virtual GPU (job->v)
     const struct config *cfg;      // the job's configuration (&job->cfg)
     const struct train_options *opts; // what the command line asked for
     struct train_data *data;       // the data sets, in host memory
     const struct vgpu_env *env;    // environment switches (injected faults among them)
-    struct inject_plan inject;     // when this rank hangs, dies or drifts (VGPU_INJECT_*)
-    // Where this run's steps went on this rank, seconds summed over `steps`;
-    // clock_mark: its value at the last metrics row.
-    struct step_clock {
-        double compute_s, comm_s, wait_s, optim_s;
-        double optim_in_comm_s;    // of optim_s, inside the sharded all-reduce
-        long steps;
-        int wait_known;
-    } clock, clock_mark;
     const struct step_ops *mode;   // normal or deterministic steps
-    // ---- the replica and where it is ----
+    // ---- the replica: made and freed by train_setup.c ----
     struct mlp model;              // parameters, gradients and activations on the device
     struct optimizer opt;          // optimizer state (after sharded steps: current in own ranges)
+    // ---- the position: train.c's loop (a resume moves it: train_move_to) ----
     struct sampler sampler;        // the global batches and this rank's piece of each
+                                   // (dynamic balance sets its weights: train_balance.c)
     long step;                     // optimizer steps done
     long total_steps;              // steps the run takes (epochs x batches, or train.max_steps)
-    // ---- batch staging (train_step.c) ----
-    float *host_rows;              // host [host_rows_cap, features]: float rows (float sets)
-    uint8_t *host_codes;           // host [host_rows_cap, features]: 8-bit codes (coded sets)
-    uint8_t *dev_codes;            // device: the codes, decoded there into the model's input
-    float *dev_lut;                // device [256]: the code -> value table of lut_set
-    const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
-    int32_t *host_labels;          // host [host_rows_cap]: labels of a piece
-    float *host_stats;             // host [host_rows_cap, VGPU_XENT_STATS]: loss, correct, top5
-    long host_rows_cap;            // rows the staging holds
-    // ---- reporting (train_report.c) ----
-    FILE *metrics;                 // rank 0: the --metrics CSV (NULL = none)
-    int metrics_errno;             // rank 0: why writing it failed (0 = it did not)
-    int ckpt_lock;                 // rank 0: held lock on checkpoint.dir (-1 = none)
-    double window[3];              // loss sum, correct, samples since the last progress line
-    double last_loss;              // mean loss of the last progress window (all ranks)
-    int warned_nonfinite;          // rank 0 has warned that the loss is NaN or infinite
+    long start_step;               // the step this run started from (> 0 after a resume)
     double train_seconds;          // time in the training loop proper, seconds
     double samples_done;           // global samples trained on
-    int live;                      // rank 0 draws a progress bar rather than lines
-    int bar_open;                  // a bar frame is on the terminal's line (no newline yet)
-    long start_step;               // the step this run started from (> 0 after a resume)
-    double *log_slots;             // [3 + ranks]: a progress line's sums and peak memories
-    // ---- deterministic mode (train_step.c) ----
-    int parts_per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
-    int first_part;                // this rank's first micro-batch
-    float *parts;                  // device [parts, param_count]: its micro-batch gradients
-    double *micro_stats;           // host [micro_batches, VGPU_XENT_STATS]: per micro-batch
-    // ---- train.balance = dynamic (train_balance.c) ----
-    int balancing;                 // the batch split follows measured speeds
-    struct balancer bal;           // the split in force; rank 0 also estimates speeds
-    double busy_s;                 // this rank's compute since the last exchange, seconds
-    double busy_rows;              // rows computed in that time
-    long busy_steps;               // steps in that time
-    double fixed_s;                // this rank's compute per step that does not grow with rows, s
-    double *exchange;              // [2 + 3 * ranks]: the exchange's slots
-    long *proposal;                // rank 0 [ranks]: the split to announce at the next exchange
-    int proposing;                 // rank 0: proposal holds a new split
-    double *rows_total;            // rank 0 [ranks]: rows each rank computed in this run
+    struct inject_plan inject;     // when this rank hangs, dies or drifts (VGPU_INJECT_*)
+    // ---- the parts (see their types above) ----
+    struct step_clock clock;       // train_step.c: this run's steps on this rank
+    struct trainer_staging staging; // train_step.c
+    struct trainer_micro micro;    // train_step.c, deterministic mode
+    struct trainer_report report;  // train_report.c
+    struct trainer_ckpt ckpt;      // train_checkpoint.c
+    struct trainer_balance balance; // train_balance.c
 };
+
+// ---- train.c ----
+// Moves the run's position to `step`, batch step_in_epoch of `epoch` (a resume).
+void train_move_to(struct trainer *t, long step, long epoch, long step_in_epoch);
 
 // ---- train_setup.c ----
 // Set-up each rank does alone (checks, allocations, rank 0's files and initial
@@ -143,6 +182,11 @@ int trainer_start(struct trainer *t);
 void trainer_free(struct trainer *t);
 
 // ---- train_step.c ----
+// The staging for pieces of max_rows rows (host buffers; for coded sets the
+// device's codes and value table). train_step_free frees it and the mode's
+// buffers.
+int train_staging_prepare(struct trainer *t, int max_rows);
+void train_step_free(struct trainer *t);
 // Copies rows indices[0..count) of ds into model m's input and labels.
 int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
                     const uint32_t *indices, long count);
@@ -156,9 +200,12 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
 int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5);
 
 // ---- train_balance.c ----
-// Allocates the balancer and the exchange's slots; sets the starting split.
+// Under train.balance = dynamic: allocates the balancer and the exchange's
+// slots and sets the starting split (otherwise nothing).
 int train_balance_prepare(struct trainer *t);
 void train_balance_free(struct trainer *t);
+// A step's compute on this rank: seconds for rows, for the next exchange.
+void train_balance_count(struct trainer *t, double seconds, long rows);
 // Warm-up, under dynamic balance: measures this rank's fixed cost per step on
 // rows samples first[0..rows) and shares every rank's (a collective).
 int train_balance_measure(struct trainer *t, const uint32_t *first, long rows);
@@ -177,6 +224,11 @@ int train_check_replicas(struct trainer *t);
 int train_maybe_perturb(struct trainer *t);
 
 // ---- train_checkpoint.c ----
+// Rank 0, with checkpoint.dir set: claims it (checkpoint_claim_dir) for the
+// run. VGPU_ECONFIG when it cannot (reported).
+int train_claim_checkpoint_dir(struct trainer *t);
+// Releases the claim.
+void train_checkpoint_free(struct trainer *t);
 // Rank 0 writes a checkpoint of the current step into dir; its path into
 // path. Returns every rank's agreed verdict.
 int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t path_bytes);
@@ -185,6 +237,12 @@ int train_save_checkpoint(struct trainer *t, const char *dir, char *path, size_t
 int train_resume(struct trainer *t, const char *path);
 
 // ---- train_report.c ----
+// The progress lines' slots, and whether rank 0 draws a bar (a terminal, or
+// VGPU_PROGRESS). train_report_free also closes a metrics file left open.
+int train_report_prepare(struct trainer *t);
+void train_report_free(struct trainer *t);
+// Adds a step's statistics (this rank's share) to the progress window.
+void train_report_count(struct trainer *t, double loss_sum, double correct, double samples);
 // The --metrics CSV header, opened by rank 0; when resuming, an existing
 // metrics CSV is continued (anything else there is refused). Returns
 // VGPU_ECONFIG for a path that cannot be opened or is not such a file,

@@ -51,14 +51,44 @@ static void format_mem_(char *buf, size_t bytes, const double *peak_bytes, int n
     snprintf(buf, bytes, "max %.1fM (rank %d)", peak_bytes[at] * MIB_, at);
 }
 
+int train_report_prepare(struct trainer *t)
+{
+    const struct job *job = t->job;
+    t->report.log_slots = calloc(3 + (size_t)job->size, sizeof *t->report.log_slots);
+    if (!t->report.log_slots)
+        return VGPU_ENOMEM;
+    // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
+    // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
+    const int progress = t->env->progress;
+    t->report.live = job->rank == 0 && !t->opts->quiet &&
+                     (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !job->launched);
+    return 0;
+}
+
+void train_report_free(struct trainer *t)
+{
+    free(t->report.log_slots);
+    t->report.log_slots = NULL;
+    if (t->report.metrics)
+        fclose(t->report.metrics);
+    t->report.metrics = NULL;
+}
+
+void train_report_count(struct trainer *t, double loss_sum, double correct, double samples)
+{
+    t->report.window[0] += loss_sum;
+    t->report.window[1] += correct;
+    t->report.window[2] += samples;
+}
+
 void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
 {
     double total = 0;
     for (int r = 0; r < t->job->size; r++)
-        total += t->rows_total[r];
+        total += t->balance.rows_total[r];
     buf[0] = '\0';
     if (total > 0)
-        format_ranks_(buf, bytes, t->rows_total, t->job->size,
+        format_ranks_(buf, bytes, t->balance.rows_total, t->job->size,
                       (double)t->cfg->train.batch_size / total, "%.0f");
 }
 
@@ -68,11 +98,11 @@ void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
 // with VGPU_EIO (train_close_metrics).
 static void metrics_flush_(struct trainer *t)
 {
-    if (fflush(t->metrics) == 0 && !ferror(t->metrics))
+    if (fflush(t->report.metrics) == 0 && !ferror(t->report.metrics))
         return;
-    t->metrics_errno = errno ? errno : EIO;
+    t->report.metrics_errno = errno ? errno : EIO;
     log_error("metrics: writing %s failed at step %ld: %s; rows from there on are lost",
-              t->opts->metrics_path, t->step, strerror(t->metrics_errno));
+              t->opts->metrics_path, t->step, strerror(t->report.metrics_errno));
 }
 
 #define METRICS_HEADER_V1 "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s"
@@ -83,55 +113,55 @@ int train_open_metrics(struct trainer *t, const char *path, int resuming)
 {
     // A resumed run continues the file its first part wrote (a `resume` row
     // marks the seam, train_metrics_resumed); a new run starts it afresh.
-    t->metrics = fopen(path, resuming ? "a+" : "w");
-    if (!t->metrics) {
+    t->report.metrics = fopen(path, resuming ? "a+" : "w");
+    if (!t->report.metrics) {
         log_error("cannot write metrics to %s: %s", path, strerror(errno));
         return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
     }
     char first[sizeof METRICS_HEADER + 1] = "";
-    if (resuming && fgets(first, sizeof first, t->metrics) &&
+    if (resuming && fgets(first, sizeof first, t->report.metrics) &&
         strcmp(first, METRICS_HEADER_V1 "\n") == 0) {
         log_error("--metrics %s was written by an older vgpu_train (no step-time columns); "
                   "give the resumed run a new file",
                   path);
-        fclose(t->metrics);
-        t->metrics = NULL;
+        fclose(t->report.metrics);
+        t->report.metrics = NULL;
         return VGPU_ECONFIG;
     }
     if (resuming && first[0] && strcmp(first, METRICS_HEADER) != 0) {
         log_error("--metrics %s: the file exists and is not a vgpu_train metrics CSV (its first "
                   "line is not the header); name another file", path);
-        fclose(t->metrics);
-        t->metrics = NULL;
+        fclose(t->report.metrics);
+        t->report.metrics = NULL;
         return VGPU_ECONFIG;
     }
     if (!first[0]) // new or empty
-        fputs(METRICS_HEADER, t->metrics);
+        fputs(METRICS_HEADER, t->report.metrics);
     metrics_flush_(t);
-    return t->metrics_errno ? VGPU_EIO : 0;
+    return t->report.metrics_errno ? VGPU_EIO : 0;
 }
 
 void train_metrics_resumed(struct trainer *t, long epoch)
 {
-    if (!t->metrics || t->metrics_errno)
+    if (!t->report.metrics || t->report.metrics_errno)
         return;
     // Rows of the first part past this step were not kept by the
     // checkpoint: the resumed run's rows after this one replace them.
-    fprintf(t->metrics, "resume,%ld,%ld,%.6g,,,,,0.000,,,,\n", epoch + 1, t->step,
+    fprintf(t->report.metrics, "resume,%ld,%ld,%.6g,,,,,0.000,,,,\n", epoch + 1, t->step,
             optim_lr_at(t->cfg, t->step, t->total_steps));
     metrics_flush_(t);
 }
 
 int train_close_metrics(struct trainer *t)
 {
-    if (!t->metrics)
+    if (!t->report.metrics)
         return 0;
-    if (fclose(t->metrics) != 0 && !t->metrics_errno) {
-        t->metrics_errno = errno;
+    if (fclose(t->report.metrics) != 0 && !t->report.metrics_errno) {
+        t->report.metrics_errno = errno;
         log_error("metrics: closing %s failed: %s", t->opts->metrics_path, strerror(errno));
     }
-    t->metrics = NULL;
-    return t->metrics_errno ? VGPU_EIO : 0;
+    t->report.metrics = NULL;
+    return t->report.metrics_errno ? VGPU_EIO : 0;
 }
 
 // Columns of the terminal the bar is drawn on: COLUMNS (the launchers export
@@ -196,15 +226,15 @@ static void draw_bar_(struct trainer *t, long epoch, double lr, double loss, dou
         len += snprintf(line + len, sizeof line - (size_t)len, "%s%s", len ? " " : "", field[i]);
     }
     printf("\r%s\033[K", line);
-    t->bar_open = 1;
+    t->report.bar_open = 1;
 }
 
 // Ends the bar's line, so what is printed next starts on a line of its own.
 static void close_bar_(struct trainer *t)
 {
-    if (t->bar_open)
+    if (t->report.bar_open)
         putchar('\n');
-    t->bar_open = 0;
+    t->report.bar_open = 0;
 }
 
 // Clears the bar's line for what is printed next (an epoch's eval line,
@@ -212,9 +242,9 @@ static void close_bar_(struct trainer *t)
 // terminal keeps one line an epoch, not two.
 static void clear_bar_(struct trainer *t)
 {
-    if (t->bar_open)
+    if (t->report.bar_open)
         printf("\r\033[K");
-    t->bar_open = 0;
+    t->report.bar_open = 0;
 }
 
 // Rank 0's progress output for one window: a bar on a terminal, else a line.
@@ -224,15 +254,15 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
     const int n = t->job->size;
     char mem[256], split[160] = "";
     format_mem_(mem, sizeof mem, peaks, n);
-    if (t->live) {
+    if (t->report.live) {
         draw_bar_(t, epoch, lr, loss, acc, sps, mem);
         if (final && t->step >= t->total_steps) // the run's last bar stays; an epoch's
             close_bar_(t);                      // gives way to its eval line
     } else {
-        if (t->balancing) {
+        if (t->balance.on) {
             double counts[TRAIN_MAX_RANKS];
             for (int r = 0; r < n; r++)
-                counts[r] = (double)t->bal.counts[r];
+                counts[r] = (double)t->balance.balancer.counts[r];
             memcpy(split, "  split ", 9);
             format_ranks_(split + 8, sizeof split - 8, counts, n, 1.0, "%.0f");
         }
@@ -245,12 +275,12 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
 int train_log_progress(struct trainer *t, long epoch, double lr, int final)
 {
     const int n = t->job->size;
-    double *sums = t->log_slots;
+    double *sums = t->report.log_slots;
     memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
-    memcpy(sums, t->window, sizeof t->window);
+    memcpy(sums, t->report.window, sizeof t->report.window);
     sums[3 + t->job->rank] = (double)job_peak_bytes(t->dev);
     job_sum_doubles(t->job, sums, 3 + n);
-    memset(t->window, 0, sizeof t->window);
+    memset(t->report.window, 0, sizeof t->report.window);
     if (sums[2] == 0) { // nothing new since the last frame; the run's last bar still ends
         if (final && t->job->rank == 0 && t->step >= t->total_steps)
             close_bar_(t);
@@ -258,31 +288,31 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
     }
     double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
     double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
-    t->last_loss = loss;
+    t->report.last_loss = loss;
     if (t->job->rank != 0)
         return 0;
-    if (!isfinite(loss) && !t->warned_nonfinite) {
-        t->warned_nonfinite = 1;
+    if (!isfinite(loss) && !t->report.warned_nonfinite) {
+        t->report.warned_nonfinite = 1;
         log_warn("training loss is %g at step %ld: the model diverged (a lower train.lr or more "
                  "train.warmup_steps may help)", loss, t->step);
     }
-    if (t->metrics && !t->metrics_errno) {
+    if (t->report.metrics && !t->report.metrics_errno) {
         // Rank 0's breakdown over the steps since the last row.
-        const double steps = t->clock.steps > t->clock_mark.steps
-                                 ? (double)(t->clock.steps - t->clock_mark.steps) : 1;
-        const double comm = t->clock.comm_s - t->clock_mark.comm_s;
-        const double wait = t->clock.wait_s - t->clock_mark.wait_s;
-        const double inside = t->clock.optim_in_comm_s - t->clock_mark.optim_in_comm_s;
+        const struct step_clock *now = &t->clock, *mark = &t->report.clock_mark;
+        const double steps = now->steps > mark->steps ? (double)(now->steps - mark->steps) : 1;
+        const double comm = now->comm_s - mark->comm_s;
+        const double wait = now->wait_s - mark->wait_s;
+        const double inside = now->optim_in_comm_s - mark->optim_in_comm_s;
         char wait_ms[32] = "";
-        if (t->clock.wait_known)
+        if (now->wait_known)
             snprintf(wait_ms, sizeof wait_ms, "%.3f", 1e3 * wait / steps);
-        fprintf(t->metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f,%.3f,%s,%.3f,%.3f\n", epoch + 1,
-                t->step, lr, loss, acc, sps, t->train_seconds,
-                1e3 * (t->clock.compute_s - t->clock_mark.compute_s) / steps, wait_ms,
+        fprintf(t->report.metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f,%.3f,%s,%.3f,%.3f\n",
+                epoch + 1, t->step, lr, loss, acc, sps, t->train_seconds,
+                1e3 * (now->compute_s - mark->compute_s) / steps, wait_ms,
                 1e3 * fmax(0, comm - wait - inside) / steps,
-                1e3 * (t->clock.optim_s - t->clock_mark.optim_s) / steps);
+                1e3 * (now->optim_s - mark->optim_s) / steps);
         metrics_flush_(t);
-        t->clock_mark = t->clock;
+        t->report.clock_mark = t->clock;
     }
     if (!t->opts->quiet)
         print_progress_(t, epoch, lr, final, loss, acc, sps, sums + 3);
@@ -297,8 +327,9 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
     if (!t->opts->quiet)
         printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
                res->test_loss, res->test_acc, res->test_top5);
-    if (t->metrics && !t->metrics_errno) {
-        fprintf(t->metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f,,,,\n", number, t->step, lr,
+    if (t->report.metrics && !t->report.metrics_errno) {
+        fprintf(t->report.metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f,,,,\n", number,
+                t->step, lr,
                 res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
         metrics_flush_(t);
     }

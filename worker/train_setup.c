@@ -6,12 +6,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "checkpoint.h"
 #include "hostmem.h"
 #include "log.h"
-#include "preempt.h"
 #include "util.h"
 
 int train_load_data(const struct config *cfg, int ranks_on_host, struct train_data *data,
@@ -94,52 +91,13 @@ void train_free_data(struct train_data *data)
     dataset_free(&data->test);
 }
 
-// Host staging for a piece of a batch (codes or floats, labels, stats) and,
-// for coded sets, the device's codes and value table.
-static int alloc_staging_(struct trainer *t, int max_rows)
-{
-    const struct dataset *train = &t->data->train;
-    t->host_rows_cap = train_staging_rows(t->cfg, max_rows, t->opts->verify);
-    const size_t values = (size_t)t->host_rows_cap * (size_t)train->features;
-    if (train->codes) {
-        t->host_codes = malloc(values);
-        TRY(vgpu_malloc(t->dev, (void **)&t->dev_codes, values));
-        TRY(vgpu_malloc(t->dev, (void **)&t->dev_lut, sizeof train->lut));
-    } else {
-        t->host_rows = malloc(values * sizeof(float));
-    }
-    t->host_labels = malloc((size_t)t->host_rows_cap * sizeof(int32_t));
-    t->host_stats = malloc((size_t)t->host_rows_cap * VGPU_XENT_STATS * sizeof(float));
-    if (!(t->host_rows || t->host_codes) || !t->host_labels || !t->host_stats)
-        return VGPU_ENOMEM;
-    // Every step copies through these: page-locked on a GPU (a failure is
-    // only slower, and said once).
-    vgpu_host_register(t->dev, t->host_codes, values);
-    vgpu_host_register(t->dev, t->host_rows, values * sizeof(float));
-    vgpu_host_register(t->dev, t->host_labels, (size_t)t->host_rows_cap * sizeof(int32_t));
-    vgpu_host_register(t->dev, t->host_stats,
-                       (size_t)t->host_rows_cap * VGPU_XENT_STATS * sizeof(float));
-    return 0;
-}
-
 // Rank 0's files: the checkpoint directory (made now rather than after the
 // training it was to keep) and the metrics CSV. Bad paths are bad input.
 static int open_files_(struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
-    if (cfg->checkpoint.dir[0]) {
-        char err[512];
-        int removed = 0;
-        t->ckpt_lock = checkpoint_claim_dir(cfg->checkpoint.dir, &removed, err, sizeof err);
-        if (t->ckpt_lock < 0) {
-            log_error("%s", err);
-            return VGPU_ECONFIG;
-        }
-        if (removed)
-            log_warn("removed %d unfinished checkpoint file%s (*.tmp.*) that a run which died "
-                     "while saving left in %s", removed, removed == 1 ? "" : "s",
-                     cfg->checkpoint.dir);
-    }
+    int rc = train_claim_checkpoint_dir(t);
+    if (rc < 0)
+        return rc;
     return t->opts->metrics_path
                ? train_open_metrics(t, t->opts->metrics_path, t->opts->resume_path != NULL)
                : 0;
@@ -232,7 +190,7 @@ int trainer_prepare(struct trainer *t)
     const int max_rows = train_max_rows(cfg, job->size);
     TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
-    TRY(alloc_staging_(t, max_rows));
+    TRY(train_staging_prepare(t, max_rows));
     if (t->mode->prepare)
         TRY(t->mode->prepare(t));
     if (job->rank == 0) {
@@ -241,11 +199,8 @@ int trainer_prepare(struct trainer *t)
         TRY(init_params_(t));
     }
     TRY(init_sampler_(t));
-    if (!(t->log_slots = calloc(3 + (size_t)job->size, sizeof *t->log_slots)))
-        return VGPU_ENOMEM;
-    // config_validate rules out dynamic balance in deterministic mode.
-    t->balancing = cfg->train.balance == BALANCE_DYNAMIC;
-    return t->balancing ? train_balance_prepare(t) : 0;
+    TRY(train_report_prepare(t));
+    return train_balance_prepare(t);
 }
 
 // One forward and backward pass on the first training samples with this
@@ -280,7 +235,7 @@ static int warm_up_(struct trainer *t)
     TRY_GOTO(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum,
                              t->job->v),
              rc, out);
-    if (t->balancing)
+    if (t->balance.on)
         rc = train_balance_measure(t, first, probe);
 out:
     free(first);
@@ -289,47 +244,19 @@ out:
 
 int trainer_start(struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
-    struct job *job = t->job;
     TRY(vgpu_broadcast(t->model.params, t->model.params, t->model.param_count, vgpu_float32, 0,
-                       job->v));
-    t->total_steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
-    if (cfg->train.max_steps && cfg->train.max_steps < t->total_steps)
-        t->total_steps = cfg->train.max_steps;
+                       t->job->v));
     TRY(warm_up_(t));
-    // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
-    // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
-    const int progress = t->env->progress;
-    t->live = job->rank == 0 && !t->opts->quiet &&
-              (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !job->launched);
     return 0;
 }
 
 void trainer_free(struct trainer *t)
 {
-    if (t->balancing)
-        train_balance_free(t);
-    free(t->log_slots);
+    train_balance_free(t);
+    train_report_free(t);
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
-    if (t->parts)
-        vgpu_free(t->dev, t->parts);
-    if (t->dev_lut)
-        vgpu_free(t->dev, t->dev_lut);
-    if (t->dev_codes)
-        vgpu_free(t->dev, t->dev_codes);
+    train_step_free(t);
     mlp_free(&t->model, t->dev);
-    vgpu_host_unregister(t->dev, t->host_rows);
-    vgpu_host_unregister(t->dev, t->host_codes);
-    vgpu_host_unregister(t->dev, t->host_labels);
-    vgpu_host_unregister(t->dev, t->host_stats);
-    free(t->host_rows);
-    free(t->host_codes);
-    free(t->host_labels);
-    free(t->host_stats);
-    free(t->micro_stats);
-    if (t->metrics)
-        fclose(t->metrics);
-    if (t->ckpt_lock >= 0)
-        close(t->ckpt_lock);
+    train_checkpoint_free(t);
 }

@@ -1,5 +1,6 @@
 // train_step.c: one optimizer step in each training mode (the step_ops
-// tables), batches onto the device, and the test-set evaluation.
+// tables), batches onto the device through the staging buffers, the step
+// clock, and the test-set evaluation.
 #include "train_internal.h"
 
 #include <math.h>
@@ -12,6 +13,53 @@
 
 // ---- batches onto the device ----
 
+int train_staging_prepare(struct trainer *t, int max_rows)
+{
+    const struct dataset *train = &t->data->train;
+    t->staging.rows_cap = train_staging_rows(t->cfg, max_rows, t->opts->verify);
+    const size_t values = (size_t)t->staging.rows_cap * (size_t)train->features;
+    if (train->codes) {
+        t->staging.host_codes = malloc(values);
+        TRY(vgpu_malloc(t->dev, (void **)&t->staging.dev_codes, values));
+        TRY(vgpu_malloc(t->dev, (void **)&t->staging.dev_lut, sizeof train->lut));
+    } else {
+        t->staging.host_rows = malloc(values * sizeof(float));
+    }
+    t->staging.host_labels = malloc((size_t)t->staging.rows_cap * sizeof(int32_t));
+    t->staging.host_stats = malloc((size_t)t->staging.rows_cap * VGPU_XENT_STATS * sizeof(float));
+    if (!(t->staging.host_rows || t->staging.host_codes) || !t->staging.host_labels ||
+        !t->staging.host_stats)
+        return VGPU_ENOMEM;
+    // Every step copies through these: page-locked on a GPU (a failure is
+    // only slower, and said once).
+    vgpu_host_register(t->dev, t->staging.host_codes, values);
+    vgpu_host_register(t->dev, t->staging.host_rows, values * sizeof(float));
+    vgpu_host_register(t->dev, t->staging.host_labels,
+                       (size_t)t->staging.rows_cap * sizeof(int32_t));
+    vgpu_host_register(t->dev, t->staging.host_stats,
+                       (size_t)t->staging.rows_cap * VGPU_XENT_STATS * sizeof(float));
+    return 0;
+}
+
+void train_step_free(struct trainer *t)
+{
+    if (t->micro.parts)
+        vgpu_free(t->dev, t->micro.parts);
+    free(t->micro.stats);
+    if (t->staging.dev_lut)
+        vgpu_free(t->dev, t->staging.dev_lut);
+    if (t->staging.dev_codes)
+        vgpu_free(t->dev, t->staging.dev_codes);
+    vgpu_host_unregister(t->dev, t->staging.host_rows);
+    vgpu_host_unregister(t->dev, t->staging.host_codes);
+    vgpu_host_unregister(t->dev, t->staging.host_labels);
+    vgpu_host_unregister(t->dev, t->staging.host_stats);
+    free(t->staging.host_rows);
+    free(t->staging.host_codes);
+    free(t->staging.host_labels);
+    free(t->staging.host_stats);
+}
+
 int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
                     const uint32_t *indices, long count)
 {
@@ -22,20 +70,21 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
     // has usually made sure of already: no extra wait then.
     TRY(vgpu_wait_host_reads(t->dev));
     if (ds->codes) {
-        if (t->lut_set != ds) { // the test set's table after the train set's, or back
-            TRY(vgpu_memcpy_htod(t->dev, t->dev_lut, ds->lut, sizeof ds->lut));
-            t->lut_set = ds;
+        if (t->staging.lut_set != ds) { // the test set's table after the train set's, or back
+            TRY(vgpu_memcpy_htod(t->dev, t->staging.dev_lut, ds->lut, sizeof ds->lut));
+            t->staging.lut_set = ds;
         }
-        dataset_gather_codes(ds, indices, count, t->host_codes);
-        TRY(vgpu_memcpy_htod_async(t->dev, t->dev_codes, t->host_codes, values));
-        TRY(vgpu_decode_u8(t->dev, m->acts[0], t->dev_codes, t->dev_lut, values));
+        dataset_gather_codes(ds, indices, count, t->staging.host_codes);
+        TRY(vgpu_memcpy_htod_async(t->dev, t->staging.dev_codes, t->staging.host_codes, values));
+        TRY(vgpu_decode_u8(t->dev, m->acts[0], t->staging.dev_codes, t->staging.dev_lut, values));
     } else {
-        dataset_gather(ds, indices, count, t->host_rows);
-        TRY(vgpu_memcpy_htod_async(t->dev, m->acts[0], t->host_rows, values * sizeof(float)));
+        dataset_gather(ds, indices, count, t->staging.host_rows);
+        TRY(vgpu_memcpy_htod_async(t->dev, m->acts[0], t->staging.host_rows,
+                                   values * sizeof(float)));
     }
     for (long i = 0; i < count; i++)
-        t->host_labels[i] = ds->labels[indices[i]];
-    return vgpu_memcpy_htod_async(t->dev, m->labels, t->host_labels,
+        t->staging.host_labels[i] = ds->labels[indices[i]];
+    return vgpu_memcpy_htod_async(t->dev, m->labels, t->staging.host_labels,
                                   (size_t)count * sizeof(int32_t));
 }
 
@@ -45,11 +94,11 @@ static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
 {
     if (rows <= 0)
         return 0;
-    TRY(vgpu_memcpy_dtoh(t->dev, t->host_stats, m->stats,
+    TRY(vgpu_memcpy_dtoh(t->dev, t->staging.host_stats, m->stats,
                          (size_t)rows * VGPU_XENT_STATS * sizeof(float)));
     for (long i = 0; i < rows; i++)
         for (int k = 0; k < VGPU_XENT_STATS; k++)
-            acc[k] += t->host_stats[i * VGPU_XENT_STATS + k];
+            acc[k] += t->staging.host_stats[i * VGPU_XENT_STATS + k];
     return 0;
 }
 
@@ -170,20 +219,15 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
     struct mlp *m = &t->model;
     // This rank's compute, timed (before any wait for the others) when it is measured.
     double stats[VGPU_XENT_STATS] = {0}, seconds = 0;
-    const int timed = t->balancing || t->env->slow_rank == t->job->rank;
+    const int timed = t->balance.on || t->env->slow_rank == t->job->rank;
     const double c0 = util_now_s();
     TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
                            stats, timed, &seconds));
     t->clock.compute_s += util_now_s() - c0;
     t->clock.steps++;
-    t->window[0] += stats[0];
-    t->window[1] += stats[1];
-    t->window[2] += (double)b->count;
-    if (t->balancing) {
-        t->busy_s += seconds;
-        t->busy_rows += (double)b->count;
-        t->busy_steps++;
-    }
+    train_report_count(t, stats[0], stats[1], (double)b->count);
+    if (t->balance.on)
+        train_balance_count(t, seconds, b->count);
     const struct vgpu_comm_stats before = comm_stats_(t->job->v);
     if (!t->cfg->train.shard_optimizer) {
         TRY(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum, t->job->v));
@@ -251,13 +295,14 @@ static int deterministic_prepare_(struct trainer *t)
 {
     const struct config *cfg = t->cfg;
     const struct job *job = t->job;
-    train_micro_split(cfg, job->size, t->parts_per_rank);
+    train_micro_split(cfg, job->size, t->micro.per_rank);
     for (int r = 0; r < job->rank; r++)
-        t->first_part += t->parts_per_rank[r];
-    int mine = t->parts_per_rank[job->rank];
-    TRY(job_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count, &t->parts));
-    t->micro_stats = calloc((size_t)cfg->train.micro_batches * VGPU_XENT_STATS, sizeof(double));
-    if (!t->micro_stats)
+        t->micro.first += t->micro.per_rank[r];
+    int mine = t->micro.per_rank[job->rank];
+    TRY(job_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count,
+                         &t->micro.parts));
+    t->micro.stats = calloc((size_t)cfg->train.micro_batches * VGPU_XENT_STATS, sizeof(double));
+    if (!t->micro.stats)
         return VGPU_ENOMEM;
     if (job->rank == 0 && cfg->train.micro_batches % job->size && !cfg->train.batch_weights.count)
         log_warn("train.micro_batches = %ld is not a multiple of %d ranks: results stay exact, "
@@ -316,10 +361,10 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
 {
     struct mlp *m = &t->model;
     const long M = t->cfg->train.micro_batches;
-    memset(t->micro_stats, 0, (size_t)M * VGPU_XENT_STATS * sizeof(double));
+    memset(t->micro.stats, 0, (size_t)M * VGPU_XENT_STATS * sizeof(double));
     const double c0 = util_now_s();
-    TRY(micro_gradients_(t, m, b, t->first_part, t->parts_per_rank[t->job->rank], t->parts,
-                         t->micro_stats));
+    TRY(micro_gradients_(t, m, b, t->micro.first, t->micro.per_rank[t->job->rank], t->micro.parts,
+                         t->micro.stats));
     if (t->env->slow_rank == t->job->rank) {
         TRY(vgpu_synchronize(t->dev));
         maybe_slow_(t, c0);
@@ -327,15 +372,16 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
     t->clock.compute_s += util_now_s() - c0;
     t->clock.steps++;
     const struct vgpu_comm_stats before = comm_stats_(t->job->v);
-    TRY(vgpu_all_reduce_tree(t->parts, t->parts_per_rank, m->grads, m->param_count, t->job->v));
+    TRY(vgpu_all_reduce_tree(t->micro.parts, t->micro.per_rank, m->grads, m->param_count,
+                             t->job->v));
     clock_comm_(t, &before);
     t->clock.wait_known = 0; // the tree's exchange is MPI's all-to-all: waits are not told apart
-    job_sum_doubles(t->job, t->micro_stats, (int)(M * VGPU_XENT_STATS));
-    if (t->job->rank == 0) {
+    job_sum_doubles(t->job, t->micro.stats, (int)(M * VGPU_XENT_STATS));
+    if (t->job->rank == 0) { // micro-batch by micro-batch, in order
         for (long mb = 0; mb < M; mb++)
-            for (int k = 0; k < 2; k++) // loss, correct
-                t->window[k] += t->micro_stats[mb * VGPU_XENT_STATS + k];
-        t->window[2] += (double)b->global_count;
+            train_report_count(t, t->micro.stats[mb * VGPU_XENT_STATS],
+                               t->micro.stats[mb * VGPU_XENT_STATS + 1], 0);
+        train_report_count(t, 0, 0, (double)b->global_count);
     }
     return clocked_optim_step_(t, lr);
 }
