@@ -36,6 +36,7 @@ static const char *const optimizers_[] = {CONFIG_OPTIMIZERS(CONFIG_ENUM_TEXT_) N
 static const char *const schedules_[] = {CONFIG_SCHEDULES(CONFIG_ENUM_TEXT_) NULL};
 static const char *const balances_[] = {CONFIG_BALANCES(CONFIG_ENUM_TEXT_) NULL};
 static const char *const datasets_[] = {CONFIG_DATASETS(CONFIG_ENUM_TEXT_) NULL};
+static const char *const models_[] = {CONFIG_MODELS(CONFIG_ENUM_TEXT_) NULL};
 #undef CONFIG_ENUM_TEXT_
 // set_value_ stores an enum key's value through an int.
 _Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as int");
@@ -67,6 +68,8 @@ static const struct key_spec keys_[] = {
     {"comm", "slice_bytes", T_SIZE, F_(comm, slice_bytes), 0, "1M", 0, 0, NULL,
      "ring all-reduce pipelining slice per rank, bytes"},
 
+    {"model", "type", T_ENUM, F_(model, type), 0, "mlp", 0, 0, models_,
+     "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy"},
     {"model", "hidden", T_INT_LIST, F_(model, hidden), 0, "256,128", 1, 65536, NULL,
      "hidden layer widths of the MLP, e.g. 256,128"},
 

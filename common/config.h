@@ -30,6 +30,7 @@ struct config_float_list {
 #define CONFIG_SCHEDULES(X) \
     X(SCHEDULE_CONSTANT, "constant") X(SCHEDULE_STEP, "step") X(SCHEDULE_COSINE, "cosine")
 #define CONFIG_BALANCES(X) X(BALANCE_STATIC, "static") X(BALANCE_DYNAMIC, "dynamic")
+#define CONFIG_MODELS(X) X(MODEL_MLP, "mlp")
 #define CONFIG_DATASETS(X) \
     X(DATASET_FASHION_MNIST, "fashion-mnist") X(DATASET_MNIST_IDX, "mnist-idx") X(DATASET_SYNTHETIC, "synthetic")
 
@@ -40,6 +41,7 @@ enum optim_kind { CONFIG_OPTIMIZERS(CONFIG_ENUM_CONSTANT_) };
 enum lr_schedule { CONFIG_SCHEDULES(CONFIG_ENUM_CONSTANT_) };
 enum batch_balance { CONFIG_BALANCES(CONFIG_ENUM_CONSTANT_) };
 enum dataset_kind { CONFIG_DATASETS(CONFIG_ENUM_CONSTANT_) };
+enum model_kind { CONFIG_MODELS(CONFIG_ENUM_CONSTANT_) };
 #undef CONFIG_ENUM_CONSTANT_
 
 // Plain old data: the launcher broadcasts it from rank 0 as bytes.
@@ -58,6 +60,7 @@ struct config {
         uint64_t slice_bytes;      // ring pipelining granularity, bytes
     } comm;
     struct {
+        enum model_kind type;      // the model trained (worker/model.h's registry)
         struct config_int_list hidden; // hidden layer widths
     } model;
     struct {

@@ -41,7 +41,7 @@ static void test_model_dims(void **state)
     small_config_(&cfg);
     struct dataset train = shape_(784, 0);
     int dims[MLP_MAX_DIMS], n = 0;
-    assert_int_equal(train_model_dims(&cfg, &train, dims, &n), 0);
+    assert_int_equal(mlp_dims_for(&cfg, &train, dims, &n), 0);
     assert_int_equal(n, 4);
     assert_int_equal(dims[0], 784);
     assert_int_equal(dims[1], 64);
@@ -51,7 +51,7 @@ static void test_model_dims(void **state)
     cfg.model.hidden.count = CONFIG_LIST_MAX;
     for (int i = 0; i < CONFIG_LIST_MAX; i++)
         cfg.model.hidden.v[i] = 8 + i;
-    assert_int_equal(train_model_dims(&cfg, &train, dims, &n), 0);
+    assert_int_equal(mlp_dims_for(&cfg, &train, dims, &n), 0);
     assert_int_equal(n, CONFIG_LIST_MAX + 2);
     assert_int_equal(dims[CONFIG_LIST_MAX], 8 + CONFIG_LIST_MAX - 1);
 }
@@ -172,7 +172,7 @@ static void test_device_bytes_fit(void **state)
     const uint64_t need = train_device_bytes(&cfg, &coded, nranks, 0);
     vgpu_t *dev = test_rank_room(need);
     int dims[MLP_MAX_DIMS], n;
-    assert_int_equal(train_model_dims(&cfg, &coded, dims, &n), 0);
+    assert_int_equal(mlp_dims_for(&cfg, &coded, dims, &n), 0);
     const int rows = train_max_rows(&cfg, nranks);
     struct mlp m;
     struct optimizer opt;

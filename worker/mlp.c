@@ -1,12 +1,29 @@
-// mlp.c: MLP forward and backward on device ops.
+// mlp.c: MLP forward and backward on device ops, and the MLP as the
+// trainer's model (model.h's table, model_mlp).
 #include "mlp.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job.h"
 #include "log.h"
 #include "rng.h"
+
+int mlp_dims_for(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims)
+{
+    int n = 0;
+    dims[n++] = train->features;
+    for (int i = 0; i < cfg->model.hidden.count; i++) {
+        if (n >= MLP_MAX_DIMS - 1)
+            return VGPU_EINVAL;
+        dims[n++] = (int)cfg->model.hidden.v[i];
+    }
+    dims[n++] = train->classes;
+    *n_dims = n;
+    return 0;
+}
 
 int mlp_layout(struct mlp *m, const int *dims, int n_dims, int max_rows)
 {
@@ -52,14 +69,14 @@ uint64_t mlp_device_bytes(const struct mlp *m, int opt_state_per_param)
     return bytes;
 }
 
-int mlp_init(struct mlp *m, vgpu_t *dev, const int *dims, int n_dims, int max_rows)
+// The device buffers of a laid-out model.
+static int alloc_(struct mlp *m, vgpu_t *dev)
 {
-    TRY(mlp_layout(m, dims, n_dims, max_rows));
-    size_t rows = (size_t)max_rows;
+    size_t rows = (size_t)m->max_rows;
     TRY(job_alloc_floats(dev, m->param_count, &m->params));
     TRY(job_alloc_floats(dev, m->param_count, &m->grads));
-    for (int i = 0; i < n_dims; i++)
-        TRY(job_alloc_floats(dev, rows * (size_t)dims[i], &m->acts[i]));
+    for (int i = 0; i < m->n_dims; i++)
+        TRY(job_alloc_floats(dev, rows * (size_t)m->dims[i], &m->acts[i]));
     for (int i = 0; i < 2; i++)
         TRY(job_alloc_floats(dev, rows * widest_(m), &m->dbuf[i]));
     TRY(job_alloc_floats(dev, rows * VGPU_XENT_STATS, &m->stats));
@@ -67,6 +84,12 @@ int mlp_init(struct mlp *m, vgpu_t *dev, const int *dims, int n_dims, int max_ro
     TRY(vgpu_malloc(dev, &labels, rows * sizeof(int32_t)));
     m->labels = labels;
     return 0;
+}
+
+int mlp_init(struct mlp *m, vgpu_t *dev, const int *dims, int n_dims, int max_rows)
+{
+    TRY(mlp_layout(m, dims, n_dims, max_rows));
+    return alloc_(m, dev);
 }
 
 void mlp_free(struct mlp *m, vgpu_t *dev)
@@ -122,10 +145,15 @@ int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows)
 
 int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale)
 {
+    return mlp_backward_into(m, dev, rows, grad_scale, m->grads);
+}
+
+int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+{
     int L = m->n_layers;
     float *dout = m->dbuf[0], *din = m->dbuf[1];
     if (rows == 0) // the gradient of no samples
-        return vgpu_memzero(dev, m->grads, m->param_count * sizeof(float));
+        return vgpu_memzero(dev, grads, m->param_count * sizeof(float));
     // dlogits[rows, classes]
     TRY(vgpu_softmax_xent(dev, dout, m->stats, m->acts[L], m->labels, rows, m->dims[L],
                           grad_scale));
@@ -135,8 +163,8 @@ int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale)
             TRY(vgpu_relu_backward(dev, dout, dout, m->acts[l + 1], (size_t)rows * out));
         // dW[in, out] = acts[l]^T [in, rows] @ dout[rows, out]
         TRY(vgpu_gemm(dev, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 0.0f,
-                      m->grads + m->w_offset[l]));
-        TRY(vgpu_bias_grad(dev, m->grads + m->b_offset[l], dout, rows, out));
+                      grads + m->w_offset[l]));
+        TRY(vgpu_bias_grad(dev, grads + m->b_offset[l], dout, rows, out));
         if (l > 0) {
             // din[rows, in] = dout[rows, out] @ W^T [out, in]
             TRY(vgpu_gemm(dev, 0, 1, rows, in, out, 1.0f, dout, m->params + m->w_offset[l], 0.0f,
@@ -148,3 +176,107 @@ int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale)
     }
     return 0;
 }
+
+// ---- the MLP as the trainer's model ----
+
+_Static_assert(MLP_MAX_DIMS <= MODEL_MAX_SHAPE, "a model's shape holds the MLP's layer widths");
+
+static int model_layout_(struct model *m, const struct config *cfg, const struct dataset *train,
+                         int max_rows)
+{
+    int dims[MLP_MAX_DIMS], n;
+    int rc = mlp_dims_for(cfg, train, dims, &n);
+    if (rc < 0)
+        return rc;
+    struct mlp *mlp = calloc(1, sizeof *mlp);
+    if (!mlp)
+        return VGPU_ENOMEM;
+    m->impl = mlp;
+    rc = mlp_layout(mlp, dims, n, max_rows);
+    if (rc < 0)
+        return rc;
+    memcpy(m->shape, dims, (size_t)n * sizeof *dims);
+    m->n_shape = n;
+    m->param_count = mlp->param_count;
+    m->max_rows = max_rows;
+    m->input_width = dims[0];
+    return 0;
+}
+
+static uint64_t model_device_bytes_(const struct model *m, int opt_state_per_param)
+{
+    return mlp_device_bytes(m->impl, opt_state_per_param);
+}
+
+static int model_alloc_(struct model *m, vgpu_t *dev)
+{
+    struct mlp *mlp = m->impl;
+    TRY(alloc_(mlp, dev));
+    m->params = mlp->params;
+    m->grads = mlp->grads;
+    m->input = mlp->acts[0];
+    m->labels = mlp->labels;
+    m->stats = mlp->stats;
+    return 0;
+}
+
+static void model_free_(struct model *m, vgpu_t *dev)
+{
+    if (dev)
+        mlp_free(m->impl, dev);
+    free(m->impl);
+    m->impl = NULL;
+}
+
+static void model_init_params_(const struct model *m, float *host_params, uint64_t seed)
+{
+    mlp_init_params_host(m->impl, host_params, seed);
+}
+
+static int model_forward_(struct model *m, vgpu_t *dev, int rows)
+{
+    return mlp_forward(m->impl, dev, rows);
+}
+
+static int model_backward_(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+{
+    return mlp_backward_into(m->impl, dev, rows, grad_scale, grads);
+}
+
+static int model_eval_stats_(struct model *m, vgpu_t *dev, int rows)
+{
+    return mlp_eval_stats(m->impl, dev, rows);
+}
+
+// A weight then a bias per layer, as mlp_layout places them.
+static int model_tensor_count_(const struct model *m)
+{
+    const struct mlp *mlp = m->impl;
+    return 2 * mlp->n_layers;
+}
+
+static void model_tensor_(const struct model *m, int index, struct model_tensor *out)
+{
+    const struct mlp *mlp = m->impl;
+    const int l = index / 2, bias = index % 2;
+    const size_t in = (size_t)mlp->dims[l], width = (size_t)mlp->dims[l + 1];
+    snprintf(out->name, sizeof out->name, "layer%d.%s", l, bias ? "bias" : "weight");
+    out->offset = bias ? mlp->b_offset[l] : mlp->w_offset[l];
+    out->n_dims = bias ? 1 : 2;
+    out->dims[0] = bias ? width : in;
+    out->dims[1] = bias ? 0 : width;
+}
+
+const struct model_ops model_mlp = {
+    .name = "mlp",
+    .layout = model_layout_,
+    .device_bytes = model_device_bytes_,
+    .alloc = model_alloc_,
+    .free = model_free_,
+    .init_params = model_init_params_,
+    .forward = model_forward_,
+    .backward = model_backward_,
+    .eval_stats = model_eval_stats_,
+    .tensor_count = model_tensor_count_,
+    .tensor = model_tensor_,
+};

@@ -9,6 +9,10 @@
 
 #include <vgpu/vgpu.h>
 
+#include "config.h"
+#include "dataset.h"
+#include "model.h"
+
 #define MLP_MAX_DIMS 18 // input + hidden layers + output
 
 struct mlp {
@@ -26,6 +30,14 @@ struct mlp {
     float *stats;                // device, [max_rows, VGPU_XENT_STATS]
     int32_t *labels;             // device, [max_rows]
 };
+
+// The trainer's model as an MLP (model.type = mlp): model.h's table.
+extern const struct model_ops model_mlp;
+
+// The layer widths for cfg's model.hidden on the training set: input width,
+// the hidden sizes, classes. Returns 0, or VGPU_EINVAL when there are more
+// layers than MLP_MAX_DIMS allows.
+int mlp_dims_for(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims);
 
 // Layout and sizes only (no device work): fills dims and offsets.
 // Returns VGPU_EINVAL for a bad shape.
@@ -51,6 +63,8 @@ int mlp_forward(struct mlp *m, vgpu_t *dev, int rows);
 // (no separate zeroing pass; zeros when rows is 0). grad_scale = 1 / global
 // batch makes the all-reduced sum the mean gradient.
 int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale);
+// The same into grads[param_count] (device) instead of m->grads.
+int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
 
 // Loss and top-1/top-5 stats only (evaluation), into m->stats.
 int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows);

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "dataset.h"
-#include "mlp.h"
 #include "job.h"
 #include "train_sizing.h"
 

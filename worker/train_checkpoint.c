@@ -39,17 +39,19 @@ void train_checkpoint_free(struct trainer *t)
     t->ckpt.lock = -1;
 }
 
+_Static_assert(MODEL_MAX_SHAPE <= CKPT_MAX_LAYERS, "a checkpoint records a model's shape");
+
 // The checkpoint header of this run's model, optimizer and seed; position
 // fields are left for the caller.
 static struct ckpt_meta meta_of_(const struct trainer *t)
 {
-    struct ckpt_meta m = {.n_dims = t->model.n_dims,
+    struct ckpt_meta m = {.n_dims = t->model.n_shape,
                           .param_count = (int64_t)t->model.param_count,
                           .opt_state_count = (int64_t)t->opt.state_count,
                           .seed = (uint64_t)t->cfg->train.seed,
                           .global_batch = t->cfg->train.batch_size};
-    for (int i = 0; i < t->model.n_dims; i++)
-        m.dims[i] = t->model.dims[i];
+    for (int i = 0; i < t->model.n_shape; i++)
+        m.dims[i] = t->model.shape[i];
     snprintf(m.optimizer, sizeof m.optimizer, "%s",
              config_enum_name("train", "optimizer", t->cfg->train.optimizer));
     return m;

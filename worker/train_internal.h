@@ -8,7 +8,7 @@
 //   train_balance.c    train.balance = dynamic: fixed-cost measurement and
 //                      the periodic exchange (also the stop-signal vote)
 //   train_replicas.c   replica hash checks (and the planted-fault test hook)
-//   train_checkpoint.c checkpoint save and resume
+//   train_checkpoint.c the claim on checkpoint.dir, checkpoint save and resume
 //   train_report.c     progress lines, evaluation rows, the summary line
 //   train_verify.c     --verify: the single-device replay and comparison
 #ifndef VGPU_TRAIN_INTERNAL_H
@@ -20,6 +20,7 @@
 #include "balance.h"
 #include "env.h"
 #include "inject.h"
+#include "model.h"
 #include "optim.h"
 #include "sampler.h"
 #include "train.h"
@@ -62,7 +63,7 @@ extern const struct step_ops train_step_normal, train_step_deterministic;
 // optimizer on rank 0's device, and the deterministic mode's scratch (made by
 // its first replay_gradient).
 struct replay {
-    struct mlp model;              // the run replayed on one device
+    struct model model;            // the run replayed on one device
     struct optimizer opt;          // its optimizer
     struct sampler sampler;        // the same global batches, for one rank
     float *parts;                  // device [micro_batches, param_count]: micro-batch gradients
@@ -149,7 +150,8 @@ struct trainer {
     const struct vgpu_env *env;    // environment switches (injected faults among them)
     const struct step_ops *mode;   // normal or deterministic steps
     // ---- the replica: made and freed by train_setup.c ----
-    struct mlp model;              // parameters, gradients and activations on the device
+    struct model model;            // model.type's model: parameters, gradients, activations
+                                   // on the device (called only through model.h)
     struct optimizer opt;          // optimizer state (after sharded steps: current in own ranges)
     // ---- the position: train.c's loop (a resume moves it: train_move_to) ----
     struct sampler sampler;        // the global batches and this rank's piece of each
@@ -188,7 +190,7 @@ void trainer_free(struct trainer *t);
 int train_staging_prepare(struct trainer *t, int max_rows);
 void train_step_free(struct trainer *t);
 // Copies rows indices[0..count) of ds into model m's input and labels.
-int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
+int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds,
                     const uint32_t *indices, long count);
 // This rank's compute on training samples indices[0..count): forward,
 // backward (the loss sum's gradient times grad_scale into m->grads) and the

@@ -10,19 +10,20 @@
 #include "util.h"
 
 // Names parameter `index` of model m, e.g. "layer1.weight[12,5]".
-static void describe_param_(const struct mlp *m, size_t index, char *buf, size_t bytes)
+static void describe_param_(const struct model *m, size_t index, char *buf, size_t bytes)
 {
-    for (int l = 0; l < m->n_layers; l++) {
-        const size_t w = m->w_offset[l], bias = m->b_offset[l];
-        const size_t out = (size_t)m->dims[l + 1];
-        if (index >= w && index < w + (size_t)m->dims[l] * out) {
-            snprintf(buf, bytes, "layer%d.weight[%zu,%zu]", l, (index - w) / out, (index - w) % out);
-            return;
-        }
-        if (index >= bias && index < bias + out) {
-            snprintf(buf, bytes, "layer%d.bias[%zu]", l, index - bias);
-            return;
-        }
+    for (int k = 0; k < model_tensor_count(m); k++) {
+        struct model_tensor t;
+        model_tensor(m, k, &t);
+        const size_t cols = t.n_dims == 2 ? t.dims[1] : 1;
+        if (index < t.offset || index >= t.offset + t.dims[0] * cols)
+            continue;
+        const size_t i = index - t.offset;
+        if (t.n_dims == 2)
+            snprintf(buf, bytes, "%s[%zu,%zu]", t.name, i / cols, i % cols);
+        else
+            snprintf(buf, bytes, "%s[%zu]", t.name, i);
+        return;
     }
     snprintf(buf, bytes, "parameter %zu", index);
 }

@@ -110,7 +110,7 @@ static int init_params_(struct trainer *t)
     float *host = malloc(t->model.param_count * sizeof(float));
     if (!host)
         return VGPU_ENOMEM;
-    mlp_init_params_host(&t->model, host, (uint64_t)t->cfg->train.seed);
+    model_init_params(&t->model, host, (uint64_t)t->cfg->train.seed);
     int rc = vgpu_memcpy_htod(t->dev, t->model.params, host, t->model.param_count * sizeof(float));
     free(host);
     return rc;
@@ -185,10 +185,8 @@ int trainer_prepare(struct trainer *t)
             log_error("%d ranks: this build trains with at most %d", job->size, TRAIN_MAX_RANKS);
         return VGPU_ECONFIG;
     }
-    int dims[MLP_MAX_DIMS], n_dims;
-    TRY(train_model_dims(cfg, &t->data->train, dims, &n_dims));
     const int max_rows = train_max_rows(cfg, job->size);
-    TRY(mlp_init(&t->model, t->dev, dims, n_dims, max_rows));
+    TRY(model_init(&t->model, t->dev, cfg, &t->data->train, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     TRY(train_staging_prepare(t, max_rows));
     if (t->mode->prepare)
@@ -213,7 +211,7 @@ int trainer_prepare(struct trainer *t)
 // measure and share their fixed costs per step.
 static int warm_up_(struct trainer *t)
 {
-    struct mlp *m = &t->model;
+    struct model *m = &t->model;
     long rows = train_rank_rows(t->cfg, t->job->size, t->job->rank);
     rows = rows < t->data->train.count ? rows : t->data->train.count;
     // Every rank measures its fixed cost at the equal share (within the
@@ -257,6 +255,6 @@ void trainer_free(struct trainer *t)
     sampler_free(&t->sampler);
     optim_free(&t->opt, t->dev);
     train_step_free(t);
-    mlp_free(&t->model, t->dev);
+    model_free(&t->model, t->dev);
     train_checkpoint_free(t);
 }

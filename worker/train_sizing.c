@@ -2,24 +2,10 @@
 #include "train_sizing.h"
 
 #include "balance.h"
-#include "mlp.h"
+#include "model.h"
 #include "optim.h"
 #include "sampler.h"
 #include "status.h"
-
-int train_model_dims(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims)
-{
-    int n = 0;
-    dims[n++] = train->features;
-    for (int i = 0; i < cfg->model.hidden.count; i++) {
-        if (n >= MLP_MAX_DIMS - 1)
-            return VGPU_EINVAL;
-        dims[n++] = (int)cfg->model.hidden.v[i];
-    }
-    dims[n++] = train->classes;
-    *n_dims = n;
-    return 0;
-}
 
 long train_micro_rows(const struct config *cfg)
 {
@@ -79,16 +65,16 @@ long train_staging_rows(const struct config *cfg, int max_rows, int verify)
 uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
                             int verify)
 {
-    int dims[MLP_MAX_DIMS], n;
-    struct mlp layout;
-    if (nranks > TRAIN_MAX_RANKS || train_model_dims(cfg, train, dims, &n) < 0 ||
-        mlp_layout(&layout, dims, n, train_max_rows(cfg, nranks)) < 0)
+    struct model layout;
+    if (nranks > TRAIN_MAX_RANKS ||
+        model_layout(&layout, cfg, train, train_max_rows(cfg, nranks)) < 0)
         return 0;
     const int state = optim_state_per_param(cfg->train.optimizer);
     const uint64_t param_bytes = layout.param_count * sizeof(float);
-    uint64_t bytes = mlp_device_bytes(&layout, state);
+    uint64_t bytes = model_device_bytes(&layout, state);
     if (train->codes) // the batch's codes and their value table
-        bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) * (uint64_t)dims[0] +
+        bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) *
+                     (uint64_t)train->features +
                  VGPU_MALLOC_ALIGN + sizeof train->lut + VGPU_MALLOC_ALIGN;
     if (cfg->train.deterministic) { // this rank's micro-batch gradients, the tree's scratch
         int per_rank[TRAIN_MAX_RANKS], most = 0;
@@ -99,23 +85,28 @@ uint64_t train_device_bytes(const struct config *cfg, const struct dataset *trai
                  vgpu_tree_scratch_bytes(nranks, most, layout.param_count) + VGPU_MALLOC_ALIGN;
     }
     if (verify) { // rank 0's single-device replay: a second model and optimizer
-        struct mlp ref;
+        struct model ref;
         long rows = cfg->train.deterministic ? train_micro_rows(cfg) : cfg->train.batch_size;
-        if (mlp_layout(&ref, dims, n, (int)rows) < 0)
+        if (model_layout(&ref, cfg, train, (int)rows) < 0) {
+            model_free(&layout, NULL);
             return 0;
-        bytes += mlp_device_bytes(&ref, state);
+        }
+        bytes += model_device_bytes(&ref, state);
+        model_free(&ref, NULL);
         if (cfg->train.deterministic)
             bytes += (uint64_t)cfg->train.micro_batches * param_bytes + VGPU_MALLOC_ALIGN;
     }
+    model_free(&layout, NULL);
     return bytes;
 }
 
 uint64_t train_largest_collective_bytes(const struct config *cfg, const struct dataset *train)
 {
-    int dims[MLP_MAX_DIMS], n;
-    struct mlp layout;
-    if (train_model_dims(cfg, train, dims, &n) < 0 || mlp_layout(&layout, dims, n, 1) < 0)
+    struct model layout;
+    if (model_layout(&layout, cfg, train, 1) < 0)
         return 0;
     const int state = optim_state_per_param(cfg->train.optimizer);
-    return layout.param_count * sizeof(float) * (uint64_t)(state > 1 ? state : 1);
+    const uint64_t params = layout.param_count;
+    model_free(&layout, NULL);
+    return params * sizeof(float) * (uint64_t)(state > 1 ? state : 1);
 }

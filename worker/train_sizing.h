@@ -1,7 +1,8 @@
 // train_sizing.h: how big a training job's pieces are, from its config and
-// data alone: the model's shape, the rows a rank computes, the deterministic
-// mode's micro-batches, the device memory a rank needs. Pure functions (no
-// MPI, no device), so the binding's cap check and the tests can call them.
+// data alone: the rows a rank computes, the deterministic mode's
+// micro-batches, the device memory a rank needs (the model's through
+// model.h). Pure functions (no MPI, no device), so the binding's cap check
+// and the tests can call them.
 #ifndef VGPU_TRAIN_SIZING_H
 #define VGPU_TRAIN_SIZING_H
 
@@ -12,11 +13,6 @@
 
 #define TRAIN_MAX_RANKS 1024   // ranks one job may have
 #define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
-
-// The model shape for the training set: input width, the hidden sizes,
-// classes. Returns 0, or VGPU_EINVAL when there are more layers than
-// MLP_MAX_DIMS allows.
-int train_model_dims(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims);
 
 // Rows of rank `rank`'s piece of a full global batch (deterministic mode:
 // one micro-batch, the unit it computes).

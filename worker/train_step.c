@@ -60,7 +60,7 @@ void train_step_free(struct trainer *t)
     free(t->staging.host_stats);
 }
 
-int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
+int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds,
                     const uint32_t *indices, long count)
 {
     const size_t values = (size_t)count * (size_t)ds->features;
@@ -76,10 +76,10 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
         }
         dataset_gather_codes(ds, indices, count, t->staging.host_codes);
         TRY(vgpu_memcpy_htod_async(t->dev, t->staging.dev_codes, t->staging.host_codes, values));
-        TRY(vgpu_decode_u8(t->dev, m->acts[0], t->staging.dev_codes, t->staging.dev_lut, values));
+        TRY(vgpu_decode_u8(t->dev, m->input, t->staging.dev_codes, t->staging.dev_lut, values));
     } else {
         dataset_gather(ds, indices, count, t->staging.host_rows);
-        TRY(vgpu_memcpy_htod_async(t->dev, m->acts[0], t->staging.host_rows,
+        TRY(vgpu_memcpy_htod_async(t->dev, m->input, t->staging.host_rows,
                                    values * sizeof(float)));
     }
     for (long i = 0; i < count; i++)
@@ -90,7 +90,7 @@ int train_load_rows(struct trainer *t, struct mlp *m, const struct dataset *ds,
 
 // Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,
 // top5), row by row in order.
-static int add_stats_(struct trainer *t, struct mlp *m, long rows, double *acc)
+static int add_stats_(struct trainer *t, struct model *m, long rows, double *acc)
 {
     if (rows <= 0)
         return 0;
@@ -129,7 +129,7 @@ static int end_phase_(struct trainer *t, vgpu_span_t what, uint64_t span, long r
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
                        double *acc, int timed, double *seconds)
 {
-    struct mlp *m = &t->model;
+    struct model *m = &t->model;
     const double start = util_now_s();
     uint64_t span;
     if (count > 0) {
@@ -139,12 +139,12 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
         TRY(end_phase_(t, vgpu_span_data, span, count));
         vgpu_mark_phase(t->dev, vgpu_phase_forward);
         span = vgpu_span_begin();
-        TRY(mlp_forward(m, t->dev, (int)count));
+        TRY(model_forward(m, t->dev, (int)count));
         TRY(end_phase_(t, vgpu_span_forward, span, count));
     }
     vgpu_mark_phase(t->dev, vgpu_phase_backward);
     span = vgpu_span_begin();
-    TRY(mlp_backward(m, t->dev, (int)count, grad_scale));
+    TRY(model_backward(m, t->dev, (int)count, grad_scale, NULL));
     TRY(end_phase_(t, vgpu_span_backward, span, count));
     TRY(add_stats_(t, m, count, acc));
     if (!timed)
@@ -216,7 +216,7 @@ static int clocked_optim_step_(struct trainer *t, float lr)
 // is already divided by the global batch, so the sum is the mean over it.
 static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr)
 {
-    struct mlp *m = &t->model;
+    struct model *m = &t->model;
     // This rank's compute, timed (before any wait for the others) when it is measured.
     double stats[VGPU_XENT_STATS] = {0}, seconds = 0;
     const int timed = t->balance.on || t->env->slow_rank == t->job->rank;
@@ -273,10 +273,10 @@ static long normal_replay_rows_(const struct config *cfg)
 // The whole global batch in one pass on the replay model.
 static int normal_replay_gradient_(struct trainer *t, struct replay *r, const struct batch_slice *b)
 {
-    struct mlp *ref = &r->model;
+    struct model *ref = &r->model;
     TRY(train_load_rows(t, ref, &t->data->train, b->indices, b->count));
-    TRY(mlp_forward(ref, t->dev, (int)b->count));
-    return mlp_backward(ref, t->dev, (int)b->count, 1.0f / (float)b->global_count);
+    TRY(model_forward(ref, t->dev, (int)b->count));
+    return model_backward(ref, t->dev, (int)b->count, 1.0f / (float)b->global_count, NULL);
 }
 
 const struct step_ops train_step_normal = {
@@ -316,7 +316,7 @@ static int deterministic_prepare_(struct trainer *t)
 // [first, first + n) goes each into its own buffer parts[k] (computed by the
 // same code with the same shapes on any rank), and its stats into
 // micro_stats[mb].
-static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch_slice *b,
+static int micro_gradients_(struct trainer *t, struct model *m, const struct batch_slice *b,
                             int first, int n, float *parts, double *micro_stats)
 {
     const long M = t->cfg->train.micro_batches;
@@ -325,11 +325,9 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
         return VGPU_ENOMEM;
     long *offsets = rows + M;
     sampler_split(b->global_count, (int)M, NULL, 0, rows, offsets);
-    float *const grads = m->grads;
     int rc = 0;
     for (int k = 0; k < n; k++) {
         const int mb = first + k;
-        m->grads = parts + (size_t)k * m->param_count; // the model writes its gradient there
         uint64_t span;
         if (rows[mb] > 0) {
             vgpu_mark_phase(t->dev, vgpu_phase_data);
@@ -339,17 +337,17 @@ static int micro_gradients_(struct trainer *t, struct mlp *m, const struct batch
             TRY_GOTO(end_phase_(t, vgpu_span_data, span, rows[mb]), rc, out);
             vgpu_mark_phase(t->dev, vgpu_phase_forward);
             span = vgpu_span_begin();
-            TRY_GOTO(mlp_forward(m, t->dev, (int)rows[mb]), rc, out);
+            TRY_GOTO(model_forward(m, t->dev, (int)rows[mb]), rc, out);
             TRY_GOTO(end_phase_(t, vgpu_span_forward, span, rows[mb]), rc, out);
         }
         vgpu_mark_phase(t->dev, vgpu_phase_backward);
         span = vgpu_span_begin();
-        TRY_GOTO(mlp_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count), rc, out);
+        TRY_GOTO(model_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count,
+                                parts + (size_t)k * m->param_count), rc, out);
         TRY_GOTO(end_phase_(t, vgpu_span_backward, span, rows[mb]), rc, out);
         TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + VGPU_XENT_STATS * mb), rc, out);
     }
 out:
-    m->grads = grads;
     free(rows);
     return rc;
 }
@@ -359,7 +357,7 @@ out:
 // sums), then added in micro-batch order; rank 0 keeps the total.
 static int deterministic_step_(struct trainer *t, const struct batch_slice *b, float lr)
 {
-    struct mlp *m = &t->model;
+    struct model *m = &t->model;
     const long M = t->cfg->train.micro_batches;
     memset(t->micro.stats, 0, (size_t)M * VGPU_XENT_STATS * sizeof(double));
     const double c0 = util_now_s();
@@ -390,7 +388,7 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
 static int deterministic_replay_gradient_(struct trainer *t, struct replay *r,
                                           const struct batch_slice *b)
 {
-    struct mlp *ref = &r->model;
+    struct model *ref = &r->model;
     const int M = (int)t->cfg->train.micro_batches;
     if (!r->parts) { // the first batch: scratch for the rest of the replay
         TRY(job_alloc_floats(t->dev, (size_t)M * ref->param_count, &r->parts));
@@ -435,8 +433,8 @@ int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
         for (long i = 0; i < rows; i++)
             idx[i] = (uint32_t)(at + i);
         TRY_GOTO(train_load_rows(t, &t->model, ds, idx, rows), rc, out);
-        TRY_GOTO(mlp_forward(&t->model, t->dev, (int)rows), rc, out);
-        TRY_GOTO(mlp_eval_stats(&t->model, t->dev, (int)rows), rc, out);
+        TRY_GOTO(model_forward(&t->model, t->dev, (int)rows), rc, out);
+        TRY_GOTO(model_eval_stats(&t->model, t->dev, (int)rows), rc, out);
         TRY_GOTO(add_stats_(t, &t->model, rows, slots + 3 * j), rc, out);
     }
     if (rc == 0)

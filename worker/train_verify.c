@@ -18,7 +18,7 @@ static void replay_free_(struct trainer *t, struct replay *r)
         vgpu_free(t->dev, r->parts);
     sampler_free(&r->sampler);
     optim_free(&r->opt, t->dev);
-    mlp_free(&r->model, t->dev);
+    model_free(&r->model, t->dev);
 }
 
 // The next global batch of a one-rank sampler, across epoch ends.
@@ -40,12 +40,12 @@ static int replay_(struct trainer *t, float *ref_params)
     struct replay r = {0};
     struct batch_slice b;
     int rc;
-    TRY_GOTO(mlp_init(&r.model, t->dev, t->model.dims, t->model.n_dims,
-                      (int)t->mode->replay_rows(cfg)), rc, out);
+    TRY_GOTO(model_init(&r.model, t->dev, cfg, &t->data->train, (int)t->mode->replay_rows(cfg)),
+             rc, out);
     TRY_GOTO(optim_init(&r.opt, t->dev, cfg, r.model.param_count), rc, out);
     TRY_GOTO(sampler_init(&r.sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, 1, NULL, 0), rc, out);
-    mlp_init_params_host(&r.model, ref_params, (uint64_t)cfg->train.seed);
+    model_init_params(&r.model, ref_params, (uint64_t)cfg->train.seed);
     TRY_GOTO(vgpu_memcpy_htod(t->dev, r.model.params, ref_params,
                               r.model.param_count * sizeof(float)), rc, out);
     for (long step = 0; step < t->step; step++) {
@@ -60,15 +60,15 @@ out:
     return rc;
 }
 
-// Compares one tensor, params[at, at + n) of both runs, and prints its row.
+// Compares tensor `index` of the model in both runs and prints its row.
 // Returns whether it passes; *rel is its max difference relative to its scale.
-static int compare_tensor_(const struct trainer *t, const float *dist, const float *ref, int layer,
-                           int bias, double *rel)
+static int compare_tensor_(const struct trainer *t, const float *dist, const float *ref, int index,
+                           double *rel)
 {
-    const struct mlp *m = &t->model;
-    const size_t in = (size_t)m->dims[layer], out = (size_t)m->dims[layer + 1];
-    const size_t at = bias ? m->b_offset[layer] : m->w_offset[layer];
-    const size_t n = bias ? out : in * out;
+    struct model_tensor tensor;
+    model_tensor(&t->model, index, &tensor);
+    const size_t at = tensor.offset;
+    const size_t n = tensor.dims[0] * (tensor.n_dims == 2 ? tensor.dims[1] : 1);
     double max_abs = 0, max_ref = 0;
     size_t differing = 0;
     for (size_t i = at; i < at + n; i++) {
@@ -81,13 +81,9 @@ static int compare_tensor_(const struct trainer *t, const float *dist, const flo
     // that happen to sit near zero.
     *rel = max_ref > 0 ? max_abs / max_ref : max_abs;
     const int ok = t->mode->bitwise ? differing == 0 : *rel <= t->cfg->verify.rtol;
-    char name[32], shape[32];
-    snprintf(name, sizeof name, "layer%d.%s", layer, bias ? "bias" : "weight");
-    if (bias)
-        snprintf(shape, sizeof shape, "%zu", out);
-    else
-        snprintf(shape, sizeof shape, "%zux%zu", in, out);
-    printf("  %-14s %-10s %13.3g %13.3g %9zu  %s\n", name, shape, max_abs, *rel, differing,
+    char shape[32];
+    model_tensor_shape(&tensor, shape, sizeof shape);
+    printf("  %-14s %-10s %13.3g %13.3g %9zu  %s\n", tensor.name, shape, max_abs, *rel, differing,
            ok ? "ok" : "FAILED");
     return ok;
 }
@@ -105,12 +101,11 @@ static int compare_(struct trainer *t, struct train_result *res, const float *di
            "differing", "result");
     double worst = 0;
     int failed = 0;
-    for (int l = 0; l < t->model.n_layers; l++)
-        for (int bias = 0; bias < 2; bias++) {
-            double rel;
-            failed += !compare_tensor_(t, dist, ref, l, bias, &rel);
-            worst = rel > worst ? rel : worst;
-        }
+    for (int i = 0; i < model_tensor_count(&t->model); i++) {
+        double rel;
+        failed += !compare_tensor_(t, dist, ref, i, &rel);
+        worst = rel > worst ? rel : worst;
+    }
     res->verify_max_rel = worst;
     if (failed)
         printf("vgpu_train: verify FAILED: %d tensor%s %s\n", failed, failed > 1 ? "s" : "",

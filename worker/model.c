@@ -1,0 +1,94 @@
+// model.c: the models this build has, by model.type, and the calls the
+// trainer makes through their tables.
+#include "model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "status.h"
+
+extern const struct model_ops model_mlp; // mlp.c
+
+// One row per value of model.type (config.h's CONFIG_MODELS), in its order.
+static const struct model_ops *const models_[] = {
+    [MODEL_MLP] = &model_mlp,
+};
+
+#define MODEL_COUNT_(name, text) +1
+_Static_assert(sizeof models_ / sizeof models_[0] == 0 CONFIG_MODELS(MODEL_COUNT_),
+               "every model.type value needs its row in models_");
+#undef MODEL_COUNT_
+
+int model_layout(struct model *m, const struct config *cfg, const struct dataset *train,
+                 int max_rows)
+{
+    memset(m, 0, sizeof *m);
+    const int kind = (int)cfg->model.type;
+    if (kind < 0 || (size_t)kind >= sizeof models_ / sizeof models_[0] || !models_[kind])
+        return VGPU_ECONFIG;
+    m->ops = models_[kind];
+    int rc = m->ops->layout(m, cfg, train, max_rows);
+    if (rc < 0)
+        model_free(m, NULL);
+    return rc;
+}
+
+int model_init(struct model *m, vgpu_t *dev, const struct config *cfg,
+               const struct dataset *train, int max_rows)
+{
+    TRY(model_layout(m, cfg, train, max_rows));
+    return m->ops->alloc(m, dev);
+}
+
+void model_free(struct model *m, vgpu_t *dev)
+{
+    if (!m || !m->ops)
+        return;
+    m->ops->free(m, dev);
+    memset(m, 0, sizeof *m);
+}
+
+uint64_t model_device_bytes(const struct model *m, int opt_state_per_param)
+{
+    return m->ops->device_bytes(m, opt_state_per_param);
+}
+
+void model_init_params(const struct model *m, float *host_params, uint64_t seed)
+{
+    m->ops->init_params(m, host_params, seed);
+}
+
+int model_forward(struct model *m, vgpu_t *dev, int rows)
+{
+    return m->ops->forward(m, dev, rows);
+}
+
+int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+{
+    return m->ops->backward(m, dev, rows, grad_scale, grads ? grads : m->grads);
+}
+
+int model_eval_stats(struct model *m, vgpu_t *dev, int rows)
+{
+    return m->ops->eval_stats(m, dev, rows);
+}
+
+int model_tensor_count(const struct model *m)
+{
+    return m->ops->tensor_count(m);
+}
+
+void model_tensor(const struct model *m, int index, struct model_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    m->ops->tensor(m, index, out);
+}
+
+void model_tensor_shape(const struct model_tensor *t, char *buf, size_t bytes)
+{
+    if (t->n_dims == 2)
+        snprintf(buf, bytes, "%zux%zu", t->dims[0], t->dims[1]);
+    else
+        snprintf(buf, bytes, "%zu", t->dims[0]);
+}

@@ -1,0 +1,103 @@
+// model.h: the trainer's model interface: a table of operations each model
+// implements (mlp.c's is the one today), chosen by model.type, over device
+// buffers in a layout every model shares. The trainer calls models only
+// through the model_* functions here. A second model is one new file with
+// its table, its value in config.h's CONFIG_MODELS and its row in model.c's
+// registry.
+#ifndef VGPU_MODEL_H
+#define VGPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vgpu/vgpu.h>
+
+#include "config.h"
+#include "dataset.h"
+
+#define MODEL_MAX_SHAPE 18 // numbers a model's shape may have (a checkpoint records them)
+
+struct model_ops;
+
+// One model: its sizes and the device buffers the trainer fills and reads.
+// All parameters live in one flat buffer and all gradients in another, so
+// one collective covers them. The implementation owns every buffer.
+struct model {
+    const struct model_ops *ops;   // the implementation
+    void *impl;                    // its own state (host)
+    int shape[MODEL_MAX_SHAPE];    // the numbers that fix the layout (the MLP: layer widths);
+    int n_shape;                   // a checkpoint records them, a resume compares them
+    size_t param_count;            // floats in params and in grads
+    int max_rows;                  // the largest batch a pass takes, samples
+    int input_width;               // floats of one sample in input
+    float *params;                 // device [param_count]
+    float *grads;                  // device [param_count]: the gradient of the last backward
+    float *input;                  // device [max_rows, input_width]: a batch's samples
+    int32_t *labels;               // device [max_rows]: their classes
+    float *stats;                  // device [max_rows, VGPU_XENT_STATS]: loss, correct, top5
+};
+
+// A named piece of the flat parameters (a layer's weight or bias), for the
+// reports that name parameters: params[offset, offset + dims[0] * ... ).
+struct model_tensor {
+    char name[32];                 // e.g. "layer0.weight"
+    size_t offset;                 // its first float in params
+    int n_dims;                    // 1 or 2
+    size_t dims[2];                // its shape, row-major, e.g. [in, out] for a weight
+};
+
+// What a model implements. Every method is required.
+struct model_ops {
+    const char *name;              // its model.type value
+    // Sizes only, no device work: the shape cfg and the data (features,
+    // classes) call for, for batches of up to max_rows; fills m's sizes and
+    // m->impl. VGPU_EINVAL for a shape this model cannot have.
+    int (*layout)(struct model *m, const struct config *cfg, const struct dataset *train,
+                  int max_rows);
+    // Device bytes alloc takes, plus an optimizer with opt_state_per_param
+    // floats a parameter (what a memory cap must at least hold).
+    uint64_t (*device_bytes)(const struct model *m, int opt_state_per_param);
+    // After layout: the device buffers (zeroed), m's pointers set.
+    int (*alloc)(struct model *m, vgpu_t *dev);
+    // Frees the device buffers (dev NULL: none were made) and impl.
+    void (*free)(struct model *m, vgpu_t *dev);
+    // Initial parameters into a HOST array of param_count floats; a pure
+    // function of seed.
+    void (*init_params)(const struct model *m, float *host_params, uint64_t seed);
+    // Forward pass of `rows` samples in input.
+    int (*forward)(struct model *m, vgpu_t *dev, int rows);
+    // After forward: the loss on labels, stats[rows], and the gradient of
+    // sum(loss) * grad_scale into grads[param_count] (device), overwriting it
+    // (zeros when rows is 0).
+    int (*backward)(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
+    // After forward: the loss and top-1/top-5 stats only (evaluation).
+    int (*eval_stats)(struct model *m, vgpu_t *dev, int rows);
+    // The parameter layout: tensors [0, tensor_count) in params order.
+    int (*tensor_count)(const struct model *m);
+    void (*tensor)(const struct model *m, int index, struct model_tensor *out);
+};
+
+// The model cfg's model.type names (its layout: sizes only, no device work;
+// model_free(m, NULL) releases it). Returns 0, VGPU_ECONFIG for a type this
+// build has no implementation of, or the implementation's status.
+int model_layout(struct model *m, const struct config *cfg, const struct dataset *train,
+                 int max_rows);
+// model_layout, then the device buffers on dev.
+int model_init(struct model *m, vgpu_t *dev, const struct config *cfg,
+               const struct dataset *train, int max_rows);
+// Frees what model_layout or model_init made; a zeroed model is a no-op.
+void model_free(struct model *m, vgpu_t *dev);
+
+uint64_t model_device_bytes(const struct model *m, int opt_state_per_param);
+void model_init_params(const struct model *m, float *host_params, uint64_t seed);
+int model_forward(struct model *m, vgpu_t *dev, int rows);
+// Into m->grads, or into grads when not NULL (a buffer of param_count floats).
+int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
+int model_eval_stats(struct model *m, vgpu_t *dev, int rows);
+int model_tensor_count(const struct model *m);
+void model_tensor(const struct model *m, int index, struct model_tensor *out);
+
+// "784x256" or "10": a tensor's shape for reports.
+void model_tensor_shape(const struct model_tensor *t, char *buf, size_t bytes);
+
+#endif
