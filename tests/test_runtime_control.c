@@ -1,12 +1,14 @@
-// test_runtime_control.c: the runtime's control plane (launcher/runtime/runtime.c):
+// test_runtime_control.c: the runtime's control plane (launcher/runtime/control.c):
 // each helper's MPI call, a broadcast's 1 GiB pieces, the arrival board, the
 // bounded wait that ends the job naming the host-mate that has not arrived,
 // and runtime_load_config's "rank 0 decides"; comm.c's comm_mpi_wait (hooks,
 // bound, stopped time) and comm_agree (all or none). One process, no mpirun.
 //
-// Why this shape: runtime.c is #included to build struct runtime_impl's board
-// by hand; the static vgpu_launcher never pulls in its own runtime.o (every
-// symbol it defines is defined here), so comm.c and the rest link as they are.
+// Why this shape: the runtime's three files are #included to build struct
+// runtime_impl's board by hand and reach their statics; the static
+// vgpu_launcher never pulls in its own bootstrap.o, control.o or runtime.o
+// (every symbol they define is defined here), so comm.c and the rest link as
+// they are.
 // MPI, util_now_s and the log are --wrap'ped: no MPI_Init, and a fake clock in
 // steps of 2^-7 s makes every bound exact and instant.
 #include <setjmp.h>
@@ -20,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bootstrap.c"
+#include "control.c"
 #include "runtime.c"
 #include "test_util.h"
 
@@ -424,7 +428,7 @@ static int setup_(void **state)
     test_.done_on_poll = 1;
     memset(&log_, 0, sizeof log_);
     memset(&abort_, 0, sizeof abort_);
-    mpi_stuck_ = 0;
+    runtime_mpi.stuck = 0;
     memset(&bcast_, 0, sizeof bcast_);
     memset(&peer_, 0, sizeof peer_);
     memset(&last_reduce_, 0, sizeof last_reduce_);
@@ -674,11 +678,11 @@ static void test_library_timeout_returns_etimeout_and_stops_asking(void **state)
     assert_int_equal(log_.n_errors, 1);
     assert_contains(log_.errors, "collective timed out after 1.0 s waiting for rank 5 (host nodeA), "
                                  "rank 7 (host nodeA): stopped or stuck (control plane: agreement;");
-    assert_int_equal(mpi_stuck_, 1);
+    assert_int_equal(runtime_mpi.stuck, 1);
     // No MPI call now (none is expected): the verdict is the failure.
     assert_int_equal(agree_worst_(&f->rt, 0), VGPU_ECOMM);
     assert_int_equal(agree_worst_(&f->rt, VGPU_EDEVMEM), VGPU_EDEVMEM);
-    mpi_stuck_ = 0;
+    runtime_mpi.stuck = 0;
 }
 
 static void test_library_timeout_before_the_config_uses_the_early_bound(void **state)
@@ -695,12 +699,12 @@ static void test_library_timeout_before_the_config_uses_the_early_bound(void **s
     expect_value(__wrap_MPI_Iallgather, recvcount, 8);
     expect_handle_(__wrap_MPI_Iallgather, recvtype, MPI_BYTE);
     expect_handle_(__wrap_MPI_Iallgather, comm, MPI_COMM_WORLD);
-    assert_int_equal(ctl_gather_(&f->rt, NEVER_READ, NEVER_READ, 8, MPI_COMM_WORLD, 8),
+    assert_int_equal(runtime_ctl_gather(&f->rt, NEVER_READ, NEVER_READ, 8, MPI_COMM_WORLD, 8),
                      VGPU_ETIMEOUT);
     unsetenv("VGPU_COMM_TIMEOUT_S");
     assert_int_equal(abort_.calls, 0);
     assert_contains(log_.errors, "timed out after 2.5 s");
-    mpi_stuck_ = 0;
+    runtime_mpi.stuck = 0;
 }
 
 static void test_library_failed_mpi_call_returns_ecomm_naming_it(void **state)
@@ -712,7 +716,7 @@ static void test_library_failed_mpi_call_returns_ecomm_naming_it(void **state)
     assert_int_equal(ctl_reduce_doubles_(&f->rt, values, 2, MPI_MAX), VGPU_ECOMM);
     assert_int_equal(abort_.calls, 0);
     assert_contains(log_.errors, "control plane: MPI_Iallreduce failed in reduction: mock MPI error");
-    mpi_stuck_ = 0;
+    runtime_mpi.stuck = 0;
 }
 
 static void test_mpi_failure_while_waiting_ends_the_job(void **state)
