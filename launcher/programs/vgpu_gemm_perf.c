@@ -288,145 +288,190 @@ static int wants_(const struct opts *o, const char *name)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
+// ---- the run ----
+
+// What is measured, and the operands every library multiplies.
+struct bench {
     struct opts o;
-    if (parse_(argc, argv, &o) < 0)
-        return 2;
     struct lib libs[MAX_LIBS];
-    int n_libs = 0;
+    int n_libs;
+    device_t dev;           // the CPU virtual GPU behind the device op
+    int use_dev;            // the device op is measured
+    size_t max_elems;       // floats in each operand buffer
+    float *a, *b, *c, *c_host; // host operands (for the libraries) and C read back
+    double *want;           // the reference product
+    float *da, *db, *dc;    // the device op's operands, in device memory
+};
+
+static const int mlp_dims_[] = {784, 256, 128, 10};
+
+// The libraries asked for that are installed, and the device op. Returns 0,
+// or 1 (the exit status) with the reason printed.
+static int open_libs_(struct bench *bn)
+{
     static const struct {
         const char *name;
         int (*load)(struct lib *, int);
     } loaders[] = {{"openblas", load_openblas_}, {"blis", load_blis_}, {"dnnl", load_dnnl_}};
     for (size_t i = 0; i < sizeof loaders / sizeof loaders[0]; i++) {
-        if (!wants_(&o, loaders[i].name))
+        if (!wants_(&bn->o, loaders[i].name))
             continue;
-        struct lib *l = &libs[n_libs];
+        struct lib *l = &bn->libs[bn->n_libs];
         memset(l, 0, sizeof *l);
         l->name = loaders[i].name;
-        if (loaders[i].load(l, o.threads) == 0)
-            n_libs++;
+        if (loaders[i].load(l, bn->o.threads) == 0)
+            bn->n_libs++;
         else
             printf("# %-8s: not installed (%s)\n", l->name, dlerror());
     }
 
     // The device op: this build's library behind device_gemm, on a CPU
     // virtual GPU (operands must live in device memory).
-    device_t dev = {0};
-    int use_dev = wants_(&o, "device");
+    bn->use_dev = wants_(&bn->o, "device");
     int maxb = 0;
-    for (int i = 0; i < o.n_batches; i++)
-        maxb = o.batches[i] > maxb ? o.batches[i] : maxb;
-    const int dims[] = {784, 256, 128, 10};
-    size_t max_elems = (size_t)(maxb > 784 ? maxb : 784) * 784;
-    if (use_dev) {
+    for (int i = 0; i < bn->o.n_batches; i++)
+        maxb = bn->o.batches[i] > maxb ? bn->o.batches[i] : maxb;
+    bn->max_elems = (size_t)(maxb > 784 ? maxb : 784) * 784;
+    if (bn->use_dev) {
         struct device_info info;
         int count = 0;
         if (device_discover(DEVICE_KIND_CPU, &info, 1, &count, NULL, 0) < 0 ||
-            device_open(&dev, &info, 0, "local", 3 * max_elems * sizeof(float) + (1 << 20),
-                        o.threads) < 0) {
+            device_open(&bn->dev, &info, 0, "local", 3 * bn->max_elems * sizeof(float) + (1 << 20),
+                        bn->o.threads) < 0) {
             fprintf(stderr, "vgpu_gemm_perf: cannot open a CPU virtual GPU\n");
             return 1;
         }
-        struct lib *l = &libs[n_libs++];
+        struct lib *l = &bn->libs[bn->n_libs++];
         memset(l, 0, sizeof *l);
         l->name = "device";
         l->call = call_device_;
-        l->ctx = &dev;
+        l->ctx = &bn->dev;
         snprintf(l->about, sizeof l->about, "device_gemm of this build: %s", cpu_gemm_library());
     }
-    if (!n_libs) {
+    if (!bn->n_libs) {
         fprintf(stderr, "vgpu_gemm_perf: no library to measure\n");
         return 1;
     }
+    return 0;
+}
 
-    // Operands: host buffers for the libraries, device buffers for the op.
-    float *a = malloc(max_elems * sizeof(float)), *b = malloc(max_elems * sizeof(float));
-    float *c = malloc(max_elems * sizeof(float)), *c_host = malloc(max_elems * sizeof(float));
-    double *want = malloc(max_elems * sizeof(double));
-    float *da = NULL, *db = NULL, *dc = NULL;
-    if (!a || !b || !c || !c_host || !want)
-        return 1;
+// Operands: host buffers for the libraries, device buffers for the op, with
+// the same values in [-1, 1). Returns 0, or -1 when out of memory.
+static int make_operands_(struct bench *bn)
+{
+    const size_t n = bn->max_elems;
+    bn->a = malloc(n * sizeof(float)), bn->b = malloc(n * sizeof(float));
+    bn->c = malloc(n * sizeof(float)), bn->c_host = malloc(n * sizeof(float));
+    bn->want = malloc(n * sizeof(double));
+    if (!bn->a || !bn->b || !bn->c || !bn->c_host || !bn->want)
+        return -1;
     uint32_t x = 12345;
-    for (size_t i = 0; i < max_elems; i++) {
+    for (size_t i = 0; i < n; i++) {
         x = x * 1664525u + 1013904223u; // values in [-1, 1)
-        a[i] = (float)(x >> 8) / (float)(1 << 23) - 1.0f;
+        bn->a[i] = (float)(x >> 8) / (float)(1 << 23) - 1.0f;
         x = x * 1664525u + 1013904223u;
-        b[i] = (float)(x >> 8) / (float)(1 << 23) - 1.0f;
+        bn->b[i] = (float)(x >> 8) / (float)(1 << 23) - 1.0f;
     }
-    if (use_dev) {
-        if (device_alloc_floats(&dev, max_elems, &da) < 0 ||
-            device_alloc_floats(&dev, max_elems, &db) < 0 ||
-            device_alloc_floats(&dev, max_elems, &dc) < 0)
-            return 1;
-        device_copy_to_device(&dev, da, a, max_elems * sizeof(float));
-        device_copy_to_device(&dev, db, b, max_elems * sizeof(float));
-    }
+    if (!bn->use_dev)
+        return 0;
+    if (device_alloc_floats(&bn->dev, n, &bn->da) < 0 || device_alloc_floats(&bn->dev, n, &bn->db) < 0 ||
+        device_alloc_floats(&bn->dev, n, &bn->dc) < 0)
+        return -1;
+    device_copy_to_device(&bn->dev, bn->da, bn->a, n * sizeof(float));
+    device_copy_to_device(&bn->dev, bn->db, bn->b, n * sizeof(float));
+    return 0;
+}
 
+static void print_header_(const struct bench *bn)
+{
     printf("# vgpu_gemm_perf: sgemm GFLOP/s, row-major, %d thread(s), median of %d interleaved "
-           "trials of >= %.0f ms\n", o.threads, o.trials, o.min_trial_s * 1000);
-    printf("# host: %s\n", dev.info.name[0] ? dev.info.name : "(cpu)");
-    for (int i = 0; i < n_libs; i++)
-        printf("# %-8s: %s\n", libs[i].name, libs[i].about);
+           "trials of >= %.0f ms\n", bn->o.threads, bn->o.trials, bn->o.min_trial_s * 1000);
+    printf("# host: %s\n", bn->dev.info.name[0] ? bn->dev.info.name : "(cpu)");
+    for (int i = 0; i < bn->n_libs; i++)
+        printf("# %-8s: %s\n", bn->libs[i].name, bn->libs[i].about);
     printf("%5s %-7s %2s %2s %5s %5s %5s", "batch", "gemm", "tA", "tB", "M", "N", "K");
-    for (int i = 0; i < n_libs; i++)
-        printf(" %9s", libs[i].name);
+    for (int i = 0; i < bn->n_libs; i++)
+        printf(" %9s", bn->libs[i].name);
     printf("\n");
+}
 
+// One shape: each library checked against the reference, then timed in
+// interleaved trials; prints its row and adds each median to batch_s.
+// Returns 1 when a library got it wrong.
+static int measure_shape_(struct bench *bn, int batch, const struct shape *s, double *batch_s)
+{
     int failed = 0;
-    double step_s[MAX_LIBS] = {0};
-    for (int bi = 0; bi < o.n_batches; bi++) {
-        struct shape shapes[MAX_SHAPES];
-        int n_shapes = mlp_shapes_(dims, 4, o.batches[bi], shapes);
-        double batch_s[MAX_LIBS] = {0};
-        for (int si = 0; si < n_shapes; si++) {
-            const struct shape *s = &shapes[si];
-            reference_(s, a, b, want);
-            double times[MAX_LIBS][MAX_TRIALS];
-            for (int li = 0; li < n_libs; li++) {
-                struct lib *l = &libs[li];
-                double err = check_(l, s, l->ctx ? da : a, l->ctx ? db : b, l->ctx ? dc : c,
-                                    c_host, want, &dev);
-                if (!(err < 1e-4)) {
-                    printf("# %s %s: max relative error %.3g: FAILED\n", l->name, s->what, err);
-                    failed = 1;
-                }
-            }
-            for (int t = 0; t < o.trials; t++) // interleaved: noise hits every library alike
-                for (int li = 0; li < n_libs; li++) {
-                    struct lib *l = &libs[li];
-                    times[li][t] = time_call_(l, s, l->ctx ? da : a, l->ctx ? db : b,
-                                              l->ctx ? dc : c, o.min_trial_s);
-                }
-            double flops = 2.0 * s->m * s->n * s->k;
-            printf("%5d %-7s %2s %2s %5d %5d %5d", o.batches[bi], s->what, s->ta ? "T" : "N",
-                   s->tb ? "T" : "N", s->m, s->n, s->k);
-            for (int li = 0; li < n_libs; li++) {
-                qsort(times[li], (size_t)o.trials, sizeof(double), cmp_double_);
-                double med = times[li][o.trials / 2];
-                batch_s[li] += med;
-                printf(" %9.1f", flops / med * 1e-9);
-            }
-            printf("\n");
+    reference_(s, bn->a, bn->b, bn->want);
+    double times[MAX_LIBS][MAX_TRIALS];
+    for (int li = 0; li < bn->n_libs; li++) {
+        struct lib *l = &bn->libs[li];
+        double err = check_(l, s, l->ctx ? bn->da : bn->a, l->ctx ? bn->db : bn->b,
+                            l->ctx ? bn->dc : bn->c, bn->c_host, bn->want, &bn->dev);
+        if (!(err < 1e-4)) {
+            printf("# %s %s: max relative error %.3g: FAILED\n", l->name, s->what, err);
+            failed = 1;
         }
-        printf("%5d %-22s", o.batches[bi], "all (time-weighted)");
-        double flops = 0;
-        for (int si = 0; si < n_shapes; si++)
-            flops += 2.0 * shapes[si].m * shapes[si].n * shapes[si].k;
-        printf("%14s", "");
-        for (int li = 0; li < n_libs; li++)
-            printf(" %9.1f", flops / batch_s[li] * 1e-9);
-        printf("\n%5d %-36s", o.batches[bi], "GEMM us per step");
-        for (int li = 0; li < n_libs; li++) {
-            printf(" %9.0f", batch_s[li] * 1e6);
-            step_s[li] += batch_s[li];
-        }
-        printf("\n");
     }
-    if (use_dev)
-        device_close(&dev);
-    free(a), free(b), free(c), free(c_host), free(want);
+    for (int t = 0; t < bn->o.trials; t++) // interleaved: noise hits every library alike
+        for (int li = 0; li < bn->n_libs; li++) {
+            struct lib *l = &bn->libs[li];
+            times[li][t] = time_call_(l, s, l->ctx ? bn->da : bn->a, l->ctx ? bn->db : bn->b,
+                                      l->ctx ? bn->dc : bn->c, bn->o.min_trial_s);
+        }
+    double flops = 2.0 * s->m * s->n * s->k;
+    printf("%5d %-7s %2s %2s %5d %5d %5d", batch, s->what, s->ta ? "T" : "N", s->tb ? "T" : "N",
+           s->m, s->n, s->k);
+    for (int li = 0; li < bn->n_libs; li++) {
+        qsort(times[li], (size_t)bn->o.trials, sizeof(double), cmp_double_);
+        double med = times[li][bn->o.trials / 2];
+        batch_s[li] += med;
+        printf(" %9.1f", flops / med * 1e-9);
+    }
+    printf("\n");
+    return failed;
+}
+
+// Every shape of one training step at this batch size, then the step's
+// totals. Returns 1 when a library got a shape wrong.
+static int measure_batch_(struct bench *bn, int batch)
+{
+    struct shape shapes[MAX_SHAPES];
+    int n_shapes = mlp_shapes_(mlp_dims_, 4, batch, shapes);
+    double batch_s[MAX_LIBS] = {0};
+    int failed = 0;
+    for (int si = 0; si < n_shapes; si++)
+        failed |= measure_shape_(bn, batch, &shapes[si], batch_s);
+    printf("%5d %-22s", batch, "all (time-weighted)");
+    double flops = 0;
+    for (int si = 0; si < n_shapes; si++)
+        flops += 2.0 * shapes[si].m * shapes[si].n * shapes[si].k;
+    printf("%14s", "");
+    for (int li = 0; li < bn->n_libs; li++)
+        printf(" %9.1f", flops / batch_s[li] * 1e-9);
+    printf("\n%5d %-36s", batch, "GEMM us per step");
+    for (int li = 0; li < bn->n_libs; li++)
+        printf(" %9.0f", batch_s[li] * 1e6);
+    printf("\n");
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    static struct bench bn;
+    if (parse_(argc, argv, &bn.o) < 0)
+        return 2;
+    int rc = open_libs_(&bn);
+    if (rc)
+        return rc;
+    if (make_operands_(&bn) < 0)
+        return 1;
+    print_header_(&bn);
+    int failed = 0;
+    for (int bi = 0; bi < bn.o.n_batches; bi++)
+        failed |= measure_batch_(&bn, bn.o.batches[bi]);
+    if (bn.use_dev)
+        device_close(&bn.dev);
+    free(bn.a), free(bn.b), free(bn.c), free(bn.c_host), free(bn.want);
     printf("# %s\n", failed ? "FAILED" : "OK");
     return failed;
 }
