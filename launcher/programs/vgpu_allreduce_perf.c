@@ -304,6 +304,40 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
     MPI_Allreduce(&bad, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
 
+// The table's title and column heads (rank 0), as nccl-tests prints them.
+static void print_header_(const struct bench_opts *o, int size, int hosts)
+{
+    printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
+           "iters %d, warmup %d, check %d%s\n",
+           size, hosts, o->backend, comm_op_name(o->op),
+           o->iters, o->warmup, o->check, o->tree ? ", deterministic tree" : "");
+    if (o->tree)
+        printf("# tree: %d partials of each size split over the ranks, summed in the "
+               "canonical tree (both columns)\n", o->tree);
+    printf("#%70s%36s\n", "out-of-place", "in-place");
+    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+           "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+           "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    fflush(stdout);
+}
+
+// One size's row: out-of-place then in-place; each column adds half its bus
+// bandwidth to *bus_sum, so a row adds the mean of its two.
+static void print_row_(const struct bench_opts *o, int size, double bytes, size_t count,
+                       const double us[2], const long long wrong[2], double *bus_sum)
+{
+    printf(" %11.0f %12zu %8s %6s", bytes, count, comm_dtype_name(o->dtype), comm_op_name(o->op));
+    for (int ip = 0; ip < 2; ip++) {
+        double algbw = bytes / us[ip] / 1e3; // GB/s
+        double busbw = algbw * 2.0 * (size - 1) / size;
+        *bus_sum += busbw / 2;
+        printf(" %9.1f %8.2f %8.2f %6lld", us[ip], algbw, busbw, wrong[ip]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -348,21 +382,8 @@ int main(int argc, char **argv)
         (rc = device_alloc(&dev, max_count * es, (void **)&drecv)) < 0)
         die_(c, rc ? rc : VGPU_ENOMEM, "buffer allocation");
 
-    if (rank == 0) {
-        printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
-               "iters %d, warmup %d, check %d%s\n",
-               size, hosts, o.backend, comm_op_name(o.op),
-               o.iters, o.warmup, o.check, o.tree ? ", deterministic tree" : "");
-        if (o.tree)
-            printf("# tree: %d partials of each size split over the ranks, summed in the "
-                   "canonical tree (both columns)\n", o.tree);
-        printf("#%70s%36s\n", "out-of-place", "in-place");
-        printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
-               "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-        printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-        fflush(stdout);
-    }
+    if (rank == 0)
+        print_header_(&o, size, hosts);
     if (rank == o.sleep_rank) {
         log_warn("fault injection: sleeping %.0f s before the first collective", o.sleep_s);
         usleep((useconds_t)(o.sleep_s * 1e6));
@@ -378,18 +399,8 @@ int main(int argc, char **argv)
         long long wrong[2];
         for (int ip = 0; ip < 2; ip++)
             run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &wrong[ip]);
-        if (rank == 0) {
-            printf(" %11.0f %12zu %8s %6s", bytes, count, comm_dtype_name(o.dtype),
-                   comm_op_name(o.op));
-            for (int ip = 0; ip < 2; ip++) {
-                double algbw = bytes / us[ip] / 1e3; // GB/s
-                double busbw = algbw * 2.0 * (size - 1) / size;
-                bus_sum += busbw / 2;
-                printf(" %9.1f %8.2f %8.2f %6lld", us[ip], algbw, busbw, wrong[ip]);
-            }
-            printf("\n");
-            fflush(stdout);
-        }
+        if (rank == 0)
+            print_row_(&o, size, bytes, count, us, wrong, &bus_sum);
         wrong_total += wrong[0] + wrong[1];
         rows++;
         if (count == 0)
