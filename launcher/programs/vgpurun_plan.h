@@ -1,5 +1,7 @@
 // vgpurun_plan.h: vgpurun's pure part: options and machine facts in, the launch
 // command (argv + environment) out. No I/O, so it is unit-tested as is.
+// vgpurun_args.c reads the command line and host lists, vgpurun_plan.c builds
+// the command, vgpurun_identity.c reads a rank's identity (vgpurun-rank).
 #ifndef VGPU_VGPURUN_PLAN_H
 #define VGPU_VGPURUN_PLAN_H
 
