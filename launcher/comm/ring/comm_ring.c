@@ -156,16 +156,11 @@ enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, i
     return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
 }
 
-static int ring_create_(comm_t *c, const struct comm_args *args)
+// The duplicate communicator and the per-rank tables, agreed on the parent
+// communicator (a rank whose duplicate failed has none).
+static int setup_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
 {
-    struct ring_comm *rc = calloc(1, sizeof *rc);
-    if (!rc)
-        return VGPU_ENOMEM;
-    c->impl = rc;
-    rc->mpi = MPI_COMM_NULL;
-    rc->dev = args->dev;
-    const int n = c->size, me = c->rank;
-    int stage_fd = -1, ctl_fd = -1; // segments this rank created, held until mapped
+    const int n = c->size;
     int status = comm_mpi_dup_bounded(c, args->mpi_comm, &rc->mpi, "ring set-up (MPI_Comm_idup)");
     rc->peers = calloc((size_t)n, sizeof *rc->peers);
     rc->order = calloc((size_t)n, sizeof *rc->order);
@@ -173,40 +168,43 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     rc->slot_of = calloc((size_t)n, sizeof *rc->slot_of);
     if (status == 0 && !(rc->peers && rc->order && rc->pos_of && rc->slot_of))
         status = VGPU_ENOMEM;
-    // On the parent communicator: a rank whose duplicate failed has none.
-    status = comm_agree(c, args->mpi_comm, status, "ring set-up");
-    if (status < 0)
-        goto fail;
+    return comm_agree(c, args->mpi_comm, status, "ring set-up");
+}
 
-    // The slice must be the same everywhere (it fixes the step count).
-    uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
-    slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
-    status = comm_mpi_min_u64_bounded(c, rc->mpi, &slice, "ring set-up (slice)");
-    if (status < 0)
-        goto fail;
-
-    // This rank's window: its CPU arena, mapped by its right neighbour; its
-    // GPU arena, opened by its right neighbour through CUDA IPC (every rank on
-    // one GPU); or a host staging segment that device buffers are copied
-    // through (GPUs otherwise; VGPU_RING_STAGING=1 on any device).
+// What this rank's window is, agreed from every rank's device: its CPU
+// arena, mapped by its right neighbour; its GPU arena, opened by its right
+// neighbour through CUDA IPC (every rank on one GPU); or a host staging
+// segment that device buffers are copied through (GPUs otherwise;
+// VGPU_RING_STAGING=1 on any device). Sets rc->kind and rc->staging.
+static int choose_window_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
+{
+    const int n = c->size;
     struct ring_device_fact fact = {.node = args->node_index,
                                     .cuda = device_is_cuda(rc->dev),
                                     .mig = rc->dev->info.mig};
     snprintf(fact.uuid, sizeof fact.uuid, "%s", rc->dev->info.uuid);
     struct ring_device_fact *facts = calloc((size_t)n, sizeof *facts);
-    if (status == 0 && !facts)
-        status = VGPU_ENOMEM;
+    int status = facts ? 0 : VGPU_ENOMEM;
     status = comm_agree(c, rc->mpi, status, "ring devices");
     if (status == 0)
         status = check_(MPI_Allgather(&fact, (int)sizeof fact, MPI_BYTE, facts, (int)sizeof fact,
                                       MPI_BYTE, rc->mpi),
                         "MPI_Allgather");
-    rc->kind = status == 0 ? ring_window_kind(facts, n, me, env_get()->ring_staging)
+    rc->kind = status == 0 ? ring_window_kind(facts, n, c->rank, env_get()->ring_staging)
                            : RING_WINDOW_HOST;
     free(facts);
     if (status < 0)
-        goto fail;
+        return status;
     rc->staging = rc->kind == RING_WINDOW_STAGED;
+    return 0;
+}
+
+// The piece agreed, this rank's window opened (a staging segment it
+// creates: *stage_fd, held until the peers have mapped it), and every
+// rank's window shared.
+static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_comm *rc,
+                          int *stage_fd)
+{
     // A staging window is host memory each rank commits: as large as the
     // largest collective the caller declared, within [64 KiB, a piece]
     // (larger collectives pass in pieces). Every rank must cut alike: the
@@ -219,16 +217,15 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
                 : piece > RING_PIECE_BYTES   ? RING_PIECE_BYTES
                                              : piece;
     }
-    if (status == 0)
-        status = comm_mpi_min_u64_bounded(c, rc->mpi, &piece, "ring set-up (piece)");
+    int status = comm_mpi_min_u64_bounded(c, rc->mpi, &piece, "ring set-up (piece)");
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
     if (status == 0 && rc->staging) {
         rc->stage_bytes = rc->piece_bytes;
         void *map = NULL;
-        stage_fd = create_segment_("vgpu-stage", rc->stage_bytes, &mine.win, &map);
-        status = stage_fd < 0 ? stage_fd : 0;
+        *stage_fd = create_segment_("vgpu-stage", rc->stage_bytes, &mine.win, &map);
+        status = *stage_fd < 0 ? *stage_fd : 0;
         rc->stage = map;
         // Every collective copies through it to and from the device.
         if (status == 0)
@@ -252,11 +249,14 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         status = check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, rc->peers,
                                       (int)sizeof mine, MPI_BYTE, rc->mpi),
                         "MPI_Allgather");
-    if (status < 0)
-        goto fail;
+    return status;
+}
 
-    // Ring order: by host, then rank, so the ring crosses each host boundary
-    // once and every other link is shared memory.
+// Ring order: by host, then rank, so the ring crosses each host boundary
+// once and every other link is shared memory. Sets rc->order, pos_of,
+// slot_of; returns this host's rank count and its lowest rank (*leader).
+static int order_ring_(struct ring_comm *rc, int n, int node, int *leader)
+{
     for (int q = 0; q < n; q++)
         rc->order[q] = q;
     for (int i = 1; i < n; i++) { // insertion sort: n is small and this runs once
@@ -267,28 +267,38 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         }
         rc->order[j] = q;
     }
-    int local_size = 0, leader = -1;
+    int local_size = 0;
+    *leader = -1;
     for (int i = 0; i < n; i++)
         rc->pos_of[rc->order[i]] = i;
     for (int q = 0; q < n; q++) {
         rc->slot_of[q] = 0;
         for (int q2 = 0; q2 < q; q2++)
             rc->slot_of[q] += rc->peers[q2].node == rc->peers[q].node;
-        if (rc->peers[q].node == args->node_index) {
+        if (rc->peers[q].node == node) {
             local_size++;
-            if (leader < 0)
-                leader = q;
+            if (*leader < 0)
+                *leader = q;
         }
     }
+    return local_size;
+}
 
-    // The host's control segment: created and initialised by its lowest rank
-    // before anyone else maps it (the agreement between is the barrier).
+// The host's control segment: created and initialised by its lowest rank
+// before anyone else maps it (the agreement between is the barrier), then
+// mapped by the others. A failure to create it is agreed here (a negative
+// return); one to map it is returned in *map_status, to be agreed with the
+// links' (at "ring mappings").
+static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local_size,
+                          int *ctl_fd, int *map_status)
+{
+    int status = 0;
     rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
     struct shm_handle ctl_mine = {0};
-    if (me == leader) {
+    if (c->rank == leader) {
         void *map = NULL;
-        ctl_fd = create_segment_("vgpu-ring-ctl", rc->ctl_bytes, &ctl_mine, &map);
-        status = ctl_fd < 0 ? ctl_fd : 0;
+        *ctl_fd = create_segment_("vgpu-ring-ctl", rc->ctl_bytes, &ctl_mine, &map);
+        status = *ctl_fd < 0 ? *ctl_fd : 0;
         rc->ctl = map;
         if (status == 0) {
             rc->ctl->slots = (uint32_t)local_size;
@@ -296,7 +306,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
             rc->ctl->magic = RING_CTL_MAGIC;
         }
     }
-    struct shm_handle *ctls = calloc((size_t)n, sizeof *ctls);
+    struct shm_handle *ctls = calloc((size_t)c->size, sizeof *ctls);
     if (status == 0 && !ctls)
         status = VGPU_ENOMEM;
     status = comm_agree(c, rc->mpi, status, "ring control segment");
@@ -304,26 +314,29 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         status = check_(MPI_Allgather(&ctl_mine, (int)sizeof ctl_mine, MPI_BYTE, ctls,
                                       (int)sizeof ctl_mine, MPI_BYTE, rc->mpi),
                         "MPI_Allgather");
-    if (status < 0) {
-        free(ctls);
-        goto fail;
-    }
-    // A failure from here on is agreed at "ring mappings", by everyone.
-    if (me != leader) {
+    *map_status = 0;
+    if (status == 0 && c->rank != leader) {
         void *map = NULL;
-        status = shm_share_map(&ctls[leader], 1, &map);
+        *map_status = shm_share_map(&ctls[leader], 1, &map);
         rc->ctl = map;
-        if (status == 0 && (rc->ctl->magic != RING_CTL_MAGIC ||
-                            rc->ctl->slots != (uint32_t)local_size ||
-                            rc->ctl->slot_bytes != sizeof(struct ring_slot))) {
+        if (*map_status == 0 && (rc->ctl->magic != RING_CTL_MAGIC ||
+                                 rc->ctl->slots != (uint32_t)local_size ||
+                                 rc->ctl->slot_bytes != sizeof(struct ring_slot))) {
             log_error("ring: rank %d's control segment does not match this build", leader);
-            status = VGPU_ECOMM;
+            *map_status = VGPU_ECOMM;
         }
     }
     free(ctls);
+    return status;
+}
 
-    // Links. Only the left neighbour's window is ever read here.
-    const int p = rc->pos_of[me];
+// The engine's links: its neighbours, their slots and (same host) the left
+// neighbour's window, the only one ever read here. Returns status, or the
+// failure to map.
+static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, uint64_t slice,
+                 int local_size, int status)
+{
+    const int n = c->size, me = c->rank, p = rc->pos_of[me];
     struct ring_core *core = &rc->core;
     core->pos = p;
     core->size = n;
@@ -341,41 +354,72 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
                        : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
                                                         : RING_SPIN_DEDICATED;
     core->report = report_;
-    if (status == 0) {
-        core->me = &rc->ctl->slot[rc->slot_of[me]];
-        if (core->left.local)
-            core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
-        if (core->right.local)
-            core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
-        if (n > 1 && core->left.local && rc->kind == RING_WINDOW_DEVICE) {
-            const struct ring_peer *lp = &rc->peers[core->left.rank];
-            status = device_ipc_open(rc->dev, lp->ipc, &rc->left_dev);
-            core->left.win = rc->left_dev;
-            core->left.win_bytes = lp->dev_bytes;
-            if (status < 0)
-                log_error("ring: cannot open rank %d's GPU arena (CUDA IPC); "
-                          "VGPU_RING_STAGING=1 copies through host memory instead",
-                          core->left.rank);
-        } else if (n > 1 && core->left.local) {
-            const struct ring_peer *lp = &rc->peers[core->left.rank];
-            status = shm_share_map(&lp->win, 0, &rc->left_map);
-            rc->left_map_bytes = lp->win.bytes;
-            core->left.win = rc->left_map;
-            core->left.win_bytes = lp->win.bytes;
-        }
-        if (status == 0 && (!core->left.local || !core->right.local)) {
-            // A chunk: a step's slice and up to 16 elements of 8 bytes more.
-            core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
-            core->landing = malloc(core->landing_bytes);
-            if (!core->landing)
-                status = VGPU_ENOMEM;
-        }
-        // Steps count from what this host's slots say (0 for a new segment).
-        core->progress = 0;
+    if (status < 0)
+        return status;
+    core->me = &rc->ctl->slot[rc->slot_of[me]];
+    if (core->left.local)
+        core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
+    if (core->right.local)
+        core->right.slot = &rc->ctl->slot[rc->slot_of[core->right.rank]];
+    if (n > 1 && core->left.local && rc->kind == RING_WINDOW_DEVICE) {
+        const struct ring_peer *lp = &rc->peers[core->left.rank];
+        status = device_ipc_open(rc->dev, lp->ipc, &rc->left_dev);
+        core->left.win = rc->left_dev;
+        core->left.win_bytes = lp->dev_bytes;
+        if (status < 0)
+            log_error("ring: cannot open rank %d's GPU arena (CUDA IPC); "
+                      "VGPU_RING_STAGING=1 copies through host memory instead",
+                      core->left.rank);
+    } else if (n > 1 && core->left.local) {
+        const struct ring_peer *lp = &rc->peers[core->left.rank];
+        status = shm_share_map(&lp->win, 0, &rc->left_map);
+        rc->left_map_bytes = lp->win.bytes;
+        core->left.win = rc->left_map;
+        core->left.win_bytes = lp->win.bytes;
     }
-    // Everyone has mapped everything it needs: the descriptors can go.
-    status = comm_agree(c, rc->mpi, status, "ring mappings");
-fail:
+    if (status == 0 && (!core->left.local || !core->right.local)) {
+        // A chunk: a step's slice and up to 16 elements of 8 bytes more.
+        core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
+        core->landing = malloc(core->landing_bytes);
+        if (!core->landing)
+            status = VGPU_ENOMEM;
+    }
+    // Steps count from what this host's slots say (0 for a new segment).
+    core->progress = 0;
+    return status;
+}
+
+// Every step agrees its outcome with all ranks before the next (a failure
+// anywhere fails everywhere, and no rank waits on one that gave up).
+static int ring_create_(comm_t *c, const struct comm_args *args)
+{
+    struct ring_comm *rc = calloc(1, sizeof *rc);
+    if (!rc)
+        return VGPU_ENOMEM;
+    c->impl = rc;
+    rc->mpi = MPI_COMM_NULL;
+    rc->dev = args->dev;
+    int stage_fd = -1, ctl_fd = -1; // segments this rank created, held until mapped
+    int status = setup_(c, args, rc);
+    // The slice must be the same everywhere (it fixes the step count).
+    uint64_t slice = args->slice_bytes ? args->slice_bytes : RING_DEFAULT_SLICE_BYTES;
+    slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &slice, "ring set-up (slice)");
+    if (status == 0)
+        status = choose_window_(c, args, rc);
+    if (status == 0)
+        status = share_windows_(c, args, rc, &stage_fd);
+    int map_status = 0, leader = -1;
+    if (status == 0) {
+        const int local_size = order_ring_(rc, c->size, args->node_index, &leader);
+        status = share_control_(c, rc, leader, local_size, &ctl_fd, &map_status);
+        // A failure from here on is agreed at "ring mappings", by everyone.
+        if (status == 0)
+            status = comm_agree(c, rc->mpi,
+                                link_(c, args, rc, slice, local_size, map_status),
+                                "ring mappings");
+    }
     if (ctl_fd >= 0)
         close(ctl_fd);
     if (stage_fd >= 0)
