@@ -1,7 +1,8 @@
 // api_trainer.c: libvgpu's API beyond NCCL's calls, as a trainer uses it
 // (tests/e2e/api_comm.sh runs it on 1-4 ranks): start-up in two steps, the
 // host collectives before and after vgpu_open, calls that need a device
-// refused before it, the kernels against host arithmetic, the fused update
+// refused before it, a host function computing on device memory (CPU
+// devices), vgpu_ops.h's kernels against host arithmetic, the fused update
 // and the tree all-reduce against their definitions, statistics and marks.
 //
 //   api_trainer            every check; prints "api_trainer: N ranks (kind,
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ops.h>
 
 static int checks_, failed_, rank_;
 
@@ -113,12 +114,77 @@ static void kernels_(vgpu_t *v)
     CHECK(vgpu_memzero(v, dc, sizeof c) == 0);
     CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
     CHECK(c[0] == 0 && c[5] == 0);
+    // Adam's first step moves each parameter by lr against its gradient's
+    // sign (the bias corrections cancel the moments' (1 - beta) factors).
+    const float p0[3] = {1, 2, 3}, g0[3] = {0.5f, -4, 2};
+    const struct vgpu_adam adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                                   .step = 1};
+    float *dp, *dg, *dm, *dvar, p1[3];
+    CHECK(vgpu_malloc(v, (void **)&dp, sizeof p0) == 0);
+    CHECK(vgpu_malloc(v, (void **)&dg, sizeof g0) == 0);
+    CHECK(vgpu_malloc(v, (void **)&dm, sizeof p0) == 0);
+    CHECK(vgpu_malloc(v, (void **)&dvar, sizeof p0) == 0);
+    CHECK(vgpu_memcpy_htod(v, dp, p0, sizeof p0) == 0);
+    CHECK(vgpu_memcpy_htod(v, dg, g0, sizeof g0) == 0);
+    CHECK(vgpu_memzero(v, dm, sizeof p0) == 0 && vgpu_memzero(v, dvar, sizeof p0) == 0);
+    CHECK(vgpu_adam_step(v, dp, dg, dm, dvar, 3, &adam) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, p1, dp, sizeof p1) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(fabsf(p1[i] - (p0[i] - (g0[i] > 0 ? 0.01f : -0.01f))) < 1e-5f);
+    const struct vgpu_adam step0 = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .step = 0};
+    CHECK(vgpu_adam_step(v, dp, dg, dm, dvar, 3, &step0) == VGPU_EINVAL); // steps count from 1
+    vgpu_free(v, dvar);
+    vgpu_free(v, dm);
+    vgpu_free(v, dg);
+    vgpu_free(v, dp);
     // A host pointer is not device memory: refused, as a GPU would fault.
     CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, a, db, 0.0f, dc) == VGPU_EINVAL);
     vgpu_free(v, dbias);
     vgpu_free(v, dc);
     vgpu_free(v, db);
     vgpu_free(v, da);
+}
+
+// vgpu_launch_host_func's function: y[i] = 3 * x[i] + rank on device memory
+// (CPU devices, where it is host memory while the function runs); on a GPU
+// it must not touch device memory and only counts.
+struct host_fn_arg {
+    const float *x;
+    float *y;
+    int n, touch, calls;
+};
+
+static void host_fn_(void *arg)
+{
+    struct host_fn_arg *a = arg;
+    a->calls++;
+    for (int i = 0; a->touch && i < a->n; i++)
+        a->y[i] = 3 * a->x[i] + (float)rank_;
+}
+
+static void host_function_(vgpu_t *v)
+{
+    enum { N = 300 };
+    float host[N], back[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i;
+    float *x, *y;
+    CHECK(vgpu_malloc(v, (void **)&x, sizeof host) == 0);
+    CHECK(vgpu_malloc(v, (void **)&y, sizeof host) == 0);
+    CHECK(vgpu_memcpy_htod(v, x, host, sizeof host) == 0);
+    CHECK(vgpu_memzero(v, y, sizeof host) == 0);
+    struct host_fn_arg a = {x, y, N, vgpu_cuda_device(v) < 0, 0};
+    // In stream order: after the upload and the zeroing, before the copy back.
+    CHECK(vgpu_launch_host_func(v, host_fn_, &a) == 0);
+    CHECK(vgpu_memcpy_dtoh(v, back, y, sizeof back) == 0);
+    CHECK(vgpu_synchronize(v) == 0 && a.calls == 1);
+    int right = 1;
+    for (int i = 0; i < N; i++)
+        right &= back[i] == (a.touch ? 3 * host[i] + (float)rank_ : 0.0f);
+    CHECK(right);
+    CHECK(vgpu_launch_host_func(v, NULL, &a) == VGPU_EINVAL);
+    vgpu_free(v, y);
+    vgpu_free(v, x);
 }
 
 // update(first, count): params[i] -= grads[i] (the summed gradient) in the ranges this rank gets.
@@ -215,6 +281,7 @@ int main(int argc, char **argv)
     void *p = NULL;
     CHECK(vgpu_malloc(v, &p, 64) == VGPU_EINVAL);
     CHECK(vgpu_barrier(v) == VGPU_EINVAL);
+    CHECK(vgpu_launch_host_func(v, host_fn_, NULL) == VGPU_EINVAL);
     CHECK(!strcmp(vgpu_device_kind(v), "none"));
     CHECK(vgpu_cuda_device(v) == -1);
     CHECK(vgpu_startup_stage(v, "api_trainer: before the device") == 0);
@@ -241,6 +308,7 @@ int main(int argc, char **argv)
     CHECK(vgpu_physical_devices(v) >= 1 && vgpu_host_count(v) >= 1 && vgpu_host(v)[0]);
     host_reductions_(v, n);
     host_moves_(v, n);
+    host_function_(v);
     kernels_(v);
     beyond_nccl_(v, n);
     int32_t failed = failed_; // the job's

@@ -416,18 +416,55 @@ static void test_host_dereference_faults(void **state)
     device_free(dev, d);
 }
 
+// device_host_func's function: on a CPU device it doubles n floats of
+// device memory in place through their device pointer; on a GPU (where it
+// must not touch device memory) it only counts.
+struct host_func_arg_ {
+    float *data;
+    size_t n;
+    int touch, calls;
+};
+
+static void host_func_double_(void *arg)
+{
+    struct host_func_arg_ *a = arg;
+    a->calls++;
+    if (a->touch)
+        for (size_t i = 0; i < a->n; i++)
+            a->data[i] *= 2.0f;
+}
+
+// device_host_func runs in stream order: after the upload before it, before
+// the copy after it; on a CPU device it reads and writes device memory.
+static void test_host_func(void **state)
+{
+    device_t *dev = *state;
+    float host[5] = {1, 2, 3, 4, 5}, back[5] = {0};
+    float *d = upload_(dev, host, 5);
+    struct host_func_arg_ a = {d, 5, !device_is_cuda(dev), 0};
+    assert_int_equal(device_host_func(dev, host_func_double_, &a), 0);
+    assert_int_equal(device_sync(dev), 0);
+    assert_int_equal(a.calls, 1);
+    download_(dev, back, d, 5);
+    for (int i = 0; i < 5; i++)
+        assert_true(back[i] == (a.touch ? 2 : 1) * host[i]);
+    assert_int_equal(device_host_func(dev, NULL, &a), VGPU_EINVAL);
+    device_free(dev, d);
+}
+
 // A host access to a virtual GPU's memory says what happened before the
 // rank dies of it: the rank, the address, read or write, the virtual GPU and
 // what to use instead (device_cpu.c's SIGSEGV handler); a fault anywhere
-// else stays a plain SIGSEGV, without that line.
+// else stays a plain SIGSEGV, without that line. A host function opens the
+// memory only while it runs: a read after one faults, explained, too.
 static void test_host_access_explained(void **state)
 {
     (void)state;
     struct device_info infos[8];
     int count = 0;
     assert_int_equal(device_discover(DEVICE_KIND_CPU, infos, 8, &count, NULL, 0), 0);
-    static const char *const cases[] = {"read", "write", "elsewhere"};
-    for (int c = 0; c < 3; c++) {
+    static const char *const cases[] = {"read", "write", "elsewhere", "read after a host function"};
+    for (int c = 0; c < 4; c++) {
         int fds[2];
         assert_int_equal(pipe(fds), 0);
         fflush(NULL);
@@ -445,8 +482,13 @@ static void test_host_access_explained(void **state)
                 device_alloc_floats(&dev, 64, &d))
                 _exit(2);
             volatile char *p = (char *)d + 100;
+            if (c == 3) { // inside the function the same address is host memory
+                struct host_func_arg_ a = {d, 64, 1, 0};
+                if (device_host_func(&dev, host_func_double_, &a) || a.calls != 1)
+                    _exit(3);
+            }
             dprintf(fds[1], "address %p\n", (void *)p);
-            if (c == 0)
+            if (c == 0 || c == 3)
                 (void)*p;
             else if (c == 1)
                 *p = 1;
@@ -473,14 +515,15 @@ static void test_host_access_explained(void **state)
         assert_non_null(addr);
         char want[256];
         int alen = (int)strcspn(addr + 8, "\n");
-        if (c < 2) {
+        if (c != 2) {
             snprintf(want, sizeof want,
                      "[rank 3@testhost] error: host access to device memory: the program %s %.*s, "
-                     "byte ", c ? "wrote" : "read", alen, addr + 8);
+                     "byte ", c == 1 ? "wrote" : "read", alen, addr + 8);
             if (!strstr(out, want))
                 fail_msg("%s: no '%s' in: %s", cases[c], want, out);
             assert_non_null(strstr(out, " of virtual GPU vgpu3 (rank 3's, 1.0 MiB on cpu0 "));
             assert_non_null(strstr(out, "copy it with vgpu_memcpy_dtoh / vgpu_memcpy_htod"));
+            assert_non_null(strstr(out, "vgpu_launch_host_func"));
         } else if (strstr(out, "host access to device memory")) {
             fail_msg("a fault outside device memory was explained as one inside: %s", out);
         }
@@ -998,6 +1041,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_copies_and_counters, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_async_uploads, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_pointer_checks, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_host_func, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_gemm_empty_inner, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_decode_u8, setup_dev, teardown_dev),

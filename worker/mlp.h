@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ops.h>
 
 #include "config.h"
 #include "dataset.h"

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <vgpu/vgpu_ops.h>
+
 #include "job.h"
 #include "log.h"
 
@@ -43,11 +45,11 @@ int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const fl
     if (o->kind == OPTIM_SGD)
         return vgpu_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
                              o->momentum, o->weight_decay);
-    // 1 - beta^t in double, as PyTorch does (the float beta itself is exact).
-    double c1 = 1.0 - pow(o->beta1, (double)o->t), c2 = 1.0 - pow(o->beta2, (double)o->t);
+    const struct vgpu_adam adam = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                                   .weight_decay = o->weight_decay,
+                                   .decoupled = o->kind == OPTIM_ADAMW, .step = o->t};
     return vgpu_adam_step(dev, params + first, grads + first, o->state + first,
-                          o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
-                          o->weight_decay, (float)c1, (float)c2, o->kind == OPTIM_ADAMW);
+                          o->state + o->n + first, count, &adam);
 }
 
 int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr)

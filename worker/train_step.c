@@ -111,7 +111,7 @@ static void maybe_slow_(const struct trainer *t, double start)
     double extra = (t->env->slow_factor - 1) * (util_now_s() - start);
     struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
     nanosleep(&ts, NULL);
-    vgpu_span_end(t->dev, vgpu_span_injected_slow, span, 0, 0);
+    vgpu_span_end(t->dev, vgpu_span_injected_slowness, span, 0, 0);
 }
 
 // Ends a compute phase's span. A device runs its kernels after the host

@@ -1,17 +1,16 @@
-// vgpu_api.c: libvgpu's public functions (vgpu/vgpu.h) on the runtime, the
-// device and the communicator. Argument checks here; the work below.
+// vgpu_api.c: libvgpu's core (vgpu/vgpu.h) on the runtime, the device and
+// the communicator. Argument checks here; the work below. vgpu/vgpu_ops.h's
+// operations are vgpu_ops.c's.
 #include <vgpu/vgpu.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "comm.h"
-#include "device_internal.h"
 #include "flight.h"
 #include "log.h"
-#include "runtime.h"
 #include "status.h"
 #include "trace.h"
+#include "vgpu_internal.h"
 
 #ifndef VGPU_VERSION
 #define VGPU_VERSION "unknown"
@@ -27,13 +26,6 @@ _Static_assert((int)vgpu_sum == (int)COMM_SUM && (int)vgpu_avg == (int)COMM_AVG 
                    (int)vgpu_prod == (int)COMM_PROD && (int)vgpu_min == (int)COMM_MIN &&
                    (int)vgpu_max == (int)COMM_MAX,
                "vgpu_op_t is enum comm_reduce_op");
-
-struct vgpu {
-    struct runtime rt;
-    struct vgpu_options options; // as given to vgpu_join (vgpu_open's defaults)
-    int opened;                  // vgpu_open succeeded (a device, unless planned)
-    int open_tried;              // vgpu_open was called (once a handle)
-};
 
 // The runtime is one per process (MPI, the log's identity, the flight
 // recorder): so is a live handle.
@@ -154,29 +146,21 @@ int vgpu_physical_devices(const vgpu_t *v) { return v ? v->rt.physical_devices :
 int vgpu_simulated(const vgpu_t *v) { return v ? v->rt.simulated : 0; }
 int vgpu_launcher_rank(void) { return runtime_launcher_rank(); }
 
-// The rank's open device, or NULL before vgpu_open (or after a plan).
-static device_t *dev_(vgpu_t *v)
-{
-    return v && v->opened && !v->rt.planned ? &v->rt.dev : NULL;
-}
-
-static comm_t *comm_(vgpu_t *v) { return dev_(v) ? v->rt.comm : NULL; }
-
 const char *vgpu_device_kind(const vgpu_t *v)
 {
-    device_t *d = dev_((vgpu_t *)v);
+    device_t *d = api_device((vgpu_t *)v);
     return d ? device_kind(d) : "none";
 }
 
 int vgpu_cuda_device(const vgpu_t *v)
 {
-    device_t *d = dev_((vgpu_t *)v);
+    device_t *d = api_device((vgpu_t *)v);
     return d && device_is_cuda(d) ? d->info.index : -1;
 }
 
 const char *vgpu_backend(const vgpu_t *v)
 {
-    comm_t *c = comm_((vgpu_t *)v);
+    comm_t *c = api_comm((vgpu_t *)v);
     return c ? comm_backend_name(c) : "none";
 }
 
@@ -184,49 +168,49 @@ const char *vgpu_backend(const vgpu_t *v)
 
 int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d && ptr ? device_alloc(d, bytes, ptr) : VGPU_EINVAL;
 }
 
 int vgpu_free(vgpu_t *v, void *ptr)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_free(d, ptr) : VGPU_EINVAL;
 }
 
 int vgpu_memcpy_htod(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_copy_to_device(d, device_dst, host_src, bytes) : VGPU_EINVAL;
 }
 
 int vgpu_memcpy_dtoh(vgpu_t *v, void *host_dst, const void *device_src, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_copy_to_host(d, host_dst, device_src, bytes) : VGPU_EINVAL;
 }
 
 int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_copy(d, device_dst, device_src, bytes) : VGPU_EINVAL;
 }
 
 int vgpu_synchronize(vgpu_t *v)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_sync(d) : VGPU_EINVAL;
 }
 
 void *vgpu_stream(vgpu_t *v)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_stream(d) : NULL;
 }
 
 int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap)
 {
-    device_t *d = dev_((vgpu_t *)v);
+    device_t *d = api_device((vgpu_t *)v);
     if (!d)
         return VGPU_EINVAL;
     const struct arena_stats s = arena_get_stats(&d->arena);
@@ -241,101 +225,41 @@ int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap)
 
 int vgpu_memzero(vgpu_t *v, void *device_ptr, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_zero(d, device_ptr, bytes) : VGPU_EINVAL;
 }
 
 int vgpu_memcpy_htod_async(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_copy_to_device_async(d, device_dst, host_src, bytes) : VGPU_EINVAL;
 }
 
 int vgpu_wait_host_reads(vgpu_t *v)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_wait_host_reads(d) : VGPU_EINVAL;
 }
 
 int vgpu_host_register(vgpu_t *v, void *host_ptr, size_t bytes)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     return d ? device_pin_host(d, host_ptr, bytes) : VGPU_EINVAL;
 }
 
 void vgpu_host_unregister(vgpu_t *v, void *host_ptr)
 {
-    device_t *d = dev_(v);
+    device_t *d = api_device(v);
     if (d)
         device_unpin_host(d, host_ptr);
 }
 
-// ---- kernels ----
-
-_Static_assert(VGPU_XENT_STATS == XENT_STATS, "the public xent stats are device.h's");
 _Static_assert(VGPU_MALLOC_ALIGN == ARENA_ALIGN, "vgpu_malloc's alignment is the arena's");
 
-int vgpu_gemm(vgpu_t *v, int trans_a, int trans_b, int m, int n, int k, float alpha,
-              const float *a, const float *b, float beta, float *c)
+int vgpu_launch_host_func(vgpu_t *v, void (*fn)(void *arg), void *arg)
 {
-    device_t *d = dev_(v);
-    return d ? device_gemm(d, trans_a, trans_b, m, n, k, alpha, a, b, beta, c) : VGPU_EINVAL;
-}
-
-int vgpu_decode_u8(vgpu_t *v, float *out, const uint8_t *codes, const float *table, size_t n)
-{
-    device_t *d = dev_(v);
-    return d ? device_decode_u8(d, out, codes, table, n) : VGPU_EINVAL;
-}
-
-int vgpu_bias_add(vgpu_t *v, float *out, const float *bias, int rows, int cols, int relu)
-{
-    device_t *d = dev_(v);
-    return d ? device_bias_add(d, out, bias, rows, cols, relu) : VGPU_EINVAL;
-}
-
-int vgpu_bias_grad(vgpu_t *v, float *dbias, const float *dout, int rows, int cols)
-{
-    device_t *d = dev_(v);
-    return d ? device_bias_grad(d, dbias, dout, rows, cols) : VGPU_EINVAL;
-}
-
-int vgpu_relu_backward(vgpu_t *v, float *din, const float *dout, const float *out, size_t n)
-{
-    device_t *d = dev_(v);
-    return d ? device_relu_backward(d, din, dout, out, n) : VGPU_EINVAL;
-}
-
-int vgpu_softmax_xent(vgpu_t *v, float *dlogits, float *stats, const float *logits,
-                      const int32_t *labels, int rows, int classes, float grad_scale)
-{
-    device_t *d = dev_(v);
-    return d ? device_softmax_xent(d, dlogits, stats, logits, labels, rows, classes, grad_scale)
-             : VGPU_EINVAL;
-}
-
-int vgpu_axpby(vgpu_t *v, float *y, float a, const float *x, float b, size_t n)
-{
-    device_t *d = dev_(v);
-    return d ? device_axpby(d, y, a, x, b, n) : VGPU_EINVAL;
-}
-
-int vgpu_sgd_step(vgpu_t *v, float *param, const float *grad, float *velocity, size_t n,
-                  float lr, float momentum, float weight_decay)
-{
-    device_t *d = dev_(v);
-    return d ? device_sgd_step(d, param, grad, velocity, n, lr, momentum, weight_decay)
-             : VGPU_EINVAL;
-}
-
-int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *var, size_t n,
-                   float lr, float beta1, float beta2, float eps, float weight_decay,
-                   float bias_corr1, float bias_corr2, int decoupled)
-{
-    device_t *d = dev_(v);
-    return d ? device_adam_step(d, param, grad, m, var, n, lr, beta1, beta2, eps, weight_decay,
-                                bias_corr1, bias_corr2, decoupled)
-             : VGPU_EINVAL;
+    device_t *d = api_device(v);
+    return d && fn ? device_host_func(d, fn, arg) : VGPU_EINVAL;
 }
 
 // ---- collectives ----
@@ -352,7 +276,7 @@ static size_t bytes_of_(size_t count, vgpu_datatype_t t, int *ok)
 int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
                     vgpu_op_t op, vgpu_t *v)
 {
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     if (!c)
         return VGPU_EINVAL;
     return comm_all_reduce_typed(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
@@ -364,7 +288,7 @@ int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_data
 {
     int ok;
     const size_t bytes = bytes_of_(count, datatype, &ok);
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     if (!c || !ok || root < 0 || root >= v->rt.size)
         return VGPU_EINVAL;
     // In place on recvbuff (comm.h): the root's data goes there first.
@@ -381,7 +305,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 {
     int ok;
     const size_t bytes = bytes_of_(sendcount, datatype, &ok);
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     if (!c || !ok)
         return VGPU_EINVAL;
     return comm_all_gather(c, sendbuff, recvbuff, bytes);
@@ -390,7 +314,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v)
 {
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     if (!c)
         return VGPU_EINVAL;
     return comm_reduce_scatter(c, sendbuff, recvbuff, recvcount, (enum comm_dtype)datatype,
@@ -399,40 +323,21 @@ int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
 
 int vgpu_barrier(vgpu_t *v)
 {
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     return c ? comm_barrier(c) : VGPU_EINVAL;
 }
 
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v)
 {
-    comm_t *c = comm_(v);
+    comm_t *c = api_comm(v);
     return c && update ? comm_all_reduce_update(c, grads, params, count, update, ctx)
                        : VGPU_EINVAL;
 }
 
-int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *out, size_t count,
-                         vgpu_t *v)
-{
-    comm_t *c = comm_(v);
-    return c && parts_per_rank ? comm_all_reduce_tree(c, parts, parts_per_rank, out, count)
-                               : VGPU_EINVAL;
-}
-
-size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count)
-{
-    return (size_t)comm_tree_scratch_bytes(nranks, max_parts_per_rank, count);
-}
-
-int vgpu_tree_sum(vgpu_t *v, float *const *leaves, int n, size_t count)
-{
-    device_t *d = dev_(v);
-    return d && leaves && n > 0 ? comm_tree_sum(d, leaves, n, count) : VGPU_EINVAL;
-}
-
 int vgpu_get_comm_stats(const vgpu_t *v, struct vgpu_comm_stats *out)
 {
-    comm_t *c = comm_((vgpu_t *)v);
+    comm_t *c = api_comm((vgpu_t *)v);
     if (!c || !out)
         return VGPU_EINVAL;
     const struct comm_stats s = comm_get_stats(c);
@@ -471,14 +376,18 @@ _Static_assert((int)vgpu_phase_setup == (int)FLIGHT_PHASE_SETUP &&
                    (int)vgpu_phase_eval == (int)FLIGHT_PHASE_EVAL &&
                    (int)vgpu_phase_checkpoint == (int)FLIGHT_PHASE_CHECKPOINT,
                "vgpu_phase_t is enum flight_phase");
-_Static_assert((int)vgpu_span_step == (int)TRACE_STEP && (int)vgpu_span_data == (int)TRACE_DATA &&
-                   (int)vgpu_span_forward == (int)TRACE_FORWARD &&
-                   (int)vgpu_span_backward == (int)TRACE_BACKWARD &&
-                   (int)vgpu_span_optimizer == (int)TRACE_OPTIMIZER &&
-                   (int)vgpu_span_eval == (int)TRACE_EVAL &&
-                   (int)vgpu_span_checkpoint == (int)TRACE_CHECKPOINT &&
-                   (int)vgpu_span_injected_slow == (int)TRACE_INJECTED_SLOW,
-               "vgpu_span_t is enum trace_what");
+// The public spans are numbered for the program; the timeline's own kinds
+// (collectives, ring phases, waits) are not the program's to record.
+static const enum trace_what span_what_[] = {
+    [vgpu_span_step] = TRACE_STEP,
+    [vgpu_span_data] = TRACE_DATA,
+    [vgpu_span_forward] = TRACE_FORWARD,
+    [vgpu_span_backward] = TRACE_BACKWARD,
+    [vgpu_span_optimizer] = TRACE_OPTIMIZER,
+    [vgpu_span_eval] = TRACE_EVAL,
+    [vgpu_span_checkpoint] = TRACE_CHECKPOINT,
+    [vgpu_span_injected_slowness] = TRACE_INJECTED_SLOW,
+};
 
 void vgpu_mark_phase(vgpu_t *v, vgpu_phase_t phase)
 {
@@ -496,18 +405,16 @@ uint64_t vgpu_span_begin(void) { return trace_begin(); }
 
 void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_t arg2)
 {
-    const int ours = what >= vgpu_span_step && what <= vgpu_span_optimizer;
-    const int theirs = what >= vgpu_span_eval && what <= vgpu_span_injected_slow;
-    if (v && (ours || theirs))
-        trace_end((enum trace_what)what, 0, t0, arg, arg2);
+    if (v && what >= vgpu_span_step && what <= vgpu_span_injected_slowness)
+        trace_end(span_what_[what], 0, t0, arg, arg2);
 }
 
 int vgpu_timeline_begin(vgpu_t *v, const char *path, const char *label)
 {
-    return dev_(v) && path && label ? runtime_trace_begin(&v->rt, path, label) : VGPU_EINVAL;
+    return api_device(v) && path && label ? runtime_trace_begin(&v->rt, path, label) : VGPU_EINVAL;
 }
 
-int vgpu_timeline_write(vgpu_t *v) { return dev_(v) ? runtime_trace_write(&v->rt) : VGPU_EINVAL; }
+int vgpu_timeline_write(vgpu_t *v) { return api_device(v) ? runtime_trace_write(&v->rt) : VGPU_EINVAL; }
 
 void vgpu_on_signal(int sig) { runtime_on_signal(sig); }
 

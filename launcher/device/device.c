@@ -293,6 +293,15 @@ int device_sync(device_t *dev)
     return 0;
 }
 
+int device_host_func(device_t *dev, void (*fn)(void *arg), void *arg)
+{
+    if (!fn)
+        return VGPU_EINVAL;
+    if (!dev->ops->host_func)
+        return VGPU_EUNSUPPORTED;
+    return dev->ops->host_func(dev, fn, arg);
+}
+
 int device_pin_host(device_t *dev, void *ptr, size_t bytes)
 {
     if (!ptr || !bytes || !dev->ops->pin_host)

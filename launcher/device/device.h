@@ -5,7 +5,8 @@
 // - pointers called "device" must come from device_alloc on the same device;
 //   passing a host pointer is an error (VGPU_EINVAL), as it would fault on a GPU;
 // - on the CPU backend device memory is NOT host-addressable: dereferencing a
-//   device pointer from host code faults (SIGSEGV), as it would on a GPU;
+//   device pointer from host code faults (SIGSEGV), as it would on a GPU,
+//   except inside a function run by device_host_func;
 // - work is ordered on one stream; results are visible to the host after
 //   device_copy_to_host (which synchronises) or device_sync;
 // - functions return 0 or a negative status; VGPU_EDEVMEM has already been
@@ -63,6 +64,8 @@ struct device_ops {
     int (*copy_d2d)(device_t *dev, void *dst, const void *src, size_t bytes);
     int (*memset_zero)(device_t *dev, void *dst, size_t bytes);
     int (*sync)(device_t *dev);
+    // Runs fn(arg) in stream order (device_host_func; NULL: not supported).
+    int (*host_func)(device_t *dev, void (*fn)(void *arg), void *arg);
     // Page-locks a host range for fast copies (NULL: nothing to do, the CPU).
     int (*pin_host)(device_t *dev, void *ptr, size_t bytes);
     void (*unpin_host)(device_t *dev, void *ptr);
@@ -157,6 +160,17 @@ int device_copy_to_host(device_t *dev, void *host_dst, const void *src, size_t b
 int device_copy(device_t *dev, void *dst, const void *src, size_t bytes);
 int device_zero(device_t *dev, void *dst, size_t bytes);
 int device_sync(device_t *dev);
+// Runs fn(arg) in the device's stream order, as cudaLaunchHostFunc: after
+// the work queued before it, before the work queued after it. CPU backend:
+// fn runs now, on the calling thread, with the device view open to the host
+// (read-write) for its duration and PROT_NONE again after, so fn may
+// dereference device pointers and the SIGSEGV explanation holds outside it.
+// CUDA: queued on the stream (cudaLaunchHostFunc); fn must not touch device
+// memory. fn must not call device functions. Returns 0 (fn has run / is
+// queued), VGPU_EINVAL (fn NULL), VGPU_EUNSUPPORTED (a backend without it),
+// VGPU_EIO (CUDA: the launch failed, said; fn does not run) or -errno (CPU:
+// mprotect failed, said; fn did not run when it was the opening).
+int device_host_func(device_t *dev, void (*fn)(void *arg), void *arg);
 
 // Registers a host buffer that copies to and from the device use often, so
 // that they run at full speed without a bounce through pageable memory

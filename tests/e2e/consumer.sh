@@ -18,7 +18,7 @@ grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && san=(-fsani
 
 run "cmake --install" 120 cmake --install "$VGPU_BUILD_DIR" --prefix "$prefix"
 expect_rc 0
-for f in include/vgpu/vgpu.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
+for f in include/vgpu/vgpu.h include/vgpu/vgpu_ops.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
          bin/vgpu-flight lib/libvgpu.so lib/libvgpu.a lib/cmake/vgpu/vgpuConfig.cmake \
          lib/pkgconfig/vgpu.pc lib/pkgconfig/vgpu-static.pc; do
   if [ -e "$prefix/$f" ]; then ok "installed $f"; else bad "$f not installed"; fi
@@ -30,6 +30,16 @@ others=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | awk '{ print $NF }' | g
 exported=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -c ' vgpu_')
 if [ -z "$others" ] && [ "$exported" -ge 20 ]; then ok "exports only vgpu_* ($exported symbols)"
 else out=$others; bad "exports besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
+
+# Both headers' functions are exported: the core's vgpu_launch_host_func and
+# vgpu_ops.h's kernels, optimizer steps and tree all-reduce.
+missing=""
+for sym in vgpu_launch_host_func vgpu_all_reduce_update vgpu_gemm vgpu_softmax_xent vgpu_adam_step \
+           vgpu_all_reduce_tree; do
+  nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -qw "$sym" || missing="$missing $sym"
+done
+if [ -z "$missing" ]; then ok "exports vgpu.h's and vgpu_ops.h's functions"
+else bad "not exported:$missing"; fi
 
 # The archive's defined global symbols: vgpu_* only.
 others=$(nm "$prefix/lib/libvgpu.a" | awk 'NF == 3 && $2 ~ /^[A-TV-Z]$/ { print $3 }' | grep -v '^vgpu_')
@@ -63,6 +73,7 @@ expect_rc 0
 expect_out '^consumer: 4 ranks \(cpu, ring\), libvgpu 0\.1\.0: [0-9]+ checks a rank, 0 failed$'
 run "the example on 4 ranks" 120 "$prefix/bin/vgpurun" -np 4 -- "$WORK/cbuild/linreg"
 expect_rc 0
+expect_out '^linreg: computing on device memory \(vgpu_launch_host_func\)$'
 expect_out '^linreg: 4 ranks \(cpu, ring\): replicas equal, largest \|w - w_true\| 0\.0[0-9]+: learnt$'
 libs=$(ldd "$WORK/cbuild/consumer_static")
 if [ -n "$libs" ] && ! grep -q libvgpu <<<"$libs"; then ok "consumer_static needs no libvgpu.so"

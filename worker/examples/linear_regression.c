@@ -7,9 +7,12 @@
 //   cc linear_regression.c $(pkg-config --cflags --libs vgpu) -o linreg
 //   vgpurun -np 4 -- ./linreg            (or mpirun -np 4 ./linreg)
 //
-// The arithmetic is on the host and the exchange through the rank's device
-// memory, so the program runs unchanged on CPU-simulated devices and on GPUs
-// (a CUDA program would launch its kernels on vgpu_stream() instead).
+// The shard, the weights and the gradient live in the rank's device memory,
+// and the program computes on them there: on a CPU-simulated device with
+// vgpu_launch_host_func (the device's memory is host memory while the
+// function runs, and faults outside it, as a GPU's would). On a GPU a CUDA
+// program launches its own kernels on vgpu_stream() instead; this C file has
+// none, so there it runs the same functions on host copies.
 // Exit status: 0 when it learnt w_true, 1 when not, 2 when vgpu failed.
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +34,40 @@
             exit(2);                                                                  \
         }                                                                             \
     } while (0)
+
+// One rank's problem: its shard (x is [ROWS_PER_RANK, FEATURES], y is
+// [ROWS_PER_RANK]), the weights w [FEATURES], and the gradient followed by
+// the loss, grad [FEATURES + 1]: device pointers, or host copies on a GPU.
+struct problem {
+    const float *x, *y;
+    float *w, *grad;
+};
+
+// grad = the gradient of this shard's mean squared error / 2 at w, and
+// grad[FEATURES] the loss.
+static void gradient_(void *arg)
+{
+    const struct problem *p = arg;
+    for (int j = 0; j <= FEATURES; j++)
+        p->grad[j] = 0;
+    for (int i = 0; i < ROWS_PER_RANK; i++) {
+        const float *xi = p->x + i * FEATURES;
+        float err = -p->y[i];
+        for (int j = 0; j < FEATURES; j++)
+            err += xi[j] * p->w[j];
+        for (int j = 0; j < FEATURES; j++)
+            p->grad[j] += err * xi[j] / ROWS_PER_RANK;
+        p->grad[FEATURES] += 0.5f * err * err / ROWS_PER_RANK;
+    }
+}
+
+// w -= LR * grad (by then the mean over the ranks).
+static void update_(void *arg)
+{
+    const struct problem *p = arg;
+    for (int j = 0; j < FEATURES; j++)
+        p->w[j] -= LR * p->grad[j];
+}
 
 // A uniform number in [-1, 1) from a small LCG: reproducible shards.
 static float uniform_(unsigned long long *state)
@@ -71,31 +108,49 @@ int main(int argc, char **argv)
         y[i] = dot + 0.01f * uniform_(&seed);
     }
 
-    // The gradient and the loss travel together: FEATURES + 1 floats.
-    float w[FEATURES] = {0}, grad[FEATURES + 1];
-    float *d_grad;
+    // The problem in device memory: the shard uploaded, w zero.
+    float *d_x, *d_y, *d_w, *d_grad, w[FEATURES], grad[FEATURES + 1];
+    CHECK(vgpu_malloc(v, (void **)&d_x, sizeof(float) * ROWS_PER_RANK * FEATURES));
+    CHECK(vgpu_malloc(v, (void **)&d_y, sizeof(float) * ROWS_PER_RANK));
+    CHECK(vgpu_malloc(v, (void **)&d_w, sizeof w));
     CHECK(vgpu_malloc(v, (void **)&d_grad, sizeof grad));
+    CHECK(vgpu_memcpy_htod(v, d_x, x, sizeof(float) * ROWS_PER_RANK * FEATURES));
+    CHECK(vgpu_memcpy_htod(v, d_y, y, sizeof(float) * ROWS_PER_RANK));
+    CHECK(vgpu_memzero(v, d_w, sizeof w));
+    struct problem on_device = {d_x, d_y, d_w, d_grad};
+    // On a GPU the functions may not touch device memory: host copies.
+    const int gpu = vgpu_cuda_device(v) >= 0;
+    for (int j = 0; j < FEATURES; j++)
+        w[j] = 0;
+    struct problem on_host = {x, y, w, grad};
+    if (rank == 0)
+        printf("linreg: computing %s\n", gpu ? "on host copies (a CUDA device: a CUDA program "
+                                               "launches its kernels on vgpu_stream)"
+                                             : "on device memory (vgpu_launch_host_func)");
+
     for (int step = 1; step <= STEPS; step++) {
-        for (int j = 0; j <= FEATURES; j++)
-            grad[j] = 0;
-        for (int i = 0; i < ROWS_PER_RANK; i++) {
-            const float *xi = x + i * FEATURES;
-            float err = -y[i];
-            for (int j = 0; j < FEATURES; j++)
-                err += xi[j] * w[j];
-            for (int j = 0; j < FEATURES; j++)
-                grad[j] += err * xi[j] / ROWS_PER_RANK;
-            grad[FEATURES] += 0.5f * err * err / ROWS_PER_RANK;
+        if (gpu) {
+            gradient_(&on_host);
+            CHECK(vgpu_memcpy_htod(v, d_grad, grad, sizeof grad));
+        } else {
+            CHECK(vgpu_launch_host_func(v, gradient_, &on_device));
         }
         // The mean over the ranks: every rank now holds the same numbers.
-        CHECK(vgpu_memcpy_htod(v, d_grad, grad, sizeof grad));
         CHECK(vgpu_all_reduce(d_grad, d_grad, FEATURES + 1, vgpu_float32, vgpu_avg, v));
-        CHECK(vgpu_memcpy_dtoh(v, grad, d_grad, sizeof grad));
-        for (int j = 0; j < FEATURES; j++)
-            w[j] -= LR * grad[j];
-        if (rank == 0 && (step == 1 || step % 100 == 0))
-            printf("linreg: step %3d  loss %.6f\n", step, grad[FEATURES]);
+        if (gpu) {
+            CHECK(vgpu_memcpy_dtoh(v, grad, d_grad, sizeof grad));
+            update_(&on_host);
+        } else {
+            CHECK(vgpu_launch_host_func(v, update_, &on_device));
+        }
+        if (rank == 0 && (step == 1 || step % 100 == 0)) {
+            float loss;
+            CHECK(vgpu_memcpy_dtoh(v, &loss, d_grad + FEATURES, sizeof loss));
+            printf("linreg: step %3d  loss %.6f\n", step, loss);
+        }
     }
+    if (!gpu)
+        CHECK(vgpu_memcpy_dtoh(v, w, d_w, sizeof w));
 
     // The replicas must agree: the largest |w| difference from rank 0's.
     float diff[FEATURES];
@@ -121,6 +176,9 @@ int main(int argc, char **argv)
     free(y);
     CHECK(vgpu_free(v, d_w_true));
     CHECK(vgpu_free(v, d_grad));
+    CHECK(vgpu_free(v, d_x));
+    CHECK(vgpu_free(v, d_y));
+    CHECK(vgpu_free(v, d_w));
     CHECK(vgpu_free(v, d_worst));
     CHECK(vgpu_finalize(v));
     return learnt ? 0 : 1;

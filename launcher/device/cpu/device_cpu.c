@@ -1,7 +1,8 @@
 // device_cpu.c: the CPU-simulated virtual GPU. Device memory is a memfd
 // (shm_share.h) mapped twice: a PROT_NONE view whose addresses are handed out as
-// device pointers (host code that dereferences one faults, as on a GPU) and a
-// read-write view that the device's kernels and same-host peers use.
+// device pointers (host code that dereferences one faults, as on a GPU, except
+// inside a host function: cpu_host_func_) and a read-write view that the
+// device's kernels and same-host peers use.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -179,7 +180,7 @@ static void on_segv_(int sig, siginfo_t *info, void *uctx)
         put_(&t, v->what);
         put_(&t, ". A virtual GPU's memory is not host memory (as on a GPU, where this is an "
                  "illegal address): copy it with vgpu_memcpy_dtoh / vgpu_memcpy_htod, or work on "
-                 "it with vgpu's kernels (vgpu_gemm, vgpu_axpby, ...)\n");
+                 "it in a function run by vgpu_launch_host_func\n");
         for (size_t done = 0; done < t.len;) {
             ssize_t n = write(STDERR_FILENO, t.buf + done, t.len - done);
             if (n <= 0)
@@ -360,6 +361,29 @@ static int cpu_memset_zero_(device_t *dev, void *dst, size_t bytes)
 static int cpu_sync_(device_t *dev)
 {
     (void)dev; // kernels run synchronously on the calling thread
+    return 0;
+}
+
+// The program's own computation on device memory: the device view is made
+// read-write for fn alone (to every thread of the process, while fn runs)
+// and PROT_NONE again after, so a host access outside fn still faults and
+// is explained. Kernels run synchronously, so fn runs now, in stream order.
+static int cpu_host_func_(device_t *dev, void (*fn)(void *arg), void *arg)
+{
+    struct cpu_impl *im = dev->impl;
+    if (mprotect(im->device_view, im->bytes, PROT_READ | PROT_WRITE) != 0) {
+        const int rc = -errno;
+        log_error("vgpu_launch_host_func: cannot open virtual GPU vgpu%d's memory to the host "
+                  "(mprotect): %s; the function did not run", dev->virtual_id, strerror(-rc));
+        return rc;
+    }
+    fn(arg);
+    if (mprotect(im->device_view, im->bytes, PROT_NONE) != 0) {
+        const int rc = -errno;
+        log_error("vgpu_launch_host_func: cannot close virtual GPU vgpu%d's memory to the host "
+                  "again (mprotect): %s", dev->virtual_id, strerror(-rc));
+        return rc;
+    }
     return 0;
 }
 
@@ -577,6 +601,7 @@ const struct device_ops device_cpu_ops = {
     .copy_d2d = cpu_copy_d2d_,
     .memset_zero = cpu_memset_zero_,
     .sync = cpu_sync_,
+    .host_func = cpu_host_func_,
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
     .bias_add = cpu_bias_add_,

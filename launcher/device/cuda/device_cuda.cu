@@ -346,6 +346,16 @@ static int cuda_sync_(device_t *dev)
     return stream_wait_(dev);
 }
 
+// fn runs on a thread of CUDA's when the stream reaches it; as in CUDA it
+// must not touch device memory nor call CUDA (a program launches its own
+// kernels on the stream for device work).
+static int cuda_host_func_(device_t *dev, void (*fn)(void *arg), void *arg)
+{
+    USE_DEVICE(dev);
+    CUDA_CHECK(cudaLaunchHostFunc(impl_(dev)->stream, fn, arg));
+    return 0;
+}
+
 // ---- math ----
 
 static int cuda_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -653,6 +663,7 @@ static const struct device_ops device_cuda_ops = {
     /* .copy_d2d = */ cuda_copy_d2d_,
     /* .memset_zero = */ cuda_memset_zero_,
     /* .sync = */ cuda_sync_,
+    /* .host_func = */ cuda_host_func_,
     /* .pin_host = */ cuda_pin_host_,
     /* .unpin_host = */ cuda_unpin_host_,
     /* .gemm = */ cuda_gemm_,

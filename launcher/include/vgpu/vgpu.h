@@ -5,9 +5,14 @@
 // CPU-simulated device), and connects the collectives between the ranks
 // (NCCL where every rank has its own GPU, else the ring; vgpu_train's
 // [devices] and [comm] settings, VGPU_* variables). Then it allocates device
-// memory within its cap, copies, launches its own kernels on vgpu_stream()
-// (CUDA devices), and calls collectives whose arguments are NCCL's, one to
-// one (README: "From NCCL to vgpu").
+// memory within its cap, copies, computes on its device memory (its own
+// kernels on vgpu_stream() on a GPU; a function run by vgpu_launch_host_func
+// on a CPU-simulated device), and calls collectives whose arguments are
+// NCCL's, one to one (docs/LIBRARY.md: "From NCCL to vgpu").
+//
+// This header is the NCCL/CUDA-shaped core. vgpu/vgpu_ops.h adds operations
+// on device memory beyond CUDA and NCCL (GEMM, elementwise, optimizer steps,
+// the deterministic all-reduce), on every device kind.
 //
 // Every function returns 0 or a negative status (vgpu/status.h), and
 // vgpu_status_string says what it means; none calls exit. Collectives are
@@ -114,10 +119,11 @@ const char *vgpu_backend(const vgpu_t *v);     // "ring", "mpi" or "nccl"
 // ---- device memory ----
 // Within the rank's cap: VGPU_EDEVMEM past it (the cap is never exceeded).
 // Device memory is not host memory, on a GPU or a CPU-simulated one: the
-// host reaches it through the copies below (or works on it with the
-// kernels further down). A host read or write of a CPU-simulated device's
-// memory faults, as on a GPU: the rank dies of SIGSEGV after a line naming
-// the rank, the address and the virtual GPU.
+// host reaches it through the copies below, and computes on it with
+// vgpu_launch_host_func (CPU-simulated devices) or its own kernels on
+// vgpu_stream (GPUs). A host read or write of a CPU-simulated device's
+// memory outside vgpu_launch_host_func faults, as on a GPU: the rank dies of
+// SIGSEGV after a line naming the rank, the address and the virtual GPU.
 // Every allocation starts at, and takes a multiple of, VGPU_MALLOC_ALIGN bytes.
 #define VGPU_MALLOC_ALIGN 256
 int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes);
@@ -125,12 +131,34 @@ int vgpu_free(vgpu_t *v, void *ptr);
 int vgpu_memcpy_htod(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes);
 int vgpu_memcpy_dtoh(vgpu_t *v, void *host_dst, const void *device_src, size_t bytes);
 int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t bytes);
-// Waits for everything issued on the rank's stream.
+// Waits for everything issued on the rank's stream. Returns 0, or VGPU_EIO
+// when the device failed (said; a GPU's errors are sticky: the rank cannot
+// go on).
 int vgpu_synchronize(vgpu_t *v);
 // The cudaStream_t the library works on (CUDA devices; cast it), for the
 // program's own kernels; NULL on CPU devices, which have no stream (a call
-// has done its work when it returns; their memory is still not the host's).
+// has done its work when it returns; their memory is still not the host's,
+// outside vgpu_launch_host_func).
 void *vgpu_stream(vgpu_t *v);
+
+// ---- computing on device memory ----
+// Runs fn(arg) in stream order, as cudaLaunchHostFunc: after the work issued
+// before it, before the work issued after it.
+// - A CPU-simulated device (vgpu_cuda_device(v) == -1, VGPU_SIM_GPUS's GPUs
+//   included): fn runs before the call returns, on the calling thread, and
+//   for its duration the device's memory is host memory: fn reads and writes
+//   device pointers of this rank directly, as a kernel would (so would any
+//   other thread of the process meanwhile). Outside fn a host access faults
+//   again, explained.
+// - A CUDA device: fn is queued on vgpu_stream and runs on a thread of
+//   CUDA's; as in CUDA it must not touch device memory or call CUDA: a CUDA
+//   program computes on device memory with its own kernels on vgpu_stream.
+// On every device fn must not call vgpu functions. Returns 0 (fn has run, or
+// is queued), VGPU_EINVAL (no device, or fn NULL), VGPU_EIO (CUDA: the
+// launch failed, or an earlier operation on the stream did; fn does not run,
+// and vgpu_synchronize returns VGPU_EIO too), or -errno (CPU: the memory
+// could not be opened to the host, said; fn did not run).
+int vgpu_launch_host_func(vgpu_t *v, void (*fn)(void *arg), void *arg);
 // Bytes in use now, the most ever in use, and the cap.
 int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap);
 
@@ -169,22 +197,29 @@ struct vgpu_open_options {
     size_t largest_collective_bytes; // as in vgpu_options (0: vgpu_options' value)
     int deterministic;              // bitwise-reproducible results: GEMMs not split over
                                     // threads (one BLAS thread on CPU devices), and a
-                                    // backend with vgpu_all_reduce_tree's all-to-all on
-                                    // these devices (auto takes mpi on GPUs; ring or
-                                    // nccl there is refused, said)
+                                    // backend with the all-to-all that vgpu_ops.h's
+                                    // vgpu_all_reduce_tree needs on these devices (auto
+                                    // takes mpi on GPUs; ring or nccl there is refused, said)
     int plan_only;                  // discover, bind, choose the backend, print the job
                                     // table (rank 0), open nothing (vgpu_planned says so)
     int quiet;                      // no job table
 };
 int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options);
-// 1 when vgpu_open only planned (plan_only, or VGPU_PLAN=1): no device, no
-// collectives; vgpu_finalize next.
+// 1 when vgpu_open only planned (plan_only, or VGPU_PLAN=1 in the
+// environment): no device, no collectives; the program may say what it
+// would have done, then vgpu_finalize. 0 otherwise (and for NULL).
 int vgpu_planned(const vgpu_t *v);
 
-// Start-up stages of the program's own, after vgpu_join (what: a string
-// that lives until vgpu_started): with end_job_on_failure each must finish
-// within comm.timeout_s, and a rank stopped in one is named by that name.
-// vgpu_started: start-up is over (the watch ends).
+// Name your own start-up stages, so that a hang names them. After vgpu_join,
+// announce each part of the program's start-up (loading data, sizing a
+// model, a warm-up step) as a stage: `what` (a string that lives until
+// vgpu_started) goes on this host's arrival board beside vgpu's own stages,
+// and with end_job_on_failure each stage must finish within comm.timeout_s:
+// past it the rank says which stage it is stuck in and which host-mates are
+// behind or stopped (in which stage), and the job ends. vgpu_started:
+// start-up is over, the watch ends (vgpu_init calls it itself; after
+// vgpu_join + vgpu_open call it once the program's start-up is done). Both
+// return 0, or VGPU_EINVAL for NULL.
 int vgpu_startup_stage(vgpu_t *v, const char *what);
 int vgpu_started(vgpu_t *v);
 
@@ -194,8 +229,8 @@ int vgpu_host_count(const vgpu_t *v);        // hosts in the job
 int vgpu_physical_devices(const vgpu_t *v);  // distinct physical devices behind the ranks
 int vgpu_simulated(const vgpu_t *v);         // the GPUs are VGPU_SIM_GPUS's (CPU math)
 // This process's rank as its launcher (mpirun, srun, PMIx) exported it,
-// readable before vgpu_join: print help and usage errors once. 0 when no
-// launcher started it.
+// readable before vgpu_join (no MPI, no handle): so that a program prints its
+// --help and usage errors once, not once a rank. 0 when no launcher started it.
 int vgpu_launcher_rank(void);
 
 // ---- host collectives: small values in host memory ----
@@ -223,42 +258,6 @@ int vgpu_wait_host_reads(vgpu_t *v);
 int vgpu_host_register(vgpu_t *v, void *host_ptr, size_t bytes);
 void vgpu_host_unregister(vgpu_t *v, void *host_ptr);
 
-// ---- kernels on device memory ----
-// What a small trainer needs, on every device: a program cannot run its own
-// code on a CPU-simulated device's memory (it is not host-addressable, as a
-// GPU's is not), so vgpu brings the math (the CPU BLAS, or cuBLAS and CUDA
-// kernels, on the rank's stream). Row-major float32; pointers are device
-// pointers of this rank.
-// c[m,n] = alpha * op(a) @ op(b) + beta * c; a is [m,k] ([k,m] when trans_a),
-// b is [k,n] ([n,k] when trans_b).
-int vgpu_gemm(vgpu_t *v, int trans_a, int trans_b, int m, int n, int k, float alpha,
-              const float *a, const float *b, float beta, float *c);
-// out[i] = table[codes[i]], i < n; table holds 256 floats (8-bit inputs
-// cross to the device as a quarter of the bytes).
-int vgpu_decode_u8(vgpu_t *v, float *out, const uint8_t *codes, const float *table, size_t n);
-// out[r,c] += bias[c], then max(out, 0) when relu; out is [rows, cols].
-int vgpu_bias_add(vgpu_t *v, float *out, const float *bias, int rows, int cols, int relu);
-// dbias[c] = sum over r of dout[r,c].
-int vgpu_bias_grad(vgpu_t *v, float *dbias, const float *dout, int rows, int cols);
-// din = out > 0 ? dout : 0 (out: the ReLU's output); din == dout allowed.
-int vgpu_relu_backward(vgpu_t *v, float *din, const float *dout, const float *out, size_t n);
-// Softmax cross-entropy per row of logits[rows, classes]: dlogits =
-// (softmax - onehot(label)) * grad_scale (NULL: not wanted), and per row
-// VGPU_XENT_STATS floats {loss, correct (top-1), in top-5} in stats. Labels
-// outside [0, classes) give VGPU_EINVAL.
-#define VGPU_XENT_STATS 3
-int vgpu_softmax_xent(vgpu_t *v, float *dlogits, float *stats, const float *logits,
-                      const int32_t *labels, int rows, int classes, float grad_scale);
-// y = a * x + b * y.
-int vgpu_axpby(vgpu_t *v, float *y, float a, const float *x, float b, size_t n);
-// SGD with momentum and L2 weight decay.
-int vgpu_sgd_step(vgpu_t *v, float *param, const float *grad, float *velocity, size_t n,
-                  float lr, float momentum, float weight_decay);
-// Adam (AdamW when decoupled); bias_corr* = 1 - beta^t.
-int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *var, size_t n,
-                   float lr, float beta1, float beta2, float eps, float weight_decay,
-                   float bias_corr1, float bias_corr2, int decoupled);
-
 // ---- collectives beyond NCCL's ----
 // The optimizer step fused into the gradient all-reduce (ZeRO stage 1 in
 // spirit): grads (float32, in place) are summed over the ranks, every range
@@ -270,21 +269,13 @@ int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *
 // rank's ranges. A backend without a sharded form (mpi, nccl) all-reduces
 // and updates [0, count) on every rank.
 typedef int (*vgpu_update_fn)(void *ctx, size_t first, size_t count);
+// update runs on the host, inside the collective: it queues device work
+// (vgpu_ops.h's optimizer steps, the program's kernels on vgpu_stream, or
+// vgpu_launch_host_func) and returns 0 or a negative status; a failure ends
+// the call on this rank with it and leaves the collectives broken (the peers
+// fail too, within comm.timeout_s): end the program.
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v);
-// The deterministic all-reduce: the job holds `total` partial vectors of
-// count floats, rank r parts_per_rank[r] of them back to back in parts (in
-// order of rank); every rank receives their sum in out, added in the
-// canonical tree of vgpu_tree_sum over the partials' index, so the bits do
-// not depend on the rank count or the split. Keeps device scratch of
-// vgpu_tree_scratch_bytes until vgpu_finalize.
-int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *out, size_t count,
-                         vgpu_t *v);
-size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count);
-// leaves[0] = the sum of leaves[0..n), added pairwise with doubling strides
-// (leaf i += leaf i + s, s = 1, 2, 4, ...) on the device; the other leaves
-// are clobbered. One device computes vgpu_all_reduce_tree's reference so.
-int vgpu_tree_sum(vgpu_t *v, float *const *leaves, int n, size_t count);
 
 // Collectives issued, their payload bytes, the time inside them and, of
 // that, waiting for peers (wait_known = 0 where the backend cannot tell).
@@ -305,10 +296,15 @@ typedef enum {
 void vgpu_mark_phase(vgpu_t *v, vgpu_phase_t phase);
 void vgpu_mark_step(vgpu_t *v, int64_t step); // the step under way (1-based)
 // Timeline spans: t0 = vgpu_span_begin() (0 when no timeline is recorded),
-// then vgpu_span_end(v, what, t0, arg, arg2) records [t0, now] as `what`.
+// then vgpu_span_end(v, what, t0, arg, arg2) records [t0, now] as `what`
+// (args: numbers of the program's, shown with the span: a step, rows).
+// The timeline names them step, data, forward, backward, optimizer,
+// evaluation, checkpoint, and "injected slowness": time a rank is slowed on
+// purpose, to rehearse a straggler (vgpu_train's VGPU_INJECT_SLOW). An
+// unknown `what` is ignored.
 typedef enum {
     vgpu_span_step = 1, vgpu_span_data, vgpu_span_forward, vgpu_span_backward,
-    vgpu_span_optimizer, vgpu_span_eval = 11, vgpu_span_checkpoint, vgpu_span_injected_slow
+    vgpu_span_optimizer, vgpu_span_eval, vgpu_span_checkpoint, vgpu_span_injected_slowness
 } vgpu_span_t;
 uint64_t vgpu_span_begin(void);
 void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_t arg2);
