@@ -444,6 +444,7 @@ void config_defaults(struct config *cfg)
 
 struct ini_ctx {
     struct config *cfg;
+    int program_sections;      // sections vgpu does not know are the program's: skipped
     const char *origin;
     char *err;
     size_t err_bytes;
@@ -493,6 +494,8 @@ static int ini_handler_(void *user, const char *section, const char *name, const
         return 0;
     char msg[512], hint[160];
     const struct key_spec *k = find_key_(section, name);
+    if (!k && ctx->program_sections && *section && !section_known_(section))
+        return 1; // the program's own section: its to read (vgpu_config_text)
     if (!k) {
         const char *s = suggest_(section, name, hint, sizeof hint);
         if (!*section)
@@ -537,12 +540,12 @@ static int ini_handler_(void *user, const char *section, const char *name, const
     return 1;
 }
 
-int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
-                       size_t err_bytes)
+static int load_string_(struct config *cfg, const char *text, const char *origin,
+                        int program_sections, char *err, size_t err_bytes)
 {
     char msg[640] = "";
     struct ini_ctx ctx = {.cfg = cfg, .origin = origin, .err = msg, .err_bytes = sizeof msg,
-                          .next = text};
+                          .next = text, .program_sections = program_sections};
     int line = ini_parse_stream(ini_reader_, &ctx, ini_handler_, &ctx);
     if (line == 0 && ctx.too_long) {
         // The lines before it parsed cleanly (an error there would come first).
@@ -561,8 +564,15 @@ int config_load_string(struct config *cfg, const char *text, const char *origin,
     return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s:%d: %s", origin, line > 0 ? line : 0, msg);
 }
 
-int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
+int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
+                       size_t err_bytes)
 {
+    return load_string_(cfg, text, origin, 0, err, err_bytes);
+}
+
+int config_read_file(const char *path, char **out, char *err, size_t err_bytes)
+{
+    *out = NULL;
     // Non-blocking, so that a FIFO cannot hang the open; only a regular file
     // is a config.
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -623,12 +633,22 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
                            "%s: not a text file (contains NUL bytes)", path);
     }
-    int rc = config_load_string(cfg, text, path, err, err_bytes);
+    *out = text;
+    return 0;
+}
+
+int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
+{
+    char *text = NULL;
+    int rc = config_read_file(path, &text, err, err_bytes);
+    if (rc == 0)
+        rc = config_load_string(cfg, text, path, err, err_bytes);
     free(text);
     return rc;
 }
 
-int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes)
+static int apply_override_(struct config *cfg, const char *assignment, int program_sections,
+                           char *err, size_t err_bytes)
 {
     const char *eq = strchr(assignment, '=');
     const char *dot = strchr(assignment, '.');
@@ -647,6 +667,8 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
     char *s = trim_(section), *k = trim_(key);
     const struct key_spec *spec = find_key_(s, k);
     char msg[512], hint[160];
+    if (!spec && program_sections && !section_known_(s))
+        return 0; // the program's own key
     if (!spec) {
         const char *sug = suggest_(s, k, hint, sizeof hint);
         return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: unknown key%s%s%s", s, k,
@@ -655,6 +677,11 @@ int config_apply_override(struct config *cfg, const char *assignment, char *err,
     if (set_value_(cfg, spec, eq + 1, msg, sizeof msg))
         return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: %s", s, k, msg);
     return 0;
+}
+
+int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes)
+{
+    return apply_override_(cfg, assignment, 0, err, err_bytes);
 }
 
 // Launchers (vgpurun) pass device settings to every rank on every host as
@@ -756,15 +783,18 @@ void config_print_reference(void *file)
     }
 }
 
-int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
-                    int n_overrides, char *err, size_t err_bytes)
+int config_load_job_text(struct config *cfg, const char *text, const char *path,
+                         const char *const *overrides, int n_overrides, int program_sections,
+                         char *err, size_t err_bytes)
 {
     config_defaults(cfg);
-    int rc = path ? config_load_file(cfg, path, err, err_bytes) : 0;
+    int rc = text ? load_string_(cfg, text, path ? path : "config", program_sections, err,
+                                 err_bytes)
+                  : 0;
     if (!rc)
         rc = config_apply_env(cfg, err, err_bytes);
     for (int i = 0; i < n_overrides && !rc; i++)
-        rc = config_apply_override(cfg, overrides[i], err, err_bytes);
+        rc = apply_override_(cfg, overrides[i], program_sections, err, err_bytes);
     if (rc || !(rc = config_validate(cfg, err, err_bytes)) || (!path && !n_overrides))
         return rc;
     // A rule across keys names the sources its values came from.
@@ -772,5 +802,16 @@ int config_load_job(struct config *cfg, const char *path, const char *const *ove
     snprintf(msg, sizeof msg, "%s", err);
     snprintf(err, err_bytes, "%s%s%s: %s", path ? path : "", path && n_overrides ? " with " : "",
              n_overrides ? "--set" : "", msg);
+    return rc;
+}
+
+int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
+                    int n_overrides, char *err, size_t err_bytes)
+{
+    char *text = NULL;
+    int rc = path ? config_read_file(path, &text, err, err_bytes) : 0;
+    if (rc == 0)
+        rc = config_load_job_text(cfg, text, path, overrides, n_overrides, 0, err, err_bytes);
+    free(text);
     return rc;
 }

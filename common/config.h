@@ -149,6 +149,18 @@ int config_validate(const struct config *cfg, char *err, size_t err_bytes);
 // cannot be read) with the message in err.
 int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
                     int n_overrides, char *err, size_t err_bytes);
+// The same from the file's text, read once (config_read_file; NULL: no
+// file), with path naming it in messages. program_sections: a section vgpu
+// does not know, and an override of one of its keys, is the program's own
+// (libvgpu's way: a program may keep its settings in the job's file) and is
+// skipped; 0 refuses them (vgpu_train's way: the file is all vgpu's).
+int config_load_job_text(struct config *cfg, const char *text, const char *path,
+                         const char *const *overrides, int n_overrides, int program_sections,
+                         char *err, size_t err_bytes);
+// Reads a config file whole (a regular text file of at most 16 MiB) into
+// *text (malloc'd, NUL-terminated). Returns 0, or VGPU_ECONFIG (-errno for a
+// file that cannot be opened) with the message in err.
+int config_read_file(const char *path, char **text, char *err, size_t err_bytes);
 
 // The config-file text of an enum key's value, e.g. config_enum_name("train",
 // "optimizer", OPTIM_ADAM) = "adam". NULL for a key that is not an enum or a

@@ -285,6 +285,7 @@ int __wrap_MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 struct verdict_ {
     int rc;
     char msg[1024];
+    uint64_t text_bytes;
 };
 
 // runtime_load_config's broadcasts: recorded (when record is set); on a
@@ -940,21 +941,52 @@ static void test_load_config_rank0_sends_its_verdict_then_the_config(void **stat
 {
     struct fixture *f = *state;
     char path[64], err[256] = "untouched";
-    write_temp_(path, sizeof path, "[comm]\ntimeout_s = 7.5\n");
+    const char *text = "[comm]\ntimeout_s = 7.5\n";
+    write_temp_(path, sizeof path, text);
     const char *const sets[] = {"train.epochs=3"};
     f->rt.rank = 0;
     const int rc = runtime_load_config(&f->rt, path, sets, 1, err, sizeof err);
     unlink(path);
     assert_int_equal(rc, 0);
-    assert_int_equal(bcast_.calls, 2);
+    assert_int_equal(bcast_.calls, 3);
     assert_bcast_from_rank0_(0, (int)sizeof(struct verdict_));
     assert_int_equal(bcast_.call[0].verdict.rc, 0);
     assert_string_equal(bcast_.call[0].verdict.msg, "");
-    assert_bcast_from_rank0_(1, (int)sizeof f->rt.cfg);
-    assert_ptr_equal(bcast_.call[1].buffer, &f->rt.cfg);
+    assert_int_equal(bcast_.call[0].verdict.text_bytes, strlen(text) + 1);
+    assert_bcast_from_rank0_(1, (int)strlen(text) + 1); // the file's text, read once
+    assert_string_equal(f->rt.config_text, text);
+    assert_bcast_from_rank0_(2, (int)sizeof f->rt.cfg);
+    assert_ptr_equal(bcast_.call[2].buffer, &f->rt.cfg);
     assert_true(f->rt.cfg.comm.timeout_s == 7.5);
     assert_int_equal(f->rt.cfg.train.epochs, 3);
     assert_string_equal(err, "untouched");
+    free(f->rt.config_text);
+}
+
+// A program keeps its own settings in the job's file: a section vgpu does
+// not know, and --set of its keys, are the program's (skipped, in the text).
+static void test_load_config_leaves_a_programs_own_section_to_it(void **state)
+{
+    struct fixture *f = *state;
+    char path[64], err[256] = "untouched";
+    const char *text = "[myapp]\nlearning_rate = fast\n[comm]\ntimeout_s = 9\n";
+    write_temp_(path, sizeof path, text);
+    const char *const sets[] = {"myapp.steps=ten", "comm.slice_bytes=2M"};
+    f->rt.rank = 0;
+    const int rc = runtime_load_config(&f->rt, path, sets, 2, err, sizeof err);
+    unlink(path);
+    assert_int_equal(rc, 0);
+    assert_string_equal(err, "untouched");
+    assert_true(f->rt.cfg.comm.timeout_s == 9.0);
+    assert_int_equal(f->rt.cfg.comm.slice_bytes, 2u << 20);
+    assert_string_equal(f->rt.config_text, text);
+    free(f->rt.config_text);
+    // A key vgpu does not know in a section it owns is still a typo.
+    bcast_.calls = 0;
+    write_temp_(path, sizeof path, "[comm]\ntimeout = 9\n");
+    assert_int_equal(runtime_load_config(&f->rt, path, NULL, 0, err, sizeof err), VGPU_ECONFIG);
+    unlink(path);
+    assert_contains(err, "unknown key 'timeout' in [comm]");
 }
 
 static void test_load_config_rank0_sends_an_error_and_not_the_config(void **state)
@@ -995,7 +1027,7 @@ static void test_load_config_rank0_names_the_sources_of_a_cross_key_conflict(voi
 static void test_load_config_other_ranks_return_rank0s_error(void **state)
 {
     struct fixture *f = *state;
-    const struct verdict_ sent = {VGPU_ECONFIG, "a.ini:3: unknown key 'x'"};
+    const struct verdict_ sent = {VGPU_ECONFIG, "a.ini:3: unknown key 'x'", 0};
     bcast_.deliver[0] = &sent;
     char err[256] = "";
     f->rt.rank = 1;
@@ -1010,21 +1042,26 @@ static void test_load_config_other_ranks_return_rank0s_error(void **state)
 static void test_load_config_other_ranks_take_rank0s_config(void **state)
 {
     struct fixture *f = *state;
-    const struct verdict_ ok = {0, ""};
+    static const char text[] = "[myapp]\nx = 1\n";
+    const struct verdict_ ok = {0, "", sizeof text};
     struct config sent;
     config_defaults(&sent);
     sent.comm.timeout_s = 42.0;
     sent.train.epochs = 9;
     bcast_.deliver[0] = &ok;
-    bcast_.deliver[1] = &sent;
+    bcast_.deliver[1] = text;
+    bcast_.deliver[2] = &sent;
     char err[256] = "untouched";
     f->rt.rank = 1;
     assert_int_equal(runtime_load_config(&f->rt, NULL, NULL, 0, err, sizeof err), 0);
-    assert_int_equal(bcast_.calls, 2);
-    assert_bcast_from_rank0_(1, (int)sizeof f->rt.cfg);
-    assert_ptr_equal(bcast_.call[1].buffer, &f->rt.cfg);
+    assert_int_equal(bcast_.calls, 3);
+    assert_bcast_from_rank0_(1, (int)sizeof text);
+    assert_string_equal(f->rt.config_text, text);
+    assert_bcast_from_rank0_(2, (int)sizeof f->rt.cfg);
+    assert_ptr_equal(bcast_.call[2].buffer, &f->rt.cfg);
     assert_memory_equal(&f->rt.cfg, &sent, sizeof sent);
     assert_string_equal(err, "untouched");
+    free(f->rt.config_text);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_, teardown_)
@@ -1062,6 +1099,7 @@ int main(void)
         T(test_agree_reports_a_failed_mpi_call_as_ecomm),
         T_CONFIG(test_load_config_rank0_sends_its_verdict_then_the_config),
         T_CONFIG(test_load_config_rank0_sends_an_error_and_not_the_config),
+        T_CONFIG(test_load_config_leaves_a_programs_own_section_to_it),
         T_CONFIG(test_load_config_rank0_names_the_sources_of_a_cross_key_conflict),
         T_CONFIG(test_load_config_other_ranks_return_rank0s_error),
         T_CONFIG(test_load_config_other_ranks_take_rank0s_config),

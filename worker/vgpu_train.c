@@ -178,17 +178,18 @@ static void end_job_(int exit_code)
     exit(exit_code);
 }
 
-// vgpu_train's copy of the configuration: rank 0 reads what vgpu_join has
-// read and agreed on (the same file, environment and overrides: the same
-// verdict, so a failure here means the file changed in between) and every
-// rank takes rank 0's.
-static void share_config_(struct job *job, const struct cli *cli)
+// vgpu_train's copy of the configuration, from the file's text vgpu_join
+// read once (every rank has the same text and overrides). vgpu_join left
+// the sections it does not know to the program; vgpu_train knows no others,
+// so one is a typo: said once (rank 0), agreed, and every rank exits 2.
+static int share_config_(struct job *job, const struct cli *cli)
 {
     char err[1024];
-    if (job->rank == 0 && config_load_job(&job->cfg, cli->config_path, cli->overrides,
-                                          cli->n_overrides, err, sizeof err) < 0)
-        FATAL(EXIT_USAGE, "the config changed while the job started: %s", err);
-    job_broadcast(job, &job->cfg, sizeof job->cfg, 0);
+    int rc = config_load_job_text(&job->cfg, vgpu_config_text(job->v), cli->config_path,
+                                  cli->overrides, cli->n_overrides, 0, err, sizeof err);
+    if (rc < 0 && job->rank == 0)
+        fprintf(stderr, "vgpu: %s\n", err);
+    return job_agree_min(job, rc < 0 ? VGPU_ECONFIG : 0);
 }
 
 // The exit status of a failed vgpu_join: the configuration's (a bad value,
@@ -242,7 +243,8 @@ int main(int argc, char **argv)
     log_set_identity(job.rank, vgpu_host(job.v));
     log_set_fatal_hook(end_job_);
     preempt_set_observer(vgpu_on_signal);
-    share_config_(&job, &cli);
+    if (share_config_(&job, &cli) < 0)
+        return finish_(&job, EXIT_USAGE);
     if (cli.train.verify) {
         // A short run to check the setup: verify.steps steps, no checkpoints.
         struct config *cfg = &job.cfg;

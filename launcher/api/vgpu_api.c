@@ -144,6 +144,7 @@ const char *vgpu_host(const vgpu_t *v) { return v ? v->rt.host : ""; }
 int vgpu_host_count(const vgpu_t *v) { return v ? v->rt.node_count : VGPU_EINVAL; }
 int vgpu_physical_devices(const vgpu_t *v) { return v ? v->rt.physical_devices : VGPU_EINVAL; }
 int vgpu_simulated(const vgpu_t *v) { return v ? v->rt.simulated : 0; }
+const char *vgpu_config_text(const vgpu_t *v) { return v ? v->rt.config_text : NULL; }
 int vgpu_launcher_rank(void) { return runtime_launcher_rank(); }
 
 const char *vgpu_device_kind(const vgpu_t *v)

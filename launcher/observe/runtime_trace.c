@@ -111,11 +111,11 @@ int runtime_trace_begin(struct runtime *rt, const char *path, const char *label)
         snprintf(tr_.path, sizeof tr_.path, "%s", path);
         if (!(tr_.out = fopen(path, "w"))) {
             rc = -errno;
-            log_error("--trace %s: cannot write: %s", path, strerror(errno));
+            log_error("timeline %s: cannot write: %s", path, strerror(errno));
         }
     }
     if (rc == 0 && trace_start(TRACE_SPANS_MAX) < 0) {
-        log_error("--trace: no memory for %zu spans (%zu MiB)", TRACE_SPANS_MAX,
+        log_error("timeline: no memory for %zu spans (%zu MiB)", TRACE_SPANS_MAX,
                   TRACE_SPANS_MAX * sizeof(struct trace_span) >> 20);
         rc = VGPU_ENOMEM;
     }
@@ -236,14 +236,14 @@ int runtime_trace_write(struct runtime *rt)
         for (int r = 0; r < rt->size; r++)
             skew = all[r].uncertainty_us > skew ? all[r].uncertainty_us : skew;
         if (rc < 0)
-            log_error("--trace %s: cannot write: %s", tr_.path, status_str(rc));
+            log_error("timeline %s: cannot write: %s", tr_.path, status_str(rc));
         else
-            printf("vgpu_train: trace %s: %llu spans from %d ranks, clocks aligned within %lld us"
+            printf("vgpu: timeline %s: %llu spans from %d ranks, clocks aligned within %lld us"
                    "%s\n",
                    tr_.path, (unsigned long long)total, rt->size, (long long)skew,
                    lost ? " (some spans dropped: the buffer was full; trace a shorter run)" : "");
         if (lost)
-            log_warn("--trace: %llu spans dropped (%zu a rank fit); the trace ends early",
+            log_warn("timeline: %llu spans dropped (%zu a rank fit); the trace ends early",
                      (unsigned long long)lost, TRACE_SPANS_MAX);
         fflush(stdout);
     }

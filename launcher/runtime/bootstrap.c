@@ -336,6 +336,8 @@ void runtime_started(struct runtime *rt)
 int runtime_close(struct runtime *rt, int exit_code)
 {
     startup_watch_end();
+    free(rt->config_text);
+    rt->config_text = NULL;
     runtime_mpi.stuck = runtime_mpi_stuck(rt); // the communicator's failure outlives it
     if (runtime_mpi.stuck) // peers may be gone: a backend must not wait for them in teardown
         comm_mark_failed(rt->comm);

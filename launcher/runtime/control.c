@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm_internal.h"
@@ -20,20 +21,34 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
     struct {
         int rc;
         char msg[1024];
-    } verdict = {0, ""};
+        uint64_t text_bytes; // the file's text that follows, with its NUL (0: none)
+    } verdict = {0, "", 0};
     runtime_stage(rt, RUNTIME_STAGE_CONFIG);
-    if (rt->rank == 0)
-        verdict.rc = config_load_job(&rt->cfg, path, overrides, n_overrides, verdict.msg,
-                                     sizeof verdict.msg);
+    char *text = NULL;
+    if (rt->rank == 0 && path)
+        verdict.rc = config_read_file(path, &text, verdict.msg, sizeof verdict.msg);
+    if (rt->rank == 0 && verdict.rc == 0)
+        verdict.rc = config_load_job_text(&rt->cfg, text, path, overrides, n_overrides, 1,
+                                          verdict.msg, sizeof verdict.msg);
+    verdict.text_bytes = text ? strlen(text) + 1 : 0;
     int rc = runtime_ctl_broadcast(rt, &verdict, sizeof verdict, 0);
     if (rc < 0) {
         snprintf(err, err_bytes, "the config could not be shared (said above)");
         return rc;
     }
     if (verdict.rc) {
+        free(text);
         snprintf(err, err_bytes, "%s", verdict.msg);
         return verdict.rc;
     }
+    if (verdict.text_bytes && rt->rank != 0 && !(text = malloc(verdict.text_bytes)))
+        return runtime_control_failed(rt, VGPU_ENOMEM, "out of memory for the config's text");
+    if (verdict.text_bytes &&
+        (rc = runtime_ctl_broadcast(rt, text, verdict.text_bytes, 0)) < 0) {
+        snprintf(err, err_bytes, "the config could not be shared (said above)");
+        return rc; // the broadcast may still be in flight: text stays
+    }
+    rt->config_text = text;
     if ((rc = runtime_ctl_broadcast(rt, &rt->cfg, sizeof rt->cfg, 0)) < 0) {
         snprintf(err, err_bytes, "the config could not be shared (said above)");
         return rc;

@@ -18,6 +18,8 @@ struct runtime {
     int node_index, node_count;   // host number (0..node_count-1) and hosts in the job
     char host[64];
     struct config cfg;            // identical on every rank after runtime_load_config
+    char *config_text;            // the config file as rank 0 read it (NULL: none), every
+                                  // rank's copy: the program's own sections are in it
     device_t dev;                 // this rank's virtual GPU (after runtime_open)
     comm_t *comm;                 // collectives between the virtual GPUs (after runtime_open)
     int physical_devices;         // distinct physical devices in the job
@@ -84,10 +86,12 @@ void runtime_stage_named(struct runtime *rt, const char *name);
 // Start-up is over: the watch ends (waits are bounded by comm.timeout_s).
 void runtime_started(struct runtime *rt);
 
-// Rank 0 reads `path` (NULL = defaults only) and applies the overrides
-// ("section.key=value") and validation; every rank gets the same config and
-// the same verdict. On error every rank returns VGPU_ECONFIG (or -errno) and
-// err holds rank 0's message ("file:line: ...").
+// Rank 0 reads `path` (NULL = defaults only), once, and applies the
+// overrides ("section.key=value") and validation of vgpu's own sections; a
+// section vgpu does not know, and an override of its keys, is the program's
+// (skipped). Every rank gets the same config, the file's text
+// (rt->config_text) and the same verdict. On error every rank returns
+// VGPU_ECONFIG (or -errno) and err holds rank 0's message ("file:line: ...").
 int runtime_load_config(struct runtime *rt, const char *path, const char *const *overrides,
                         int n_overrides, char *err, size_t err_bytes);
 

@@ -63,7 +63,7 @@ else bad "only ${crossed:-?} bytes crossed host 0's link: the ring did not go be
 # the network; the namespaces share one kernel's clock, so the measured
 # offsets must be zero within their uncertainty, and each collective must
 # overlap on all 6 ranks.
-expect_out "^vgpu_train: trace $WORK/hosts.json: [0-9]+ spans from 6 ranks, clocks aligned within [0-9]+ us\$"
+expect_out "^vgpu: timeline $WORK/hosts.json: [0-9]+ spans from 6 ranks, clocks aligned within [0-9]+ us\$"
 check=$(python3 "$VGPU_SOURCE_DIR/tests/e2e/trace_check.py" "$WORK/hosts.json" 6 "${steps:-0}" --same-clock)
 if [ $? = 0 ]; then ok "the trace across 3 hosts: $(grep -c '^ok' <<<"$check") checks"
 else out=$check; bad "the trace across 3 hosts"; fi

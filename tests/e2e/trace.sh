@@ -17,7 +17,7 @@ t=$WORK/t.json
 run "default.ini --trace, 4 ranks" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/default.ini" --quiet \
   --set train.max_steps=60 --set checkpoint.every_steps=30 --set "checkpoint.dir=$WORK/ck" --trace "$t"
 expect_rc 0
-expect_out "^vgpu_train: trace $t: [0-9]+ spans from 4 ranks, clocks aligned within [0-9]+ us\$"
+expect_out "^vgpu: timeline $t: [0-9]+ spans from 4 ranks, clocks aligned within [0-9]+ us\$"
 out=$("${CHECK[@]}" "$t" 4 60 --same-clock --names data,forward,backward,optimizer,wait,\
 "ring reduce-scatter","ring all-gather",all-reduce+update,control-reduce,evaluation,checkpoint)
 if [ $? = 0 ]; then ok "trace_check: $(grep -c '^ok' <<<"$out") checks"; else bad "trace_check"; fi
@@ -52,7 +52,7 @@ if wait_for_checkpoints 1 30; then
   kill -USR1 "$job"
   wait_job 30
   expect_rc 75
-  expect_out "^vgpu_train: trace $t: [0-9]+ spans from 4 ranks"
+  expect_out "^vgpu: timeline $t: [0-9]+ spans from 4 ranks"
   steps=$(grep -oE 'preempted at step [0-9]+' <<<"$out" | grep -oE '[0-9]+$')
   out=$("${CHECK[@]}" "$t" 4 "${steps:-0}" --same-clock)
   if [ $? = 0 ]; then ok "the preempted job's trace holds its $steps steps"; else bad "preempted trace_check"; fi
@@ -75,7 +75,7 @@ if [ $? = 0 ]; then ok "trace_check (1 rank)"; else bad "trace_check (1 rank)"; 
 run "--trace into a missing directory" 60 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" \
   --trace "$WORK/none/t.json"
 expect_rc 2
-expect_out "--trace $WORK/none/t.json: cannot write: No such file or directory"
+expect_out "timeline $WORK/none/t.json: cannot write: No such file or directory"
 expect_no_out '^epoch '
 run "--trace ''" 20 "$TRAIN" "$CONFIGS/synthetic_small.ini" --trace ''
 expect_rc 2

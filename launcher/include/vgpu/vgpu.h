@@ -228,6 +228,11 @@ const char *vgpu_host(const vgpu_t *v);      // this rank's host name
 int vgpu_host_count(const vgpu_t *v);        // hosts in the job
 int vgpu_physical_devices(const vgpu_t *v);  // distinct physical devices behind the ranks
 int vgpu_simulated(const vgpu_t *v);         // the GPUs are VGPU_SIM_GPUS's (CPU math)
+// The job's config file (vgpu_options.config_path) as rank 0 read it, once,
+// the same text on every rank; NULL when there is none. vgpu reads its own
+// sections ([devices], [comm]) and leaves every other section, and --set
+// overrides of its keys, to the program: parse yours from this text.
+const char *vgpu_config_text(const vgpu_t *v);
 // This process's rank as its launcher (mpirun, srun, PMIx) exported it,
 // readable before vgpu_join (no MPI, no handle): so that a program prints its
 // --help and usage errors once, not once a rank. 0 when no launcher started it.
