@@ -1,25 +1,39 @@
-// env.h: every environment switch vgpu reads, in one table, parsed once (on
-// first use) and documented by env_print_reference and the README's table.
-// The launcher's device settings (VGPU_RANKS_PER_DEVICE, VGPU_MEMORY_LIMIT,
-// VGPU_BACKEND) are config keys and stay with the config (config_apply_env,
-// config_print_env_reference).
+// env.h: libvgpu's environment switches: one table (every VGPU_* variable the
+// library and its programs read, with its form and meaning), through which
+// each is read, parsed once (env_get) and printed (env_print_reference; the
+// docs' table is generated from it). A program keeps its own switches in its
+// own table with the helpers below (vgpu_train: worker/train_env.h).
+// The config's switches (VGPU_RANKS_PER_DEVICE, VGPU_MEMORY_LIMIT,
+// VGPU_BACKEND, VGPU_COMM_TIMEOUT_S) are in the table; config_apply_env sets
+// their keys.
 #ifndef VGPU_ENV_H
 #define VGPU_ENV_H
 
+#include <stddef.h>
 #include <stdio.h>
 
-// When an injected fault strikes: RANK@STEP, or RANK@random[:SEED] (the step
-// is drawn from SEED among the run's steps by the trainer, which knows them).
-struct env_when {
-    int rank;                // -1 = off
-    long step;               // >= 1 when !random
-    int random;              // RANK@random...
-    int seed_given;          // RANK@random:SEED (else the trainer picks a seed and says it)
-    unsigned long long seed;
+// One switch: NAME=FORM, and what it does (one paragraph; where it is told
+// more: a docs/*.md file).
+struct env_var {
+    const char *name;
+    const char *form;
+    const char *doc;
 };
 
+// Writes one entry per switch of vars[count]: "  NAME=FORM" and its meaning
+// on the next line, indented by six spaces.
+void env_table_print(FILE *f, const struct env_var *vars, size_t count);
+
+// getenv(name) for a switch of vars[count] (NULL when unset). A name not in
+// the table is a bug: said on stderr, then abort(), so a switch cannot be
+// read without being documented.
+const char *env_table_get(const struct env_var *vars, size_t count, const char *name);
+
+// Reports a malformed value once: "ignoring NAME=VALUE: expected EXPECTED"
+// (a warning; the switch is then treated as unset).
+void env_warn_malformed(const char *name, const char *value, const char *expected);
+
 struct vgpu_env {
-    int progress;         // VGPU_PROGRESS: 1 = "bar", 0 = "lines", -1 = unset (automatic)
     int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
     int mpi_staging;      // VGPU_MPI_STAGING=1: so does the mpi backend
     long ring_spin;       // VGPU_RING_SPIN: polls before a ring wait sleeps, count; -1 = unset (automatic)
@@ -29,13 +43,7 @@ struct vgpu_env {
     int launcher_rank;    // OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID;
                           // -1 = not started by a launcher
     int under_launcher;   // started by mpirun/srun: a rank's stdout is then not the user's terminal
-    // Injected faults (README: Injecting faults), read by the trainer.
-    int slow_rank;        // VGPU_INJECT_SLOW=RANK:FACTOR: RANK's compute lasts FACTOR times as long; -1 = off
-    double slow_factor;
-    struct env_when hang;    // VGPU_INJECT_HANG=RANK@WHEN: RANK stops itself after that step
-    struct env_when kill;    // VGPU_INJECT_KILL=RANK@WHEN: RANK kills itself after that step
-    struct env_when perturb; // VGPU_INJECT_PERTURB=RANK@WHEN: RANK nudges a parameter after that step
-    int plan;             // VGPU_PLAN=1: start up, print the job table, do not train
+    int plan;             // VGPU_PLAN=1: start up, print the job table, open nothing
     const char *flight_dir; // VGPU_FLIGHT_DIR: the flight recorder's records; default
                             // $TMPDIR/vgpu-flight-<uid> (/tmp without TMPDIR)
     int flight_dir_default; // 1: flight_dir is that default (a directory of this user's,
@@ -45,8 +53,6 @@ struct vgpu_env {
     char test_host[64];   // VGPU_TEST_HOST=NAME: this rank counts as on host NAME
     int test_nccl_version; // VGPU_TEST_NCCL_VERSION: the NCCL version this rank reports to the
                            // backend choice; -1 = unset (the one it loads)
-    char pause_stage[16]; // VGPU_TEST_START_PAUSE=STAGE:SECONDS: every rank sleeps at that
-    double pause_s;       // start-up stage (data, open, warmup); "" = off
 };
 
 // The parsed switches. The first call reads the environment (later changes
@@ -58,7 +64,13 @@ const struct vgpu_env *env_get(void);
 // (tests that set variables in-process).
 void env_reset(void);
 
-// Writes one line per switch: its name, form and meaning.
+// One of the library's switches as it is now (getenv through the table, not
+// parsed, not cached): for those read apart from env_get, where they are used
+// (VGPU_SIM_GPUS, VGPU_COMM_TIMEOUT_S before the config, vgpurun's own, the
+// binding's record). A name not in the table aborts (env_table_get).
+const char *env_read(const char *name);
+
+// Writes one entry per library switch: its name, form and meaning.
 void env_print_reference(FILE *f);
 
 #endif

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gen_config_doc.sh: writes docs/CONFIG.md, the configuration reference, from
 # what vgpu_train itself prints: every key of `--help-config` (section, key,
-# default, meaning) and every variable of `--help`'s environment list. Run it
-# after changing the schema or the environment table; e2e_config_reference
+# default, meaning) and every variable of `--help`'s two environment lists
+# (libvgpu's table, common/env.c, then vgpu_train's, worker/train_env.c), as
+# two tables. Run it after changing the schema or either environment table;
+# e2e_config_reference
 # fails while docs/CONFIG.md differs from what this script writes.
 # Usage: scripts/gen_config_doc.sh [BUILD_DIR [OUT]]   (defaults: build, docs/CONFIG.md; OUT - = stdout)
 set -euo pipefail
@@ -13,6 +15,18 @@ train=$build/vgpu_train
 [ -x "$train" ] || { echo "gen_config_doc: $train not built (cmake --build $build)" >&2; exit 2; }
 keys=$("$train" --help-config)
 help=$("$train" --help)
+
+# One environment list of --help as a table: after the heading
+# "environment (WHO...", "  NAME=VALUE" then "      what it does", up to a blank line.
+table() {
+  awk -v who="$1" '
+    function cell(s) { gsub(/\|/, "\\|", s); return s }
+    index($0, "environment (" who) == 1 { on = 1; next }
+    on && /^$/ { on = 0 }
+    on && /^  [A-Z]/ { name = $1; next }
+    on && /^      / { sub(/^ +/, ""); printf "| `%s` | %s |\n", cell(name), cell($0) }
+  ' <<<"$help"
+}
 
 generate() {
   cat <<'EOF'
@@ -42,24 +56,31 @@ EOF
   ' <<<"$keys"
   cat <<'EOF'
 
-## Environment variables
+## Environment variables: libvgpu
 
-Every variable vgpu reads (`build/vgpu_train --help` prints the same list).
-Each is read once; a malformed value is ignored with a warning naming it.
-Under `mpirun` pass them on with `-x NAME`; `build/vgpurun` forwards every
-`VGPU_*` and `NCCL_*` variable itself. Values taken from the environment are
-named in the start-up output (`vgpu: from the environment: ...`).
+Every variable libvgpu reads, in any program that uses it, and those of its
+programs (vgpurun, vgpurun-rank): `common/env.c`'s table, as `build/vgpu_train
+--help` prints it. A malformed value is ignored with a warning naming it (one
+of the config's, or VGPU_SIM_GPUS's, is an error). Under `mpirun` pass them on with `-x NAME`; `build/vgpurun`
+forwards every `VGPU_*` and `NCCL_*` variable itself. Values of the config's
+variables are named in the start-up output (`vgpu: from the environment: ...`).
 
 | variable | effect |
 |---|---|
 EOF
-  # --help: after "environment:", "  NAME=VALUE" then "      what it does".
-  awk '
-    function cell(s) { gsub(/\|/, "\\|", s); return s }
-    /^environment:/ { on = 1; next }
-    on && /^  [A-Z]/ { name = $1; next }
-    on && /^      / { sub(/^ +/, ""); printf "| `%s` | %s |\n", cell(name), cell($0) }
-  ' <<<"$help"
+  table "libvgpu"
+  cat <<'EOF'
+
+## Environment variables: vgpu_train
+
+The trainer's own switches (`worker/train_env.c`'s table, the second list of
+`build/vgpu_train --help`), read the same way; another program that uses
+libvgpu does not read them.
+
+| variable | effect |
+|---|---|
+EOF
+  table "vgpu_train"
 }
 
 if [ "$out" = - ]; then generate; else generate >"$out"; fi

@@ -1,25 +1,31 @@
-// test_env.c: the table of environment switches: each parsed to its value,
-// read once (later changes unseen until env_reset), malformed values ignored
-// (the field stays unset), and the launcher's rank taken in order of
-// specificity.
+// test_env.c: the two tables of environment switches, libvgpu's (env.h) and
+// vgpu_train's (train_env.h): each switch parsed to its value, read once
+// (later changes unseen until reset), malformed values ignored (the field
+// stays unset), the launcher's rank taken in order of specificity; every
+// switch read is in its table, and the library's table names no trainer
+// switch and every config switch.
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "config.h"
 #include "env.h"
+#include "train_env.h"
 
 static const char *const all_[] = {
     "VGPU_PROGRESS",     "VGPU_RING_STAGING", "VGPU_RING_SPIN", "NCCL_MULTI_RANK_GPU_ENABLE",
     "VGPU_INJECT_PERTURB", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG", "VGPU_INJECT_KILL",
     "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
-    "VGPU_FLIGHT_DIR", "TMPDIR",
+    "VGPU_FLIGHT_DIR", "TMPDIR", "VGPU_TEST_START_PAUSE",
 };
 
 // Each test starts from an environment without any of them.
@@ -29,6 +35,7 @@ static int clean_(void **state)
     for (size_t i = 0; i < sizeof all_ / sizeof all_[0]; i++)
         unsetenv(all_[i]);
     env_reset();
+    train_env_reset();
     return 0;
 }
 
@@ -36,16 +43,18 @@ static void test_unset_means_automatic(void **state)
 {
     (void)state;
     const struct vgpu_env *e = env_get();
-    assert_int_equal(e->progress, -1);
     assert_int_equal(e->ring_staging, 0);
     assert_int_equal(e->ring_spin, -1);
     assert_int_equal(e->nccl_multi_rank_gpu, 0);
     assert_int_equal(e->launcher_rank, -1);
     assert_int_equal(e->under_launcher, 0);
-    assert_int_equal(e->perturb.rank, -1);
-    assert_int_equal(e->hang.rank, -1);
-    assert_int_equal(e->kill.rank, -1);
-    assert_int_equal(e->slow_rank, -1);
+    const struct train_env *t = train_env_get();
+    assert_int_equal(t->progress, -1);
+    assert_int_equal(t->perturb.rank, -1);
+    assert_int_equal(t->hang.rank, -1);
+    assert_int_equal(t->kill.rank, -1);
+    assert_int_equal(t->slow_rank, -1);
+    assert_string_equal(t->pause_stage, "");
 }
 
 static void test_each_switch_is_parsed(void **state)
@@ -59,11 +68,15 @@ static void test_each_switch_is_parsed(void **state)
     setenv("VGPU_INJECT_SLOW", "1:2.5", 1);
     setenv("VGPU_INJECT_HANG", "3@random", 1);
     setenv("VGPU_INJECT_KILL", "0@random:12345678901", 1);
-    const struct vgpu_env *e = env_get();
+    setenv("VGPU_TEST_START_PAUSE", "open:1.5", 1);
+    const struct vgpu_env *l = env_get();
+    assert_int_equal(l->ring_staging, 1);
+    assert_int_equal(l->ring_spin, 250);
+    assert_int_equal(l->nccl_multi_rank_gpu, 1);
+    const struct train_env *e = train_env_get();
     assert_int_equal(e->progress, 0);
-    assert_int_equal(e->ring_staging, 1);
-    assert_int_equal(e->ring_spin, 250);
-    assert_int_equal(e->nccl_multi_rank_gpu, 1);
+    assert_string_equal(e->pause_stage, "open");
+    assert_true(e->pause_s == 1.5);
     assert_int_equal(e->perturb.rank, 2);
     assert_int_equal(e->perturb.step, 40);
     assert_int_equal(e->perturb.random, 0);
@@ -77,8 +90,8 @@ static void test_each_switch_is_parsed(void **state)
     assert_int_equal(e->slow_rank, 1);
     assert_true(e->slow_factor == 2.5);
     setenv("VGPU_PROGRESS", "bar", 1);
-    env_reset();
-    assert_int_equal(env_get()->progress, 1);
+    train_env_reset();
+    assert_int_equal(train_env_get()->progress, 1);
 }
 
 static void test_read_once(void **state)
@@ -101,24 +114,27 @@ static void test_malformed_values_are_ignored(void **state)
     setenv("VGPU_INJECT_SLOW", "1:0.5", 1); // faster is not a slow-down
     setenv("VGPU_INJECT_HANG", "1@0", 1);   // steps count from 1
     setenv("VGPU_INJECT_KILL", "1@random:", 1);
-    const struct vgpu_env *e = env_get();
+    setenv("VGPU_TEST_START_PAUSE", "train:5", 1); // no such stage
+    assert_int_equal(env_get()->ring_spin, -1);
+    const struct train_env *e = train_env_get();
     assert_int_equal(e->progress, -1);
-    assert_int_equal(e->ring_spin, -1);
+    assert_string_equal(e->pause_stage, "");
     assert_int_equal(e->perturb.rank, -1);
     assert_int_equal(e->slow_rank, -1);
     assert_int_equal(e->hang.rank, -1);
     assert_int_equal(e->kill.rank, -1);
     env_reset();
+    train_env_reset();
     setenv("VGPU_RING_SPIN", "12abc", 1);
     setenv("VGPU_INJECT_SLOW", "1:3x", 1);
     setenv("VGPU_INJECT_HANG", "-1@5", 1);
     setenv("VGPU_INJECT_KILL", "2@5x", 1);
     setenv("VGPU_INJECT_PERTURB", "2@-5", 1);
     assert_int_equal(env_get()->ring_spin, -1);
-    assert_int_equal(env_get()->slow_rank, -1);
-    assert_int_equal(env_get()->hang.rank, -1);
-    assert_int_equal(env_get()->kill.rank, -1);
-    assert_int_equal(env_get()->perturb.rank, -1);
+    assert_int_equal(train_env_get()->slow_rank, -1);
+    assert_int_equal(train_env_get()->hang.rank, -1);
+    assert_int_equal(train_env_get()->kill.rank, -1);
+    assert_int_equal(train_env_get()->perturb.rank, -1);
 }
 
 static void test_launcher_rank_most_specific_first(void **state)
@@ -162,6 +178,78 @@ static void test_flight_dir(void **state)
     assert_int_equal(env_get()->flight_dir_default, 0);
 }
 
+// What a reference prints (env_print_reference and the like), as a string.
+static char *reference_(void (*print)(FILE *))
+{
+    char *text = NULL;
+    size_t bytes = 0;
+    FILE *f = open_memstream(&text, &bytes);
+    assert_non_null(f);
+    print(f);
+    fclose(f);
+    return text;
+}
+
+// The library reads its switches through its table: a name it lists is read
+// as it is now (not cached); a name it does not list is a bug that stops the
+// program, so no switch is read without being documented.
+static void test_read_goes_through_the_table(void **state)
+{
+    (void)state;
+    setenv("VGPU_SIM_GPUS", "2x24G", 1);
+    assert_string_equal(env_read("VGPU_SIM_GPUS"), "2x24G");
+    unsetenv("VGPU_SIM_GPUS");
+    assert_null(env_read("VGPU_SIM_GPUS"));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        env_read("VGPU_PROGRESS"); // the trainer's, not the library's
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+}
+
+// Each table lists its own switches: the library's every config switch and
+// none of the trainer's; the trainer's only its own.
+static void test_each_table_lists_its_own(void **state)
+{
+    (void)state;
+    char *lib = reference_(env_print_reference);
+    char *train = reference_(train_env_print_reference);
+    char *config = reference_(config_print_env_reference);
+    static const char *const trainer[] = {"VGPU_PROGRESS", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG",
+                                          "VGPU_INJECT_KILL", "VGPU_INJECT_PERTURB",
+                                          "VGPU_TEST_START_PAUSE"};
+    for (size_t i = 0; i < sizeof trainer / sizeof *trainer; i++) {
+        char entry[64];
+        snprintf(entry, sizeof entry, "  %s=", trainer[i]);
+        assert_non_null(strstr(train, entry));
+        assert_null(strstr(lib, entry));
+    }
+    assert_null(strstr(lib, "vgpu_train"));
+    assert_null(strstr(lib, "README"));
+    assert_null(strstr(train, "README"));
+    // config_print_env_reference: "  NAME=VALUE" lines, one per config switch.
+    int named = 0;
+    for (char *line = strtok(config, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "  VGPU_", 7) != 0)
+            continue;
+        char entry[64];
+        snprintf(entry, sizeof entry, "%.*s", (int)(strcspn(line, "=") + 1), line);
+        if (!strstr(lib, entry))
+            fail_msg("the library's table lacks the config switch %s", entry + 2);
+        named++;
+    }
+    assert_true(named >= 4);
+    free(lib);
+    free(train);
+    free(config);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +259,8 @@ int main(void)
         cmocka_unit_test_setup(test_read_once, clean_),
         cmocka_unit_test_setup(test_malformed_values_are_ignored, clean_),
         cmocka_unit_test_setup(test_launcher_rank_most_specific_first, clean_),
+        cmocka_unit_test_setup(test_read_goes_through_the_table, clean_),
+        cmocka_unit_test_setup(test_each_table_lists_its_own, clean_),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

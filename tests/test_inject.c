@@ -34,10 +34,10 @@ static void test_draw_is_in_range_and_repeatable(void **state)
 static void test_plan_only_for_the_rank_and_the_run(void **state)
 {
     (void)state;
-    struct vgpu_env env = {.slow_rank = -1};
-    env.hang = (struct env_when){.rank = 2, .step = 30};
-    env.kill = (struct env_when){.rank = 1, .step = 30};
-    env.perturb = (struct env_when){.rank = 2, .random = 1, .seed_given = 1, .seed = 9};
+    struct train_env env = {.slow_rank = -1};
+    env.hang = (struct train_env_when){.rank = 2, .step = 30};
+    env.kill = (struct train_env_when){.rank = 1, .step = 30};
+    env.perturb = (struct train_env_when){.rank = 2, .random = 1, .seed_given = 1, .seed = 9};
     struct inject_plan p;
     inject_plan_make(&p, &env, 2, 0, 100);
     assert_int_equal(p.hang_step, 30);

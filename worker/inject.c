@@ -24,8 +24,8 @@ long inject_draw_step(unsigned long long seed, long first_step, long total_steps
     return first_step + 1 + (long)(mix_(seed) % (unsigned long long)(total_steps - first_step));
 }
 
-static long plan_one_(const char *name, const struct env_when *when, int rank, long first_step,
-                      long total_steps)
+static long plan_one_(const char *name, const struct train_env_when *when, int rank,
+                      long first_step, long total_steps)
 {
     if (when->rank != rank)
         return 0;
@@ -50,7 +50,7 @@ static long plan_one_(const char *name, const struct env_when *when, int rank, l
     return when->step;
 }
 
-void inject_plan_make(struct inject_plan *plan, const struct vgpu_env *env, int rank,
+void inject_plan_make(struct inject_plan *plan, const struct train_env *env, int rank,
                       long first_step, long total_steps)
 {
     plan->hang_step = plan_one_("VGPU_INJECT_HANG", &env->hang, rank, first_step, total_steps);

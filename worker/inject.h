@@ -1,12 +1,12 @@
 // inject.h: the faults a user plants to see what the job does with them
-// (VGPU_INJECT_*, README: Injecting faults). The slow rank and the drifting
+// (VGPU_INJECT_*, docs/TROUBLESHOOTING.md: Injecting faults). The slow rank and the drifting
 // replica act inside the step (train_step.c, train_replicas.c); hanging and
 // dying happen here, after a step. A step drawn at random is fixed once the
 // run's steps are known, from a seed that is said, so a run can be repeated.
 #ifndef VGPU_INJECT_H
 #define VGPU_INJECT_H
 
-#include "env.h"
+#include "train_env.h"
 
 // The steps after which this rank hangs, dies or nudges a parameter in this
 // run; 0 = not at all.
@@ -19,7 +19,7 @@ struct inject_plan {
 // The plan of `rank` for a run that goes from after first_step to total_steps.
 // Says (stderr) a step drawn at random, with its seed, and a fixed step that
 // the run does not reach.
-void inject_plan_make(struct inject_plan *plan, const struct vgpu_env *env, int rank,
+void inject_plan_make(struct inject_plan *plan, const struct train_env *env, int rank,
                       long first_step, long total_steps);
 
 // The step drawn from seed among first_step + 1 .. total_steps (pure; for tests).

@@ -230,7 +230,7 @@ static int train_loop_(struct trainer *t, struct train_result *res)
 
 void train_test_pause(const char *stage, int rank)
 {
-    const struct vgpu_env *env = env_get();
+    const struct train_env *env = train_env_get();
     if (strcmp(env->pause_stage, stage) != 0)
         return;
     if (rank == 0) {
@@ -248,7 +248,7 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
 {
     struct trainer t = {
         .job = job, .dev = job->v, .cfg = &job->cfg, .opts = opts, .data = data,
-        .env = env_get(),
+        .env = train_env_get(),
         .mode = job->cfg.train.deterministic ? &train_step_deterministic : &train_step_normal,
         .report = {.last_loss = NAN},
         .ckpt = {.lock = -1},

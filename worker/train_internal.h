@@ -18,11 +18,11 @@
 #include <stdio.h>
 
 #include "balance.h"
-#include "env.h"
 #include "inject.h"
 #include "model.h"
 #include "optim.h"
 #include "sampler.h"
+#include "train_env.h"
 #include "train.h"
 #include "train_sizing.h"
 
@@ -147,7 +147,7 @@ struct trainer {
     const struct config *cfg;      // the job's configuration (&job->cfg)
     const struct train_options *opts; // what the command line asked for
     struct train_data *data;       // the data sets, in host memory
-    const struct vgpu_env *env;    // environment switches (injected faults among them)
+    const struct train_env *env;   // the trainer's environment switches (injected faults among them)
     const struct step_ops *mode;   // normal or deterministic steps
     // ---- the replica: made and freed by train_setup.c ----
     struct model model;            // model.type's model: parameters, gradients, activations

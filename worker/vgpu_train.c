@@ -8,6 +8,7 @@
 #include "log.h"
 #include "preempt.h"
 #include "train.h"
+#include "train_env.h"
 #include "util.h"
 
 #define EXIT_USAGE 2     // bad command line or configuration
@@ -34,7 +35,7 @@ static void usage_(FILE *f)
             "  --quiet                  no job table or progress; only the summary line\n"
             "  --plan                   print the job table (hosts, devices, caps, backend and\n"
             "                           why) and exit without training; with VGPU_SIM_GPUS, for\n"
-            "                           a described GPU topology (README: Planning)\n"
+            "                           a described GPU topology (docs/CLUSTER.md: Planning)\n"
             "  --help-config            print every config key with its default and exit\n"
             "  --help                   this help\n"
             "  --version                print the version\n"
@@ -46,9 +47,11 @@ static void usage_(FILE *f)
             "3 replicas diverged or --verify failed, 75 preempted (checkpoint written; resume it).\n"
             "SIGTERM/SIGINT/SIGUSR1: stop within 10 steps and checkpoint; a second one aborts.\n"
             "\n"
-            "environment:\n");
-    config_print_env_reference(f);
+            "environment (libvgpu: every program that uses it, and vgpurun):\n");
     env_print_reference(f);
+    fprintf(f, "\n"
+               "environment (vgpu_train's own):\n");
+    train_env_print_reference(f);
 }
 
 struct cli {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "env.h"
 #include "gpu_driver.h"
 #include "log.h"
 #include "status.h"
@@ -256,7 +257,7 @@ static int sim_scan_(struct gpu_props *out, int max, int *count, char *err, size
     static struct gpu_sim_gpu gpus[GPU_MAX];
     int n = 0;
     struct gpu_sim_host host;
-    const char *spec = getenv("VGPU_SIM_GPUS");
+    const char *spec = env_read("VGPU_SIM_GPUS");
     const int parsed = gpu_sim_parse(spec ? spec : "none", gpus, GPU_MAX, &n, &host, err, err_bytes);
     if (parsed < 0)
         return parsed;
@@ -294,7 +295,7 @@ const struct gpu_driver gpu_sim_driver = {
 
 const struct gpu_driver *gpu_driver(void)
 {
-    const char *spec = getenv("VGPU_SIM_GPUS");
+    const char *spec = env_read("VGPU_SIM_GPUS");
     if (spec && *spec)
         return &gpu_sim_driver;
     return gpu_cuda_driver();

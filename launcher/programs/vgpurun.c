@@ -67,7 +67,7 @@ static void usage_(FILE *f)
             "host, the rank's own CUDA_VISIBLE_DEVICES by vgpu's binding policy, e.g.\n"
             "  vgpurun -np 4 -- python3 train_ddp.py   (torch.distributed, env://)\n"
             "\n"
-            "The settings reach the program through the environment; vgpu_train reads them\n"
+            "The settings reach the program through the environment; libvgpu reads them\n"
             "(config file < environment < --set). Exit status: the job's; 2 bad usage;\n"
             "126 PROGRAM is not executable; 127 PROGRAM or the launcher was not found.\n");
 }

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "status.h"
 #include "util.h"
 
@@ -22,6 +23,13 @@ extern char **environ;
 static int env_is_(const char *name, const char *value)
 {
     const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
+// One of vgpu's own switches (read through the library's table, env.h) is value.
+static int vgpu_switch_is_(const char *name, const char *value)
+{
+    const char *v = env_read(name);
     return v && !strcmp(v, value);
 }
 
@@ -303,7 +311,7 @@ int vgpurun_facts_gather(const struct vgpurun_options *opts, struct vgpurun_fact
         .have_mps_control = vgpurun_on_path("nvidia-cuda-mps-control"),
         .have_rsh_agent = vgpurun_on_path("ssh") || vgpurun_on_path("rsh"),
         .terminal_columns = terminal_columns_(),
-        .keep_mpirun_reports = env_is_(VGPURUN_ENV_MPIRUN_REPORT, "1"),
+        .keep_mpirun_reports = vgpu_switch_is_(VGPURUN_ENV_MPIRUN_REPORT, "1"),
         .host = store->host,
         .env_names = (const char *const *)store->env_names,
         .cuda_visible = getenv("CUDA_VISIBLE_DEVICES"),

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "env.h"
+
 // A repeat within this time of the first stop signal is the same request
 // (a double Ctrl-C, Slurm and a script both passing it on), as for the ranks
 // (worker/preempt.h, PREEMPT_REPEAT_GRACE_MS).
@@ -185,7 +187,7 @@ static int has_children_(pid_t pid)
 // is ended, and said. Returns the seconds, 0 when the watch is off.
 static double orphan_limit_s_(void)
 {
-    const char *v = getenv("VGPU_MPIRUN_ORPHAN_S");
+    const char *v = env_read("VGPU_MPIRUN_ORPHAN_S");
     if (!v || !v[0])
         return 5;
     char *end;

@@ -50,7 +50,7 @@ int runtime_launcher_rank(void)
 
 double runtime_early_timeout_s(void)
 {
-    const char *v = getenv("VGPU_COMM_TIMEOUT_S");
+    const char *v = env_read("VGPU_COMM_TIMEOUT_S");
     char *end = NULL;
     double t = v ? strtod(v, &end) : 0;
     return v && end != v && !*end && t >= 0.1 && t <= 86400 ? t : CONTROL_DEFAULT_TIMEOUT_S;
@@ -122,7 +122,7 @@ static int join_bounded_(MPI_Comm given, int rank, MPI_Comm *world)
 // keeps the pin, and binding then follows it).
 static void unpin_visible_devices_(void)
 {
-    const char *record = getenv(BINDING_ENV_PINNED), *now = getenv("CUDA_VISIBLE_DEVICES");
+    const char *record = env_read(BINDING_ENV_PINNED), *now = getenv("CUDA_VISIBLE_DEVICES");
     const char *bar = record ? strchr(record, '|') : NULL;
     if (bar && now && strlen(now) == (size_t)(bar - record) && !strncmp(now, record, strlen(now))) {
         if (!strcmp(bar + 1, "unset"))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # config_reference.sh: configs/reference.ini and docs/CONFIG.md (written by
-# scripts/gen_config_doc.sh) match the schema and environment table compiled
-# into vgpu_train, and every shipped config parses.
+# scripts/gen_config_doc.sh) match the schema and the two environment tables
+# (libvgpu's, vgpu_train's) compiled into vgpu_train, and every shipped config
+# parses.
 source "$(dirname "$0")/lib.sh"
 
 out=$(diff <("$TRAIN" --help-config) <(grep -v '^;' "$CONFIGS/reference.ini" | sed '1{/^$/d}'))
@@ -23,11 +24,18 @@ keys=$("$TRAIN" --help-config | awk '/^\[.*\]$/ { s = substr($0, 2, length($0) -
 missing=""
 for key in $keys; do grep -qF "| \`$key\` |" <<<"$doc" || missing="$missing $key"; done
 if [ -z "$missing" ]; then ok "docs/CONFIG.md documents every key"; else out=$missing; bad "docs/CONFIG.md lacks keys:$missing"; fi
-table=$(sed -n '/^## Environment variables/,/^## /p' <<<"$doc")
-names=$("$TRAIN" --help | sed -n '/^environment:/,$s/^  \([A-Z_][A-Z0-9_]*\)=.*/\1/p')
-[ -n "$names" ] || bad "vgpu_train --help lists no environment variables"
-for name in $names; do
-  if grep -q "^| \`$name=" <<<"$table"; then ok "docs/CONFIG.md documents $name"; else bad "docs/CONFIG.md's environment table lacks $name"; fi
+# --help's two environment lists, libvgpu's then vgpu_train's, each in its own
+# table of docs/CONFIG.md.
+help=$("$TRAIN" --help)
+for who in libvgpu vgpu_train; do
+  table=$(awk -v h="## Environment variables: $who" '$0 == h { on = 1; next } on && /^## / { on = 0 } on' <<<"$doc")
+  names=$(awk -v who="$who" 'index($0, "environment (" who) == 1 { on = 1; next } on && /^$/ { on = 0 }
+                             on && /^  [A-Z_][A-Z0-9_]*=/ { sub(/=.*/, ""); print $1 }' <<<"$help")
+  [ -n "$names" ] || bad "vgpu_train --help lists no environment variables of $who"
+  for name in $names; do
+    if grep -q "^| \`$name=" <<<"$table"; then ok "docs/CONFIG.md documents $name ($who)"
+    else bad "docs/CONFIG.md's environment table of $who lacks $name"; fi
+  done
 done
 
 for cfg in "$CONFIGS"/*.ini; do
