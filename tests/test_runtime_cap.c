@@ -2,6 +2,7 @@
 // its virtual GPU; rank `victim` then asks for more than its cap, the others
 // wait in a barrier. The job must end promptly with a message naming the
 // victim (exercised by e2e/runtime_cap.sh).
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,7 +29,11 @@ int main(int argc, char **argv)
         FATAL(1, "first allocation failed");
     if (rt.rank == victim && device_alloc(&rt.dev, 8u << 20, &b) < 0)
         FATAL(1, "cannot continue without device memory");
-    runtime_barrier(&rt); // the others wait here: the abort must free them
+    // The others wait here, in a host all-reduce of one int as a barrier:
+    // the abort must free them.
+    int32_t one = 1, ranks = 0;
+    if (runtime_host_all_reduce(&rt, &one, &ranks, 1, COMM_INT32, COMM_SUM) < 0)
+        FATAL(1, "the barrier failed");
     if (rt.rank == 0)
         printf("no rank exceeded its cap\n");
     return runtime_close(&rt, 0);

@@ -1,5 +1,6 @@
 // test_runtime_control.c: the runtime's control plane (launcher/runtime/control.c):
-// each helper's MPI call, a broadcast's 1 GiB pieces, the arrival board, the
+// each host collective's MPI call (runtime_host_*, libvgpu's vgpu_host_*),
+// a broadcast's 1 GiB pieces, the arrival board, the
 // bounded wait that ends the job naming the host-mate that has not arrived,
 // and runtime_load_config's "rank 0 decides"; comm.c's comm_mpi_wait (hooks,
 // bound, stopped time) and comm_agree (all or none). One process, no mpirun.
@@ -134,7 +135,8 @@ static const char *handle_name_(uintptr_t h)
     } names[] = {
         {(uintptr_t)MPI_MIN, "MPI_MIN"},   {(uintptr_t)MPI_MAX, "MPI_MAX"},
         {(uintptr_t)MPI_SUM, "MPI_SUM"},   {(uintptr_t)MPI_INT, "MPI_INT"},
-        {(uintptr_t)MPI_DOUBLE, "MPI_DOUBLE"}, {(uintptr_t)MPI_BYTE, "MPI_BYTE"},
+        {(uintptr_t)MPI_INT32_T, "MPI_INT32_T"}, {(uintptr_t)MPI_DOUBLE, "MPI_DOUBLE"},
+        {(uintptr_t)MPI_BYTE, "MPI_BYTE"},
         {(uintptr_t)MPI_COMM_WORLD, "MPI_COMM_WORLD"}, {(uintptr_t)SUB_COMM, "SUB_COMM"},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(names); i++)
@@ -188,7 +190,7 @@ int __wrap_MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 
 // The rest of the job, as one pretend rank: what it brings to a reduction.
 static struct {
-    int value;            // to an MPI_INT reduction
+    int value;            // to an MPI_INT or MPI_INT32_T reduction
     const double *values; // to an MPI_DOUBLE reduction
 } peer_;
 
@@ -223,7 +225,7 @@ int __wrap_MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dat
     last_reduce_.recvbuf = recvbuf;
     const void *mine = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     for (int i = 0; i < count; i++) {
-        if (datatype == MPI_INT)
+        if (datatype == MPI_INT || datatype == MPI_INT32_T)
             ((int *)recvbuf)[i] = (int)reduce_(op, ((const int *)mine)[i], peer_.value);
         else
             ((double *)recvbuf)[i] = reduce_(op, ((const double *)mine)[i], peer_.values[i]);
@@ -269,13 +271,6 @@ int __wrap_MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendt
     check_expected_ptr(recvbuf);
     check_expected(recvcount);
     check_expected_ptr(recvtype);
-    check_expected_ptr(comm);
-    *request = FAKE_REQUEST;
-    return MPI_SUCCESS;
-}
-
-int __wrap_MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
-{
     check_expected_ptr(comm);
     *request = FAKE_REQUEST;
     return MPI_SUCCESS;
@@ -453,47 +448,71 @@ static uint64_t entered_(const struct fixture *f, int q)
     return atomic_load(&f->slot[q].entered);
 }
 
-// ---- each helper's MPI call ----
+// A host all-reduce of one int32 (sum) over the job: the barrier and the
+// plainest collective of these tests. Returns its status.
+static int host_reduce_one_(struct fixture *f)
+{
+    int32_t one = 1, sum = 0;
+    return runtime_host_all_reduce(&f->rt, &one, &sum, 1, COMM_INT32, COMM_SUM);
+}
 
-static void test_agree_min_returns_the_minimum_over_ranks(void **state)
+static void expect_reduce_one_(void)
+{
+    expect_allreduce_(1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD, MPI_SUCCESS);
+}
+
+// The minimum of one int32 over the job, out of place (vgpu_train's
+// agreement, job_agree_min). Returns its status.
+static int host_min_(struct fixture *f, int32_t v, int32_t *out)
+{
+    return runtime_host_all_reduce(&f->rt, &v, out, 1, COMM_INT32, COMM_MIN);
+}
+
+// ---- each host collective's MPI call ----
+
+static void test_host_all_reduce_min_returns_the_minimum_over_ranks(void **state)
 {
     struct fixture *f = *state;
-    expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
+    int32_t out = 0;
+    expect_allreduce_(1, MPI_INT32_T, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
     peer_.value = -3;
-    assert_int_equal(runtime_agree_min(&f->rt, 5), -3);
-    expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
+    assert_int_equal(host_min_(f, 5, &out), 0);
+    assert_int_equal(out, -3);
+    assert_ptr_not_equal(last_reduce_.sendbuf, MPI_IN_PLACE); // out of place
+    expect_allreduce_(1, MPI_INT32_T, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
     peer_.value = 2;
-    assert_int_equal(runtime_agree_min(&f->rt, -7), -7);
+    assert_int_equal(host_min_(f, -7, &out), 0);
+    assert_int_equal(out, -7);
     assert_int_equal(entered_(f, 0), 2);
 }
 
-static void test_sum_doubles_sums_in_place_over_ranks(void **state)
+static void test_host_all_reduce_sums_doubles_in_place_over_ranks(void **state)
 {
     struct fixture *f = *state;
     double values[3] = {1.5, -2.0, 0.25};
     const double others[3] = {4.0, 8.0, -0.25}, want[3] = {5.5, 6.0, 0.0};
     peer_.values = others;
     expect_allreduce_(3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_SUCCESS);
-    runtime_sum_doubles(&f->rt, values, 3);
+    assert_int_equal(runtime_host_all_reduce(&f->rt, values, values, 3, COMM_FLOAT64, COMM_SUM), 0);
     assert_ptr_equal(last_reduce_.sendbuf, MPI_IN_PLACE);
     assert_ptr_equal(last_reduce_.recvbuf, values);
     assert_allclose((double *)values, want, 3, 0, 0);
 }
 
-static void test_max_doubles_takes_the_maximum_in_place_over_ranks(void **state)
+static void test_host_all_reduce_takes_the_maximum_of_doubles_in_place(void **state)
 {
     struct fixture *f = *state;
     double values[5] = {1.5, -2.0, 0.25, 7.0, -1.0};
     const double others[5] = {4.0, -8.0, 0.25, 6.0, -0.5}, want[5] = {4.0, -2.0, 0.25, 7.0, -0.5};
     peer_.values = others;
     expect_allreduce_(5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, MPI_SUCCESS);
-    runtime_max_doubles(&f->rt, values, 5);
+    assert_int_equal(runtime_host_all_reduce(&f->rt, values, values, 5, COMM_FLOAT64, COMM_MAX), 0);
     assert_ptr_equal(last_reduce_.sendbuf, MPI_IN_PLACE);
     assert_ptr_equal(last_reduce_.recvbuf, values);
     assert_allclose((double *)values, want, 5, 0, 0);
 }
 
-static void test_gather_all_gathers_the_same_bytes_from_every_rank(void **state)
+static void test_host_all_gather_gathers_the_same_bytes_from_every_rank(void **state)
 {
     struct fixture *f = *state;
     char send[6] = "hello", recv[6 * 8];
@@ -504,15 +523,21 @@ static void test_gather_all_gathers_the_same_bytes_from_every_rank(void **state)
     expect_value(__wrap_MPI_Iallgather, recvcount, 6);
     expect_handle_(__wrap_MPI_Iallgather, recvtype, MPI_BYTE);
     expect_handle_(__wrap_MPI_Iallgather, comm, MPI_COMM_WORLD);
-    runtime_gather_all(&f->rt, send, recv, sizeof send);
+    assert_int_equal(runtime_host_all_gather(&f->rt, send, recv, sizeof send), 0);
     assert_int_equal(entered_(f, 0), 1);
 }
 
-static void test_gather_all_of_more_than_int_max_bytes_ends_the_job_before_mpi(void **state)
+// The public form refuses it (VGPU_EINVAL); the runtime's own all-gather
+// (a program error there) ends the job. Neither reaches MPI.
+static void test_all_gather_of_more_than_int_max_bytes_is_refused_before_mpi(void **state)
 {
     struct fixture *f = *state;
     // No MPI_Iallgather is expected: a call would fail its check_expected.
-    assert_ends_job(runtime_gather_all(&f->rt, NEVER_READ, NEVER_READ, (size_t)INT_MAX + 1));
+    assert_int_equal(runtime_host_all_gather(&f->rt, NEVER_READ, NEVER_READ, (size_t)INT_MAX + 1),
+                     VGPU_EINVAL);
+    assert_int_equal(abort_.calls, 0);
+    assert_ends_job(runtime_ctl_gather(&f->rt, NEVER_READ, NEVER_READ, (size_t)INT_MAX + 1,
+                                       MPI_COMM_WORLD, f->rt.size));
     assert_contains(log_.fatal, "2147483648 bytes a rank; at most INT_MAX");
     assert_int_equal(entered_(f, 0), 0);
 }
@@ -545,18 +570,18 @@ static void test_broadcast_goes_in_pieces_of_at_most_1_gib(void **state)
             expect_value(__wrap_MPI_Ibcast, root, 3);
             expect_handle_(__wrap_MPI_Ibcast, comm, MPI_COMM_WORLD);
         }
-        runtime_broadcast(&f->rt, NEVER_READ, cases[i].bytes, 3);
+        assert_int_equal(runtime_host_broadcast(&f->rt, NEVER_READ, cases[i].bytes, 3), 0);
         entered += (uint64_t)cases[i].pieces;
         assert_int_equal(entered_(f, 0), entered);
     }
 }
 
-static void test_barrier_is_an_ibarrier_on_the_world_waited_until_done(void **state)
+static void test_host_collective_is_on_the_world_waited_until_done(void **state)
 {
     struct fixture *f = *state;
-    expect_handle_(__wrap_MPI_Ibarrier, comm, MPI_COMM_WORLD);
+    expect_reduce_one_();
     test_.done_on_poll = 4;
-    runtime_barrier(&f->rt);
+    assert_int_equal(host_reduce_one_(f), 0);
     assert_int_equal(test_.polls, 4);
     assert_int_equal(entered_(f, 0), 1);
 }
@@ -566,16 +591,17 @@ static void test_barrier_is_an_ibarrier_on_the_world_waited_until_done(void **st
 static void test_collectives_mark_arrival_and_beat_while_waiting(void **state)
 {
     struct fixture *f = *state;
-    expect_handle_(__wrap_MPI_Ibarrier, comm, MPI_COMM_WORLD);
+    expect_reduce_one_();
     test_.done_on_poll = 5;
-    runtime_barrier(&f->rt);
+    assert_int_equal(host_reduce_one_(f), 0);
     assert_int_equal(entered_(f, 0), 1);
     assert_int_equal(atomic_load(&f->slot[0].beat_us), (uint64_t)(test_.clock_at_done_s * 1e6));
     const uint64_t first_beat = atomic_load(&f->slot[0].beat_us);
 
-    expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
+    int32_t out = 0;
+    expect_allreduce_(1, MPI_INT32_T, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
     test_.done_on_poll = test_.polls + 3;
-    runtime_agree_min(&f->rt, 0);
+    assert_int_equal(host_min_(f, 0, &out), 0);
     assert_int_equal(entered_(f, 0), 2);
     assert_int_equal(atomic_load(&f->slot[0].beat_us), (uint64_t)(test_.clock_at_done_s * 1e6));
     assert_true(atomic_load(&f->slot[0].beat_us) > first_beat);
@@ -593,26 +619,27 @@ static void test_timeout_names_the_host_mate_that_has_not_arrived(void **state)
     atomic_store(&f->slot[2].entered, 1);
     f->polling[2] = 1;
     test_.done_on_poll = 0;
-    expect_handle_(__wrap_MPI_Ibarrier, comm, MPI_COMM_WORLD);
-    assert_ends_job(runtime_barrier(&f->rt));
+    expect_reduce_one_();
+    assert_ends_job(host_reduce_one_(f));
     assert_contains(log_.fatal, "collective timed out after 1.0 s waiting for rank 5 (host nodeA): "
-                                "stopped or stuck (control plane: barrier; comm.timeout_s = 1.0)");
+                                "stopped or stuck (control plane: reduction; comm.timeout_s = 1.0)");
     assert_not_contains(log_.fatal, "rank 7");
     assert_not_contains(log_.fatal, "rank 4");
     // Half-way, one warning named it already.
     assert_int_equal(log_.n_warnings, 1);
-    assert_contains(log_.warnings, "collective (control plane: barrier) still waiting for rank 5 "
+    assert_contains(log_.warnings, "collective (control plane: reduction) still waiting for rank 5 "
                                    "(host nodeA) after 0.5 s (timeout 1.0 s)");
 }
 
 static void test_timeout_lists_every_host_mate_behind(void **state)
 {
     struct fixture *f = *state;
+    int32_t out = 0;
     test_.done_on_poll = 0;
-    expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
-    assert_ends_job(runtime_agree_min(&f->rt, 0));
+    expect_allreduce_(1, MPI_INT32_T, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
+    assert_ends_job(host_min_(f, 0, &out));
     assert_contains(log_.fatal, "waiting for rank 5 (host nodeA), rank 7 (host nodeA): stopped or "
-                                "stuck (control plane: agreement;");
+                                "stuck (control plane: reduction;");
 }
 
 static void test_timeout_names_a_host_mate_stopped_inside_the_collective(void **state)
@@ -629,7 +656,7 @@ static void test_timeout_names_a_host_mate_stopped_inside_the_collective(void **
     expect_handle_(__wrap_MPI_Ibcast, datatype, MPI_BYTE);
     expect_value(__wrap_MPI_Ibcast, root, 0);
     expect_handle_(__wrap_MPI_Ibcast, comm, MPI_COMM_WORLD);
-    assert_ends_job(runtime_broadcast(&f->rt, NEVER_READ, 16, 0));
+    assert_ends_job(runtime_host_broadcast(&f->rt, NEVER_READ, 16, 0));
     assert_contains(log_.fatal, "waiting for rank 7 (host nodeA): stopped or stuck (control plane: "
                                 "broadcast;");
     assert_not_contains(log_.fatal, "rank 5");
@@ -643,8 +670,8 @@ static void test_timeout_blames_another_host_when_every_host_mate_is_here(void *
         f->polling[q] = 1;
     }
     test_.done_on_poll = 0;
-    expect_handle_(__wrap_MPI_Ibarrier, comm, MPI_COMM_WORLD);
-    assert_ends_job(runtime_barrier(&f->rt));
+    expect_reduce_one_();
+    assert_ends_job(host_reduce_one_(f));
     assert_contains(log_.fatal, "waiting for a rank on another host (every rank on nodeA is here)");
 }
 
@@ -658,8 +685,8 @@ static void test_timeout_defaults_to_300_s_without_comm_timeout(void **state)
         f->polling[q] = 1;
     }
     test_.done_on_poll = 0;
-    expect_handle_(__wrap_MPI_Ibarrier, comm, MPI_COMM_WORLD);
-    assert_ends_job(runtime_barrier(&f->rt));
+    expect_reduce_one_();
+    assert_ends_job(host_reduce_one_(f));
     assert_contains(log_.fatal, "timed out after 300.0 s");
     assert_contains(log_.fatal, "comm.timeout_s = 300.0)");
 }
@@ -714,7 +741,8 @@ static void test_library_failed_mpi_call_returns_ecomm_naming_it(void **state)
     f->im.library = 1;
     double values[2] = {1, 2};
     expect_allreduce_(2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, MPI_ERR_COMM);
-    assert_int_equal(ctl_reduce_doubles_(&f->rt, values, 2, MPI_MAX), VGPU_ECOMM);
+    assert_int_equal(runtime_host_all_reduce(&f->rt, values, values, 2, COMM_FLOAT64, COMM_MAX),
+                     VGPU_ECOMM);
     assert_int_equal(abort_.calls, 0);
     assert_contains(log_.errors, "control plane: MPI_Iallreduce failed in reduction: mock MPI error");
     runtime_mpi.stuck = 0;
@@ -726,7 +754,7 @@ static void test_mpi_failure_while_waiting_ends_the_job(void **state)
     test_.done_on_poll = 0;
     test_.fail_on_poll = 3;
     expect_allreduce_(1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, MPI_SUCCESS);
-    assert_ends_job(runtime_agree_min(&f->rt, 0));
+    assert_ends_job(agree_worst_(&f->rt, 0)); // runtime_open's agreement
     assert_string_equal(log_.fatal, "control plane: MPI failed in agreement");
     assert_int_equal(test_.polls, 3);
 }
@@ -736,7 +764,7 @@ static void test_failed_mpi_call_ends_the_job_naming_the_call(void **state)
     struct fixture *f = *state;
     double values[2] = {1, 2};
     expect_allreduce_(2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_ERR_COMM);
-    assert_ends_job(runtime_sum_doubles(&f->rt, values, 2));
+    assert_ends_job(runtime_host_all_reduce(&f->rt, values, values, 2, COMM_FLOAT64, COMM_SUM));
     char want[96];
     snprintf(want, sizeof want, "control plane: MPI_Iallreduce failed in reduction: mock MPI error %d",
              MPI_ERR_COMM);
@@ -1071,13 +1099,13 @@ int main(void)
 {
     log_set_trace(0);
     const struct CMUnitTest tests[] = {
-        T(test_agree_min_returns_the_minimum_over_ranks),
-        T(test_sum_doubles_sums_in_place_over_ranks),
-        T(test_max_doubles_takes_the_maximum_in_place_over_ranks),
-        T(test_gather_all_gathers_the_same_bytes_from_every_rank),
-        T(test_gather_all_of_more_than_int_max_bytes_ends_the_job_before_mpi),
+        T(test_host_all_reduce_min_returns_the_minimum_over_ranks),
+        T(test_host_all_reduce_sums_doubles_in_place_over_ranks),
+        T(test_host_all_reduce_takes_the_maximum_of_doubles_in_place),
+        T(test_host_all_gather_gathers_the_same_bytes_from_every_rank),
+        T(test_all_gather_of_more_than_int_max_bytes_is_refused_before_mpi),
         T(test_broadcast_goes_in_pieces_of_at_most_1_gib),
-        T(test_barrier_is_an_ibarrier_on_the_world_waited_until_done),
+        T(test_host_collective_is_on_the_world_waited_until_done),
         T(test_collectives_mark_arrival_and_beat_while_waiting),
         T(test_timeout_names_the_host_mate_that_has_not_arrived),
         T(test_timeout_lists_every_host_mate_behind),

@@ -179,13 +179,13 @@ static struct trace_call control_enter_(struct runtime *rt, enum flight_kind kin
 }
 
 // The control plane's collectives, as statuses (0, or a failure
-// control_failed_ has said).
+// runtime_control_failed has said).
 // `comm` (of n ranks) is the job or the host.
 int runtime_ctl_gather(struct runtime *rt, const void *send, void *recv, size_t bytes, MPI_Comm comm,
                        int n)
 {
     if (bytes > INT_MAX) // a program error, the same on every rank
-        FATAL(1, "runtime_gather_all: %zu bytes a rank; at most INT_MAX", bytes);
+        FATAL(1, "runtime_ctl_gather: %zu bytes a rank; at most INT_MAX", bytes);
     MPI_Request req;
     const struct trace_call call = control_enter_(rt, FLIGHT_CTL_GATHER, bytes * (size_t)n);
     const int mpi_rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
@@ -225,12 +225,6 @@ int runtime_ctl_all_reduce(struct runtime *rt, const void *send, void *recv, int
 int runtime_ctl_agree_min(struct runtime *rt, int v, int *out)
 {
     return runtime_ctl_all_reduce(rt, &v, out, 1, MPI_INT, MPI_MIN, sizeof v, "agreement");
-}
-
-static int ctl_reduce_doubles_(struct runtime *rt, double *values, int count, MPI_Op op)
-{
-    return runtime_ctl_all_reduce(rt, MPI_IN_PLACE, values, count, MPI_DOUBLE, op,
-                           (size_t)count * sizeof *values, "reduction");
 }
 
 static MPI_Datatype host_type_(enum comm_dtype t)
@@ -287,47 +281,3 @@ int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, si
     return runtime_mpi_stuck(rt) ? VGPU_ECOMM
                       : runtime_ctl_gather(rt, send, recv, bytes, runtime_mpi_world(rt), rt->size);
 }
-
-// The helpers of runtime.h: in vgpu_train's mode a failure never returns
-// (control_failed_); libvgpu does not call them after vgpu_init.
-static void control_must_(int rc)
-{
-    if (rc < 0)
-        FATAL(1, "control plane failed (said above)");
-}
-
-void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes)
-{
-    control_must_(runtime_ctl_gather(rt, send, recv, bytes, runtime_mpi_world(rt), rt->size));
-}
-
-void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root)
-{
-    control_must_(runtime_ctl_broadcast(rt, buf, bytes, root));
-}
-
-int runtime_agree_min(struct runtime *rt, int v)
-{
-    int out = 0;
-    control_must_(runtime_ctl_agree_min(rt, v, &out));
-    return out;
-}
-
-void runtime_sum_doubles(struct runtime *rt, double *values, int count)
-{
-    control_must_(ctl_reduce_doubles_(rt, values, count, MPI_SUM));
-}
-
-void runtime_max_doubles(struct runtime *rt, double *values, int count)
-{
-    control_must_(ctl_reduce_doubles_(rt, values, count, MPI_MAX));
-}
-
-void runtime_barrier(struct runtime *rt)
-{
-    MPI_Request req;
-    const struct trace_call call = control_enter_(rt, FLIGHT_CTL_BARRIER, 0);
-    const int mpi_rc = MPI_Ibarrier(runtime_mpi_world(rt), &req);
-    control_must_(control_wait_(rt, "MPI_Ibarrier", mpi_rc, &req, "barrier", &call));
-}
-

@@ -102,30 +102,16 @@ int runtime_load_config(struct runtime *rt, const char *path, const char *const 
 // VGPU_ETIMEOUT or VGPU_ECOMM, said, and so do the others that waited for it.)
 int runtime_open(struct runtime *rt, const struct runtime_open_args *args);
 
-// Control-plane helpers over MPI on host memory (small data: stats, verdicts;
-// training data goes through rt->comm on device memory). Every rank calls
-// each in the same order. They return only when all ranks took part: an MPI
-// failure, or a rank that does not arrive within comm.timeout_s, ends the
-// whole job (a message naming the missing ranks, then MPI_Abort), since the
-// others could not go on without it. So there is nothing to check. (For
-// vgpu_train's mode; libvgpu's start-up uses their status-returning forms.)
-// recv = concatenation over ranks of `bytes` from each rank's send (at most
-// INT_MAX bytes a rank).
-void runtime_gather_all(struct runtime *rt, const void *send, void *recv, size_t bytes);
-// Copies `bytes` of root's buf to every rank's buf.
-void runtime_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
-// Minimum of v over ranks (a verdict every rank agrees on).
-int runtime_agree_min(struct runtime *rt, int v);
-// Sum / max of doubles over ranks, in place, count values.
-void runtime_sum_doubles(struct runtime *rt, double *values, int count);
-void runtime_max_doubles(struct runtime *rt, double *values, int count);
-void runtime_barrier(struct runtime *rt);
-
-// The same exchanges as statuses, for libvgpu's host collectives (its
-// vgpu_host_*): 0, VGPU_EINVAL for a bad argument (nothing sent), or in
-// library mode the failure, said (then MPI is not used again); in
-// vgpu_train's mode a failure ends the job. all_reduce: float32/64,
-// int32/64; avg divides the sum by the rank count.
+// Host-memory collectives over MPI, libvgpu's vgpu_host_* (small data:
+// stats, verdicts; training data goes through rt->comm on device memory).
+// Every rank calls each in the same order. A rank that does not arrive
+// within comm.timeout_s, or an MPI failure, is said naming the missing
+// host-mates. Returns 0, VGPU_EINVAL for a bad argument (nothing sent), or
+// in library mode the failure, said (then MPI is not used again); in
+// vgpu_train's mode a failure ends the job (MPI_Abort), since the others
+// could not go on without this rank. all_reduce: float32/64, int32/64; avg
+// divides the sum by the rank count. all_gather: recv = the concatenation
+// over ranks of `bytes` from each (at most INT_MAX bytes a rank).
 int runtime_host_all_reduce(struct runtime *rt, const void *send, void *recv, size_t count,
                             enum comm_dtype t, enum comm_reduce_op op);
 int runtime_host_broadcast(struct runtime *rt, void *buf, size_t bytes, int root);
