@@ -87,8 +87,8 @@ static void test_discover(void **state)
     assert_int_equal(device_discover(DEVICE_KIND_CPU, info, 0, &count, NULL, 0), VGPU_EINVAL);
     assert_int_equal(device_discover((enum device_kind)99, info, 4, &count, NULL, 0), VGPU_EINVAL);
     assert_int_equal(count, 0);
-    assert_non_null(device_find_ops("cpu"));
-    assert_null(device_find_ops("tpu"));
+    assert_non_null(device_backend(DEVICE_KIND_CPU));
+    assert_null(device_backend((enum device_kind)99));
 
     count = -1;
     int rc = device_discover(DEVICE_KIND_CUDA, info, 4, &count, NULL, 0);

@@ -28,14 +28,6 @@ const struct device_ops *device_backend(enum device_kind kind)
     return NULL;
 }
 
-const struct device_ops *device_find_ops(const char *name)
-{
-    for (int i = 0; i < REGISTRY_SIZE; i++)
-        if (registry_(i) && !strcmp(registry_(i)->name, name))
-            return registry_(i);
-    return NULL;
-}
-
 const char *device_kind_name(enum device_kind kind)
 {
     switch (kind) {

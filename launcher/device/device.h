@@ -111,10 +111,9 @@ struct device {
     void *impl;                  // backend state
 };
 
-// The backend registry: the backend of a kind, or by name; NULL if unknown
-// or not built into this binary.
+// The backend registry: the backend of a kind; NULL if unknown or not built
+// into this binary.
 const struct device_ops *device_backend(enum device_kind kind);
-const struct device_ops *device_find_ops(const char *name);
 // "cpu", "cuda" ("auto" and "?" for what no device has).
 const char *device_kind_name(enum device_kind kind);
 
