@@ -1,4 +1,7 @@
-// config.c: INI + --set parsing against one schema table.
+// config.c: the configuration engine: INI text, --set overrides and the
+// environment checked against schema tables (struct config_schema), one a
+// part of the program (libvgpu's [devices] and [comm]: config_vgpu.c; a
+// program's own, e.g. vgpu_train's: worker/train_config.c).
 #include "config.h"
 
 #include <ctype.h>
@@ -15,139 +18,14 @@
 #include "status.h"
 #include "util.h"
 
-enum key_type { T_INT, T_FLOAT, T_BOOL, T_SIZE, T_STR, T_ENUM, T_INT_LIST, T_FLOAT_LIST };
+// Returns a failure as it is (its message is in err already).
+#define TRY_QUIET_(expr)               \
+    do {                               \
+        int rc_ = (expr);              \
+        if (rc_ < 0)                   \
+            return rc_;                \
+    } while (0)
 
-struct key_spec {
-    const char *section;
-    const char *key;
-    enum key_type type;
-    size_t offset;        // into struct config
-    size_t str_bytes;     // T_STR: field size
-    const char *def;      // default, parsed like a user value
-    double min, max;      // numeric range (T_INT, T_FLOAT, list elements)
-    const char *const *choices; // T_ENUM: the values' texts in enum order, NULL-terminated
-    const char *doc;
-};
-
-#define CONFIG_ENUM_TEXT_(name, text) text,
-static const char *const device_kinds_[] = {CONFIG_DEVICE_KINDS(CONFIG_ENUM_TEXT_) NULL};
-static const char *const backends_[] = {CONFIG_BACKENDS(CONFIG_ENUM_TEXT_) NULL};
-static const char *const optimizers_[] = {CONFIG_OPTIMIZERS(CONFIG_ENUM_TEXT_) NULL};
-static const char *const schedules_[] = {CONFIG_SCHEDULES(CONFIG_ENUM_TEXT_) NULL};
-static const char *const balances_[] = {CONFIG_BALANCES(CONFIG_ENUM_TEXT_) NULL};
-static const char *const datasets_[] = {CONFIG_DATASETS(CONFIG_ENUM_TEXT_) NULL};
-static const char *const models_[] = {CONFIG_MODELS(CONFIG_ENUM_TEXT_) NULL};
-#undef CONFIG_ENUM_TEXT_
-// set_value_ stores an enum key's value through an int.
-_Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as int");
-
-#define F_(sec, field) offsetof(struct config, sec.field)
-#define S_(sec, field) sizeof(((struct config *)0)->sec.field)
-#define BIG 1e18
-
-// The schema: one row per key. The reference printed by --help-config and the
-// comments in configs/*.ini come from here.
-static const struct key_spec keys_[] = {
-    {"devices", "kind", T_ENUM, F_(devices, kind), 0, "auto", 0, 0, device_kinds_,
-     "device backend: cuda needs a GPU; auto falls back to CPU simulation"},
-    {"devices", "ranks_per_device", T_INT, F_(devices, ranks_per_device), 0, "0", 0, 1024, NULL,
-     "ranks sharing one physical device; 0 = ceil(local ranks / devices)"},
-    {"devices", "memory_limit", T_SIZE, F_(devices, memory_limit), 0, "0", 0, 0, NULL,
-     "memory cap per rank (virtual GPU), e.g. 512M or 2G; 0 = auto"},
-    {"devices", "memory_fraction", T_FLOAT, F_(devices, memory_fraction), 0, "0", 0, 1, NULL,
-     "share of each device's free memory split among its ranks; 0 = unset"},
-    {"devices", "map", T_INT_LIST, F_(devices, map), 0, "", 0, 1023, NULL,
-     "explicit device index for each local rank, e.g. 0,0,1,1; empty = policy"},
-    {"devices", "cpu_threads", T_INT, F_(devices, cpu_threads), 0, "0", 0, 1024, NULL,
-     "BLAS threads per rank; 0 = cores / local ranks, at least 1"},
-
-    {"comm", "backend", T_ENUM, F_(comm, backend), 0, "auto", 0, 0, backends_,
-     "collective backend; auto = nccl if every rank has its own GPU, else ring"},
-    {"comm", "timeout_s", T_FLOAT, F_(comm, timeout_s), 0, "300", 0.1, 86400, NULL,
-     "bound on every collective wait, seconds; a peer that does not arrive ends the job"},
-    {"comm", "slice_bytes", T_SIZE, F_(comm, slice_bytes), 0, "1M", 0, 0, NULL,
-     "ring all-reduce pipelining slice per rank, bytes"},
-
-    {"model", "type", T_ENUM, F_(model, type), 0, "mlp", 0, 0, models_,
-     "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy"},
-    {"model", "hidden", T_INT_LIST, F_(model, hidden), 0, "256,128", 1, 65536, NULL,
-     "hidden layer widths of the MLP, e.g. 256,128"},
-
-    {"train", "epochs", T_INT, F_(train, epochs), 0, "15", 1, 100000, NULL, "passes over the training set"},
-    {"train", "batch_size", T_INT, F_(train, batch_size), 0, "256", 1, 1 << 24, NULL,
-     "global batch in samples, split across ranks"},
-    {"train", "max_steps", T_INT, F_(train, max_steps), 0, "0", 0, BIG, NULL,
-     "stop after this many optimizer steps; 0 = no limit"},
-    {"train", "lr", T_FLOAT, F_(train, lr), 0, "0.001", 0, 100, NULL, "peak learning rate"},
-    {"train", "optimizer", T_ENUM, F_(train, optimizer), 0, "adamw", 0, 0, optimizers_, "optimizer"},
-    {"train", "momentum", T_FLOAT, F_(train, momentum), 0, "0.9", 0, 1, NULL, "SGD momentum"},
-    {"train", "weight_decay", T_FLOAT, F_(train, weight_decay), 0, "0", 0, 10, NULL,
-     "weight decay (L2 for sgd/adam, decoupled for adamw)"},
-    {"train", "beta1", T_FLOAT, F_(train, beta1), 0, "0.9", 0, 0.9999999, NULL, "Adam beta1"},
-    {"train", "beta2", T_FLOAT, F_(train, beta2), 0, "0.999", 0, 0.9999999, NULL, "Adam beta2"},
-    {"train", "eps", T_FLOAT, F_(train, eps), 0, "1e-8", 1e-30, 1, NULL, "Adam epsilon"},
-    {"train", "schedule", T_ENUM, F_(train, schedule), 0, "constant", 0, 0, schedules_,
-     "learning-rate schedule after warm-up"},
-    {"train", "warmup_steps", T_INT, F_(train, warmup_steps), 0, "0", 0, BIG, NULL,
-     "linear warm-up from 0 to lr over this many steps"},
-    {"train", "step_every", T_INT, F_(train, step_every), 0, "1000", 1, BIG, NULL,
-     "step schedule: multiply lr by step_gamma every this many steps"},
-    {"train", "step_gamma", T_FLOAT, F_(train, step_gamma), 0, "0.1", 0, 1, NULL,
-     "step schedule: decay factor"},
-    {"train", "batch_weights", T_FLOAT_LIST, F_(train, batch_weights), 0, "", 0, 1e6, NULL,
-     "share of each global batch per rank, e.g. 0.8,0.2; empty = equal"},
-    {"train", "balance", T_ENUM, F_(train, balance), 0, "static", 0, 0, balances_,
-     "split of each batch: static = equal or batch_weights; dynamic = re-split "
-     "every 10 steps by each rank's measured speed (normal mode; not bitwise reproducible)"},
-    {"train", "drop_last", T_BOOL, F_(train, drop_last), 0, "true", 0, 0, NULL,
-     "drop the incomplete last batch of each epoch (false: train on it too)"},
-    {"train", "seed", T_INT, F_(train, seed), 0, "1", 0, BIG, NULL,
-     "seed for initialisation and shuffling"},
-    {"train", "log_every", T_INT, F_(train, log_every), 0, "50", 1, BIG, NULL,
-     "steps between progress lines"},
-    {"train", "deterministic", T_BOOL, F_(train, deterministic), 0, "false", 0, 0, NULL,
-     "bitwise-identical results across runs and rank counts"},
-    {"train", "micro_batches", T_INT, F_(train, micro_batches), 0, "8", 1, 4096, NULL,
-     "deterministic mode: micro-batches per global batch"},
-    {"train", "check_replicas_every", T_INT, F_(train, check_replicas_every), 0, "100", 0, BIG, NULL,
-     "steps between replica hash checks; 0 = off"},
-    {"train", "shard_optimizer", T_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
-     "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
-
-    {"data", "dataset", T_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
-     "training data"},
-    {"data", "path", T_STR, F_(data, path), S_(data, path), CONFIG_DEFAULT_DATA_PATH, 0, 0, NULL,
-     "directory holding the four MNIST-format IDX files (.gz or plain)"},
-    {"data", "max_bytes", T_SIZE, F_(data, max_bytes), 0, "1G", 0, 0, NULL,
-     "bound on the pixels and labels the four IDX headers claim together, bytes (Fashion-MNIST: "
-     "52.4 MiB); more fails before any data is read; 0 = no limit"},
-    {"data", "standardize", T_BOOL, F_(data, standardize), 0, "false", 0, 0, NULL,
-     "standardise pixels to zero mean, unit variance (else scale to [0,1])"},
-    {"data", "fallback_synthetic", T_BOOL, F_(data, fallback_synthetic), 0, "true", 0, 0, NULL,
-     "use the synthetic dataset (with a warning) if the files are missing"},
-    {"data", "train_limit", T_INT, F_(data, train_limit), 0, "0", 0, BIG, NULL,
-     "use only the first N training samples; 0 = all"},
-    {"data", "synthetic_train", T_INT, F_(data, synthetic_train), 0, "8192", 1, 1 << 24, NULL,
-     "synthetic dataset: training samples"},
-    {"data", "synthetic_test", T_INT, F_(data, synthetic_test), 0, "2048", 1, 1 << 24, NULL,
-     "synthetic dataset: test samples"},
-    {"data", "synthetic_features", T_INT, F_(data, synthetic_features), 0, "784", 1, 1 << 20, NULL,
-     "synthetic dataset: values per sample"},
-
-    {"checkpoint", "dir", T_STR, F_(checkpoint, dir), S_(checkpoint, dir), "", 0, 0, NULL,
-     "directory for checkpoints; empty = none"},
-    {"checkpoint", "every_steps", T_INT, F_(checkpoint, every_steps), 0, "0", 0, BIG, NULL,
-     "steps between checkpoints; 0 = only at the end"},
-    {"checkpoint", "keep_last", T_INT, F_(checkpoint, keep_last), 0, "3", 0, 1000000, NULL,
-     "checkpoints to keep, newest first (older ones are removed after each write); 0 = all"},
-
-    {"verify", "steps", T_INT, F_(verify, steps), 0, "20", 1, BIG, NULL,
-     "--verify: steps to run and replay"},
-    {"verify", "rtol", T_FLOAT, F_(verify, rtol), 0, "1e-4", 0, 1, NULL,
-     "--verify: relative tolerance outside deterministic mode"},
-};
-
-#define NKEYS (sizeof keys_ / sizeof keys_[0])
 
 // ---- value parsers ----
 
@@ -239,19 +117,34 @@ int config_parse_size(const char *text, uint64_t *bytes)
 
 // ---- schema lookup ----
 
-static const struct key_spec *find_key_(const char *section, const char *key)
+// The key section.key among the parts' schemas; *part (when set) is its
+// part's index and *index its index across all parts (for duplicate checks).
+static const struct config_key *find_key_(const struct config_part *parts, int n,
+                                          const char *section, const char *key, int *part,
+                                          size_t *index)
 {
-    for (size_t i = 0; i < NKEYS; i++)
-        if (!strcmp(keys_[i].section, section) && !strcmp(keys_[i].key, key))
-            return &keys_[i];
+    size_t base = 0;
+    for (int p = 0; p < n; p++) {
+        const struct config_schema *s = parts[p].schema;
+        for (size_t i = 0; i < s->nkeys; i++)
+            if (!strcmp(s->keys[i].section, section) && !strcmp(s->keys[i].key, key)) {
+                if (part)
+                    *part = p;
+                if (index)
+                    *index = base + i;
+                return &s->keys[i];
+            }
+        base += s->nkeys;
+    }
     return NULL;
 }
 
-static int section_known_(const char *section)
+static int section_known_(const struct config_part *parts, int n, const char *section)
 {
-    for (size_t i = 0; i < NKEYS; i++)
-        if (!strcmp(keys_[i].section, section))
-            return 1;
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nkeys; i++)
+            if (!strcmp(parts[p].schema->keys[i].section, section))
+                return 1;
     return 0;
 }
 
@@ -282,31 +175,34 @@ static size_t edit_distance_(const char *a, const char *b)
 }
 
 // Closest known "section.key" to the given one, or NULL if nothing is close.
-static const char *suggest_(const char *section, const char *key, char *buf, size_t buf_bytes)
+static const char *suggest_(const struct config_part *parts, int n, const char *section,
+                            const char *key, char *buf, size_t buf_bytes)
 {
     char want[160];
     snprintf(want, sizeof want, "%s.%s", section, key);
     size_t best = (size_t)-1;
-    for (size_t i = 0; i < NKEYS; i++) {
-        char have[160];
-        snprintf(have, sizeof have, "%s.%s", keys_[i].section, keys_[i].key);
-        size_t d = edit_distance_(want, have);
-        // A right key in the wrong section is also a good suggestion.
-        if (!strcmp(keys_[i].key, key))
-            d = d < 2 ? d : 2;
-        if (d < best) {
-            best = d;
-            snprintf(buf, buf_bytes, "%s", have);
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nkeys; i++) {
+            const struct config_key *k = &parts[p].schema->keys[i];
+            char have[160];
+            snprintf(have, sizeof have, "%s.%s", k->section, k->key);
+            size_t d = edit_distance_(want, have);
+            // A right key in the wrong section is also a good suggestion.
+            if (!strcmp(k->key, key))
+                d = d < 2 ? d : 2;
+            if (d < best) {
+                best = d;
+                snprintf(buf, buf_bytes, "%s", have);
+            }
         }
-    }
     return best <= 3 ? buf : NULL;
 }
 
 // ---- setting one value ----
 
-static int set_list_(const struct key_spec *k, void *field, char *value, char *msg, size_t msg_bytes)
+static int set_list_(const struct config_key *k, void *field, char *value, char *msg, size_t msg_bytes)
 {
-    int is_int = k->type == T_INT_LIST;
+    int is_int = k->type == CONFIG_INT_LIST;
     struct config_int_list il = {0};
     struct config_float_list fl = {0};
     char *s = trim_(value);
@@ -351,7 +247,7 @@ static int set_list_(const struct key_spec *k, void *field, char *value, char *m
 }
 
 // An enum key's values as "a|b|c".
-static const char *choices_text_(const struct key_spec *k, char *buf, size_t bytes)
+static const char *choices_text_(const struct config_key *k, char *buf, size_t bytes)
 {
     size_t len = 0;
     buf[0] = '\0';
@@ -361,7 +257,7 @@ static const char *choices_text_(const struct key_spec *k, char *buf, size_t byt
 }
 
 // Parses `raw` for key k into cfg; on error writes a message without location.
-static int set_value_(struct config *cfg, const struct key_spec *k, const char *raw, char *msg,
+static int set_value_(void *cfg, const struct config_key *k, const char *raw, char *msg,
                       size_t msg_bytes)
 {
     char buf[CONFIG_VALUE_MAX + 1];
@@ -372,7 +268,7 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
     char *v = trim_(buf);
     void *field = (char *)cfg + k->offset;
     switch (k->type) {
-    case T_INT: {
+    case CONFIG_INT: {
         long l;
         if (parse_long_(v, &l))
             return snprintf(msg, msg_bytes, "'%s' is not an integer", v), VGPU_ECONFIG;
@@ -382,7 +278,7 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
         *(long *)field = l;
         return 0;
     }
-    case T_FLOAT: {
+    case CONFIG_FLOAT: {
         double d;
         if (parse_double_(v, &d))
             return snprintf(msg, msg_bytes, "'%s' is not a number (decimal, e.g. 0.5 or 1e-3)", v),
@@ -394,22 +290,22 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
         *(double *)field = d;
         return 0;
     }
-    case T_BOOL:
+    case CONFIG_BOOL:
         if (parse_bool_(v, (int *)field))
             return snprintf(msg, msg_bytes, "'%s' is not a boolean (true/false)", v), VGPU_ECONFIG;
         return 0;
-    case T_SIZE:
+    case CONFIG_SIZE:
         if (config_parse_size(v, (uint64_t *)field))
             return snprintf(msg, msg_bytes, "'%s' is not a size (e.g. 4096, 64K, 512M, 2G)", v),
                    VGPU_ECONFIG;
         return 0;
-    case T_STR:
+    case CONFIG_STR:
         if (strlen(v) >= k->str_bytes)
             return snprintf(msg, msg_bytes, "value longer than %zu characters", k->str_bytes - 1),
                    VGPU_ECONFIG;
         strcpy(field, v);
         return 0;
-    case T_ENUM: {
+    case CONFIG_ENUM: {
         for (int i = 0; k->choices[i]; i++)
             if (!strcmp(k->choices[i], v)) {
                 *(int *)field = i;
@@ -420,22 +316,26 @@ static int set_value_(struct config *cfg, const struct key_spec *k, const char *
                         choices_text_(k, all, sizeof all)),
                VGPU_ECONFIG;
     }
-    case T_INT_LIST:
-    case T_FLOAT_LIST:
+    case CONFIG_INT_LIST:
+    case CONFIG_FLOAT_LIST:
         return set_list_(k, field, v, msg, msg_bytes);
     }
     return VGPU_EINVAL;
 }
 
-void config_defaults(struct config *cfg)
+void config_parts_defaults(const struct config_part *parts, int n)
 {
-    memset(cfg, 0, sizeof *cfg);
     char msg[256];
-    for (size_t i = 0; i < NKEYS; i++) {
-        int rc = set_value_(cfg, &keys_[i], keys_[i].def, msg, sizeof msg);
-        if (rc) { // a broken default is a programming error: fail loudly
-            fprintf(stderr, "config: bad default for %s.%s: %s\n", keys_[i].section, keys_[i].key, msg);
-            abort();
+    for (int p = 0; p < n; p++) {
+        const struct config_schema *s = parts[p].schema;
+        memset(parts[p].cfg, 0, s->bytes);
+        for (size_t i = 0; i < s->nkeys; i++) {
+            int rc = set_value_(parts[p].cfg, &s->keys[i], s->keys[i].def, msg, sizeof msg);
+            if (rc) { // a broken default is a programming error: fail loudly
+                fprintf(stderr, "config: bad default for %s.%s: %s\n", s->keys[i].section,
+                        s->keys[i].key, msg);
+                abort();
+            }
         }
     }
 }
@@ -443,13 +343,14 @@ void config_defaults(struct config *cfg)
 // ---- INI parsing ----
 
 struct ini_ctx {
-    struct config *cfg;
-    int program_sections;      // sections vgpu does not know are the program's: skipped
+    const struct config_part *parts;
+    int nparts;
+    int program_sections;      // sections no part knows are the program's: skipped
     const char *origin;
     char *err;
     size_t err_bytes;
     int failed;
-    unsigned char seen[NKEYS]; // duplicate detection within one file
+    unsigned char seen[CONFIG_MAX_KEYS]; // duplicate detection within one file
     const char *next;          // unread text
     int line;                  // lines handed to inih so far (inih counts the same way)
     int fail_line;             // line of the handler's error, when failed
@@ -493,15 +394,18 @@ static int ini_handler_(void *user, const char *section, const char *name, const
     if (ctx->failed) // report only the first error; inih returns its line
         return 0;
     char msg[512], hint[160];
-    const struct key_spec *k = find_key_(section, name);
-    if (!k && ctx->program_sections && *section && !section_known_(section))
+    int part = 0;
+    size_t idx = 0;
+    const struct config_key *k = find_key_(ctx->parts, ctx->nparts, section, name, &part, &idx);
+    if (!k && ctx->program_sections && *section &&
+        !section_known_(ctx->parts, ctx->nparts, section))
         return 1; // the program's own section: its to read (vgpu_config_text)
     if (!k) {
-        const char *s = suggest_(section, name, hint, sizeof hint);
+        const char *s = suggest_(ctx->parts, ctx->nparts, section, name, hint, sizeof hint);
         if (!*section)
             snprintf(msg, sizeof msg, "key '%s' outside any [section]%s%s%s", name,
                      s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
-        else if (!section_known_(section))
+        else if (!section_known_(ctx->parts, ctx->nparts, section))
             snprintf(msg, sizeof msg, "unknown section [%s] (key '%s')%s%s%s", section, name,
                      s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         else
@@ -512,7 +416,6 @@ static int ini_handler_(void *user, const char *section, const char *name, const
         snprintf(ctx->err, ctx->err_bytes, "%s", msg);
         return 0;
     }
-    size_t idx = (size_t)(k - keys_);
     if (ctx->seen[idx]) {
         ctx->failed = 1;
         ctx->fail_line = ctx->line;
@@ -531,7 +434,7 @@ static int ini_handler_(void *user, const char *section, const char *name, const
             *c = '\0';
             break;
         }
-    if (set_value_(ctx->cfg, k, bare, msg, sizeof msg)) {
+    if (set_value_(ctx->parts[part].cfg, k, bare, msg, sizeof msg)) {
         ctx->failed = 1;
         ctx->fail_line = ctx->line;
         snprintf(ctx->err, ctx->err_bytes, "%s.%s: %s", section, name, msg);
@@ -540,12 +443,13 @@ static int ini_handler_(void *user, const char *section, const char *name, const
     return 1;
 }
 
-static int load_string_(struct config *cfg, const char *text, const char *origin,
-                        int program_sections, char *err, size_t err_bytes)
+int config_parts_load_text(const struct config_part *parts, int n, const char *text,
+                           const char *origin, int program_sections, char *err, size_t err_bytes)
 {
     char msg[640] = "";
-    struct ini_ctx ctx = {.cfg = cfg, .origin = origin, .err = msg, .err_bytes = sizeof msg,
-                          .next = text, .program_sections = program_sections};
+    struct ini_ctx ctx = {.parts = parts, .nparts = n, .origin = origin, .err = msg,
+                          .err_bytes = sizeof msg, .next = text,
+                          .program_sections = program_sections};
     int line = ini_parse_stream(ini_reader_, &ctx, ini_handler_, &ctx);
     if (line == 0 && ctx.too_long) {
         // The lines before it parsed cleanly (an error there would come first).
@@ -562,12 +466,6 @@ static int load_string_(struct config *cfg, const char *text, const char *origin
         snprintf(msg, sizeof msg, "out of memory while parsing");
     }
     return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s:%d: %s", origin, line > 0 ? line : 0, msg);
-}
-
-int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
-                       size_t err_bytes)
-{
-    return load_string_(cfg, text, origin, 0, err, err_bytes);
 }
 
 int config_read_file(const char *path, char **out, char *err, size_t err_bytes)
@@ -637,18 +535,19 @@ int config_read_file(const char *path, char **out, char *err, size_t err_bytes)
     return 0;
 }
 
-int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
+int config_parts_load_file(const struct config_part *parts, int n, const char *path, char *err,
+                           size_t err_bytes)
 {
     char *text = NULL;
     int rc = config_read_file(path, &text, err, err_bytes);
     if (rc == 0)
-        rc = config_load_string(cfg, text, path, err, err_bytes);
+        rc = config_parts_load_text(parts, n, text, path, 0, err, err_bytes);
     free(text);
     return rc;
 }
 
-static int apply_override_(struct config *cfg, const char *assignment, int program_sections,
-                           char *err, size_t err_bytes)
+int config_parts_override(const struct config_part *parts, int n, const char *assignment,
+                          int program_sections, char *err, size_t err_bytes)
 {
     const char *eq = strchr(assignment, '=');
     const char *dot = strchr(assignment, '.');
@@ -665,99 +564,79 @@ static int apply_override_(struct config *cfg, const char *assignment, int progr
     memcpy(key, dot + 1, klen);
     key[klen] = '\0';
     char *s = trim_(section), *k = trim_(key);
-    const struct key_spec *spec = find_key_(s, k);
+    int part = 0;
+    const struct config_key *spec = find_key_(parts, n, s, k, &part, NULL);
     char msg[512], hint[160];
-    if (!spec && program_sections && !section_known_(s))
+    if (!spec && program_sections && !section_known_(parts, n, s))
         return 0; // the program's own key
     if (!spec) {
-        const char *sug = suggest_(s, k, hint, sizeof hint);
+        const char *sug = suggest_(parts, n, s, k, hint, sizeof hint);
         return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: unknown key%s%s%s", s, k,
                            sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
     }
-    if (set_value_(cfg, spec, eq + 1, msg, sizeof msg))
+    if (set_value_(parts[part].cfg, spec, eq + 1, msg, sizeof msg))
         return util_errorf(err, err_bytes, VGPU_ECONFIG, "--set %s.%s: %s", s, k, msg);
     return 0;
 }
 
-int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes)
+// ---- the environment, the rules across keys, the reference ----
+
+void config_parts_print_env_reference(const struct config_part *parts, int n, FILE *f)
 {
-    return apply_override_(cfg, assignment, 0, err, err_bytes);
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nenv; i++) {
+            const struct config_env_key *e = &parts[p].schema->env[i];
+            fprintf(f, "  %s=VALUE\n      sets %s.%s (file < environment < --set)\n", e->var,
+                    e->section, e->key);
+        }
 }
 
-// Launchers (vgpurun) pass device settings to every rank on every host as
-// environment variables; they override the file and yield to --set.
-static const struct {
-    const char *var, *section, *key;
-} env_keys_[] = {
-    {"VGPU_RANKS_PER_DEVICE", "devices", "ranks_per_device"},
-    {"VGPU_MEMORY_LIMIT", "devices", "memory_limit"},
-    {"VGPU_BACKEND", "comm", "backend"},
-    {"VGPU_COMM_TIMEOUT_S", "comm", "timeout_s"},
-};
-
-void config_print_env_reference(FILE *f)
-{
-    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++)
-        fprintf(f, "  %s=VALUE\n      sets %s.%s (file < environment < --set)\n", env_keys_[i].var,
-                env_keys_[i].section, env_keys_[i].key);
-}
-
-void config_describe_env(char *buf, size_t bytes)
+void config_parts_describe_env(const struct config_part *parts, int n, char *buf, size_t bytes)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0] && len < bytes; i++) {
-        const char *value = getenv(env_keys_[i].var);
-        if (value)
-            len += (size_t)snprintf(buf + len, bytes - len, "%s%s=%s (%s.%s)", len ? ", " : "",
-                                    env_keys_[i].var, value, env_keys_[i].section,
-                                    env_keys_[i].key);
-    }
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nenv && len < bytes; i++) {
+            const struct config_env_key *e = &parts[p].schema->env[i];
+            const char *value = getenv(e->var);
+            if (value)
+                len += (size_t)snprintf(buf + len, bytes - len, "%s%s=%s (%s.%s)", len ? ", " : "",
+                                        e->var, value, e->section, e->key);
+        }
 }
 
-int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
+int config_parts_env(const struct config_part *parts, int n, char *err, size_t err_bytes)
 {
-    for (size_t i = 0; i < sizeof env_keys_ / sizeof env_keys_[0]; i++) {
-        const char *value = getenv(env_keys_[i].var);
-        if (!value)
-            continue;
-        char msg[512];
-        if (set_value_(cfg, find_key_(env_keys_[i].section, env_keys_[i].key), value, msg, sizeof msg))
-            return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s=%s (%s.%s): %s", env_keys_[i].var, value,
-                               env_keys_[i].section, env_keys_[i].key, msg);
-    }
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nenv; i++) {
+            const struct config_env_key *e = &parts[p].schema->env[i];
+            const char *value = getenv(e->var);
+            if (!value)
+                continue;
+            int part = 0;
+            const struct config_key *k = find_key_(parts, n, e->section, e->key, &part, NULL);
+            char msg[512];
+            if (set_value_(parts[part].cfg, k, value, msg, sizeof msg))
+                return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s=%s (%s.%s): %s", e->var,
+                                   value, e->section, e->key, msg);
+        }
     return 0;
 }
 
-int config_validate(const struct config *cfg, char *err, size_t err_bytes)
+int config_parts_validate(const struct config_part *parts, int n, char *err, size_t err_bytes)
 {
-    if (cfg->devices.memory_limit && cfg->devices.memory_fraction > 0)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "devices.memory_limit and devices.memory_fraction conflict: set one of them");
-    if (cfg->devices.map.count && cfg->devices.ranks_per_device)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "devices.map and devices.ranks_per_device conflict: set one of them");
-    if (cfg->data.dataset == DATASET_MNIST_IDX && !cfg->data.path[0])
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "data.dataset = mnist-idx needs data.path");
-    for (int i = 0; i < cfg->train.batch_weights.count; i++)
-        if (!(cfg->train.batch_weights.v[i] > 0))
-            return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                               "train.batch_weights: every weight must be > 0");
-    if (cfg->train.deterministic && cfg->train.balance == BALANCE_DYNAMIC)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "train.balance = dynamic splits batches by timing, which train.deterministic "
-                           "= true rules out: set one of them");
-    if (cfg->model.hidden.count == 0)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "model.hidden: at least one hidden layer is needed");
+    for (int p = 0; p < n; p++)
+        if (parts[p].schema->validate)
+            TRY_QUIET_(parts[p].schema->validate(parts[p].cfg, err, err_bytes));
     return 0;
 }
 
-const char *config_enum_name(const char *section, const char *key, int value)
+const char *config_schema_enum_name(const struct config_schema *schema, const char *section,
+                                    const char *key, int value)
 {
-    const struct key_spec *k = find_key_(section, key);
-    if (!k || k->type != T_ENUM || value < 0)
+    const struct config_part part = {schema, NULL};
+    const struct config_key *k = find_key_(&part, 1, section, key, NULL, NULL);
+    if (!k || k->type != CONFIG_ENUM || value < 0)
         return NULL;
     for (int i = 0; k->choices[i]; i++)
         if (i == value)
@@ -765,53 +644,42 @@ const char *config_enum_name(const char *section, const char *key, int value)
     return NULL;
 }
 
-void config_print_reference(void *file)
+void config_parts_print_reference(const struct config_part *parts, int n, FILE *f)
 {
-    FILE *f = file;
     const char *section = "";
-    for (size_t i = 0; i < NKEYS; i++) {
-        const struct key_spec *k = &keys_[i];
-        if (strcmp(section, k->section)) {
-            section = k->section;
-            fprintf(f, "%s[%s]\n", i ? "\n" : "", section);
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p].schema->nkeys; i++) {
+            const struct config_key *k = &parts[p].schema->keys[i];
+            if (strcmp(section, k->section)) {
+                fprintf(f, "%s[%s]\n", *section ? "\n" : "", k->section);
+                section = k->section;
+            }
+            fprintf(f, "# %s", k->doc);
+            char all[128];
+            if (k->type == CONFIG_ENUM)
+                fprintf(f, " (%s)", choices_text_(k, all, sizeof all));
+            fprintf(f, "\n%s = %s\n", k->key, k->def);
         }
-        fprintf(f, "# %s", k->doc);
-        char all[128];
-        if (k->type == T_ENUM)
-            fprintf(f, " (%s)", choices_text_(k, all, sizeof all));
-        fprintf(f, "\n%s = %s\n", k->key, k->def);
-    }
 }
 
-int config_load_job_text(struct config *cfg, const char *text, const char *path,
-                         const char *const *overrides, int n_overrides, int program_sections,
-                         char *err, size_t err_bytes)
+int config_parts_load_job(const struct config_part *parts, int n, const char *text,
+                          const char *path, const char *const *overrides, int n_overrides,
+                          int program_sections, char *err, size_t err_bytes)
 {
-    config_defaults(cfg);
-    int rc = text ? load_string_(cfg, text, path ? path : "config", program_sections, err,
-                                 err_bytes)
+    config_parts_defaults(parts, n);
+    int rc = text ? config_parts_load_text(parts, n, text, path ? path : "config",
+                                           program_sections, err, err_bytes)
                   : 0;
     if (!rc)
-        rc = config_apply_env(cfg, err, err_bytes);
+        rc = config_parts_env(parts, n, err, err_bytes);
     for (int i = 0; i < n_overrides && !rc; i++)
-        rc = apply_override_(cfg, overrides[i], program_sections, err, err_bytes);
-    if (rc || !(rc = config_validate(cfg, err, err_bytes)) || (!path && !n_overrides))
+        rc = config_parts_override(parts, n, overrides[i], program_sections, err, err_bytes);
+    if (rc || !(rc = config_parts_validate(parts, n, err, err_bytes)) || (!path && !n_overrides))
         return rc;
     // A rule across keys names the sources its values came from.
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", err);
     snprintf(err, err_bytes, "%s%s%s: %s", path ? path : "", path && n_overrides ? " with " : "",
              n_overrides ? "--set" : "", msg);
-    return rc;
-}
-
-int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
-                    int n_overrides, char *err, size_t err_bytes)
-{
-    char *text = NULL;
-    int rc = path ? config_read_file(path, &text, err, err_bytes) : 0;
-    if (rc == 0)
-        rc = config_load_job_text(cfg, text, path, overrides, n_overrides, 0, err, err_bytes);
-    free(text);
     return rc;
 }

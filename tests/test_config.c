@@ -1,5 +1,7 @@
-// test_config.c: the INI/--set configuration against its schema: defaults,
-// every value type, ranges, lists, error messages with locations, validation.
+// test_config.c: the INI/--set configuration against its schemas (libvgpu's
+// [devices] and [comm], vgpu_train's sections), read together as vgpu_train
+// reads its file: defaults, every value type, ranges, lists, error messages
+// with locations, validation.
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -13,19 +15,67 @@
 
 #include <cmocka.h>
 
-// The schema table itself (keys_, static) for the boundary test.
+// The engine itself (set_value_, static) for the boundary test.
 #include "config.c"
 #include "status.h"
 #include "test_util.h"
+#include "train_config.h"
+
+// vgpu_train's whole file: libvgpu's part and the trainer's.
+struct job_cfg {
+    struct config v;
+    struct train_config t;
+};
+
+static void jc_defaults(struct job_cfg *c)
+{
+    config_defaults(&c->v);
+    train_config_defaults(&c->t);
+}
+
+static int jc_load_string(struct job_cfg *c, const char *text, const char *origin, char *err,
+                          size_t err_bytes)
+{
+    return train_config_load_string(&c->t, &c->v, text, origin, err, err_bytes);
+}
+
+static int jc_load_file(struct job_cfg *c, const char *path, char *err, size_t err_bytes)
+{
+    return train_config_load_file(&c->t, &c->v, path, err, err_bytes);
+}
+
+static int jc_apply_override(struct job_cfg *c, const char *assignment, char *err,
+                             size_t err_bytes)
+{
+    return train_config_apply_override(&c->t, &c->v, assignment, err, err_bytes);
+}
+
+static int jc_apply_env(struct job_cfg *c, char *err, size_t err_bytes)
+{
+    return config_apply_env(&c->v, err, err_bytes);
+}
+
+static int jc_validate(const struct job_cfg *c, char *err, size_t err_bytes)
+{
+    int rc = config_validate(&c->v, err, err_bytes);
+    return rc ? rc : train_config_validate(&c->t, err, err_bytes);
+}
+
+static const char *jc_enum_name(const char *section, const char *key, int value)
+{
+    return strcmp(section, "devices") && strcmp(section, "comm")
+               ? train_config_enum_name(section, key, value)
+               : config_enum_name(section, key, value);
+}
 
 #define ERR_BYTES 512
 
 static int setup_cfg(void **state)
 {
-    struct config *cfg = malloc(sizeof *cfg);
+    struct job_cfg *cfg = malloc(sizeof *cfg);
     if (!cfg)
         return -1;
-    config_defaults(cfg);
+    jc_defaults(cfg);
     *state = cfg;
     return 0;
 }
@@ -42,27 +92,27 @@ static int teardown_cfg(void **state)
 static void test_apply_env(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct job_cfg cfg;
     char err[512];
-    config_defaults(&cfg);
-    assert_int_equal(config_apply_env(&cfg, err, sizeof err), 0); // none set: no change
-    assert_int_equal(cfg.devices.memory_limit, 0);
+    jc_defaults(&cfg);
+    assert_int_equal(jc_apply_env(&cfg, err, sizeof err), 0); // none set: no change
+    assert_int_equal(cfg.v.devices.memory_limit, 0);
     setenv("VGPU_MEMORY_LIMIT", "48M", 1);
     setenv("VGPU_RANKS_PER_DEVICE", "2", 1);
     setenv("VGPU_BACKEND", "mpi", 1);
-    assert_int_equal(config_apply_env(&cfg, err, sizeof err), 0);
-    assert_int_equal(cfg.devices.memory_limit, 48ull << 20);
-    assert_int_equal(cfg.devices.ranks_per_device, 2);
-    assert_int_equal(cfg.comm.backend, BACKEND_MPI);
+    assert_int_equal(jc_apply_env(&cfg, err, sizeof err), 0);
+    assert_int_equal(cfg.v.devices.memory_limit, 48ull << 20);
+    assert_int_equal(cfg.v.devices.ranks_per_device, 2);
+    assert_int_equal(cfg.v.comm.backend, BACKEND_MPI);
     // --set still wins.
-    assert_int_equal(config_apply_override(&cfg, "comm.backend=ring", err, sizeof err), 0);
-    assert_int_equal(cfg.comm.backend, BACKEND_RING);
+    assert_int_equal(jc_apply_override(&cfg, "comm.backend=ring", err, sizeof err), 0);
+    assert_int_equal(cfg.v.comm.backend, BACKEND_RING);
     setenv("VGPU_BACKEND", "carrier-pigeon", 1);
-    assert_int_equal(config_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
     assert_non_null(strstr(err, "VGPU_BACKEND=carrier-pigeon (comm.backend)"));
     unsetenv("VGPU_BACKEND");
     setenv("VGPU_MEMORY_LIMIT", "12Q", 1);
-    assert_int_equal(config_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_apply_env(&cfg, err, sizeof err), VGPU_ECONFIG);
     assert_non_null(strstr(err, "VGPU_MEMORY_LIMIT=12Q"));
     unsetenv("VGPU_MEMORY_LIMIT");
     unsetenv("VGPU_RANKS_PER_DEVICE");
@@ -70,46 +120,46 @@ static void test_apply_env(void **state)
 
 static void test_defaults(void **state)
 {
-    const struct config *c = *state;
-    assert_int_equal(c->devices.kind, DEVICE_KIND_AUTO);
-    assert_int_equal(c->devices.ranks_per_device, 0);
-    assert_int_equal(c->devices.memory_limit, 0);
-    assert_true(c->devices.memory_fraction == 0.0);
-    assert_int_equal(c->devices.map.count, 0);
-    assert_int_equal(c->comm.backend, BACKEND_AUTO);
-    assert_true(c->comm.timeout_s == 300.0);
-    assert_int_equal(c->comm.slice_bytes, 1u << 20);
-    assert_int_equal(c->model.hidden.count, 2);
-    assert_int_equal(c->model.hidden.v[0], 256);
-    assert_int_equal(c->model.hidden.v[1], 128);
-    assert_int_equal(c->train.epochs, 15);
-    assert_int_equal(c->train.batch_size, 256);
-    assert_int_equal(c->train.max_steps, 0);
-    assert_true(c->train.lr == 0.001);
-    assert_int_equal(c->train.optimizer, OPTIM_ADAMW);
-    assert_true(c->train.momentum == 0.9);
-    assert_true(c->train.beta1 == 0.9);
-    assert_true(c->train.beta2 == 0.999);
-    assert_true(c->train.eps == 1e-8);
-    assert_int_equal(c->train.schedule, SCHEDULE_CONSTANT);
-    assert_int_equal(c->train.step_every, 1000);
-    assert_true(c->train.step_gamma == 0.1);
-    assert_int_equal(c->train.batch_weights.count, 0);
-    assert_int_equal(c->train.drop_last, 1);
-    assert_int_equal(c->train.seed, 1);
-    assert_int_equal(c->train.deterministic, 0);
-    assert_int_equal(c->train.micro_batches, 8);
-    assert_int_equal(c->data.dataset, DATASET_FASHION_MNIST);
-    assert_string_equal(c->data.path, "/usr/share/datasets/fashion-mnist");
-    assert_int_equal(c->data.fallback_synthetic, 1);
-    assert_int_equal(c->data.synthetic_features, 784);
-    assert_string_equal(c->checkpoint.dir, "");
-    assert_int_equal(c->checkpoint.keep_last, 3); // a few, not every one (issue 32)
-    assert_int_equal(c->verify.steps, 20);
-    assert_true(c->verify.rtol == 1e-4);
+    const struct job_cfg *c = *state;
+    assert_int_equal(c->v.devices.kind, DEVICE_KIND_AUTO);
+    assert_int_equal(c->v.devices.ranks_per_device, 0);
+    assert_int_equal(c->v.devices.memory_limit, 0);
+    assert_true(c->v.devices.memory_fraction == 0.0);
+    assert_int_equal(c->v.devices.map.count, 0);
+    assert_int_equal(c->v.comm.backend, BACKEND_AUTO);
+    assert_true(c->v.comm.timeout_s == 300.0);
+    assert_int_equal(c->v.comm.slice_bytes, 1u << 20);
+    assert_int_equal(c->t.model.hidden.count, 2);
+    assert_int_equal(c->t.model.hidden.v[0], 256);
+    assert_int_equal(c->t.model.hidden.v[1], 128);
+    assert_int_equal(c->t.train.epochs, 15);
+    assert_int_equal(c->t.train.batch_size, 256);
+    assert_int_equal(c->t.train.max_steps, 0);
+    assert_true(c->t.train.lr == 0.001);
+    assert_int_equal(c->t.train.optimizer, OPTIM_ADAMW);
+    assert_true(c->t.train.momentum == 0.9);
+    assert_true(c->t.train.beta1 == 0.9);
+    assert_true(c->t.train.beta2 == 0.999);
+    assert_true(c->t.train.eps == 1e-8);
+    assert_int_equal(c->t.train.schedule, SCHEDULE_CONSTANT);
+    assert_int_equal(c->t.train.step_every, 1000);
+    assert_true(c->t.train.step_gamma == 0.1);
+    assert_int_equal(c->t.train.batch_weights.count, 0);
+    assert_int_equal(c->t.train.drop_last, 1);
+    assert_int_equal(c->t.train.seed, 1);
+    assert_int_equal(c->t.train.deterministic, 0);
+    assert_int_equal(c->t.train.micro_batches, 8);
+    assert_int_equal(c->t.data.dataset, DATASET_FASHION_MNIST);
+    assert_string_equal(c->t.data.path, "/usr/share/datasets/fashion-mnist");
+    assert_int_equal(c->t.data.fallback_synthetic, 1);
+    assert_int_equal(c->t.data.synthetic_features, 784);
+    assert_string_equal(c->t.checkpoint.dir, "");
+    assert_int_equal(c->t.checkpoint.keep_last, 3); // a few, not every one (issue 32)
+    assert_int_equal(c->t.verify.steps, 20);
+    assert_true(c->t.verify.rtol == 1e-4);
 
     char err[ERR_BYTES] = "";
-    assert_int_equal(config_validate(c, err, sizeof err), 0);
+    assert_int_equal(jc_validate(c, err, sizeof err), 0);
 }
 
 // The printed reference is itself a valid config that reproduces the defaults.
@@ -117,7 +167,7 @@ static void test_defaults(void **state)
 // back, and every text a file may use parses to the constant of that name.
 static void test_enum_names(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     static const struct {
         const char *key, *text;
         int value;
@@ -129,44 +179,44 @@ static void test_enum_names(void **state)
     char err[256], assignment[64], section[16];
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
         snprintf(assignment, sizeof assignment, "%s=%s", cases[i].key, cases[i].text);
-        assert_int_equal(config_apply_override(c, assignment, err, sizeof err), 0);
+        assert_int_equal(jc_apply_override(c, assignment, err, sizeof err), 0);
         size_t dot = strcspn(cases[i].key, ".");
         snprintf(section, sizeof section, "%.*s", (int)dot, cases[i].key);
-        assert_string_equal(config_enum_name(section, cases[i].key + dot + 1, cases[i].value),
+        assert_string_equal(jc_enum_name(section, cases[i].key + dot + 1, cases[i].value),
                             cases[i].text);
     }
-    assert_int_equal(c->train.optimizer, OPTIM_SGD);
-    assert_int_equal(c->data.dataset, DATASET_MNIST_IDX);
-    assert_null(config_enum_name("train", "optimizer", OPTIM_ADAMW + 1)); // out of range
-    assert_null(config_enum_name("train", "optimizer", -1));
-    assert_null(config_enum_name("train", "lr", 0));                    // not an enum
-    assert_null(config_enum_name("train", "nonesuch", 0));
+    assert_int_equal(c->t.train.optimizer, OPTIM_SGD);
+    assert_int_equal(c->t.data.dataset, DATASET_MNIST_IDX);
+    assert_null(jc_enum_name("train", "optimizer", OPTIM_ADAMW + 1)); // out of range
+    assert_null(jc_enum_name("train", "optimizer", -1));
+    assert_null(jc_enum_name("train", "lr", 0));                    // not an enum
+    assert_null(jc_enum_name("train", "nonesuch", 0));
     // The message for a bad value lists the choices.
-    assert_int_equal(config_apply_override(c, "train.optimizer=lbfgs", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_apply_override(c, "train.optimizer=lbfgs", err, sizeof err), VGPU_ECONFIG);
     assert_non_null(strstr(err, "'lbfgs' is not one of sgd|adam|adamw"));
 }
 
 static void test_reference_round_trip(void **state)
 {
-    const struct config *defaults = *state;
+    const struct job_cfg *defaults = *state;
     char path[] = "/tmp/vgpu_test_config_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
     assert_non_null(f);
-    config_print_reference(f);
+    train_config_print_reference(f);
     fclose(f);
 
-    struct config cfg;
-    config_defaults(&cfg);
-    cfg.train.epochs = 77; // must be reset by the file
+    struct job_cfg cfg;
+    jc_defaults(&cfg);
+    cfg.t.train.epochs = 77; // must be reset by the file
     char err[ERR_BYTES] = "";
-    int rc = config_load_file(&cfg, path, err, sizeof err);
+    int rc = jc_load_file(&cfg, path, err, sizeof err);
     unlink(path);
     if (rc)
         fprintf(stderr, "  %s\n", err);
     assert_int_equal(rc, 0);
-    assert_int_equal(cfg.train.epochs, 15);
+    assert_int_equal(cfg.t.train.epochs, 15);
     assert_memory_equal(&cfg, defaults, sizeof cfg);
 }
 
@@ -234,7 +284,7 @@ static void test_parse_size(void **state)
 
 static void test_every_type(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     static const char text[] = "; a comment\n"
                                "# another comment\n"
                                "[devices]\n"
@@ -263,44 +313,44 @@ static void test_every_type(void **state)
                                "[checkpoint]\n"
                                "dir = ckpt\n";
     char err[ERR_BYTES] = "";
-    int rc = config_load_string(c, text, "t.ini", err, sizeof err);
+    int rc = jc_load_string(c, text, "t.ini", err, sizeof err);
     if (rc)
         fprintf(stderr, "  %s\n", err);
     assert_int_equal(rc, 0);
-    assert_int_equal(c->devices.kind, DEVICE_KIND_CPU);
-    assert_int_equal(c->devices.memory_limit, 1610612736ull);
-    assert_int_equal(c->devices.cpu_threads, 3);
-    assert_int_equal(c->devices.map.count, 4);
+    assert_int_equal(c->v.devices.kind, DEVICE_KIND_CPU);
+    assert_int_equal(c->v.devices.memory_limit, 1610612736ull);
+    assert_int_equal(c->v.devices.cpu_threads, 3);
+    assert_int_equal(c->v.devices.map.count, 4);
     long want_map[] = {0, 0, 1, 1};
     for (int i = 0; i < 4; i++)
-        assert_int_equal(c->devices.map.v[i], want_map[i]);
-    assert_int_equal(c->comm.backend, BACKEND_RING);
-    assert_true(c->comm.timeout_s == 2.5);
-    assert_int_equal(c->comm.slice_bytes, 65536);
-    assert_int_equal(c->model.hidden.count, 3);
-    assert_int_equal(c->model.hidden.v[0], 64);
-    assert_int_equal(c->model.hidden.v[1], 32);
-    assert_int_equal(c->model.hidden.v[2], 16);
-    assert_true(c->train.lr == 0.05);
-    assert_int_equal(c->train.optimizer, OPTIM_SGD);
-    assert_int_equal(c->train.drop_last, 0);
-    assert_int_equal(c->train.deterministic, 1);
-    assert_int_equal(c->train.batch_weights.count, 2);
-    assert_true(c->train.batch_weights.v[0] == 0.8);
-    assert_true(c->train.batch_weights.v[1] == 0.2);
-    assert_int_equal(c->train.seed, 42);
-    assert_int_equal(c->train.schedule, SCHEDULE_COSINE);
-    assert_int_equal(c->data.dataset, DATASET_SYNTHETIC);
-    assert_string_equal(c->data.path, "/tmp/some dir");
-    assert_string_equal(c->checkpoint.dir, "ckpt");
+        assert_int_equal(c->v.devices.map.v[i], want_map[i]);
+    assert_int_equal(c->v.comm.backend, BACKEND_RING);
+    assert_true(c->v.comm.timeout_s == 2.5);
+    assert_int_equal(c->v.comm.slice_bytes, 65536);
+    assert_int_equal(c->t.model.hidden.count, 3);
+    assert_int_equal(c->t.model.hidden.v[0], 64);
+    assert_int_equal(c->t.model.hidden.v[1], 32);
+    assert_int_equal(c->t.model.hidden.v[2], 16);
+    assert_true(c->t.train.lr == 0.05);
+    assert_int_equal(c->t.train.optimizer, OPTIM_SGD);
+    assert_int_equal(c->t.train.drop_last, 0);
+    assert_int_equal(c->t.train.deterministic, 1);
+    assert_int_equal(c->t.train.batch_weights.count, 2);
+    assert_true(c->t.train.batch_weights.v[0] == 0.8);
+    assert_true(c->t.train.batch_weights.v[1] == 0.2);
+    assert_int_equal(c->t.train.seed, 42);
+    assert_int_equal(c->t.train.schedule, SCHEDULE_COSINE);
+    assert_int_equal(c->t.data.dataset, DATASET_SYNTHETIC);
+    assert_string_equal(c->t.data.path, "/tmp/some dir");
+    assert_string_equal(c->t.checkpoint.dir, "ckpt");
     // Keys not mentioned keep their values (the file is applied on top).
-    assert_int_equal(c->train.epochs, 15);
-    assert_true(c->train.momentum == 0.9);
+    assert_int_equal(c->t.train.epochs, 15);
+    assert_true(c->t.train.momentum == 0.9);
 }
 
 static void test_bool_spellings(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     static const struct {
         const char *text;
         int value;
@@ -308,16 +358,16 @@ static void test_bool_spellings(void **state)
                  {"false", 0}, {"No", 0},  {"off", 0}, {"0", 0}};
     char err[ERR_BYTES], set[64];
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
-        c->train.deterministic = !cases[i].value;
+        c->t.train.deterministic = !cases[i].value;
         snprintf(set, sizeof set, "train.deterministic=%s", cases[i].text);
-        assert_int_equal(config_apply_override(c, set, err, sizeof err), 0);
-        assert_int_equal(c->train.deterministic, cases[i].value);
+        assert_int_equal(jc_apply_override(c, set, err, sizeof err), 0);
+        assert_int_equal(c->t.train.deterministic, cases[i].value);
     }
-    assert_int_equal(config_apply_override(c, "train.deterministic=maybe", err, sizeof err),
+    assert_int_equal(jc_apply_override(c, "train.deterministic=maybe", err, sizeof err),
                      VGPU_ECONFIG);
     assert_contains(err, "--set train.deterministic");
     assert_contains(err, "maybe");
-    assert_int_equal(config_apply_override(c, "train.deterministic=2", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_apply_override(c, "train.deterministic=2", err, sizeof err), VGPU_ECONFIG);
 }
 
 // ---- errors in INI text: message and line number ----
@@ -406,10 +456,10 @@ static void test_ini_errors(void **state)
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
         const struct bad_ini_case *t = &cases[i];
-        struct config cfg;
-        config_defaults(&cfg);
+        struct job_cfg cfg;
+        jc_defaults(&cfg);
         char err[ERR_BYTES] = "";
-        int rc = config_load_string(&cfg, t->text, "bad.ini", err, sizeof err);
+        int rc = jc_load_string(&cfg, t->text, "bad.ini", err, sizeof err);
         fprintf(stderr, "  case '%s': rc %d, \"%s\"\n", t->name, rc, err);
         assert_int_equal(rc, VGPU_ECONFIG);
         if (strncmp(err, t->prefix, strlen(t->prefix)))
@@ -439,22 +489,22 @@ static char *line_of_(char *buf, const char *key, int chars)
 static void test_long_lines(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct job_cfg cfg;
     char err[ERR_BYTES], text[4096], line[1024], want[128];
 
     // The audit's case: a 215-character dir line whose tail reads
     // "every_steps = 5". Neither key may change.
-    config_defaults(&cfg);
+    jc_defaults(&cfg);
     line_of_(line, "dir", 200);
     snprintf(text, sizeof text, "[checkpoint]\n%severy_steps = 5\n[train]\nepochs = 3\n", line);
     assert_int_equal(strlen(text) - strlen("[checkpoint]\n\n[train]\nepochs = 3\n"), 215);
     err[0] = '\0';
-    assert_int_equal(config_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
     snprintf(want, sizeof want, "long.ini:2: line longer than %d characters", LINE_MAX_CHARS);
     if (strncmp(err, want, strlen(want)))
         fail_msg("\"%s\" does not start with \"%s\"", err, want);
-    assert_string_equal(cfg.checkpoint.dir, "");
-    assert_int_equal(cfg.checkpoint.every_steps, 0);
+    assert_string_equal(cfg.t.checkpoint.dir, "");
+    assert_int_equal(cfg.t.checkpoint.every_steps, 0);
 
     // 300 characters, a comment too; and at the limit + 1, with either
     // line ending, and as a last line without one.
@@ -465,11 +515,11 @@ static void test_long_lines(void **state)
                     {LINE_MAX_CHARS + 1, "path", "\n"}, {LINE_MAX_CHARS + 1, "path", "\r\n"},
                     {LINE_MAX_CHARS + 1, "path", ""}};
     for (size_t i = 0; i < TEST_ARRAY_LEN(too_long); i++) {
-        config_defaults(&cfg);
+        jc_defaults(&cfg);
         line_of_(line, too_long[i].key, too_long[i].chars);
         snprintf(text, sizeof text, "[data]\nstandardize = true\n%s%s", line, too_long[i].end);
         err[0] = '\0';
-        assert_int_equal(config_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
+        assert_int_equal(jc_load_string(&cfg, text, "long.ini", err, sizeof err), VGPU_ECONFIG);
         snprintf(want, sizeof want, "long.ini:3: line longer than %d characters", LINE_MAX_CHARS);
         if (strncmp(err, want, strlen(want)))
             fail_msg("case %zu: \"%s\" does not start with \"%s\"", i, err, want);
@@ -478,38 +528,38 @@ static void test_long_lines(void **state)
     // At the limit a line is read whole, with either line ending, and the
     // lines after it keep their numbers.
     for (int crlf = 0; crlf <= 1; crlf++) {
-        config_defaults(&cfg);
+        jc_defaults(&cfg);
         const char *nl = crlf ? "\r\n" : "\n";
         line_of_(line, "path", LINE_MAX_CHARS);
         snprintf(text, sizeof text, "[data]%s%s%s[train]%sepochs = 3%s", nl, line, nl, nl, nl);
         err[0] = '\0';
-        int rc = config_load_string(&cfg, text, "ok.ini", err, sizeof err);
+        int rc = jc_load_string(&cfg, text, "ok.ini", err, sizeof err);
         if (rc)
             fail_msg("crlf %d: rc %d: %s", crlf, rc, err);
-        assert_int_equal(strlen(cfg.data.path), LINE_MAX_CHARS - strlen("path = "));
-        assert_int_equal(cfg.train.epochs, 3);
+        assert_int_equal(strlen(cfg.t.data.path), LINE_MAX_CHARS - strlen("path = "));
+        assert_int_equal(cfg.t.train.epochs, 3);
     }
 
     // Errors after long-but-allowed lines (190 characters) name their own line.
-    config_defaults(&cfg);
+    jc_defaults(&cfg);
     char comment[1024];
     line_of_(comment, "# note", 190);
     line_of_(line, "path", 190);
     snprintf(text, sizeof text, "[data]\n%s\n%s\n\n[train]\nepochs = 2\nlr = bad\n", comment, line);
     err[0] = '\0';
-    assert_int_equal(config_load_string(&cfg, text, "after.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_string(&cfg, text, "after.ini", err, sizeof err), VGPU_ECONFIG);
     if (strncmp(err, "after.ini:7: train.lr", strlen("after.ini:7: train.lr")))
         fail_msg("\"%s\" does not start with \"after.ini:7: train.lr\"", err);
-    assert_int_equal(strlen(cfg.data.path), 190 - strlen("path = "));
+    assert_int_equal(strlen(cfg.t.data.path), 190 - strlen("path = "));
 
     // An error before a long line is the one reported.
-    config_defaults(&cfg);
+    jc_defaults(&cfg);
     line_of_(line, "path", 300);
     snprintf(text, sizeof text, "[data]\nstandardize = 7\n%s\n", line);
-    assert_int_equal(config_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "first.ini:2: data.standardize");
     snprintf(text, sizeof text, "[data]\nno equals sign\n%s\n", line);
-    assert_int_equal(config_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_string(&cfg, text, "first.ini", err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "first.ini:2: syntax error");
 }
 
@@ -517,7 +567,7 @@ static void test_long_lines(void **state)
 // misspellings of section or key find the right key.
 static void test_did_you_mean(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     char err[ERR_BYTES];
     static const struct {
         const char *set;
@@ -532,12 +582,12 @@ static void test_did_you_mean(void **state)
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
         err[0] = '\0';
-        assert_int_equal(config_apply_override(c, cases[i].set, err, sizeof err), VGPU_ECONFIG);
+        assert_int_equal(jc_apply_override(c, cases[i].set, err, sizeof err), VGPU_ECONFIG);
         assert_contains(err, "unknown key");
         assert_contains(err, cases[i].hint);
     }
     // Nothing close: no suggestion.
-    assert_int_equal(config_apply_override(c, "qqqqqq.zzzzzzzz=1", err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_apply_override(c, "qqqqqq.zzzzzzzz=1", err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "unknown key");
     assert_not_contains(err, "did you mean");
 }
@@ -546,7 +596,7 @@ static void test_did_you_mean(void **state)
 
 static void test_override_good(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     char err[ERR_BYTES] = "";
     static const char *sets[] = {
         "train.momentum=5e-1",
@@ -560,34 +610,34 @@ static void test_override_good(void **state)
         "devices.memory_fraction=0.25",
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(sets); i++) {
-        int rc = config_apply_override(c, sets[i], err, sizeof err);
+        int rc = jc_apply_override(c, sets[i], err, sizeof err);
         if (rc)
             fail_msg("--set %s: rc %d: %s", sets[i], rc, err);
     }
-    assert_true(c->train.lr == 0.5);
-    assert_true(c->train.momentum == 0.5);
-    assert_int_equal(c->train.epochs, 3);
-    assert_int_equal(c->model.hidden.count, 2);
-    assert_int_equal(c->model.hidden.v[0], 8);
-    assert_int_equal(c->model.hidden.v[1], 4);
-    assert_int_equal(c->devices.memory_limit, 512ull << 20);
-    assert_int_equal(c->train.optimizer, OPTIM_ADAM);
-    assert_string_equal(c->data.path, "/data/a=b");
-    assert_int_equal(c->train.batch_weights.count, 3);
-    assert_true(c->train.batch_weights.v[2] == 3.0);
-    assert_true(c->devices.memory_fraction == 0.25);
+    assert_true(c->t.train.lr == 0.5);
+    assert_true(c->t.train.momentum == 0.5);
+    assert_int_equal(c->t.train.epochs, 3);
+    assert_int_equal(c->t.model.hidden.count, 2);
+    assert_int_equal(c->t.model.hidden.v[0], 8);
+    assert_int_equal(c->t.model.hidden.v[1], 4);
+    assert_int_equal(c->v.devices.memory_limit, 512ull << 20);
+    assert_int_equal(c->t.train.optimizer, OPTIM_ADAM);
+    assert_string_equal(c->t.data.path, "/data/a=b");
+    assert_int_equal(c->t.train.batch_weights.count, 3);
+    assert_true(c->t.train.batch_weights.v[2] == 3.0);
+    assert_true(c->v.devices.memory_fraction == 0.25);
     // An empty list clears it.
-    assert_int_equal(config_apply_override(c, "train.batch_weights=", err, sizeof err), 0);
-    assert_int_equal(c->train.batch_weights.count, 0);
+    assert_int_equal(jc_apply_override(c, "train.batch_weights=", err, sizeof err), 0);
+    assert_int_equal(c->t.train.batch_weights.count, 0);
     // Overrides apply after a file and win.
-    assert_int_equal(config_load_string(c, "[train]\nlr = 0.2\n", "f.ini", err, sizeof err), 0);
-    assert_int_equal(config_apply_override(c, "train.lr=0.3", err, sizeof err), 0);
-    assert_true(c->train.lr == 0.3);
+    assert_int_equal(jc_load_string(c, "[train]\nlr = 0.2\n", "f.ini", err, sizeof err), 0);
+    assert_int_equal(jc_apply_override(c, "train.lr=0.3", err, sizeof err), 0);
+    assert_true(c->t.train.lr == 0.3);
 }
 
 static void test_override_bad(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     static const struct {
         const char *set;
         const char *needle1, *needle2;
@@ -617,10 +667,10 @@ static void test_override_bad(void **state)
     int n_long = 0;
     char err[ERR_BYTES];
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
-        struct config before = *c;
+        struct job_cfg before = *c;
         err[0] = '\0';
         const char *set = cases[i].set ? cases[i].set : long_set[n_long++];
-        int rc = config_apply_override(c, set, err, sizeof err);
+        int rc = jc_apply_override(c, set, err, sizeof err);
         fprintf(stderr, "  --set %.40s: rc %d, \"%.120s\"\n", set, rc, err);
         assert_int_equal(rc, VGPU_ECONFIG);
         assert_contains(err, cases[i].needle1);
@@ -652,13 +702,13 @@ static void test_validate(void **state)
         {{"data.dataset=mnist-idx"}, NULL},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
-        struct config cfg;
-        config_defaults(&cfg);
+        struct job_cfg cfg;
+        jc_defaults(&cfg);
         char err[ERR_BYTES] = "";
         for (int s = 0; s < 3 && cases[i].sets[s]; s++)
-            assert_int_equal(config_apply_override(&cfg, cases[i].sets[s], err, sizeof err), 0);
+            assert_int_equal(jc_apply_override(&cfg, cases[i].sets[s], err, sizeof err), 0);
         err[0] = '\0';
-        int rc = config_validate(&cfg, err, sizeof err);
+        int rc = jc_validate(&cfg, err, sizeof err);
         if (!cases[i].needle) {
             if (rc)
                 fail_msg("case %zu (%s): unexpected error: %s", i, cases[i].sets[0], err);
@@ -668,12 +718,12 @@ static void test_validate(void **state)
         assert_contains(err, cases[i].needle);
     }
     // Both conflicting keys are named.
-    struct config cfg;
-    config_defaults(&cfg);
+    struct job_cfg cfg;
+    jc_defaults(&cfg);
     char err[ERR_BYTES] = "";
-    cfg.devices.memory_limit = 1 << 30;
-    cfg.devices.memory_fraction = 0.5;
-    assert_int_equal(config_validate(&cfg, err, sizeof err), VGPU_ECONFIG);
+    cfg.v.devices.memory_limit = 1 << 30;
+    cfg.v.devices.memory_fraction = 0.5;
+    assert_int_equal(jc_validate(&cfg, err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "devices.memory_limit");
     assert_contains(err, "devices.memory_fraction");
 }
@@ -692,7 +742,7 @@ static void write_file_(const char *path, const void *bytes, size_t n)
 // '#'); a '#' inside a value stays.
 static void test_inline_comments(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     char err[ERR_BYTES] = "";
     const char *text = "[train]\n"
                        "lr = 0.01 # as in the paper\n"
@@ -700,19 +750,19 @@ static void test_inline_comments(void **state)
                        "optimizer = sgd ; inih's own\n"
                        "[checkpoint]\n"
                        "dir = runs/a#1  # the first\n";
-    int rc = config_load_string(c, text, "t.ini", err, sizeof err);
+    int rc = jc_load_string(c, text, "t.ini", err, sizeof err);
     if (rc)
         fprintf(stderr, "  %s\n", err);
     assert_int_equal(rc, 0);
-    assert_true(c->train.lr == 0.01);
-    assert_int_equal(c->train.epochs, 4);
-    assert_int_equal(c->train.optimizer, OPTIM_SGD);
-    assert_string_equal(c->checkpoint.dir, "runs/a#1");
+    assert_true(c->t.train.lr == 0.01);
+    assert_int_equal(c->t.train.epochs, 4);
+    assert_int_equal(c->t.train.optimizer, OPTIM_SGD);
+    assert_string_equal(c->t.checkpoint.dir, "runs/a#1");
 }
 
 static void test_load_file(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     char dir[] = "/tmp/vgpu_test_cfgdir_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256], err[ERR_BYTES];
@@ -720,15 +770,15 @@ static void test_load_file(void **state)
     // Missing file: -ENOENT and the path in the message.
     snprintf(path, sizeof path, "%s/missing.ini", dir);
     err[0] = '\0';
-    assert_int_equal(config_load_file(c, path, err, sizeof err), -ENOENT);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), -ENOENT);
     assert_contains(err, path);
 
     // A directory, or a FIFO (whose open would block), is not a config.
-    assert_int_equal(config_load_file(c, dir, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_file(c, dir, err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "a directory, not a config file");
     snprintf(path, sizeof path, "%s/fifo.ini", dir);
     assert_int_equal(mkfifo(path, 0600), 0);
-    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, "not a regular file");
     unlink(path);
 
@@ -736,16 +786,16 @@ static void test_load_file(void **state)
     snprintf(path, sizeof path, "%s/good.ini", dir);
     static const char good[] = "[train]\nepochs = 4\n[devices]\nmemory_limit = 64K\n";
     write_file_(path, good, sizeof good - 1);
-    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
-    assert_int_equal(c->train.epochs, 4);
-    assert_int_equal(c->devices.memory_limit, 65536);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), 0);
+    assert_int_equal(c->t.train.epochs, 4);
+    assert_int_equal(c->v.devices.memory_limit, 65536);
 
     // An error in a file is located as "path:line:".
     snprintf(path, sizeof path, "%s/bad.ini", dir);
     static const char bad[] = "[train]\nepochs = 4\n\nlr = -3\n";
     write_file_(path, bad, sizeof bad - 1);
     err[0] = '\0';
-    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
     char prefix[300];
     snprintf(prefix, sizeof prefix, "%s:4: ", path);
     if (strncmp(err, prefix, strlen(prefix)))
@@ -760,7 +810,7 @@ static void test_load_file(void **state)
         write_file_(path, text, (size_t)n);
     }
     err[0] = '\0';
-    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
     snprintf(prefix, sizeof prefix, "%s:3: line longer than 198 characters", path);
     if (strncmp(err, prefix, strlen(prefix)))
         fail_msg("\"%s\" does not start with \"%s\"", err, prefix);
@@ -770,19 +820,19 @@ static void test_load_file(void **state)
     static const char nul[] = "[train]\nepochs = 4\0\nlr = whatever\n";
     write_file_(path, nul, sizeof nul - 1);
     err[0] = '\0';
-    assert_int_equal(config_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), VGPU_ECONFIG);
     assert_contains(err, path);
     assert_contains(err, "NUL");
 
     // A directory is not a config file.
     err[0] = '\0';
-    assert_true(config_load_file(c, dir, err, sizeof err) < 0);
+    assert_true(jc_load_file(c, dir, err, sizeof err) < 0);
     assert_true(err[0] != '\0');
 
     // An empty file is a valid (empty) config.
     snprintf(path, sizeof path, "%s/empty.ini", dir);
     write_file_(path, "", 0);
-    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), 0);
 
     // Bigger than one read buffer: the loader reassembles it.
     snprintf(path, sizeof path, "%s/big.ini", dir);
@@ -795,8 +845,8 @@ static void test_load_file(void **state)
         n += (size_t)snprintf(big + n, sizeof big - n, "seed = 99\n");
         write_file_(path, big, n);
     }
-    assert_int_equal(config_load_file(c, path, err, sizeof err), 0);
-    assert_int_equal(c->train.seed, 99);
+    assert_int_equal(jc_load_file(c, path, err, sizeof err), 0);
+    assert_int_equal(c->t.train.seed, 99);
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -806,10 +856,10 @@ static void test_load_file(void **state)
 // ---- every range at its boundaries ----
 
 // set_value_ on one key with `text`; 0 or VGPU_ECONFIG.
-static int set_text_(struct config *c, const struct key_spec *k, const char *text)
+static int set_text_(void *part, const struct config_key *k, const char *text)
 {
     char msg[ERR_BYTES];
-    return set_value_(c, k, text, msg, sizeof msg);
+    return set_value_(part, k, text, msg, sizeof msg);
 }
 
 // Every numeric key of the schema, and every numeric list's elements: the
@@ -818,12 +868,16 @@ static int set_text_(struct config *c, const struct key_spec *k, const char *tex
 // check off by one anywhere (`l > max + 1`) fails here.
 static void test_ranges_at_boundaries(void **state)
 {
-    struct config *c = *state;
+    struct job_cfg *c = *state;
     int checked = 0;
-    for (size_t i = 0; i < NKEYS; i++) {
-        const struct key_spec *k = &keys_[i];
-        const int is_int = k->type == T_INT || k->type == T_INT_LIST;
-        if (!is_int && k->type != T_FLOAT && k->type != T_FLOAT_LIST)
+    const struct config_schema *const schemas[] = {&config_vgpu_schema, &train_config_schema};
+    void *const parts[] = {&c->v, &c->t};
+    for (size_t n = 0; n < schemas[0]->nkeys + schemas[1]->nkeys; n++) {
+        const size_t p = n < schemas[0]->nkeys ? 0 : 1, i = p ? n - schemas[0]->nkeys : n;
+        const struct config_key *k = &schemas[p]->keys[i];
+        void *part = parts[p];
+        const int is_int = k->type == CONFIG_INT || k->type == CONFIG_INT_LIST;
+        if (!is_int && k->type != CONFIG_FLOAT && k->type != CONFIG_FLOAT_LIST)
             continue;
         char at_min[64], below[64], at_max[64], above[64];
         if (is_int) {
@@ -841,15 +895,15 @@ static void test_ranges_at_boundaries(void **state)
         }
         print_message("%s.%s: [%s, %s] accepted, %s and %s refused\n", k->section, k->key, at_min,
                       at_max, below, above);
-        config_defaults(c);
-        if (set_text_(c, k, at_min) != 0)
+        jc_defaults(c);
+        if (set_text_(part, k, at_min) != 0)
             fail_msg("%s.%s = %s (its minimum) was refused", k->section, k->key, at_min);
-        if (set_text_(c, k, at_max) != 0)
+        if (set_text_(part, k, at_max) != 0)
             fail_msg("%s.%s = %s (its maximum) was refused", k->section, k->key, at_max);
-        if (set_text_(c, k, below) != VGPU_ECONFIG)
+        if (set_text_(part, k, below) != VGPU_ECONFIG)
             fail_msg("%s.%s = %s (below its minimum %s) was accepted", k->section, k->key, below,
                      at_min);
-        if (set_text_(c, k, above) != VGPU_ECONFIG)
+        if (set_text_(part, k, above) != VGPU_ECONFIG)
             fail_msg("%s.%s = %s (above its maximum %s) was accepted", k->section, k->key, above,
                      at_max);
         checked++;
@@ -857,9 +911,9 @@ static void test_ranges_at_boundaries(void **state)
     assert_true(checked >= 20); // the schema's numeric keys, not an empty loop
     // The same through the user's path, one key: the message names the range.
     char err[ERR_BYTES];
-    config_defaults(c);
-    assert_int_equal(config_apply_override(c, "devices.ranks_per_device=1024", err, sizeof err), 0);
-    assert_int_equal(config_apply_override(c, "devices.ranks_per_device=1025", err, sizeof err),
+    jc_defaults(c);
+    assert_int_equal(jc_apply_override(c, "devices.ranks_per_device=1024", err, sizeof err), 0);
+    assert_int_equal(jc_apply_override(c, "devices.ranks_per_device=1025", err, sizeof err),
                      VGPU_ECONFIG);
     assert_non_null(strstr(err, "out of range [0, 1024]"));
 }
@@ -867,11 +921,11 @@ static void test_ranges_at_boundaries(void **state)
 // A NULL or zero-sized err buffer is tolerated.
 static void test_err_buffer_optional(void **state)
 {
-    struct config *c = *state;
-    assert_int_equal(config_apply_override(c, "train.lr=abc", NULL, 0), VGPU_ECONFIG);
-    assert_int_equal(config_load_string(c, "[x]\ny=1\n", "o", NULL, 0), VGPU_ECONFIG);
+    struct job_cfg *c = *state;
+    assert_int_equal(jc_apply_override(c, "train.lr=abc", NULL, 0), VGPU_ECONFIG);
+    assert_int_equal(jc_load_string(c, "[x]\ny=1\n", "o", NULL, 0), VGPU_ECONFIG);
     char tiny[8] = "";
-    assert_int_equal(config_load_string(c, "[train]\nlr=zz\n", "origin", tiny, sizeof tiny),
+    assert_int_equal(jc_load_string(c, "[train]\nlr=zz\n", "origin", tiny, sizeof tiny),
                      VGPU_ECONFIG);
     assert_int_equal(strlen(tiny), sizeof tiny - 1); // truncated, terminated
 }

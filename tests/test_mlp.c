@@ -18,11 +18,11 @@
 #include "test_util.h"
 
 // Sets one key through the config parser, as a config file would.
-static void set_key_(struct config *cfg, const char *key, const char *value)
+static void set_key_(struct train_config *cfg, const char *key, const char *value)
 {
     char assignment[128], err[256];
     snprintf(assignment, sizeof assignment, "%s=%s", key, value);
-    if (config_apply_override(cfg, assignment, err, sizeof err) != 0)
+    if (train_config_apply_override(cfg, NULL, assignment, err, sizeof err) != 0)
         fail_msg("%s", err);
 }
 
@@ -400,8 +400,8 @@ static void test_device_bytes(void **state)
     assert_int_equal(mlp_layout(&layout, dims, 4, rows), 0);
     static const char *opts[] = {"sgd", "adam", "adamw"};
     for (size_t o = 0; o < TEST_ARRAY_LEN(opts); o++) {
-        struct config cfg;
-        config_defaults(&cfg);
+        struct train_config cfg;
+        train_config_defaults(&cfg);
         set_key_(&cfg, "train.optimizer", opts[o]);
         uint64_t need = mlp_device_bytes(&layout, optim_state_per_param(cfg.train.optimizer));
         vgpu_t *dev = open_cpu_(need);

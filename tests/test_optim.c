@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "train_config.h"
 #include "job.h"
 #include "log.h"
 #include "optim.h"
@@ -18,11 +18,11 @@
 #include "test_util.h"
 
 // Sets one key through the config parser, as a config file would.
-static void set_key_(struct config *cfg, const char *key, const char *value)
+static void set_key_(struct train_config *cfg, const char *key, const char *value)
 {
     char assignment[128], err[256];
     snprintf(assignment, sizeof assignment, "%s=%s", key, value);
-    if (config_apply_override(cfg, assignment, err, sizeof err) != 0)
+    if (train_config_apply_override(cfg, NULL, assignment, err, sizeof err) != 0)
         fail_msg("%s", err);
 }
 
@@ -79,8 +79,8 @@ static void test_lr_schedules(void **state)
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
         const struct lr_case *c = &cases[i];
-        struct config cfg;
-        config_defaults(&cfg);
+        struct train_config cfg;
+        train_config_defaults(&cfg);
         set_key_(&cfg, "train.schedule", c->schedule);
         cfg.train.lr = c->lr;
         cfg.train.warmup_steps = c->warmup;
@@ -99,8 +99,8 @@ static void test_lr_schedules(void **state)
 static void test_lr_shapes(void **state)
 {
     (void)state;
-    struct config cfg;
-    config_defaults(&cfg);
+    struct train_config cfg;
+    train_config_defaults(&cfg);
     set_key_(&cfg, "train.schedule", "cosine");
     cfg.train.lr = 0.3;
     cfg.train.warmup_steps = 20;
@@ -154,8 +154,8 @@ static void test_state_sizes(void **state)
     assert_int_equal(optim_state_per_param(OPTIM_SGD), 1);
     assert_int_equal(optim_state_per_param(OPTIM_ADAM), 2);
     assert_int_equal(optim_state_per_param(OPTIM_ADAMW), 2);
-    struct config cfg;
-    config_defaults(&cfg);
+    struct train_config cfg;
+    train_config_defaults(&cfg);
     static const struct {
         const char *name;
         enum optim_kind kind;
@@ -207,8 +207,8 @@ static void test_steps_vs_reference(void **state)
     static const float lrs[STEPS] = {0.1f, 0.05f, 0.02f}; // as a schedule would give
     uint64_t seed = 77;
     for (size_t c = 0; c < TEST_ARRAY_LEN(cases); c++) {
-        struct config cfg;
-        config_defaults(&cfg);
+        struct train_config cfg;
+        train_config_defaults(&cfg);
         set_key_(&cfg, "train.optimizer", cases[c].optimizer);
         cfg.train.momentum = cases[c].momentum;
         cfg.train.weight_decay = cases[c].weight_decay;
@@ -274,8 +274,8 @@ static void test_optimizers_differ(void **state)
     test_fill_uniform(p0, N, &seed, -1, 1);
     test_fill_uniform(g, N, &seed, -1, 1);
     for (int k = 0; k < 3; k++) {
-        struct config cfg;
-        config_defaults(&cfg);
+        struct train_config cfg;
+        train_config_defaults(&cfg);
         set_key_(&cfg, "train.optimizer", names[k]);
         cfg.train.weight_decay = 0.5;
         struct optimizer o;
@@ -304,8 +304,8 @@ static void test_ranges_equal_full_step(void **state)
     test_fill_uniform(g, N, &seed, -1, 1);
     const size_t cut[] = {0, 5, N / 2, N / 2 + 3, N};
     for (int k = 0; k < 3; k++) {
-        struct config cfg;
-        config_defaults(&cfg);
+        struct train_config cfg;
+        train_config_defaults(&cfg);
         set_key_(&cfg, "train.optimizer", names[k]);
         cfg.train.weight_decay = 0.25;
         for (int sharded = 0; sharded < 2; sharded++) {

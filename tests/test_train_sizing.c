@@ -19,11 +19,11 @@
 #include "train_sizing.h"
 
 // A config with a small model: 784 -> 64 -> 32 -> 10, batch 1024.
-static void small_config_(struct config *cfg)
+static void small_config_(struct train_config *cfg)
 {
     char err[256];
-    config_defaults(cfg);
-    assert_int_equal(config_apply_override(cfg, "model.hidden=64,32", err, sizeof err), 0);
+    train_config_defaults(cfg);
+    assert_int_equal(train_config_apply_override(cfg, NULL, "model.hidden=64,32", err, sizeof err), 0);
     cfg->train.batch_size = 1024;
 }
 
@@ -37,7 +37,7 @@ static struct dataset shape_(int features, int coded)
 static void test_model_dims(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     struct dataset train = shape_(784, 0);
     int dims[MLP_MAX_DIMS], n = 0;
@@ -59,7 +59,7 @@ static void test_model_dims(void **state)
 static void test_rank_rows(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     cfg.train.batch_size = 256;
     // Equal split: pieces differ by at most one row, lower ranks first.
@@ -82,7 +82,7 @@ static void test_rank_rows(void **state)
 static void test_micro_split(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     cfg.train.micro_batches = 8;
     int per[TRAIN_MAX_RANKS];
@@ -104,7 +104,7 @@ static void test_micro_split(void **state)
 static void test_max_rows(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     // 1024 over 2 ranks: 512 rows; over 8: 128 rows, but evaluation chunks need EVAL_CHUNK.
     assert_int_equal(train_max_rows(&cfg, 2), 512);
@@ -128,7 +128,7 @@ static void test_max_rows(void **state)
 static void test_device_bytes_terms(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     struct dataset floats = shape_(784, 0), coded = shape_(784, 1);
     static const int dims[] = {784, 64, 32, 10};
@@ -165,7 +165,7 @@ static void test_device_bytes_terms(void **state)
 static void test_device_bytes_fit(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     struct dataset coded = shape_(784, 1);
     const int nranks = 2;
@@ -194,14 +194,14 @@ static void test_device_bytes_fit(void **state)
 static void test_largest_collective(void **state)
 {
     (void)state;
-    struct config cfg;
+    struct train_config cfg;
     small_config_(&cfg);
     struct dataset flat = shape_(784, 0);
     // 784-64-32-10: 784*64+64 + 64*32+32 + 32*10+10 = 52650 parameters
     char err[256];
-    assert_int_equal(config_apply_override(&cfg, "train.optimizer=adamw", err, sizeof err), 0);
+    assert_int_equal(train_config_apply_override(&cfg, NULL, "train.optimizer=adamw", err, sizeof err), 0);
     assert_int_equal(train_largest_collective_bytes(&cfg, &flat), 52650ull * 4 * 2);
-    assert_int_equal(config_apply_override(&cfg, "train.optimizer=sgd", err, sizeof err), 0);
+    assert_int_equal(train_config_apply_override(&cfg, NULL, "train.optimizer=sgd", err, sizeof err), 0);
     cfg.train.momentum = 0;
     assert_true(train_largest_collective_bytes(&cfg, &flat) >= 52650ull * 4);
 }

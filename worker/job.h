@@ -9,13 +9,13 @@
 
 #include <vgpu/vgpu.h>
 
-#include "config.h"
+#include "train_config.h"
 
 struct job {
     vgpu_t *v;                  // this rank (vgpu_join, then vgpu_open: its device)
     int rank, size;             // in the job
     int local_rank, local_size; // on this host
-    struct config cfg;          // the same on every rank: rank 0's reading
+    struct train_config cfg;          // the same on every rank: rank 0's reading
     int launched;               // started by a launcher: stdout is not the user's terminal
 };
 

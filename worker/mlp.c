@@ -11,7 +11,7 @@
 #include "log.h"
 #include "rng.h"
 
-int mlp_dims_for(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims)
+int mlp_dims_for(const struct train_config *cfg, const struct dataset *train, int *dims, int *n_dims)
 {
     int n = 0;
     dims[n++] = train->features;
@@ -181,7 +181,7 @@ int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, fl
 
 _Static_assert(MLP_MAX_DIMS <= MODEL_MAX_SHAPE, "a model's shape holds the MLP's layer widths");
 
-static int model_layout_(struct model *m, const struct config *cfg, const struct dataset *train,
+static int model_layout_(struct model *m, const struct train_config *cfg, const struct dataset *train,
                          int max_rows)
 {
     int dims[MLP_MAX_DIMS], n;

@@ -9,7 +9,7 @@
 
 #include <vgpu/vgpu_ops.h>
 
-#include "config.h"
+#include "train_config.h"
 #include "dataset.h"
 #include "model.h"
 
@@ -37,7 +37,7 @@ extern const struct model_ops model_mlp;
 // The layer widths for cfg's model.hidden on the training set: input width,
 // the hidden sizes, classes. Returns 0, or VGPU_EINVAL when there are more
 // layers than MLP_MAX_DIMS allows.
-int mlp_dims_for(const struct config *cfg, const struct dataset *train, int *dims, int *n_dims);
+int mlp_dims_for(const struct train_config *cfg, const struct dataset *train, int *dims, int *n_dims);
 
 // Layout and sizes only (no device work): fills dims and offsets.
 // Returns VGPU_EINVAL for a bad shape.

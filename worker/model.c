@@ -20,7 +20,7 @@ _Static_assert(sizeof models_ / sizeof models_[0] == 0 CONFIG_MODELS(MODEL_COUNT
                "every model.type value needs its row in models_");
 #undef MODEL_COUNT_
 
-int model_layout(struct model *m, const struct config *cfg, const struct dataset *train,
+int model_layout(struct model *m, const struct train_config *cfg, const struct dataset *train,
                  int max_rows)
 {
     memset(m, 0, sizeof *m);
@@ -34,7 +34,7 @@ int model_layout(struct model *m, const struct config *cfg, const struct dataset
     return rc;
 }
 
-int model_init(struct model *m, vgpu_t *dev, const struct config *cfg,
+int model_init(struct model *m, vgpu_t *dev, const struct train_config *cfg,
                const struct dataset *train, int max_rows)
 {
     TRY(model_layout(m, cfg, train, max_rows));

@@ -12,7 +12,7 @@
 
 #include <vgpu/vgpu_ops.h>
 
-#include "config.h"
+#include "train_config.h"
 #include "dataset.h"
 
 #define MODEL_MAX_SHAPE 18 // numbers a model's shape may have (a checkpoint records them)
@@ -52,7 +52,7 @@ struct model_ops {
     // Sizes only, no device work: the shape cfg and the data (features,
     // classes) call for, for batches of up to max_rows; fills m's sizes and
     // m->impl. VGPU_EINVAL for a shape this model cannot have.
-    int (*layout)(struct model *m, const struct config *cfg, const struct dataset *train,
+    int (*layout)(struct model *m, const struct train_config *cfg, const struct dataset *train,
                   int max_rows);
     // Device bytes alloc takes, plus an optimizer with opt_state_per_param
     // floats a parameter (what a memory cap must at least hold).
@@ -80,10 +80,10 @@ struct model_ops {
 // The model cfg's model.type names (its layout: sizes only, no device work;
 // model_free(m, NULL) releases it). Returns 0, VGPU_ECONFIG for a type this
 // build has no implementation of, or the implementation's status.
-int model_layout(struct model *m, const struct config *cfg, const struct dataset *train,
+int model_layout(struct model *m, const struct train_config *cfg, const struct dataset *train,
                  int max_rows);
 // model_layout, then the device buffers on dev.
-int model_init(struct model *m, vgpu_t *dev, const struct config *cfg,
+int model_init(struct model *m, vgpu_t *dev, const struct train_config *cfg,
                const struct dataset *train, int max_rows);
 // Frees what model_layout or model_init made; a zeroed model is a no-op.
 void model_free(struct model *m, vgpu_t *dev);

@@ -11,7 +11,7 @@
 
 int optim_state_per_param(enum optim_kind kind) { return kind == OPTIM_SGD ? 1 : 2; }
 
-int optim_init(struct optimizer *o, vgpu_t *dev, const struct config *cfg, size_t n)
+int optim_init(struct optimizer *o, vgpu_t *dev, const struct train_config *cfg, size_t n)
 {
     memset(o, 0, sizeof *o);
     o->kind = cfg->train.optimizer;
@@ -66,7 +66,7 @@ int optim_state_arrays(const struct optimizer *o, float **arrays)
     return k;
 }
 
-double optim_lr_at(const struct config *cfg, long step, long total_steps)
+double optim_lr_at(const struct train_config *cfg, long step, long total_steps)
 {
     double lr = cfg->train.lr;
     long warm = cfg->train.warmup_steps;

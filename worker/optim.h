@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "train_config.h"
 #include <vgpu/vgpu.h>
 
 struct optimizer {
@@ -21,7 +21,7 @@ struct optimizer {
 int optim_state_per_param(enum optim_kind kind);
 
 // Allocates zeroed state for n parameters. VGPU_EINVAL for an unknown kind.
-int optim_init(struct optimizer *o, vgpu_t *dev, const struct config *cfg, size_t n);
+int optim_init(struct optimizer *o, vgpu_t *dev, const struct train_config *cfg, size_t n);
 void optim_free(struct optimizer *o, vgpu_t *dev);
 
 // One update of params from grads (both device, [n]) with learning rate lr.
@@ -42,6 +42,6 @@ int optim_state_arrays(const struct optimizer *o, float **arrays);
 
 // Learning rate for 0-based `step` of `total_steps`: linear warm-up over
 // train.warmup_steps, then constant, step decay or cosine to 0.
-double optim_lr_at(const struct config *cfg, long step, long total_steps);
+double optim_lr_at(const struct train_config *cfg, long step, long total_steps);
 
 #endif

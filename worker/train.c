@@ -115,7 +115,7 @@ struct step_duties {
 
 static struct step_duties duties_at_(const struct trainer *t, long step)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     const long check_every = cfg->train.check_replicas_every;
     return (struct step_duties){
         .log = step % cfg->train.log_every == 0,
@@ -178,7 +178,7 @@ static int train_epoch_(struct trainer *t, struct train_result *res, long epoch,
 // Steps the run takes: its epochs' batches, or train.max_steps if fewer.
 static long run_steps_(const struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     const long steps = cfg->train.epochs * sampler_batches_per_epoch(&t->sampler);
     return cfg->train.max_steps && cfg->train.max_steps < steps ? cfg->train.max_steps : steps;
 }
@@ -191,7 +191,7 @@ void train_move_to(struct trainer *t, long step, long epoch, long step_in_epoch)
 
 static int train_loop_(struct trainer *t, struct train_result *res)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     double lr = t->step > 0 ? optim_lr_at(cfg, t->step - 1, t->total_steps) : 0; // a resumed run's
     long epoch = sampler_epoch(&t->sampler);
     t->start_step = t->step;

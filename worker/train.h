@@ -59,7 +59,7 @@ struct train_data {
 // fit the host's available memory (hostmem.h), else VGPU_ECONFIG with the
 // numbers, before anything is allocated or decompressed.
 // Returns 0 or a negative status with a message in err.
-int train_load_data(const struct config *cfg, int ranks_on_host, struct train_data *data,
+int train_load_data(const struct train_config *cfg, int ranks_on_host, struct train_data *data,
                     char *err, size_t err_bytes);
 void train_free_data(struct train_data *data);
 

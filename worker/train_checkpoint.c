@@ -53,7 +53,7 @@ static struct ckpt_meta meta_of_(const struct trainer *t)
     for (int i = 0; i < t->model.n_shape; i++)
         m.dims[i] = t->model.shape[i];
     snprintf(m.optimizer, sizeof m.optimizer, "%s",
-             config_enum_name("train", "optimizer", t->cfg->train.optimizer));
+             train_config_enum_name("train", "optimizer", t->cfg->train.optimizer));
     return m;
 }
 
@@ -106,7 +106,7 @@ static void warn_if_schedule_moved_(const struct trainer *t, int64_t written_tot
     log_warn("the checkpoint's run was to take %lld steps, this one takes %ld: the %s "
              "learning-rate schedule is rescaled, so the rate at step %ld is %.3g, not %.3g",
              (long long)written_total, t->total_steps,
-             config_enum_name("train", "schedule", t->cfg->train.schedule), t->step + 1, now,
+             train_config_enum_name("train", "schedule", t->cfg->train.schedule), t->step + 1, now,
              was);
 }
 

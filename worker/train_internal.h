@@ -53,7 +53,7 @@ struct step_ops {
     int (*gather_state)(struct trainer *t);
     // --verify: rows the replay model is sized for, and the gradient of
     // global batch b on the replay model, into r->model.grads.
-    long (*replay_rows)(const struct config *cfg);
+    long (*replay_rows)(const struct train_config *cfg);
     int (*replay_gradient)(struct trainer *t, struct replay *r, const struct batch_slice *b);
 };
 
@@ -144,7 +144,7 @@ struct trainer {
     // ---- the job: set by train_run (train.c), then read-only ----
     struct job *job;               // this rank's runtime: ranks, control plane, communicator
     vgpu_t *dev;                   // this rank's virtual GPU (job->v)
-    const struct config *cfg;      // the job's configuration (&job->cfg)
+    const struct train_config *cfg;      // the job's configuration (&job->cfg)
     const struct train_options *opts; // what the command line asked for
     struct train_data *data;       // the data sets, in host memory
     const struct train_env *env;   // the trainer's environment switches (injected faults among them)

@@ -11,11 +11,11 @@
 #include "log.h"
 #include "util.h"
 
-int train_load_data(const struct config *cfg, int ranks_on_host, struct train_data *data,
+int train_load_data(const struct train_config *cfg, int ranks_on_host, struct train_data *data,
                     char *err, size_t err_bytes)
 {
     memset(data, 0, sizeof *data);
-    const struct config *c = cfg;
+    const struct train_config *c = cfg;
     // Each rank loads its own copy: a rank's share of the host's memory
     // bounds what a dataset may take (the IDX claims, the synthetic size).
     const uint64_t avail = hostmem_available();
@@ -36,10 +36,10 @@ int train_load_data(const struct config *cfg, int ranks_on_host, struct train_da
                                           limit_name, err, err_bytes);
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s",
-                     config_enum_name("data", "dataset", c->data.dataset), c->data.path);
-            data->name = config_enum_name("data", "dataset", c->data.dataset);
+                     train_config_enum_name("data", "dataset", c->data.dataset), c->data.path);
+            data->name = train_config_enum_name("data", "dataset", c->data.dataset);
         } else if (rc == -ENOENT && c->data.fallback_synthetic &&
-                   !strcmp(c->data.path, CONFIG_DEFAULT_DATA_PATH)) {
+                   !strcmp(c->data.path, TRAIN_DEFAULT_DATA_PATH)) {
             // Only the default place: a path the user named must hold the data.
             snprintf(data->fallback, sizeof data->fallback,
                      "%.400s; using the synthetic dataset instead (data.fallback_synthetic = true; "
@@ -119,7 +119,7 @@ static int init_params_(struct trainer *t)
 // The sampler; a split it refuses is bad input, explained by rank 0.
 static int init_sampler_(struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     const struct job *job = t->job;
     int rc = sampler_init(&t->sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, job->size,
@@ -146,7 +146,7 @@ static int init_sampler_(struct trainer *t)
 // Settings that run, but not as their user likely meant: said once, by rank 0.
 static void warn_about_settings_(const struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     const int n = t->job->size;
     if (cfg->train.deterministic) {
         int per_rank[TRAIN_MAX_RANKS], idle = 0;
@@ -178,7 +178,7 @@ static void warn_about_settings_(const struct trainer *t)
 
 int trainer_prepare(struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     struct job *job = t->job;
     if (job->size > TRAIN_MAX_RANKS) {
         if (job->rank == 0)

@@ -7,12 +7,12 @@
 #include "sampler.h"
 #include "status.h"
 
-long train_micro_rows(const struct config *cfg)
+long train_micro_rows(const struct train_config *cfg)
 {
     return (cfg->train.batch_size + cfg->train.micro_batches - 1) / cfg->train.micro_batches;
 }
 
-void train_micro_split(const struct config *cfg, int nranks, int *per_rank)
+void train_micro_split(const struct train_config *cfg, int nranks, int *per_rank)
 {
     long counts[TRAIN_MAX_RANKS], offsets[TRAIN_MAX_RANKS];
     sampler_split(cfg->train.micro_batches, nranks, cfg->train.batch_weights.v,
@@ -22,14 +22,14 @@ void train_micro_split(const struct config *cfg, int nranks, int *per_rank)
 }
 
 // The static split of a full batch: counts[nranks] (nranks <= TRAIN_MAX_RANKS).
-static void batch_split_(const struct config *cfg, int nranks, long *counts)
+static void batch_split_(const struct train_config *cfg, int nranks, long *counts)
 {
     long offsets[TRAIN_MAX_RANKS];
     sampler_split(cfg->train.batch_size, nranks, cfg->train.batch_weights.v,
                   cfg->train.batch_weights.count, counts, offsets);
 }
 
-long train_rank_rows(const struct config *cfg, int nranks, int rank)
+long train_rank_rows(const struct train_config *cfg, int nranks, int rank)
 {
     if (cfg->train.deterministic)
         return train_micro_rows(cfg);
@@ -38,7 +38,7 @@ long train_rank_rows(const struct config *cfg, int nranks, int rank)
     return counts[rank];
 }
 
-int train_max_rows(const struct config *cfg, int nranks)
+int train_max_rows(const struct train_config *cfg, int nranks)
 {
     long most = 1;
     if (cfg->train.deterministic) {
@@ -57,12 +57,12 @@ int train_max_rows(const struct config *cfg, int nranks)
     return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
 }
 
-long train_staging_rows(const struct config *cfg, int max_rows, int verify)
+long train_staging_rows(const struct train_config *cfg, int max_rows, int verify)
 {
     return verify && cfg->train.batch_size > max_rows ? cfg->train.batch_size : max_rows;
 }
 
-uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
+uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
                             int verify)
 {
     struct model layout;
@@ -100,7 +100,7 @@ uint64_t train_device_bytes(const struct config *cfg, const struct dataset *trai
     return bytes;
 }
 
-uint64_t train_largest_collective_bytes(const struct config *cfg, const struct dataset *train)
+uint64_t train_largest_collective_bytes(const struct train_config *cfg, const struct dataset *train)
 {
     struct model layout;
     if (model_layout(&layout, cfg, train, 1) < 0)

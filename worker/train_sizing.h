@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "train_config.h"
 #include "dataset.h"
 
 #define TRAIN_MAX_RANKS 1024   // ranks one job may have
@@ -16,34 +16,34 @@
 
 // Rows of rank `rank`'s piece of a full global batch (deterministic mode:
 // one micro-batch, the unit it computes).
-long train_rank_rows(const struct config *cfg, int nranks, int rank);
+long train_rank_rows(const struct train_config *cfg, int nranks, int rank);
 
 // Rows of the largest piece of a global batch any rank gets, or of an
 // evaluation chunk if that is more: what a model's buffers are sized for.
-int train_max_rows(const struct config *cfg, int nranks);
+int train_max_rows(const struct train_config *cfg, int nranks);
 
 // Deterministic mode: rows of one micro-batch (the largest of the M pieces).
-long train_micro_rows(const struct config *cfg);
+long train_micro_rows(const struct train_config *cfg);
 
 // Deterministic mode: micro-batches each rank computes, per_rank[nranks]: M
 // split over the ranks as samples are (equal, or by train.batch_weights).
 // nranks <= TRAIN_MAX_RANKS.
-void train_micro_split(const struct config *cfg, int nranks, int *per_rank);
+void train_micro_split(const struct train_config *cfg, int nranks, int *per_rank);
 
 // Rows of the host staging for batches: a step's piece or an evaluation
 // chunk (max_rows), or whole global batches for --verify's replay.
-long train_staging_rows(const struct config *cfg, int max_rows, int verify);
+long train_staging_rows(const struct train_config *cfg, int max_rows, int verify);
 
 // Device bytes a rank needs for this job (for the binding's cap check);
 // verify adds rank 0's single-device replay. 0 when the job cannot be sized
 // (too many ranks or layers).
-uint64_t train_device_bytes(const struct config *cfg, const struct dataset *train, int nranks,
+uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
                             int verify);
 
 // The largest single collective the job makes, bytes: the optimizer state's
 // broadcast on resume (state floats a parameter, at least one: the
 // gradients' all-reduce). 0 when the job cannot be sized. The ring's staging
 // windows (GPUs) are sized from it.
-uint64_t train_largest_collective_bytes(const struct config *cfg, const struct dataset *train);
+uint64_t train_largest_collective_bytes(const struct train_config *cfg, const struct dataset *train);
 
 #endif

@@ -265,7 +265,7 @@ static int normal_gather_state_(struct trainer *t)
     return 0;
 }
 
-static long normal_replay_rows_(const struct config *cfg)
+static long normal_replay_rows_(const struct train_config *cfg)
 {
     return cfg->train.batch_size;
 }
@@ -293,7 +293,7 @@ const struct step_ops train_step_normal = {
 
 static int deterministic_prepare_(struct trainer *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     const struct job *job = t->job;
     train_micro_split(cfg, job->size, t->micro.per_rank);
     for (int r = 0; r < job->rank; r++)

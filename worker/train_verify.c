@@ -36,7 +36,7 @@ static int next_batch_(struct sampler *s, struct batch_slice *b)
 // initial parameters and data order, into ref_params (host).
 static int replay_(struct trainer *t, float *ref_params)
 {
-    const struct config *cfg = t->cfg;
+    const struct train_config *cfg = t->cfg;
     struct replay r = {0};
     struct batch_slice b;
     int rc;

@@ -150,7 +150,7 @@ static int answer_without_mpi_(enum cli_action action, const char *err)
         fprintf(stderr, "vgpu_train: %s (vgpu_train --help lists the options)\n", err);
         return EXIT_USAGE;
     case CLI_HELP: usage_(stdout); break;
-    case CLI_HELP_CONFIG: config_print_reference(stdout); break;
+    case CLI_HELP_CONFIG: train_config_print_reference(stdout); break;
     case CLI_VERSION: printf("vgpu_train %s\n", VGPU_VERSION); break;
     case CLI_RUN: break;
     }
@@ -188,8 +188,9 @@ static void end_job_(int exit_code)
 static int share_config_(struct job *job, const struct cli *cli)
 {
     char err[1024];
-    int rc = config_load_job_text(&job->cfg, vgpu_config_text(job->v), cli->config_path,
-                                  cli->overrides, cli->n_overrides, 0, err, sizeof err);
+    int rc = train_config_load_job_text(&job->cfg, NULL, vgpu_config_text(job->v),
+                                        cli->config_path, cli->overrides, cli->n_overrides, err,
+                                        sizeof err);
     if (rc < 0 && job->rank == 0)
         fprintf(stderr, "vgpu: %s\n", err);
     return job_agree_min(job, rc < 0 ? VGPU_ECONFIG : 0);
@@ -250,7 +251,7 @@ int main(int argc, char **argv)
         return finish_(&job, EXIT_USAGE);
     if (cli.train.verify) {
         // A short run to check the setup: verify.steps steps, no checkpoints.
-        struct config *cfg = &job.cfg;
+        struct train_config *cfg = &job.cfg;
         if (!cfg->train.max_steps || cfg->verify.steps < cfg->train.max_steps)
             cfg->train.max_steps = cfg->verify.steps;
         cfg->checkpoint.dir[0] = '\0';

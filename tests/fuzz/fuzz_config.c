@@ -1,10 +1,12 @@
-// fuzz_config.c: libFuzzer target for the INI config parser: the input is a
+// fuzz_config.c: libFuzzer target for the INI config parser, over both parts
+// of vgpu_train's file (libvgpu's and the trainer's schemas): the input is a
 // config file; it is also tried as one --set assignment (its first line).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "train_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -14,10 +16,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0'; // the parser reads C strings; an embedded NUL ends the text early
     struct config cfg;
+    struct train_config tc;
     char err[1024];
     config_defaults(&cfg);
-    if (config_load_string(&cfg, text, "fuzz.ini", err, sizeof err) == 0)
-        (void)config_validate(&cfg, err, sizeof err);
+    train_config_defaults(&tc);
+    if (train_config_load_string(&tc, &cfg, text, "fuzz.ini", err, sizeof err) == 0 &&
+        config_validate(&cfg, err, sizeof err) == 0)
+        (void)train_config_validate(&tc, err, sizeof err);
     // Whatever happened, the message must be a terminated string.
     if (memchr(err, '\0', sizeof err) == NULL)
         abort();
@@ -26,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (newline)
         *newline = '\0';
     config_defaults(&cfg);
-    (void)config_apply_override(&cfg, text, err, sizeof err);
+    train_config_defaults(&tc);
+    (void)train_config_apply_override(&tc, &cfg, text, err, sizeof err);
     free(text);
     return 0;
 }

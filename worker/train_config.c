@@ -1,0 +1,205 @@
+// train_config.c: vgpu_train's part of the job configuration: its schema,
+// its rules across keys, and the engine's calls over both parts of the file
+// (train_config.h).
+#include "train_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+#include "util.h"
+
+static const char *const optimizers_[] = {CONFIG_OPTIMIZERS(CONFIG_ENUM_TEXT) NULL};
+static const char *const schedules_[] = {CONFIG_SCHEDULES(CONFIG_ENUM_TEXT) NULL};
+static const char *const balances_[] = {CONFIG_BALANCES(CONFIG_ENUM_TEXT) NULL};
+static const char *const datasets_[] = {CONFIG_DATASETS(CONFIG_ENUM_TEXT) NULL};
+static const char *const models_[] = {CONFIG_MODELS(CONFIG_ENUM_TEXT) NULL};
+// The engine stores an enum key's value through an int.
+_Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as int");
+
+#define F_(sec, field) offsetof(struct train_config, sec.field)
+#define S_(sec, field) sizeof(((struct train_config *)0)->sec.field)
+#define BIG 1e18
+
+// The schema: one row per key. The reference printed by --help-config and the
+// comments in configs/*.ini come from here.
+static const struct config_key keys_[] = {
+    {"model", "type", CONFIG_ENUM, F_(model, type), 0, "mlp", 0, 0, models_,
+     "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy"},
+    {"model", "hidden", CONFIG_INT_LIST, F_(model, hidden), 0, "256,128", 1, 65536, NULL,
+     "hidden layer widths of the MLP, e.g. 256,128"},
+
+    {"train", "epochs", CONFIG_INT, F_(train, epochs), 0, "15", 1, 100000, NULL, "passes over the training set"},
+    {"train", "batch_size", CONFIG_INT, F_(train, batch_size), 0, "256", 1, 1 << 24, NULL,
+     "global batch in samples, split across ranks"},
+    {"train", "max_steps", CONFIG_INT, F_(train, max_steps), 0, "0", 0, BIG, NULL,
+     "stop after this many optimizer steps; 0 = no limit"},
+    {"train", "lr", CONFIG_FLOAT, F_(train, lr), 0, "0.001", 0, 100, NULL, "peak learning rate"},
+    {"train", "optimizer", CONFIG_ENUM, F_(train, optimizer), 0, "adamw", 0, 0, optimizers_, "optimizer"},
+    {"train", "momentum", CONFIG_FLOAT, F_(train, momentum), 0, "0.9", 0, 1, NULL, "SGD momentum"},
+    {"train", "weight_decay", CONFIG_FLOAT, F_(train, weight_decay), 0, "0", 0, 10, NULL,
+     "weight decay (L2 for sgd/adam, decoupled for adamw)"},
+    {"train", "beta1", CONFIG_FLOAT, F_(train, beta1), 0, "0.9", 0, 0.9999999, NULL, "Adam beta1"},
+    {"train", "beta2", CONFIG_FLOAT, F_(train, beta2), 0, "0.999", 0, 0.9999999, NULL, "Adam beta2"},
+    {"train", "eps", CONFIG_FLOAT, F_(train, eps), 0, "1e-8", 1e-30, 1, NULL, "Adam epsilon"},
+    {"train", "schedule", CONFIG_ENUM, F_(train, schedule), 0, "constant", 0, 0, schedules_,
+     "learning-rate schedule after warm-up"},
+    {"train", "warmup_steps", CONFIG_INT, F_(train, warmup_steps), 0, "0", 0, BIG, NULL,
+     "linear warm-up from 0 to lr over this many steps"},
+    {"train", "step_every", CONFIG_INT, F_(train, step_every), 0, "1000", 1, BIG, NULL,
+     "step schedule: multiply lr by step_gamma every this many steps"},
+    {"train", "step_gamma", CONFIG_FLOAT, F_(train, step_gamma), 0, "0.1", 0, 1, NULL,
+     "step schedule: decay factor"},
+    {"train", "batch_weights", CONFIG_FLOAT_LIST, F_(train, batch_weights), 0, "", 0, 1e6, NULL,
+     "share of each global batch per rank, e.g. 0.8,0.2; empty = equal"},
+    {"train", "balance", CONFIG_ENUM, F_(train, balance), 0, "static", 0, 0, balances_,
+     "split of each batch: static = equal or batch_weights; dynamic = re-split "
+     "every 10 steps by each rank's measured speed (normal mode; not bitwise reproducible)"},
+    {"train", "drop_last", CONFIG_BOOL, F_(train, drop_last), 0, "true", 0, 0, NULL,
+     "drop the incomplete last batch of each epoch (false: train on it too)"},
+    {"train", "seed", CONFIG_INT, F_(train, seed), 0, "1", 0, BIG, NULL,
+     "seed for initialisation and shuffling"},
+    {"train", "log_every", CONFIG_INT, F_(train, log_every), 0, "50", 1, BIG, NULL,
+     "steps between progress lines"},
+    {"train", "deterministic", CONFIG_BOOL, F_(train, deterministic), 0, "false", 0, 0, NULL,
+     "bitwise-identical results across runs and rank counts"},
+    {"train", "micro_batches", CONFIG_INT, F_(train, micro_batches), 0, "8", 1, 4096, NULL,
+     "deterministic mode: micro-batches per global batch"},
+    {"train", "check_replicas_every", CONFIG_INT, F_(train, check_replicas_every), 0, "100", 0, BIG, NULL,
+     "steps between replica hash checks; 0 = off"},
+    {"train", "shard_optimizer", CONFIG_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
+     "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
+
+    {"data", "dataset", CONFIG_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
+     "training data"},
+    {"data", "path", CONFIG_STR, F_(data, path), S_(data, path), TRAIN_DEFAULT_DATA_PATH, 0, 0, NULL,
+     "directory holding the four MNIST-format IDX files (.gz or plain)"},
+    {"data", "max_bytes", CONFIG_SIZE, F_(data, max_bytes), 0, "1G", 0, 0, NULL,
+     "bound on the pixels and labels the four IDX headers claim together, bytes (Fashion-MNIST: "
+     "52.4 MiB); more fails before any data is read; 0 = no limit"},
+    {"data", "standardize", CONFIG_BOOL, F_(data, standardize), 0, "false", 0, 0, NULL,
+     "standardise pixels to zero mean, unit variance (else scale to [0,1])"},
+    {"data", "fallback_synthetic", CONFIG_BOOL, F_(data, fallback_synthetic), 0, "true", 0, 0, NULL,
+     "use the synthetic dataset (with a warning) if the files are missing"},
+    {"data", "train_limit", CONFIG_INT, F_(data, train_limit), 0, "0", 0, BIG, NULL,
+     "use only the first N training samples; 0 = all"},
+    {"data", "synthetic_train", CONFIG_INT, F_(data, synthetic_train), 0, "8192", 1, 1 << 24, NULL,
+     "synthetic dataset: training samples"},
+    {"data", "synthetic_test", CONFIG_INT, F_(data, synthetic_test), 0, "2048", 1, 1 << 24, NULL,
+     "synthetic dataset: test samples"},
+    {"data", "synthetic_features", CONFIG_INT, F_(data, synthetic_features), 0, "784", 1, 1 << 20, NULL,
+     "synthetic dataset: values per sample"},
+
+    {"checkpoint", "dir", CONFIG_STR, F_(checkpoint, dir), S_(checkpoint, dir), "", 0, 0, NULL,
+     "directory for checkpoints; empty = none"},
+    {"checkpoint", "every_steps", CONFIG_INT, F_(checkpoint, every_steps), 0, "0", 0, BIG, NULL,
+     "steps between checkpoints; 0 = only at the end"},
+    {"checkpoint", "keep_last", CONFIG_INT, F_(checkpoint, keep_last), 0, "3", 0, 1000000, NULL,
+     "checkpoints to keep, newest first (older ones are removed after each write); 0 = all"},
+
+    {"verify", "steps", CONFIG_INT, F_(verify, steps), 0, "20", 1, BIG, NULL,
+     "--verify: steps to run and replay"},
+    {"verify", "rtol", CONFIG_FLOAT, F_(verify, rtol), 0, "1e-4", 0, 1, NULL,
+     "--verify: relative tolerance outside deterministic mode"},
+};
+
+static int validate_(const void *part, char *err, size_t err_bytes)
+{
+    const struct train_config *tc = part;
+    if (tc->data.dataset == DATASET_MNIST_IDX && !tc->data.path[0])
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "data.dataset = mnist-idx needs data.path");
+    for (int i = 0; i < tc->train.batch_weights.count; i++)
+        if (!(tc->train.batch_weights.v[i] > 0))
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               "train.batch_weights: every weight must be > 0");
+    if (tc->train.deterministic && tc->train.balance == BALANCE_DYNAMIC)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "train.balance = dynamic splits batches by timing, which train.deterministic "
+                           "= true rules out: set one of them");
+    if (tc->model.hidden.count == 0)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "model.hidden: at least one hidden layer is needed");
+    return 0;
+}
+
+const struct config_schema train_config_schema = {
+    .keys = keys_,
+    .nkeys = sizeof keys_ / sizeof keys_[0],
+    .bytes = sizeof(struct train_config),
+    .validate = validate_,
+};
+
+// Both parts: libvgpu's first (its rules and messages come first, as when
+// libvgpu read the file), then the trainer's. libvgpu's lands in *vgpu, or
+// in scratch (from its defaults) when the caller does not keep it.
+static void parts_(struct config_part parts[2], struct train_config *tc, struct config *vgpu,
+                   struct config *scratch)
+{
+    if (!vgpu)
+        config_defaults(scratch);
+    parts[0] = (struct config_part){&config_vgpu_schema, vgpu ? vgpu : scratch};
+    parts[1] = (struct config_part){&train_config_schema, tc};
+}
+
+void train_config_defaults(struct train_config *tc)
+{
+    const struct config_part part = {&train_config_schema, tc};
+    config_parts_defaults(&part, 1);
+}
+
+int train_config_load_string(struct train_config *tc, struct config *vgpu, const char *text,
+                             const char *origin, char *err, size_t err_bytes)
+{
+    struct config scratch;
+    struct config_part parts[2];
+    parts_(parts, tc, vgpu, &scratch);
+    return config_parts_load_text(parts, 2, text, origin, 0, err, err_bytes);
+}
+
+int train_config_load_file(struct train_config *tc, struct config *vgpu, const char *path,
+                           char *err, size_t err_bytes)
+{
+    struct config scratch;
+    struct config_part parts[2];
+    parts_(parts, tc, vgpu, &scratch);
+    return config_parts_load_file(parts, 2, path, err, err_bytes);
+}
+
+int train_config_apply_override(struct train_config *tc, struct config *vgpu,
+                                const char *assignment, char *err, size_t err_bytes)
+{
+    struct config scratch;
+    struct config_part parts[2];
+    parts_(parts, tc, vgpu, &scratch);
+    return config_parts_override(parts, 2, assignment, 0, err, err_bytes);
+}
+
+int train_config_validate(const struct train_config *tc, char *err, size_t err_bytes)
+{
+    return validate_(tc, err, err_bytes);
+}
+
+int train_config_load_job_text(struct train_config *tc, struct config *vgpu, const char *text,
+                               const char *path, const char *const *overrides, int n_overrides,
+                               char *err, size_t err_bytes)
+{
+    struct config scratch;
+    struct config_part parts[2];
+    parts_(parts, tc, vgpu, &scratch);
+    return config_parts_load_job(parts, 2, text, path, overrides, n_overrides, 0, err, err_bytes);
+}
+
+const char *train_config_enum_name(const char *section, const char *key, int value)
+{
+    return config_schema_enum_name(&train_config_schema, section, key, value);
+}
+
+void train_config_print_reference(FILE *f)
+{
+    struct train_config tc;
+    struct config scratch;
+    struct config_part parts[2];
+    parts_(parts, &tc, NULL, &scratch);
+    config_parts_print_reference(parts, 2, f);
+}
