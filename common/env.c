@@ -33,6 +33,9 @@ static const struct env_var vars_[] = {
     {"VGPU_PLAN", "1",
      "start up, print the job table (hosts, devices, caps, backend and why) and open nothing: "
      "vgpu_init returns VGPU_EPLANNED, vgpu_planned says so (vgpurun --plan exports it)"},
+    {"VGPU_TERMINAL", "1",
+     "the job's output reaches a terminal, COLUMNS wide, though each rank's stdout is a pipe "
+     "(vgpurun sets it on a terminal): a program may draw live output there"},
     {"VGPU_SIM_GPUS", "TOPOLOGY",
      "simulated GPUs: the host's GPUs as described (e.g. 4x80G, 1x80G/exclusive, 1x80G/mig=3, "
      "2x24G/used=4G, none, nodriver; docs/CLUSTER.md: Planning), with CPU math behind them; "
@@ -125,6 +128,12 @@ static void env_parse_(struct vgpu_env *e)
         }
     }
     e->under_launcher = e->launcher_rank >= 0 || getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+    if ((v = env_read("VGPU_TERMINAL")) && *v) {
+        if (!strcmp(v, "1"))
+            e->terminal = 1;
+        else if (strcmp(v, "0") != 0)
+            env_warn_malformed("VGPU_TERMINAL", v, "1 or 0");
+    }
     if ((v = env_read("VGPU_PLAN")) && *v) {
         if (!strcmp(v, "1"))
             e->plan = 1;

@@ -44,6 +44,7 @@ struct vgpu_env {
                           // -1 = not started by a launcher
     int under_launcher;   // started by mpirun/srun: a rank's stdout is then not the user's terminal
     int plan;             // VGPU_PLAN=1: start up, print the job table, open nothing
+    int terminal;         // VGPU_TERMINAL=1: the job's output reaches a terminal
     const char *flight_dir; // VGPU_FLIGHT_DIR: the flight recorder's records; default
                             // $TMPDIR/vgpu-flight-<uid> (/tmp without TMPDIR)
     int flight_dir_default; // 1: flight_dir is that default (a directory of this user's,

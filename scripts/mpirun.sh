@@ -174,15 +174,15 @@ if [ "$hosts" = 0 ] && [ "${VGPU_MPIRUN_REPORT:-}" != 1 ]; then
   quiet=1
   extra+=(-q)
 fi
-# The ranks' stdout is a pipe: when ours is a terminal, ask them for the live
-# bar at this width (the user's own VGPU_PROGRESS wins).
-if [ -t 1 ] && [ -z "${VGPU_PROGRESS:-}" ]; then
+# The ranks' stdout is a pipe: when ours is a terminal, tell them so, and its
+# width (vgpu_train draws its live bar; the user's own VGPU_TERMINAL wins).
+if [ -t 1 ] && [ -z "${VGPU_TERMINAL:-}" ]; then
   exec 4>&1
   size=$(stty size <&4 2>/dev/null || true)
   exec 4>&-
-  export VGPU_PROGRESS=bar COLUMNS=${COLUMNS:-${size#* }}
+  export VGPU_TERMINAL=1 COLUMNS=${COLUMNS:-${size#* }}
   [ -n "$COLUMNS" ] || COLUMNS=80
-  extra+=(-x VGPU_PROGRESS -x COLUMNS)
+  extra+=(-x VGPU_TERMINAL -x COLUMNS)
 fi
 # Preemption: mpirun cannot forward SIGTERM or SIGINT (it answers them by
 # killing the ranks: SIGCONT, then SIGTERM and SIGKILL odls_base_sigkill_timeout

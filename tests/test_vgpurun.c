@@ -337,20 +337,20 @@ static void test_variables_and_launcher_options_pass_through(void **state)
     assert_non_null(strstr(err_, "second --"));
 }
 
-static void test_a_terminal_asks_for_the_bar(void **state)
+static void test_a_terminal_is_told_to_the_ranks(void **state)
 {
     (void)state;
     struct vgpurun_facts facts = user_2cores;
     facts.terminal_columns = 80;
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
-                        "VGPU_PROGRESS=bar COLUMNS=80 mpirun -np 2 -q --map-by slot "
-                        "--bind-to numa:overload-allowed -x VGPU_PROGRESS -x COLUMNS prog");
+                        "VGPU_TERMINAL=1 COLUMNS=80 mpirun -np 2 -q --map-by slot "
+                        "--bind-to numa:overload-allowed -x VGPU_TERMINAL -x COLUMNS prog");
     // The user's own settings win and still travel.
-    const char *env[] = {"VGPU_PROGRESS", "COLUMNS", NULL};
+    const char *env[] = {"VGPU_TERMINAL", "COLUMNS", NULL};
     facts.env_names = env;
     assert_string_equal(PLAN(&facts, "vgpurun", "-np", "2", "prog"),
                         "mpirun -np 2 -q --map-by slot --bind-to numa:overload-allowed "
-                        "-x COLUMNS -x VGPU_PROGRESS prog");
+                        "-x COLUMNS -x VGPU_TERMINAL prog");
 }
 
 static void test_version_and_help_run_nothing(void **state)
@@ -469,7 +469,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mps_limit_rounds_up_to_mib, teardown_),
         cmocka_unit_test_teardown(test_one_host_runs_mpirun_quiet_and_binds_past_its_cores, teardown_),
         cmocka_unit_test_teardown(test_variables_and_launcher_options_pass_through, teardown_),
-        cmocka_unit_test_teardown(test_a_terminal_asks_for_the_bar, teardown_),
+        cmocka_unit_test_teardown(test_a_terminal_is_told_to_the_ranks, teardown_),
         cmocka_unit_test_teardown(test_version_and_help_run_nothing, teardown_),
         cmocka_unit_test_teardown(test_any_program_starts_through_the_shim, teardown_),
         cmocka_unit_test(test_rank_identity_from_the_launcher),

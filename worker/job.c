@@ -35,12 +35,6 @@ void job_sum_doubles(struct job *job, double *values, int count)
           "reduction");
 }
 
-void job_max_doubles(struct job *job, double *values, int count)
-{
-    must_(vgpu_host_all_reduce(values, values, (size_t)count, vgpu_float64, vgpu_max, job->v),
-          "reduction");
-}
-
 int job_alloc_floats(vgpu_t *dev, size_t count, float **ptr)
 {
     if (count > SIZE_MAX / sizeof(float))

@@ -30,9 +30,8 @@ void job_gather_all(struct job *job, const void *send, void *recv, size_t bytes)
 void job_broadcast(struct job *job, void *buf, size_t bytes, int root);
 // The minimum of v over the ranks: a verdict all of them share.
 int job_agree_min(struct job *job, int v);
-// Sum / max of doubles over the ranks, in place.
+// The sum of doubles over the ranks, in place.
 void job_sum_doubles(struct job *job, double *values, int count);
-void job_max_doubles(struct job *job, double *values, int count);
 
 // count floats of device memory on dev, zeroed.
 int job_alloc_floats(vgpu_t *dev, size_t count, float **ptr);

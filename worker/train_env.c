@@ -12,7 +12,8 @@
 static const struct env_var vars_[] = {
     {"VGPU_PROGRESS", "bar|lines",
      "progress display of vgpu_train's rank 0: a live bar, or one line per log_every steps "
-     "(default: a bar when stdout is a terminal and no launcher started the job)"},
+     "(default: a bar when stdout is a terminal and no launcher started the job, or when "
+     "VGPU_TERMINAL=1 says the launcher's is)"},
     {"VGPU_INJECT_SLOW", "RANK:FACTOR",
      "injected fault: RANK's compute lasts FACTOR (>= 1) times as long, as on a slower device "
      "(docs/TROUBLESHOOTING.md: Injecting faults)"},

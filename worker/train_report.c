@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "log.h"
 #include "preempt.h"
 
@@ -58,10 +59,12 @@ int train_report_prepare(struct trainer *t)
     if (!t->report.log_slots)
         return VGPU_ENOMEM;
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
-    // is a pipe, so the bar is opt-in there (VGPU_PROGRESS=bar).
+    // is a pipe, so the bar is drawn there only when the launcher says the
+    // job's output is a terminal (vgpurun: VGPU_TERMINAL=1) or asked for
+    // (VGPU_PROGRESS=bar).
     const int progress = t->env->progress;
-    t->report.live = job->rank == 0 && !t->opts->quiet &&
-                     (progress >= 0 ? progress == 1 : isatty(STDOUT_FILENO) && !job->launched);
+    const int terminal = job->launched ? env_get()->terminal : isatty(STDOUT_FILENO);
+    t->report.live = job->rank == 0 && !t->opts->quiet && (progress >= 0 ? progress == 1 : terminal);
     return 0;
 }
 

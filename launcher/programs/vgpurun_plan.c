@@ -226,7 +226,8 @@ static int add_device_env_(const struct vgpurun_options *opts, struct vgpurun_pl
     if (opts->plan) {
         if (set_(plan, set, VGPURUN_ENV_PLAN, "1"))
             return -1;
-        note_(plan, "--plan: the ranks print the job table and exit without training");
+        note_(plan, "--plan: each rank starts up, rank 0 prints the job table, and they exit "
+                    "before the work (VGPU_PLAN=1)");
     }
     if (opts->backend && set_(plan, set, VGPURUN_ENV_BACKEND, opts->backend))
         return -1;
@@ -297,14 +298,15 @@ static int add_mps_env_(const struct vgpurun_options *opts, const struct vgpurun
     return VGPU_OK;
 }
 
-// A terminal gets the live bar, which the ranks cannot know of: under
-// mpirun or srun their stdout is a pipe. The user's own settings win.
+// The ranks are told of the terminal, which they cannot see: under mpirun
+// or srun their stdout is a pipe (a program may then draw live output, as
+// vgpu_train's bar). The user's own settings win.
 static int add_terminal_env_(const struct vgpurun_facts *facts, struct vgpurun_plan *plan,
                              struct env_set *set)
 {
     if (facts->terminal_columns <= 0)
         return 0;
-    if (!env_has_(facts, "VGPU_PROGRESS") && set_(plan, set, "VGPU_PROGRESS", "bar"))
+    if (!env_has_(facts, "VGPU_TERMINAL") && set_(plan, set, "VGPU_TERMINAL", "1"))
         return -1;
     char num[32];
     snprintf(num, sizeof num, "%d", facts->terminal_columns);

@@ -16,7 +16,7 @@ tmux_() { tmux -L "$(socket)" -f /dev/null "$@"; }
 trap 'for ((i = 1; i <= panes; i++)); do tmux -L "vgpu-test-$$-$i" kill-server 2>/dev/null; done; rm -rf "$WORK" "$SHM_DIR"' EXIT
 
 # in_terminal NAME CMD...: runs CMD in a fresh 80x50 tmux pane (no
-# VGPU_PROGRESS or COLUMNS of ours); sets $out to the pane, lines joined, and
+# VGPU_PROGRESS, VGPU_TERMINAL or COLUMNS of ours); sets $out to the pane, lines joined, and
 # $rc to CMD's exit status.
 in_terminal() {
   local name=$1
@@ -25,7 +25,7 @@ in_terminal() {
   panes=$((panes + 1))
   # The pane's shell runs CMD, then prints its status where we can find it.
   tmux_ new-session -d -x 80 -y 50 \
-    "env -u VGPU_PROGRESS -u COLUMNS $(printf '%q ' "$@"); echo \"exit=\$?\"; sleep 60"
+    "env -u VGPU_PROGRESS -u VGPU_TERMINAL -u COLUMNS $(printf '%q ' "$@"); echo \"exit=\$?\"; sleep 60"
   out=""
   for _ in $(seq 1 600); do
     out=$(tmux_ capture-pane -p -J -S - 2>/dev/null)

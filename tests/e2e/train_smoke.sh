@@ -84,6 +84,23 @@ else
   bad "the last wide frame: $(tail -1 <<<"$frames")"
 fi
 
+# A launcher that says the job's output is a terminal (VGPU_TERMINAL=1, as
+# vgpurun and scripts/mpirun.sh do on one) gets the bar; VGPU_PROGRESS=lines
+# still wins.
+run "VGPU_TERMINAL=1" 60 env -u VGPU_PROGRESS VGPU_TERMINAL=1 COLUMNS=80 "$MPIRUN" \
+  -x VGPU_TERMINAL -x COLUMNS -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.log_every=8
+expect_rc 0
+if [ "$(tr '\r' '\n' <<<"$out" | grep -ac '^\[[#.]*\] ')" -eq 8 ]; then
+  ok "8 bar frames"
+else
+  bad "no bar: $(tr '\r' '\n' <<<"$out" | grep -ac '^\[[#.]*\] ') frames"
+fi
+run "VGPU_TERMINAL=1, VGPU_PROGRESS=lines" 60 env VGPU_PROGRESS=lines VGPU_TERMINAL=1 "$MPIRUN" \
+  -x VGPU_TERMINAL -x VGPU_PROGRESS -np 2 "$TRAIN" "$CONFIGS/synthetic_small.ini" --set train.log_every=8
+expect_rc 0
+expect_no_out '^\[[#.]*\] '
+expect_out '^epoch +2 +step +64/64 '
+
 # The cap a user sets is the cap every rank's virtual GPU gets (the job
 # table's last column), and the run still completes within it.
 run "--set devices.memory_limit=64M" 120 "$MPIRUN" -np 4 "$TRAIN" "$CONFIGS/synthetic_small.ini" \
