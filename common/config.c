@@ -365,7 +365,7 @@ struct ini_ctx {
 // returns as a whole line: a longer line would be cut and its rest parsed as
 // a line of its own. So the reader hands over whole lines only, "text\n" as
 // fgets would (a "\r\n" ending becomes "\n"), and ends the parse at the first
-// line that does not fit, for config_load_string to report.
+// line that does not fit, for config_parts_load_text to report.
 static char *ini_reader_(char *str, int num, void *stream)
 {
     struct ini_ctx *ctx = stream;

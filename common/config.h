@@ -156,10 +156,6 @@ extern const struct config_schema config_vgpu_schema;
 // The engine over libvgpu's part alone (a file's other sections refused,
 // unless program_sections says they are the program's).
 void config_defaults(struct config *cfg);
-int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes);
-int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
-                       size_t err_bytes);
-int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes);
 // The launcher's variables (what vgpurun exports): VGPU_RANKS_PER_DEVICE ->
 // devices.ranks_per_device, VGPU_MEMORY_LIMIT -> devices.memory_limit,
 // VGPU_BACKEND -> comm.backend, VGPU_COMM_TIMEOUT_S -> comm.timeout_s.
@@ -168,14 +164,11 @@ int config_apply_env(struct config *cfg, char *err, size_t err_bytes);
 void config_print_env_reference(FILE *f);
 void config_describe_env(char *buf, size_t bytes);
 int config_validate(const struct config *cfg, char *err, size_t err_bytes);
-// As config_parts_load_job; config_load_job reads the file at path itself.
-int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
-                    int n_overrides, char *err, size_t err_bytes);
+// As config_parts_load_job, over libvgpu's part alone.
 int config_load_job_text(struct config *cfg, const char *text, const char *path,
                          const char *const *overrides, int n_overrides, int program_sections,
                          char *err, size_t err_bytes);
 // e.g. config_enum_name("comm", "backend", BACKEND_RING) = "ring".
 const char *config_enum_name(const char *section, const char *key, int value);
-void config_print_reference(void *file);
 
 #endif

@@ -5,7 +5,6 @@
 
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "status.h"
 #include "util.h"
@@ -75,22 +74,6 @@ const struct config_schema config_vgpu_schema = {
 
 void config_defaults(struct config *cfg) { config_parts_defaults(PART_(cfg), 1); }
 
-int config_load_file(struct config *cfg, const char *path, char *err, size_t err_bytes)
-{
-    return config_parts_load_file(PART_(cfg), 1, path, err, err_bytes);
-}
-
-int config_load_string(struct config *cfg, const char *text, const char *origin, char *err,
-                       size_t err_bytes)
-{
-    return config_parts_load_text(PART_(cfg), 1, text, origin, 0, err, err_bytes);
-}
-
-int config_apply_override(struct config *cfg, const char *assignment, char *err, size_t err_bytes)
-{
-    return config_parts_override(PART_(cfg), 1, assignment, 0, err, err_bytes);
-}
-
 int config_apply_env(struct config *cfg, char *err, size_t err_bytes)
 {
     return config_parts_env(PART_(cfg), 1, err, err_bytes);
@@ -116,20 +99,7 @@ int config_load_job_text(struct config *cfg, const char *text, const char *path,
                                  program_sections, err, err_bytes);
 }
 
-int config_load_job(struct config *cfg, const char *path, const char *const *overrides,
-                    int n_overrides, char *err, size_t err_bytes)
-{
-    char *text = NULL;
-    int rc = path ? config_read_file(path, &text, err, err_bytes) : 0;
-    if (rc == 0)
-        rc = config_load_job_text(cfg, text, path, overrides, n_overrides, 0, err, err_bytes);
-    free(text);
-    return rc;
-}
-
 const char *config_enum_name(const char *section, const char *key, int value)
 {
     return config_schema_enum_name(&config_vgpu_schema, section, key, value);
 }
-
-void config_print_reference(void *file) { config_parts_print_reference(PART_(NULL), 1, file); }

@@ -15,7 +15,7 @@ int train_balance_prepare(struct trainer *t)
 {
     struct trainer_balance *b = &t->balance;
     const struct train_config *cfg = t->cfg;
-    // config_validate rules out dynamic balance in deterministic mode.
+    // train_config_validate rules out dynamic balance in deterministic mode.
     b->on = cfg->train.balance == BALANCE_DYNAMIC;
     if (!b->on)
         return 0;
