@@ -26,7 +26,12 @@ static const struct env_var vars_[] = {
      "the mpi backend copies through its host staging buffer on CPU devices too, as it does on "
      "GPUs (tests the GPU data path, e.g. deterministic mode's all-to-all, without a GPU)"},
     {"VGPU_RING_SPIN", "COUNT",
-     "polls before a ring wait sleeps on its futex (default: more when each rank has a core)"},
+     "polls before a ring wait yields its core, then sleeps on its futex (default: more when "
+     "each rank has a core)"},
+    {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
+     "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
+     "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
+     "ring above that); every rank must agree, else the job fails at start-up"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
      "NCCL's own switch (NCCL >= 2.30, experimental): comm.backend = auto may then pick NCCL "
      "for ranks that share a GPU"},
@@ -117,6 +122,16 @@ static void env_parse_(struct vgpu_env *e)
             e->ring_spin = n;
         else
             env_warn_malformed("VGPU_RING_SPIN", v, "a count >= 0");
+    }
+    if ((v = env_read("VGPU_RING_ALGO")) && *v) {
+        static const char *const names[] = {"auto", "ring", "one-shot", "two-shot"};
+        int k = 0;
+        while (k < 4 && strcmp(v, names[k]))
+            k++;
+        if (k < 4)
+            e->ring_algo = k;
+        else
+            env_warn_malformed("VGPU_RING_ALGO", v, "auto, ring, one-shot or two-shot");
     }
     if ((v = env_read("NCCL_MULTI_RANK_GPU_ENABLE")))
         e->nccl_multi_rank_gpu = !strcmp(v, "1");

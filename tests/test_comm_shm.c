@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels.h"
@@ -46,11 +47,11 @@ static int reap_(pid_t *pids, int n)
 // Two processes hand a token back and forth through two flags. With no
 // spinning every wait goes through the futex: a lost wake-up would cost a
 // 50 ms sleep slice each time and blow the time bound.
-static void ping_pong_(unsigned spin)
+static void ping_pong_(unsigned spin, double yield_s)
 {
     enum { ROUNDS = 20000 };
     struct shm_flag *f = shared_alloc_(2 * sizeof *f);
-    struct shm_flag_wait_opts o = {.timeout_s = 10, .spin_count = spin};
+    struct shm_flag_wait_opts o = {.timeout_s = 10, .spin_count = spin, .yield_s = yield_s};
     double t0 = util_now_s();
     pid_t pids[2];
     for (int who = 0; who < 2; who++) {
@@ -80,8 +81,56 @@ static void ping_pong_(unsigned spin)
     munmap(f, 2 * sizeof *f);
 }
 
-static void test_wait_ping_pong_futex(void **state) { (void)state; ping_pong_(0); }
-static void test_wait_ping_pong_spin(void **state) { (void)state; ping_pong_(1000); }
+static void test_wait_ping_pong_futex(void **state) { (void)state; ping_pong_(0, 0); }
+static void test_wait_ping_pong_spin(void **state) { (void)state; ping_pong_(1000, 0); }
+static void test_wait_ping_pong_yield(void **state) { (void)state; ping_pong_(0, 1e-3); }
+
+static double cpu_s_(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// The yield phase lasts yield_s, then the waiter sleeps on the futex. The
+// publisher, 0.2 s late, sees whether the waiter has gone to sleep (it
+// announces itself in `sleepers` only then); a waiter past its yield phase
+// has used about yield_s of CPU, not 0.2 s.
+static void wait_late_publish_(double yield_s, double *cpu_s, int *was_asleep)
+{
+    struct shm_flag *f = shared_alloc_(sizeof *f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        usleep(200000);
+        int asleep = atomic_load(&f->sleepers) != 0;
+        shm_flag_publish(f, 1);
+        _exit(asleep ? 3 : 0);
+    }
+    struct shm_flag_wait_opts o = {.timeout_s = 5, .spin_count = 0, .yield_s = yield_s};
+    const double c0 = cpu_s_(), t0 = util_now_s();
+    assert_int_equal(shm_flag_wait(f, 1, &o), 0);
+    *cpu_s = cpu_s_() - c0;
+    const double took = util_now_s() - t0;
+    assert_true(took >= 0.15 && took < 1.0);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    *was_asleep = WEXITSTATUS(st) == 3;
+    munmap(f, sizeof *f);
+}
+
+static void test_wait_yield_bounded(void **state)
+{
+    (void)state;
+    double cpu_s;
+    int asleep;
+    wait_late_publish_(1.0, &cpu_s, &asleep); // still yielding when the publish comes
+    assert_false(asleep);
+    wait_late_publish_(0.01, &cpu_s, &asleep); // asleep long before
+    assert_true(asleep);
+    assert_true(cpu_s < 0.06);
+}
 
 static int slow_calls_;
 static double slow_at_;
@@ -197,10 +246,39 @@ static int deferred_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
     return deferred_push_(ctx, (struct deferred_op){1, dst, src, NULL, bytes, 0, 0, 0});
 }
 
+// Values whose float sum depends on the order of the additions.
+static float frac_(int rank, uint64_t i) { return 1.0f / (float)(3 + rank * 7 + i % 11) + 1e-4f * (float)i; }
+
+// The latency path: every count of the test through the forced algorithm;
+// the result must be the sum in position order, bit for bit, on every rank.
+static long shot_checks_(struct ring_core *r, int n, int me)
+{
+    long wrong = 0;
+    const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            const uint64_t count = counts[k];
+            float *send = (float *)(r->win + 4096 * (k + 1));
+            float *recv = in_place ? send : send + count + 64;
+            for (uint64_t i = 0; i < count; i++)
+                send[i] = frac_(me, i);
+            if (ring_core_all_reduce(r, send, recv, count, COMM_FLOAT32, COMM_AVG) < 0)
+                return 1000000;
+            for (uint64_t i = 0; i < count; i++) {
+                float sum = frac_(0, i);
+                for (int q = 1; q < n; q++)
+                    sum += frac_(q, i);
+                wrong += memcmp(&recv[i], &(float){sum / (float)n}, sizeof(float)) != 0;
+            }
+        }
+    return wrong;
+}
+
 // One rank's whole test; returns the number of wrong results. deferred: its
-// windows are touched as a device's are (through ring_mem_ops).
+// windows are touched as a device's are (through ring_mem_ops). shot: the
+// latency path with the algorithm forced (NULL: the ring always).
 static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice,
-                       int deferred)
+                       int deferred, struct ring_shot *shot)
 {
     static struct deferred queue;
     const struct ring_mem_ops ops = {deferred_reduce_, deferred_copy_, deferred_settle_, &queue};
@@ -223,7 +301,8 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.timeout_s = 20;
     r.spin_count = 50;
     r.mem = deferred ? &ops : NULL;
-    long wrong = 0;
+    r.shot = shot;
+    long wrong = shot ? shot_checks_(&r, n, me) : 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int variant = 0; variant < 4; variant++) {
@@ -276,27 +355,108 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     return wrong;
 }
 
-static void run_ring_(int n, uint64_t slice, int deferred)
+static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo algo)
 {
     struct ring_world *w = shared_alloc_(sizeof *w);
     char *wins = shared_alloc_((size_t)n * WIN_BYTES);
     for (int q = 0; q < n; q++)
         w->order[q] = q;
+    struct ring_shot shot = {.slot = w->slot};
+    ring_shot_sizes(n, 1, algo, &shot.cap_bytes, &shot.one_shot_bytes);
+    shot.stride = ring_shot_stride(shot.cap_bytes, n);
+    shot.buf_bytes = shot.stride / 2;
+    shot.scratch = shot.cap_bytes ? shared_alloc_((size_t)n * shot.stride) : NULL;
     pid_t pids[8];
     for (int me = 0; me < n; me++) {
         pids[me] = fork();
         assert_true(pids[me] >= 0);
         if (pids[me] == 0) {
-            long wrong = rank_main_(w, wins, n, me, slice, deferred);
+            long wrong = rank_main_(w, wins, n, me, slice, deferred,
+                                    shot.cap_bytes ? &shot : NULL);
             if (wrong)
-                fprintf(stderr, "ring n=%d slice=%llu%s rank %d: %ld wrong\n", n,
-                        (unsigned long long)slice, deferred ? " (deferred)" : "", me, wrong);
+                fprintf(stderr, "ring n=%d slice=%llu%s %s rank %d: %ld wrong\n", n,
+                        (unsigned long long)slice, deferred ? " (deferred)" : "",
+                        ring_algo_name(algo), me, wrong);
             _exit(wrong ? 1 : 0);
         }
     }
     assert_int_equal(reap_(pids, n), 0);
+    if (shot.scratch)
+        munmap(shot.scratch, (size_t)n * shot.stride);
     munmap(wins, (size_t)n * WIN_BYTES);
     munmap(w, sizeof *w);
+}
+
+static void run_ring_(int n, uint64_t slice, int deferred)
+{
+    run_ring_algo_(n, slice, deferred, RING_ALGO_RING);
+}
+
+// The latency path's algorithms, each on its own and then with the ring's
+// collectives (all-gather, broadcast, barrier) between its calls.
+static void test_shot_schedule(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 5; n++) {
+        run_ring_algo_(n, 4096, 0, RING_ALGO_ONE_SHOT);
+        run_ring_algo_(n, 4096, 0, RING_ALGO_TWO_SHOT);
+    }
+}
+
+// The choice by size at the measured crossovers (ring_shot.c), at both
+// sides of each, and where it never applies.
+static void test_shot_choice(void **state)
+{
+    (void)state;
+    struct ring_shot shot = {0};
+    struct ring_core r = {.size = 4, .shot = &shot};
+    const struct {
+        int n, over;
+        enum ring_algo forced;
+        uint64_t bytes;
+        enum ring_algo want;
+    } cases[] = {
+        {2, 0, RING_ALGO_AUTO, 0, RING_ALGO_ONE_SHOT},
+        {2, 0, RING_ALGO_AUTO, 8192, RING_ALGO_ONE_SHOT},
+        {2, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
+        {4, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
+        {2, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
+        {2, 1, RING_ALGO_AUTO, 32769, RING_ALGO_RING},
+        {3, 1, RING_ALGO_AUTO, 32769, RING_ALGO_TWO_SHOT},
+        {3, 1, RING_ALGO_AUTO, 131072, RING_ALGO_TWO_SHOT},
+        {3, 1, RING_ALGO_AUTO, 131073, RING_ALGO_RING},
+        {4, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
+        {4, 1, RING_ALGO_AUTO, 32769, RING_ALGO_TWO_SHOT},
+        {4, 1, RING_ALGO_AUTO, 524288, RING_ALGO_TWO_SHOT},
+        {4, 1, RING_ALGO_AUTO, 524289, RING_ALGO_RING},
+        {8, 1, RING_ALGO_AUTO, 524289, RING_ALGO_RING},
+        {4, 1, RING_ALGO_RING, 8, RING_ALGO_RING},
+        {4, 0, RING_ALGO_ONE_SHOT, 4u << 20, RING_ALGO_ONE_SHOT},
+        {4, 0, RING_ALGO_ONE_SHOT, (4u << 20) + 1, RING_ALGO_RING},
+        {4, 0, RING_ALGO_TWO_SHOT, 8, RING_ALGO_TWO_SHOT},
+        {4, 0, RING_ALGO_TWO_SHOT, 0, RING_ALGO_ONE_SHOT}, // a barrier: nothing to split
+        {4, 0, RING_ALGO_TWO_SHOT, (4u << 20) + 1, RING_ALGO_RING},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r.size = cases[i].n;
+        ring_shot_sizes(cases[i].n, cases[i].over, cases[i].forced, &shot.cap_bytes,
+                        &shot.one_shot_bytes);
+        enum ring_algo got = ring_algo_for(&r, cases[i].bytes);
+        if (got != cases[i].want)
+            fail_msg("case %zu: n=%d %s %llu bytes: %s, want %s", i, cases[i].n,
+                     cases[i].over ? "oversubscribed" : "a core each",
+                     (unsigned long long)cases[i].bytes, ring_algo_name(got),
+                     ring_algo_name(cases[i].want));
+    }
+    // Device windows (r.mem) and a single rank never take it.
+    const struct ring_mem_ops ops = {0};
+    ring_shot_sizes(4, 1, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
+    r.size = 4;
+    r.mem = &ops;
+    assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
+    r.mem = NULL;
+    r.size = 1;
+    assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
 }
 
 static void test_ring_schedule(void **state)
@@ -343,11 +503,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_ping_pong_futex),
         cmocka_unit_test(test_wait_ping_pong_spin),
+        cmocka_unit_test(test_wait_ping_pong_yield),
+        cmocka_unit_test(test_wait_yield_bounded),
         cmocka_unit_test(test_wait_timeout),
         cmocka_unit_test(test_wait_wakes),
         cmocka_unit_test(test_ring_chunks),
         cmocka_unit_test(test_ring_schedule),
         cmocka_unit_test(test_ring_schedule_deferred),
+        cmocka_unit_test(test_shot_choice),
+        cmocka_unit_test(test_shot_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

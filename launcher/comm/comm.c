@@ -88,6 +88,13 @@ void comm_mark_failed(comm_t *c)
         c->failed = 1;
 }
 
+const char *comm_algo_name(const comm_t *c, size_t bytes)
+{
+    if (!c)
+        return "none";
+    return c->ops->algo && c->impl ? c->ops->algo(c, bytes) : c->ops->name;
+}
+
 struct comm_stats comm_get_stats(const comm_t *c)
 {
     struct comm_stats none = {0};

@@ -112,6 +112,9 @@ uint64_t comm_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t coun
 // reference with this very function.
 int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count);
 struct comm_stats comm_get_stats(const comm_t *c);
+// The algorithm an all-reduce of `bytes` runs with (e.g. the ring backend's
+// "one-shot", "two-shot" or "ring"; the mpi backend's "mpi").
+const char *comm_algo_name(const comm_t *c, size_t bytes);
 // Whether a collective of c timed out or met an MPI failure: a peer may never
 // come, so nothing collective (teardown, MPI_Finalize) should wait for it.
 int comm_failed(const comm_t *c);

@@ -44,6 +44,9 @@ struct comm_ops {
     // Seconds spent waiting for peers so far (comm_stats.wait_seconds); NULL
     // where the backend cannot tell.
     double (*waited)(const comm_t *c);
+    // The algorithm an all-reduce of `bytes` uses (e.g. "one-shot"); NULL:
+    // the backend's name.
+    const char *(*algo)(const comm_t *c, size_t bytes);
 };
 
 struct comm {

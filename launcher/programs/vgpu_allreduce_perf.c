@@ -37,7 +37,7 @@ static void usage_(FILE *f)
 {
     fprintf(f,
             "usage: vgpu_allreduce_perf [options]   (run under mpirun)\n"
-            "  -b, --minbytes SIZE   smallest size (default 64K; K/M/G suffixes)\n"
+            "  -b, --minbytes SIZE   smallest size (default 8; K/M/G suffixes)\n"
             "  -e, --maxbytes SIZE   largest size (default 64M)\n"
             "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
             "  -n, --iters N         timed iterations per size (default 20)\n"
@@ -58,7 +58,7 @@ static void usage_(FILE *f)
 
 static int parse_opts_(int argc, char **argv, struct bench_opts *o)
 {
-    *o = (struct bench_opts){.min_bytes = 64 << 10, .max_bytes = 64 << 20, .factor = 2,
+    *o = (struct bench_opts){.min_bytes = 8, .max_bytes = 64 << 20, .factor = 2,
                              .iters = 20, .warmup = 5, .check = 1, .op = COMM_SUM,
                              .backend = "ring", .timeout_s = 60, .sleep_rank = -1,
                              .sleep_s = 3600};
@@ -315,8 +315,9 @@ static void print_header_(const struct bench_opts *o, int size, int hosts)
         printf("# tree: %d partials of each size split over the ranks, summed in the "
                "canonical tree (both columns)\n", o->tree);
     printf("#%70s%36s\n", "out-of-place", "in-place");
-    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
-           "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s  %s\n", "size", "count", "type",
+           "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+           "algorithm");
     printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
            "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     fflush(stdout);
@@ -325,7 +326,8 @@ static void print_header_(const struct bench_opts *o, int size, int hosts)
 // One size's row: out-of-place then in-place; each column adds half its bus
 // bandwidth to *bus_sum, so a row adds the mean of its two.
 static void print_row_(const struct bench_opts *o, int size, double bytes, size_t count,
-                       const double us[2], const long long wrong[2], double *bus_sum)
+                       const double us[2], const long long wrong[2], const char *algo,
+                       double *bus_sum)
 {
     printf(" %11.0f %12zu %8s %6s", bytes, count, comm_dtype_name(o->dtype), comm_op_name(o->op));
     for (int ip = 0; ip < 2; ip++) {
@@ -334,7 +336,7 @@ static void print_row_(const struct bench_opts *o, int size, double bytes, size_
         *bus_sum += busbw / 2;
         printf(" %9.1f %8.2f %8.2f %6lld", us[ip], algbw, busbw, wrong[ip]);
     }
-    printf("\n");
+    printf("  %s\n", algo);
     fflush(stdout);
 }
 
@@ -400,7 +402,8 @@ int main(int argc, char **argv)
         for (int ip = 0; ip < 2; ip++)
             run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &wrong[ip]);
         if (rank == 0)
-            print_row_(&o, size, bytes, count, us, wrong, &bus_sum);
+            print_row_(&o, size, bytes, count, us, wrong,
+                       o.tree ? "tree" : comm_algo_name(c, (size_t)bytes), &bus_sum);
         wrong_total += wrong[0] + wrong[1];
         rows++;
         if (count == 0)

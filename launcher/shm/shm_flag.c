@@ -1,8 +1,9 @@
-// shm_flag.c: spin-then-futex waiting on a shared progress counter.
+// shm_flag.c: spin, yield, then futex: waiting on a shared progress counter.
 #include "shm_flag.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -66,6 +67,14 @@ int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wai
     }
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
+    if (o->yield_s > 0) {
+        const double until_s = clock.start_s + o->yield_s;
+        do {
+            sched_yield();
+            if (atomic_load_explicit(&f->value, memory_order_acquire) >= target)
+                return 0;
+        } while (util_now_s() < until_s);
+    }
     int warned = 0;
     for (;;) {
         uint32_t seq = atomic_load(&f->seq);

@@ -1,10 +1,16 @@
 // shm_flag.h: bounded waiting on a progress counter in memory shared between
-// processes: spin briefly, then sleep on a futex that the publisher wakes.
+// processes: spin briefly, then yield the core for a while, then sleep on a
+// futex that the publisher wakes.
 //
-// Why a futex and not pure spinning: ranks routinely outnumber cores (4 ranks
-// on 2 cores), and a spinning waiter would burn the time slice that the peer
-// it waits for needs. Why spin first: when a core is free the peer usually
-// publishes within microseconds, and a sleep/wake costs several.
+// Why not pure spinning: ranks routinely outnumber cores (4 ranks on 2
+// cores), and a spinning waiter burns the time slice that the peer it waits
+// for needs. Why spin first: when a core is free the peer usually publishes
+// within microseconds, and a sleep/wake costs several. Why yield before
+// sleeping: on a shared core sched_yield hands the core straight to the peer,
+// which then runs until it publishes; a futex sleep and wake-up costs ~25 us
+// a hand-over on top (4 ranks on 2 cores: an 8-byte all-reduce in 190 us
+// sleeping, 50 us yielding; docs/COLLECTIVES.md). Sleep only when the wait is
+// long (the peer is computing), so an idle waiter stops using the CPU.
 #ifndef VGPU_SHM_FLAG_H
 #define VGPU_SHM_FLAG_H
 
@@ -21,7 +27,8 @@ struct shm_flag {
 
 struct shm_flag_wait_opts {
     double timeout_s;    // give up after this long, seconds (<= 0: never)
-    unsigned spin_count; // polls before the first sleep, iterations
+    unsigned spin_count; // polls before yielding, iterations
+    double yield_s;      // then sched_yield between polls for this long before sleeping, s
     // Called once, when half of timeout_s has passed without progress (may be NULL).
     void (*on_slow)(void *arg, double waited_s);
     void *arg;           // passed to on_slow

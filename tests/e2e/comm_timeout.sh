@@ -23,31 +23,41 @@ expect_waited_about() {
   done
 }
 
-run ring_all_reduce 60 "$MPIRUN" -np 3 "$VGPU_BUILD_DIR/test_comm_collectives" --backend ring \
-  --timeout $timeout_s --sleep-rank 1
-expect_nonzero
-expect_within 30
-expect_out "collective timed out after [0-9.]* s waiting for rank [02] \(host"
-expect_out "is the furthest behind|waiting for rank 1 "
-expect_out "still waiting for rank [0-9] \(host [^)]*\) after 1\.[5-9] s \(timeout $timeout_s\.0 s\)"
-expect_waited_about
-# The first rank to time out aborts the job, so the other waiting rank may be
-# killed before it reports: at least one must report, and every report must
-# be a timeout within the bound.
-reports=$(sed -n "s/^\[rank [02]\] comm_all_reduce -> \(.*\) after \([0-9.]*\) s$/\1|\2/p" <<<"$out")
-if [ -z "$reports" ]; then
-  bad "no rank reported how its collective ended"
-else
-  while IFS='|' read -r status took; do
-    if [ "$status" != "timed out" ]; then
-      bad "a rank's collective ended with '$status', not a timeout"
-    elif [ "$(echo "$took >= $timeout_s && $took <= $limit" | bc)" != 1 ]; then
-      bad "a rank took $took s (bound $timeout_s s, limit $limit s)"
-    else
-      ok "a waiting rank timed out after $took s (bound $timeout_s s, limit $limit s)"
-    fi
-  done <<<"$reports"
-fi
+# Each all-reduce algorithm: the latency path (one-shot: every rank waits for
+# every other, so the sleeper itself is named) and the ring (neighbours wait
+# for neighbours: the one waited for, and the one furthest behind).
+for algo in auto ring; do
+  run "ring_all_reduce_$algo" 60 env VGPU_RING_ALGO=$algo "$MPIRUN" -np 3 \
+    "$VGPU_BUILD_DIR/test_comm_collectives" --backend ring --timeout $timeout_s --sleep-rank 1
+  expect_nonzero
+  expect_within 30
+  if [ $algo = auto ]; then
+    expect_out "collective timed out after [0-9.]* s waiting for rank 1 \(host"
+    expect_no_out "waiting for rank [02] "
+  else
+    expect_out "collective timed out after [0-9.]* s waiting for rank [02] \(host"
+    expect_out "is the furthest behind|waiting for rank 1 "
+  fi
+  expect_out "still waiting for rank [0-9] \(host [^)]*\) after 1\.[5-9] s \(timeout $timeout_s\.0 s\)"
+  expect_waited_about
+  # The first rank to time out aborts the job, so the other waiting rank may be
+  # killed before it reports: at least one must report, and every report must
+  # be a timeout within the bound.
+  reports=$(sed -n "s/^\[rank [02]\] comm_all_reduce -> \(.*\) after \([0-9.]*\) s$/\1|\2/p" <<<"$out")
+  if [ -z "$reports" ]; then
+    bad "no rank reported how its collective ended"
+  else
+    while IFS='|' read -r status took; do
+      if [ "$status" != "timed out" ]; then
+        bad "a rank's collective ended with '$status', not a timeout"
+      elif [ "$(echo "$took >= $timeout_s && $took <= $limit" | bc)" != 1 ]; then
+        bad "a rank took $took s (bound $timeout_s s, limit $limit s)"
+      else
+        ok "a waiting rank timed out after $took s (bound $timeout_s s, limit $limit s)"
+      fi
+    done <<<"$reports"
+  fi
+done
 
 # The deterministic all-reduce's all-to-all (both backends) is bounded too.
 for backend in ring mpi; do

@@ -71,6 +71,8 @@ struct ring_comm {
     size_t left_map_bytes;
     void *left_dev;            // (device windows) the left's arena, opened by IPC
     uint64_t piece_bytes;      // unit of one engine pass, bytes
+    struct ring_shot shot;     // the latency path (every rank on this host, host windows)
+    size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
 };
 
 // ---- diagnostics ----
@@ -140,6 +142,11 @@ static int cpus_available_(void)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? (int)online : 1;
 }
+
+// Yielding between polls, before sleeping (shm_flag.h: why): long enough
+// to cover a peer's time slice on a shared core, short enough that a rank
+// waiting for a peer's computation soon stops using a core.
+#define RING_YIELD_S 250e-6
 
 enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
                                   int force_staging)
@@ -294,6 +301,13 @@ static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local
 {
     int status = 0;
     rc->ctl_bytes = sizeof(struct ring_ctl) + (size_t)local_size * sizeof(struct ring_slot);
+    if (rc->shot.cap_bytes) {
+        rc->shot.stride = ring_shot_stride(rc->shot.cap_bytes, c->size);
+        rc->shot.buf_bytes = rc->shot.stride / 2;
+        rc->ctl_bytes = (rc->ctl_bytes + 4095) & ~(size_t)4095;
+        rc->shot_at = rc->ctl_bytes;
+        rc->ctl_bytes += (size_t)local_size * rc->shot.stride;
+    }
     struct shm_handle ctl_mine = {0};
     if (c->rank == leader) {
         void *map = NULL;
@@ -330,6 +344,22 @@ static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local
     return status;
 }
 
+// The latency path's sizes (ring_shot.c), the smallest of every rank's (a
+// rank's VGPU_RING_ALGO may differ), for jobs on one host with host windows.
+static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
+{
+    uint64_t cap = 0, one = 0;
+    if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE)
+        ring_shot_sizes(c->size, local_size > cpus_available_(),
+                        (enum ring_algo)(env_get()->ring_algo - 1), &cap, &one);
+    int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &one, "ring set-up (latency path)");
+    rc->shot.cap_bytes = cap;
+    rc->shot.one_shot_bytes = one;
+    return status;
+}
+
 // The engine's links: its neighbours, their slots and (same host) the left
 // neighbour's window, the only one ever read here. Returns status, or the
 // failure to map.
@@ -353,10 +383,16 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
     core->spin_count = spin >= 0                           ? (unsigned)spin
                        : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
                                                         : RING_SPIN_DEDICATED;
+    core->yield_s = RING_YIELD_S;
     core->report = report_;
     if (status < 0)
         return status;
     core->me = &rc->ctl->slot[rc->slot_of[me]];
+    if (rc->shot_at) { // one host: positions, ranks and slots coincide
+        rc->shot.slot = rc->ctl->slot;
+        rc->shot.scratch = (char *)rc->ctl + rc->shot_at;
+        core->shot = &rc->shot;
+    }
     if (core->left.local)
         core->left.slot = &rc->ctl->slot[rc->slot_of[core->left.rank]];
     if (core->right.local)
@@ -413,7 +449,9 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     int map_status = 0, leader = -1;
     if (status == 0) {
         const int local_size = order_ring_(rc, c->size, args->node_index, &leader);
-        status = share_control_(c, rc, leader, local_size, &ctl_fd, &map_status);
+        status = shot_setup_(c, rc, local_size);
+        if (status == 0)
+            status = share_control_(c, rc, leader, local_size, &ctl_fd, &map_status);
         // A failure from here on is agreed at "ring mappings", by everyone.
         if (status == 0)
             status = comm_agree(c, rc->mpi,
@@ -631,6 +669,13 @@ static double ring_waited_(const comm_t *c)
     return rc->core.waited_s;
 }
 
+static const char *ring_algo_(const comm_t *c, size_t bytes)
+{
+    const struct ring_comm *rc = c->impl;
+    const uint64_t piece = rc->piece_bytes; // the engine runs a piece at a time
+    return ring_algo_name(ring_algo_for(&rc->core, bytes < piece ? bytes : piece));
+}
+
 const struct comm_ops comm_ring_ops = {
     .name = "ring",
     .create = ring_create_,
@@ -642,4 +687,5 @@ const struct comm_ops comm_ring_ops = {
     .barrier = ring_barrier_,
     .destroy = ring_destroy_,
     .waited = ring_waited_,
+    .algo = ring_algo_,
 };

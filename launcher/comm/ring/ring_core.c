@@ -57,28 +57,34 @@ static int fail_timeout_(struct ring_core *r, int peer, double waited_s)
     return VGPU_ETIMEOUT;
 }
 
-// Waits until a same-host neighbour has completed `target` steps.
-static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t target)
+int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t target)
 {
-    if (shm_flag_read(&l->slot->progress) >= target)
+    if (shm_flag_read(&slot->progress) >= target)
         return 0;
-    struct slow_arg_ arg = {r, l->rank};
+    struct slow_arg_ arg = {r, rank};
     double waited_s = 0;
     struct shm_flag_wait_opts o = {.timeout_s = r->timeout_s,
                               .spin_count = r->spin_count,
+                              .yield_s = r->yield_s,
                               .on_slow = on_slow_,
                               .arg = &arg,
                               .waited_s = &waited_s};
-    flight_waiting(l->rank);
+    flight_waiting(rank);
     const uint64_t span = trace_begin();
     const double t0 = util_now_s();
-    int rc = shm_flag_wait(&l->slot->progress, target, &o);
+    int rc = shm_flag_wait(&slot->progress, target, &o);
     r->waited_s += util_now_s() - t0;
-    trace_end(TRACE_WAIT, 0, span, l->rank, 0);
+    trace_end(TRACE_WAIT, 0, span, rank, 0);
     if (rc < 0) // the time it waited, not the bound: a wait longer than its bound shows
-        return fail_timeout_(r, l->rank, waited_s);
+        return fail_timeout_(r, rank, waited_s);
     flight_resumed();
     return 0;
+}
+
+// Waits until a same-host neighbour has completed `target` steps.
+static int wait_peer_(struct ring_core *r, const struct ring_link *l, uint64_t target)
+{
+    return ring_wait(r, l->slot, l->rank, target);
 }
 
 // Waits for what this rank issued (nothing to wait for on host memory).
@@ -91,9 +97,7 @@ static int settle_(struct ring_core *r)
     return rc;
 }
 
-// Tells the neighbours this rank has done `value` steps: only once what the
-// steps wrote is there (device windows: settled).
-static int publish_(struct ring_core *r, uint64_t value)
+int ring_publish(struct ring_core *r, uint64_t value)
 {
     TRY(settle_(r));
     r->progress = value;
@@ -274,10 +278,9 @@ static void reduce_typed_(enum comm_dtype t, enum comm_reduce_op op, void *dst, 
     }
 }
 
-// dst = mine op theirs (n elements of type t), divided by avg_div where it is
-// not 0. The gradients' float sums keep their own vectorised loops.
-static int reduce_(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, char *dst,
-                   const char *mine, const char *theirs, uint64_t n, int avg_div)
+// The gradients' float sums keep their own vectorised loops.
+int ring_reduce(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, char *dst,
+                const char *mine, const char *theirs, uint64_t n, int avg_div)
 {
     if (r->mem) {
         int rc = r->mem->reduce(r->mem->ctx, dst, mine, theirs, n, (int)t, (int)op, avg_div);
@@ -297,8 +300,7 @@ static int reduce_(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op o
     return 0;
 }
 
-// bytes from src to dst (which may overlap), in this rank's window.
-static int copy_(struct ring_core *r, void *dst, const void *src, uint64_t bytes)
+int ring_copy(struct ring_core *r, void *dst, const void *src, uint64_t bytes)
 {
     if (r->mem) {
         int rc = r->mem->copy(r->mem->ctx, dst, src, bytes);
@@ -316,7 +318,6 @@ static uint64_t off_(const struct ring_core *r, const void *p)
     return p ? (uint64_t)((const char *)p - r->win) : 0;
 }
 
-enum { KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_BROADCAST, KIND_ALL_REDUCE_UPDATE };
 
 // Publishes this collective's buffers, then "arrived" (one step).
 static int arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
@@ -327,7 +328,7 @@ static int arrive_(struct ring_core *r, int kind, const void *send, const void *
     atomic_store_explicit(&r->me->send_off, off_(r, send), memory_order_relaxed);
     atomic_store_explicit(&r->me->recv_off, off_(r, recv), memory_order_relaxed);
     atomic_store_explicit(&r->me->stride, stride, memory_order_relaxed);
-    return publish_(r, r->progress + 1);
+    return ring_publish(r, r->progress + 1);
 }
 
 // The left neighbour's buffer at its published offset `off`, after checking
@@ -372,10 +373,13 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
     const uint64_t es = comm_dtype_size(t);
     if (n == 1) { // settled like every other return: the results are there
         if (send != recv && count)
-            TRY(copy_(r, recv, send, count * es));
+            TRY(ring_copy(r, recv, send, count * es));
         TRY(settle_(r));
         return update && count ? update(ctx, 0, count) : 0;
     }
+    const enum ring_algo algo = update ? RING_ALGO_RING : ring_algo_for(r, count * es);
+    if (algo != RING_ALGO_RING)
+        return ring_shot_all_reduce(r, algo, send, recv, count, t, op);
     const uint64_t base = r->progress;
     const uint64_t steps = 2 * (uint64_t)(n - 1);
     const uint64_t round = ring_round_elems(r, es);
@@ -384,9 +388,9 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
     // The update form publishes the parameters as its "send" buffer: its
     // reduction is in place on recv, so the left's input is its recv.
     if (update)
-        TRY(arrive_(r, KIND_ALL_REDUCE_UPDATE, out, recv, 0));
+        TRY(arrive_(r, RING_KIND_ALL_REDUCE_UPDATE, out, recv, 0));
     else
-        TRY(arrive_(r, KIND_ALL_REDUCE, send, recv, 0));
+        TRY(arrive_(r, RING_KIND_ALL_REDUCE, send, recv, 0));
 
     const char *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {
@@ -426,7 +430,7 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
                 theirs = r->landing;
             }
             if (chi > clo)
-                TRY(reduce_(r, t, op, recv + (lo + clo) * es, send + (lo + clo) * es, theirs,
+                TRY(ring_reduce(r, t, op, recv + (lo + clo) * es, send + (lo + clo) * es, theirs,
                             chi - clo, s == n - 2 ? avg_div : 0));
             // My chunk of this round is complete: update before the right
             // may read its parameters (it waits for this step's publish).
@@ -437,7 +441,7 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
                     return urc;
                 }
             }
-            TRY(publish_(r, rb + s + 1));
+            TRY(ring_publish(r, rb + s + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -459,11 +463,11 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + g)));
                 if (chi > clo)
-                    TRY(copy_(r, out + (lo + clo) * es, lout + (lo + clo) * es, (chi - clo) * es));
+                    TRY(ring_copy(r, out + (lo + clo) * es, lout + (lo + clo) * es, (chi - clo) * es));
             } else {
                 TRY(recv_left_(r, chi > clo ? out + (lo + clo) * es : NULL, (chi - clo) * es));
             }
-            TRY(publish_(r, rb + (uint64_t)(n - 1 + g) + 1));
+            TRY(ring_publish(r, rb + (uint64_t)(n - 1 + g) + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -497,14 +501,14 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
     const int n = r->size, p = r->pos;
     char *mine = bytes ? recv + (uint64_t)r->rank * stride : NULL;
     if (bytes && send != mine)
-        TRY(copy_(r, mine, send, bytes));
+        TRY(ring_copy(r, mine, send, bytes));
     if (n == 1)
         return settle_(r);
     const uint64_t base = r->progress;
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t steps = (uint64_t)(n - 1);
-    TRY(arrive_(r, KIND_ALL_GATHER, NULL, recv, stride));
+    TRY(arrive_(r, RING_KIND_ALL_GATHER, NULL, recv, stride));
 
     const char *lrecv = NULL;
     uint64_t lstride = 0;
@@ -533,11 +537,11 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, t == 0 ? base + 1 : rb + (uint64_t)t));
                 if (len)
-                    TRY(copy_(r, dst, lrecv + (uint64_t)q * lstride + lo, len));
+                    TRY(ring_copy(r, dst, lrecv + (uint64_t)q * lstride + lo, len));
             } else {
                 TRY(recv_left_(r, dst, len));
             }
-            TRY(publish_(r, rb + (uint64_t)t + 1));
+            TRY(ring_publish(r, rb + (uint64_t)t + 1));
             if (!r->right.local)
                 TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
@@ -561,9 +565,9 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t final = base + 1 + rounds;
-    TRY(arrive_(r, KIND_BROADCAST, NULL, buf, 0));
+    TRY(arrive_(r, RING_KIND_BROADCAST, NULL, buf, 0));
     if (d == 0)
-        TRY(publish_(r, final)); // the root holds every slice already
+        TRY(ring_publish(r, final)); // the root holds every slice already
     const char *lbuf = NULL;
     if (d != 0 && r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
@@ -578,11 +582,11 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
             if (r->left.local) {
                 TRY(wait_peer_(r, &r->left, base + 2 + k));
                 if (len)
-                    TRY(copy_(r, dst, lbuf + lo, len));
+                    TRY(ring_copy(r, dst, lbuf + lo, len));
             } else {
                 TRY(recv_left_(r, dst, len));
             }
-            TRY(publish_(r, base + 2 + k));
+            TRY(ring_publish(r, base + 2 + k));
         }
         if (forwards && !r->right.local) {
             MPI_Request sreq;

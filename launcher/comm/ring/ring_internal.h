@@ -24,6 +24,10 @@
 #include "ring_mem.h"
 #include "shm_flag.h"
 
+// What a rank's collective is, in its slot's `calls` (low 2 bits).
+enum ring_kind { RING_KIND_ALL_REDUCE, RING_KIND_ALL_GATHER, RING_KIND_BROADCAST,
+                 RING_KIND_ALL_REDUCE_UPDATE };
+
 // One rank's part of the control segment; two cache lines so that one rank's
 // publishing never evicts another's counter from a waiter's cache.
 struct ring_slot {
@@ -43,6 +47,34 @@ struct ring_link {
     const char *win;         // its window mapped into this process (left and local only)
     uint64_t win_bytes;      // size of that mapping, bytes
 };
+
+// The latency path (ring_shot.c): collectives too small for the ring's
+// 2(n-1) hand-overs, among ranks that are all on one host and use host
+// windows. Every rank has a scratch area in the host's control segment,
+// which all of them map: a collective copies its input there, announces
+// it (one step), and every rank reduces straight out of the others'
+// scratch. Two buffers a rank, used in turn (see ring_shot.c for why two
+// suffice).
+struct ring_shot {
+    struct ring_slot *slot;  // position q's control slot is slot[q] (one host: positions are slots)
+    char *scratch;           // position q's scratch at scratch + q * stride
+    uint64_t stride;         // bytes between two positions' scratch areas
+    uint64_t buf_bytes;      // one of its two buffers, bytes (header, input, output)
+    uint64_t cap_bytes;      // the largest collective it carries, bytes
+    uint64_t one_shot_bytes; // up to this many bytes one-shot, above two-shot, bytes
+    uint64_t calls;          // collectives it has carried, count
+};
+
+// The sizes up to which collectives among n ranks of one host go one-shot,
+// and two-shot (above one_shot_bytes); forced: VGPU_RING_ALGO's choice
+// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: the ring always.
+enum ring_algo;
+void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
+                     uint64_t *one_shot_bytes);
+
+// Bytes of scratch one rank needs for collectives of up to cap_bytes among
+// n ranks (its stride).
+uint64_t ring_shot_stride(uint64_t cap_bytes, int n);
 
 struct ring_core;
 // Called at half the timeout (timed_out = 0) and at the timeout (1) of a
@@ -66,9 +98,11 @@ struct ring_core {
     uint64_t landing_bytes;  // its size, bytes (>= one chunk)
     MPI_Comm mpi;            // for remote links (MPI_COMM_NULL when every link is local)
     double timeout_s;        // bound on every wait, seconds
-    unsigned spin_count;     // polls before sleeping, iterations
+    unsigned spin_count;     // polls before yielding, iterations
+    double yield_s;          // then yields between polls for this long before sleeping, s
     int broken;              // a wait timed out: the ring state is unusable
     double waited_s;         // time spent waiting for a same-host neighbour's progress, seconds
+    struct ring_shot *shot;  // the latency path; NULL where it does not apply
     ring_report_fn report;   // diagnostics for slow/missing peers
     void *report_arg;        // for report
 };
@@ -109,5 +143,28 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
 int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root_pos);
 // Returns once every rank has entered the barrier.
 int ring_core_barrier(struct ring_core *r);
+
+// The algorithm ring_core_all_reduce uses for `bytes` (all ranks choose alike).
+enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT };
+enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes);
+const char *ring_algo_name(enum ring_algo a);
+
+// ---- the engine's steps, for ring_shot.c ----
+
+// Waits until the rank `rank` whose slot this is has completed `target`
+// steps (bounded by r->timeout_s; VGPU_ETIMEOUT breaks the ring).
+int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t target);
+// Tells the others this rank has done `value` steps: only once what the
+// steps wrote is there (device windows: settled).
+int ring_publish(struct ring_core *r, uint64_t value);
+// dst = mine op theirs (n elements of type t), divided by avg_div where it
+// is not 0; dst may be mine.
+int ring_reduce(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, char *dst,
+                const char *mine, const char *theirs, uint64_t n, int avg_div);
+// bytes from src to dst (which may overlap).
+int ring_copy(struct ring_core *r, void *dst, const void *src, uint64_t bytes);
+// The one- and two-shot all-reduce (ring_algo_for chose it).
+int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *send, char *recv,
+                         uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
 
 #endif
