@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,13 @@ int trace_enabled_;
 static struct trace_span *spans_;
 static size_t capacity_, count_;
 static uint64_t dropped_;
+
+// The program's notes (trace_note), written into the file's otherData.
+static struct {
+    char key[TRACE_NOTE_KEY_MAX];
+    double value;
+} notes_[TRACE_NOTES_MAX];
+static int n_notes_;
 
 int trace_start(size_t capacity)
 {
@@ -42,6 +50,25 @@ void trace_free(void)
     free(spans_);
     spans_ = NULL;
     capacity_ = count_ = 0;
+    n_notes_ = 0;
+}
+
+int trace_note(const char *key, double value)
+{
+    if (!key || !*key || strlen(key) >= TRACE_NOTE_KEY_MAX || !isfinite(value))
+        return VGPU_EINVAL;
+    for (const char *c = key; *c; c++) // written unescaped into the JSON
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+            return VGPU_EINVAL;
+    int i = 0;
+    while (i < n_notes_ && strcmp(notes_[i].key, key) != 0)
+        i++;
+    if (i == TRACE_NOTES_MAX)
+        return -ENOSPC;
+    snprintf(notes_[i].key, sizeof notes_[i].key, "%s", key);
+    notes_[i].value = value;
+    n_notes_ = i == n_notes_ ? n_notes_ + 1 : n_notes_;
+    return 0;
 }
 
 void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2)
@@ -153,6 +180,16 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
     case TRACE_WAIT:
         fprintf(f, ",\"args\":{\"peer\":%" PRId64 "}", s->arg);
         break;
+    case TRACE_DATA:
+    case TRACE_FORWARD:
+    case TRACE_BACKWARD: // what vgpu-project scales compute by (0: not counted)
+        if (s->arg || s->arg2)
+            fprintf(f, ",\"args\":{\"rows\":%" PRId64 ",\"flops\":%" PRId64 "}", s->arg, s->arg2);
+        break;
+    case TRACE_OPTIMIZER: // a sharded update's range of parameters (count 0: all)
+        if (s->arg2)
+            fprintf(f, ",\"args\":{\"first\":%" PRId64 ",\"count\":%" PRId64 "}", s->arg, s->arg2);
+        break;
     default:
         break;
     }
@@ -169,9 +206,15 @@ int trace_json_begin(FILE *f, const struct trace_rank *ranks, int n, const char 
     }
     fputs("{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":", f);
     json_string_(f, label ? label : "vgpu");
-    fprintf(f, ",\"ranks\":%d,\"clock_uncertainty_us\":%" PRId64 ",\"dropped_spans\":%" PRIu64
-               ",\"clocks\":[",
+    fprintf(f, ",\"ranks\":%d,\"clock_uncertainty_us\":%" PRId64 ",\"dropped_spans\":%" PRIu64,
             n, skew, dropped);
+    if (n_notes_) {
+        fputs(",\"notes\":{", f);
+        for (int i = 0; i < n_notes_; i++)
+            fprintf(f, "%s\"%s\":%.17g", i ? "," : "", notes_[i].key, notes_[i].value);
+        fputc('}', f);
+    }
+    fputs(",\"clocks\":[", f);
     for (int i = 0; i < n; i++)
         fprintf(f, "%s{\"rank\":%d,\"offset_us\":%" PRId64 ",\"uncertainty_us\":%" PRId64 "}",
                 i ? "," : "", ranks[i].rank, ranks[i].offset_us, ranks[i].uncertainty_us);

@@ -15,10 +15,10 @@
 
 enum trace_what {
     TRACE_STEP = 1,       // a training step (arg: its number)
-    TRACE_DATA,           // loading the batch's rows onto the device
-    TRACE_FORWARD,
-    TRACE_BACKWARD,
-    TRACE_OPTIMIZER,
+    TRACE_DATA,           // loading the batch's rows onto the device (arg: rows)
+    TRACE_FORWARD,        // arg: rows; arg2: FLOPs the model counts for them (0: not counted)
+    TRACE_BACKWARD,       // as TRACE_FORWARD
+    TRACE_OPTIMIZER,      // arg, arg2: a sharded update's first parameter and count (0: all)
     TRACE_COLLECTIVE,     // kind: enum flight_kind; arg: its number; arg2: bytes
     TRACE_REDUCE_SCATTER, // a ring all-reduce's phases (arg2: bytes of the round)
     TRACE_ALL_GATHER,
@@ -59,6 +59,15 @@ static inline uint64_t trace_begin(void) { return trace_enabled_ ? trace_now_us(
 // Records a span begun at start_us (from trace_begin) ending now. When the
 // buffer is full the span is counted as dropped.
 void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2);
+
+// A number the program adds to the file's otherData "notes" (the model's
+// sizing: vgpu_train notes the device bytes a rank needs at each rank count,
+// which vgpu-project reads). A key again replaces its value; the notes last
+// until trace_free. Returns 0, VGPU_EINVAL (an empty or over-long key, one
+// with '"', '\\' or a control character, a value not finite) or -ENOSPC (full).
+#define TRACE_NOTES_MAX 64
+#define TRACE_NOTE_KEY_MAX 48
+int trace_note(const char *key, double value);
 
 // The recorded spans (in order of their end) and how many were dropped.
 const struct trace_span *trace_spans(size_t *count, uint64_t *dropped);

@@ -248,6 +248,20 @@ static int model_eval_stats_(struct model *m, vgpu_t *dev, int rows)
     return mlp_eval_stats(m->impl, dev, rows);
 }
 
+// mlp_forward's products: acts[l] @ W[l] per layer; mlp_backward_into's:
+// dW[l] per layer and din for every layer but the first.
+static uint64_t model_pass_flops_(const struct model *m, int rows, int backward)
+{
+    const struct mlp *mlp = m->impl;
+    uint64_t flops = 0;
+    for (int l = 0; l < mlp->n_layers; l++) {
+        const uint64_t product = 2ull * (uint64_t)rows * (uint64_t)mlp->dims[l] *
+                                 (uint64_t)mlp->dims[l + 1];
+        flops += !backward ? product : l > 0 ? 2 * product : product;
+    }
+    return flops;
+}
+
 // A weight then a bias per layer, as mlp_layout places them.
 static int model_tensor_count_(const struct model *m)
 {
@@ -277,6 +291,7 @@ const struct model_ops model_mlp = {
     .forward = model_forward_,
     .backward = model_backward_,
     .eval_stats = model_eval_stats_,
+    .pass_flops = model_pass_flops_,
     .tensor_count = model_tensor_count_,
     .tensor = model_tensor_,
 };

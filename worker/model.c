@@ -74,6 +74,11 @@ int model_eval_stats(struct model *m, vgpu_t *dev, int rows)
     return m->ops->eval_stats(m, dev, rows);
 }
 
+uint64_t model_pass_flops(const struct model *m, int rows, int backward)
+{
+    return m->ops->pass_flops(m, rows, backward);
+}
+
 int model_tensor_count(const struct model *m)
 {
     return m->ops->tensor_count(m);

@@ -72,6 +72,12 @@ struct model_ops {
     int (*backward)(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
     // After forward: the loss and top-1/top-5 stats only (evaluation).
     int (*eval_stats)(struct model *m, vgpu_t *dev, int rows);
+    // The floating-point operations of a forward (backward 0) or backward
+    // (1) pass of `rows` samples: its matrix products, a multiply-add
+    // counting 2 (elementwise work is left out: it is not what a device's
+    // peak FLOP/s measures). The timeline records them; vgpu-project scales
+    // compute by them.
+    uint64_t (*pass_flops)(const struct model *m, int rows, int backward);
     // The parameter layout: tensors [0, tensor_count) in params order.
     int (*tensor_count)(const struct model *m);
     void (*tensor)(const struct model *m, int index, struct model_tensor *out);
@@ -94,6 +100,7 @@ int model_forward(struct model *m, vgpu_t *dev, int rows);
 // Into m->grads, or into grads when not NULL (a buffer of param_count floats).
 int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
 int model_eval_stats(struct model *m, vgpu_t *dev, int rows);
+uint64_t model_pass_flops(const struct model *m, int rows, int backward);
 int model_tensor_count(const struct model *m);
 void model_tensor(const struct model *m, int index, struct model_tensor *out);
 

@@ -114,15 +114,18 @@ static void maybe_slow_(const struct trainer *t, double start)
     vgpu_span_end(t->dev, vgpu_span_injected_slowness, span, 0, 0);
 }
 
-// Ends a compute phase's span. A device runs its kernels after the host
-// queued them: the span waits for them, so that it holds their time (only
-// while tracing).
+// Ends a compute phase's span with its rows and the model's FLOPs for them
+// (what vgpu-project scales compute by). A device runs its kernels after
+// the host queued them: the span waits for them, so that it holds their
+// time (only while tracing).
 static int end_phase_(struct trainer *t, vgpu_span_t what, uint64_t span, long rows)
 {
     if (!span)
         return 0;
     TRY(vgpu_synchronize(t->dev));
-    vgpu_span_end(t->dev, what, span, rows, 0);
+    const uint64_t flops = what == vgpu_span_data ? 0
+                           : model_pass_flops(&t->model, (int)rows, what == vgpu_span_backward);
+    vgpu_span_end(t->dev, what, span, rows, (int64_t)flops);
     return 0;
 }
 

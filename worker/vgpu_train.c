@@ -204,6 +204,21 @@ static int join_failure_code_(int rc)
     return rc == VGPU_ECONFIG || file_errno ? EXIT_USAGE : 1;
 }
 
+// The job's sizing for vgpu-project, in the timeline: the samples of a step
+// and the device bytes a rank needs at each rank count (1 to 16, then powers
+// of two), which it reports as memory a GPU on a target.
+static void note_sizing_(const struct job *job, const struct train_data *data, int verify)
+{
+    vgpu_timeline_note(job->v, "global_batch", (double)job->cfg.train.batch_size);
+    for (int n = 1; n <= TRAIN_MAX_RANKS; n = n < 16 ? n + 1 : 2 * n) {
+        const uint64_t bytes = train_device_bytes(&job->cfg, &data->train, n, verify);
+        char key[32];
+        snprintf(key, sizeof key, "device_bytes@%d", n);
+        if (bytes)
+            vgpu_timeline_note(job->v, key, (double)bytes);
+    }
+}
+
 static int finish_(struct job *job, int exit_code)
 {
     vgpu_finalize(job->v);
@@ -297,6 +312,8 @@ int main(int argc, char **argv)
         train_free_data(&data);
         return finish_(&job, rc == VGPU_ECONFIG ? EXIT_USAGE : 1);
     }
+    if (cli.trace_path)
+        note_sizing_(&job, &data, cli.train.verify);
     struct train_result res;
     double t0 = util_now_s();
     rc = train_run(&job, &data, &cli.train, &res);

@@ -417,6 +417,11 @@ int vgpu_timeline_begin(vgpu_t *v, const char *path, const char *label)
 
 int vgpu_timeline_write(vgpu_t *v) { return api_device(v) ? runtime_trace_write(&v->rt) : VGPU_EINVAL; }
 
+int vgpu_timeline_note(vgpu_t *v, const char *key, double value)
+{
+    return api_device(v) && trace_enabled_ ? trace_note(key, value) : VGPU_EINVAL;
+}
+
 void vgpu_on_signal(int sig) { runtime_on_signal(sig); }
 
 void vgpu_abort(vgpu_t *v, int exit_code)

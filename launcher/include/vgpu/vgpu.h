@@ -302,7 +302,11 @@ void vgpu_mark_phase(vgpu_t *v, vgpu_phase_t phase);
 void vgpu_mark_step(vgpu_t *v, int64_t step); // the step under way (1-based)
 // Timeline spans: t0 = vgpu_span_begin() (0 when no timeline is recorded),
 // then vgpu_span_end(v, what, t0, arg, arg2) records [t0, now] as `what`
-// (args: numbers of the program's, shown with the span: a step, rows).
+// (args: numbers of the program's, shown with the span: a step, rows). For
+// data, forward and backward, arg is the samples and arg2 the FLOPs the
+// program counts for the pass (0: not counted); for the optimizer, the
+// first parameter and the count it updated (0: all). vgpu-project scales
+// compute by them (docs/PROJECTION.md).
 // The timeline names them step, data, forward, backward, optimizer,
 // evaluation, checkpoint, and "injected slowness": time a rank is slowed on
 // purpose, to rehearse a straggler (vgpu_train's VGPU_INJECT_SLOW). An
@@ -319,6 +323,12 @@ void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_
 // which writes the file and says where (VGPU_EIO if it could not).
 int vgpu_timeline_begin(vgpu_t *v, const char *path, const char *label);
 int vgpu_timeline_write(vgpu_t *v);
+// A number about the job for the file's otherData "notes" (rank 0's notes
+// are written), e.g. "device_bytes@4": what a rank needs with 4 ranks, which
+// vgpu-project reads. A key again replaces its value. Returns 0,
+// VGPU_EINVAL (no timeline; a key empty, of 48 bytes or more, or with '"',
+// '\\' or a control character; a value not finite) or -ENOSPC (64 notes).
+int vgpu_timeline_note(vgpu_t *v, const char *key, double value);
 // For a program's signal-handling thread (not a handler): SIGUSR2 writes
 // this rank's flight record and prints its last collectives; a stop signal
 // (SIGTERM, SIGINT, SIGUSR1) the records of this rank and of any stopped or

@@ -1,0 +1,67 @@
+// trace_profile.h: what vgpu-project needs of a --trace file (a Chrome
+// trace-event JSON written by libvgpu, common/trace.c): one step of the job
+// as measured, per sample and per parameter where the spans say how many,
+// and the collectives a step makes, with their sizes.
+#ifndef VGPU_TRACE_PROFILE_H
+#define VGPU_TRACE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROFILE_COLL_MAX 32 // distinct (kind, size) collectives a step
+#define PROFILE_NOTES_MAX 64
+
+enum profile_coll_kind {
+    PROFILE_ALL_REDUCE,     // all-reduce, all-reduce+update, all-reduce-tree, control-reduce
+    PROFILE_REDUCE_SCATTER, // bytes: the whole buffer
+    PROFILE_ALL_GATHER,     // bytes: the whole result
+    PROFILE_BROADCAST,
+    PROFILE_BARRIER,
+};
+
+// One kind and size of collective, and how many a step makes (a mean over
+// the steps: a collective every 100 steps counts 0.01).
+struct profile_coll {
+    char name[32];               // as the trace names it ("all-reduce+update")
+    enum profile_coll_kind kind;
+    uint64_t bytes;
+    double per_step;
+};
+
+struct trace_profile {
+    char producer[192];          // the program that wrote it (otherData.producer)
+    int ranks;                   // ranks measured
+    long steps;                  // steps used per rank (the first one, a warm-up, left out)
+    double global_batch;         // samples a step (0: the spans count no rows)
+    // Medians over every rank's steps, microseconds:
+    double flop_us_per_sample;   // forward + backward a sample (0 with no rows)
+    double data_us_per_sample;   // the batch onto the device, a sample
+    double compute_us_per_rank;  // forward + backward + data a step, a rank (what it did here)
+    double flops_per_sample;     // the model's count, forward + backward (0: not counted)
+    double flops_per_rank;       // the FLOPs a rank's step (0: not counted)
+    double optimizer_us_per_param; // a sharded update, a parameter (0: none)
+    uint64_t sharded_params;     // parameters the sharded updates cover a step, all ranks
+    double optimizer_full_us;    // an update of every parameter a step (not sharded)
+    double other_us;             // the rest of a step outside compute and collectives
+    double comm_us, wait_us;     // in collectives a step, and of it waiting for a peer
+    double step_us;              // a step
+    struct profile_coll coll[PROFILE_COLL_MAX];
+    int n_coll;
+    struct {
+        char key[48];
+        double value;
+    } notes[PROFILE_NOTES_MAX];  // otherData.notes (vgpu_timeline_note)
+    int n_notes;
+};
+
+// Reads a trace file. Returns 0, or VGPU_EFORMAT / VGPU_ENOMEM / -errno with
+// what is wrong (and where) in err: not JSON, cut off, not a vgpu trace, no
+// steps, no collectives.
+int trace_profile_load(struct trace_profile *p, const char *path, char *err, size_t err_bytes);
+// The same from text in memory (origin names it in errors).
+int trace_profile_parse(struct trace_profile *p, const char *text, size_t bytes, const char *origin,
+                        char *err, size_t err_bytes);
+// A note's value, or `otherwise` when the trace has none of that key.
+double trace_profile_note(const struct trace_profile *p, const char *key, double otherwise);
+
+#endif
