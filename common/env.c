@@ -31,7 +31,7 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
-     "ring above that); every rank must agree, else the job fails at start-up"},
+     "ring above that); ranks that disagree all use the smallest sizes any of them asks for"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
      "NCCL's own switch (NCCL >= 2.30, experimental): comm.backend = auto may then pick NCCL "
      "for ranks that share a GPU"},

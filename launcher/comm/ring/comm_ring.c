@@ -31,9 +31,14 @@
 // scripts/bench_allreduce.sh; override with VGPU_RING_SPIN). With a core per
 // rank the neighbour is running and usually publishes within microseconds:
 // spin long. Oversubscribed, a spinning rank only delays the neighbour it
-// waits for (they share a core): go to sleep almost at once.
+// waits for (they share a core): yield almost at once. "Oversubscribed" counts
+// the ranks of every host on this machine (network namespaces share its cores).
 #define RING_SPIN_DEDICATED 20000
 #define RING_SPIN_OVERSUBSCRIBED 20
+// Then yielding between polls, before sleeping (shm_flag.h: why): long enough
+// to cover a peer's time slice on a shared core, short enough that a rank
+// waiting for a peer's computation soon stops using a core.
+#define RING_YIELD_S 250e-6
 
 struct ring_ctl {
     uint64_t magic;        // RING_CTL_MAGIC once the leader has initialised it
@@ -48,6 +53,7 @@ struct ring_peer {
     int node;              // host index
     int staging;           // its window is a staging segment
     char host[64];
+    char machine[40];      // the kernel's boot id: ranks that share it share the CPUs
     struct shm_handle win; // its window, for a same-host right neighbour to map
     uint64_t dev_bytes;    // (device windows) its arena's size
     unsigned char ipc[DEVICE_IPC_HANDLE_BYTES]; // (device windows) its arena's IPC handle
@@ -61,6 +67,7 @@ struct ring_comm {
     int *order;                // ring position -> rank, [size]
     int *pos_of;               // rank -> ring position, [size]
     int *slot_of;              // rank -> slot index on its host, [size]
+    int oversubscribed;        // this machine runs more ranks than it has cores
     struct ring_ctl *ctl;      // the host's control segment
     size_t ctl_bytes;
     enum ring_window kind;     // what the windows are (ring_window_kind)
@@ -143,10 +150,29 @@ static int cpus_available_(void)
     return online > 0 ? (int)online : 1;
 }
 
-// Yielding between polls, before sleeping (shm_flag.h: why): long enough
-// to cover a peer's time slice on a shared core, short enough that a rank
-// waiting for a peer's computation soon stops using a core.
-#define RING_YIELD_S 250e-6
+// What tells one machine from another: the running kernel's boot id. Ranks
+// of different "hosts" can share one (network namespaces, containers: what
+// the cluster tests rehearse on), and then they share its cores too. Without
+// it, the host name.
+static void machine_id_(char *out, size_t bytes, const char *host)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(out, (int)bytes, f))
+        snprintf(out, bytes, "host:%s", host);
+    if (f)
+        fclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
+// Whether this rank's machine runs more of the job's ranks than it has
+// cores: its waits must then give up the core quickly (shm_flag.h).
+static int oversubscribed_(const struct ring_comm *rc, int n, int me)
+{
+    int sharing = 0;
+    for (int q = 0; q < n; q++)
+        sharing += strcmp(rc->peers[q].machine, rc->peers[me].machine) == 0;
+    return sharing > cpus_available_();
+}
 
 enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
                                   int force_staging)
@@ -228,6 +254,7 @@ static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_c
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
+    machine_id_(mine.machine, sizeof mine.machine, mine.host);
     if (status == 0 && rc->staging) {
         rc->stage_bytes = rc->piece_bytes;
         void *map = NULL;
@@ -350,7 +377,7 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 {
     uint64_t cap = 0, one = 0;
     if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE)
-        ring_shot_sizes(c->size, local_size > cpus_available_(),
+        ring_shot_sizes(c->size, rc->oversubscribed,
                         (enum ring_algo)(env_get()->ring_algo - 1), &cap, &one);
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
     if (status == 0)
@@ -364,7 +391,7 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 // neighbour's window, the only one ever read here. Returns status, or the
 // failure to map.
 static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, uint64_t slice,
-                 int local_size, int status)
+                 int status)
 {
     const int n = c->size, me = c->rank, p = rc->pos_of[me];
     struct ring_core *core = &rc->core;
@@ -381,7 +408,7 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
     core->timeout_s = c->timeout_s;
     const long spin = env_get()->ring_spin;
     core->spin_count = spin >= 0                           ? (unsigned)spin
-                       : local_size > cpus_available_() ? RING_SPIN_OVERSUBSCRIBED
+                       : rc->oversubscribed ? RING_SPIN_OVERSUBSCRIBED
                                                         : RING_SPIN_DEDICATED;
     core->yield_s = RING_YIELD_S;
     core->report = report_;
@@ -449,13 +476,14 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     int map_status = 0, leader = -1;
     if (status == 0) {
         const int local_size = order_ring_(rc, c->size, args->node_index, &leader);
+        rc->oversubscribed = oversubscribed_(rc, c->size, c->rank);
         status = shot_setup_(c, rc, local_size);
         if (status == 0)
             status = share_control_(c, rc, leader, local_size, &ctl_fd, &map_status);
         // A failure from here on is agreed at "ring mappings", by everyone.
         if (status == 0)
             status = comm_agree(c, rc->mpi,
-                                link_(c, args, rc, slice, local_size, map_status),
+                                link_(c, args, rc, slice, map_status),
                                 "ring mappings");
     }
     if (ctl_fd >= 0)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# bench_allreduce_algos.sh: where the ring backend's all-reduce algorithms
+# cross over on this machine: for each rank count, the time of MPI_Allreduce
+# and of the ring backend with each algorithm forced (VGPU_RING_ALGO=ring,
+# one-shot, two-shot), side by side, and the one `auto` picks. The choice's
+# thresholds (launcher/comm/ring/ring_shot.c) come from this table
+# (docs/COLLECTIVES.md: Choosing the algorithm).
+# Usage: scripts/bench_allreduce_algos.sh [build-dir]
+# Env: NPS="2 3 4", ITERS=50, WARMUP=10, MINB=8, MAXB=4M.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build}
+perf=$build/vgpu_allreduce_perf
+[ -x "$perf" ] || { echo "bench_allreduce_algos: $perf not built (cmake --build $build)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+run() { # np backend algo
+  VGPU_RING_ALGO=$3 "$here/mpirun.sh" -np "$1" "$perf" --backend "$2" --minbytes "${MINB:-8}" \
+    --maxbytes "${MAXB:-4M}" --stepfactor 2 --iters "${ITERS:-50}" \
+    --warmup_iters "${WARMUP:-10}" --check 1 >"$tmp/$3.txt" 2>&1 ||
+    { cat "$tmp/$3.txt" >&2; echo "bench_allreduce_algos: np=$1 $2 $3 FAILED" >&2; exit 1; }
+  # size, out-of-place and in-place time (us), wrong results, algorithm
+  awk '!/^#/ && NF >= 12 { print $1, $5, $9, $8 + $12, $13 }' "$tmp/$3.txt" >"$tmp/$3.rows"
+}
+
+echo "# all-reduce time in us (out of place / in place), float sum; * = the fastest ring algorithm"
+echo "# host: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+for np in ${NPS:-2 3 4}; do
+  run "$np" mpi auto
+  mv "$tmp/auto.rows" "$tmp/mpi.rows"
+  for a in ring one-shot two-shot auto; do run "$np" ring "$a"; done
+  echo
+  echo "## np=$np  ($( [ "$np" -gt "$(nproc)" ] && echo oversubscribed || echo "one core per rank or more"))"
+  printf "%10s | %15s | %15s | %15s | %15s | %s\n" "size (B)" "mpi" "ring" "one-shot" \
+    "two-shot" "auto picks"
+  join --nocheck-order "$tmp/mpi.rows" "$tmp/ring.rows" | join --nocheck-order - "$tmp/one-shot.rows" |
+    join --nocheck-order - "$tmp/two-shot.rows" | join --nocheck-order - "$tmp/auto.rows" |
+    awk '{ # size | mpi: oop ip wrong algo | ring: ... | one-shot: ... | two-shot: ... | auto: ...
+           wrong = $4 + $8 + $12 + $16 + $20
+           best = 6; if ($10 + $11 < $best + $(best + 1)) best = 10
+           if ($14 + $15 < $best + $(best + 1)) best = 14
+           printf "%10d | %7.1f %7.1f | %6.1f%s %6.1f | %6.1f%s %6.1f | %6.1f%s %6.1f | %s%s\n", $1,
+                  $2, $3, $6, best == 6 ? "*" : " ", $7, $10, best == 10 ? "*" : " ", $11,
+                  $14, best == 14 ? "*" : " ", $15, $21, wrong ? "  WRONG RESULTS" : "" }'
+done
