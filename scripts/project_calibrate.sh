@@ -1,0 +1,70 @@
+#!/bin/sh
+# project_calibrate.sh: this machine as a target file, for vgpu-project's
+# --measured-on (docs/PROJECTION.md#calibrating-once-on-this-machine):
+# [device] from the trainer's GEMMs as one rank runs them (vgpu_gemm_perf,
+# one thread) and this machine's memory copy rate, [intra] from a 2-rank
+# ring all-reduce over shared memory (vgpu_allreduce_perf): t(S) = 2 alpha +
+# S / B, alpha from the smallest size, B from the two largest.
+set -eu
+usage() {
+  cat <<'USAGE'
+usage: scripts/project_calibrate.sh [OUT.ini]   (default: $VGPU_BUILD_DIR/calibration.ini)
+Measures this machine (about 10 s; two ranks) and writes it as a target file for
+build/vgpu-project --measured-on OUT.ini. VGPU_BUILD_DIR: the build (default build).
+USAGE
+}
+case "${1:-}" in -h|--help) usage; exit 0 ;; -*) usage >&2; exit 2 ;; esac
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${VGPU_BUILD_DIR:-$here/build}
+out=${1:-$build/calibration.ini}
+for p in vgpu_gemm_perf vgpu_allreduce_perf vgpu-project; do
+  [ -x "$build/$p" ] || { echo "project_calibrate: $build/$p is not built (make $p)" >&2; exit 2; }
+done
+
+# The trainer's GEMMs, one thread as each rank runs them: the best batch's
+# time-weighted rate (GFLOP/s).
+gflops=$("$build/vgpu_gemm_perf" -l device -n 3 -m 10 |
+  awk '/all \(time-weighted\)/ { if ($NF > best) best = $NF } END { if (best > 0) print best }')
+[ -n "$gflops" ] || { echo "project_calibrate: vgpu_gemm_perf gave no rate" >&2; exit 1; }
+mem=$("$build/vgpu-project" --measure-memory | awk '{ print $3 }')
+
+# The ring over shared memory, 2 ranks, the ring algorithm forced (the model's).
+fit=$(VGPU_RING_ALGO=ring "$here/scripts/mpirun.sh" -np 2 "$build/vgpu_allreduce_perf" \
+        -b 8 -e 4M -f 4 -n 20 -w 5 -c 0 |
+  awk '$1 ~ /^[0-9]+$/ && NF >= 7 { n++; if (n == 1) small = $5 * 1e-6; s1 = s2; t1 = t2; s2 = $1; t2 = $5 * 1e-6 }
+       END {
+         if (n < 3 || t2 <= t1) exit 1
+         # alpha: half the smallest size'"'"'s time (its bytes are nothing);
+         # B: the slope between the two largest sizes (their alphas cancel).
+         printf "%.2f %.3f\n", small / 2 * 1e6, 8 * (s2 - s1) / (t2 - t1) / 1e9
+       }') || { echo "project_calibrate: could not fit the all-reduce times" >&2; exit 1; }
+alpha=${fit% *}
+gbit=${fit#* }
+cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+
+mkdir -p "$(dirname "$out")"
+tmp="$out.tmp.$$"
+cat >"$tmp" <<INI
+; $(basename "$out"): this machine, measured by scripts/project_calibrate.sh on $(date -u +%Y-%m-%d)
+; (${cpu:-CPU}, $(nproc) cores): vgpu-project --measured-on $(basename "$out")
+[target]
+name = this machine ($(hostname))
+hosts = 1
+gpus_per_host = 2
+
+[device]
+name = ${cpu:-CPU} (one rank, one thread)
+; vgpu_gemm_perf -l device: the trainer's GEMMs, $gflops GFLOP/s
+fp32_tflops = $(awk -v g="$gflops" 'BEGIN { printf "%.6f", g / 1000 }')
+; vgpu-project --measure-memory: memcpy, read + write
+memory_gbyte_per_s = $mem
+
+[intra]
+link = shared memory (vgpu ring)
+; VGPU_RING_ALGO=ring vgpu_allreduce_perf -np 2, 8 B to 4 MiB, t = 2 alpha + S / B:
+; alpha from 8 B, B from the two largest sizes
+latency_us = $alpha
+gbit_per_s = $gbit
+INI
+mv "$tmp" "$out"
+echo "project_calibrate: $out: ${gflops} GFLOP/s, memory $mem GB/s, shared memory alpha ${alpha} us, ${gbit} Gbit/s"
