@@ -28,6 +28,9 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_SPIN", "COUNT",
      "polls before a ring wait yields its core, then sleeps on its futex (default: more when "
      "each rank has a core)"},
+    {"VGPU_RING_YIELD_US", "MICROSECONDS",
+     "how long a ring wait yields its core between polls before it sleeps on its futex "
+     "(0 to 1000000, default 250; 0: sleep after the polls)"},
     {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
@@ -122,6 +125,14 @@ static void env_parse_(struct vgpu_env *e)
             e->ring_spin = n;
         else
             env_warn_malformed("VGPU_RING_SPIN", v, "a count >= 0");
+    }
+    e->ring_yield_us = -1;
+    if ((v = env_read("VGPU_RING_YIELD_US")) && *v) {
+        long n;
+        if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= 0 && n <= 1000000)
+            e->ring_yield_us = n;
+        else
+            env_warn_malformed("VGPU_RING_YIELD_US", v, "microseconds, 0 to 1000000");
     }
     if ((v = env_read("VGPU_RING_ALGO")) && *v) {
         static const char *const names[] = {"auto", "ring", "one-shot", "two-shot"};

@@ -37,6 +37,7 @@ struct vgpu_env {
     int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
     int mpi_staging;      // VGPU_MPI_STAGING=1: so does the mpi backend
     long ring_spin;       // VGPU_RING_SPIN: polls before a ring wait yields, count; -1 = unset (automatic)
+    long ring_yield_us;   // VGPU_RING_YIELD_US: a ring wait's yield phase, us; -1 = unset (250)
     int ring_algo;        // VGPU_RING_ALGO: 0 auto, 1 ring, 2 one-shot, 3 two-shot (ring_internal.h's
                           // enum ring_algo + 1)
     int nccl_multi_rank_gpu; // NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL's own switch, NCCL >= 2.30):

@@ -25,7 +25,7 @@ static const char *const all_[] = {
     "VGPU_PROGRESS",     "VGPU_RING_STAGING", "VGPU_RING_SPIN", "NCCL_MULTI_RANK_GPU_ENABLE",
     "VGPU_INJECT_PERTURB", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG", "VGPU_INJECT_KILL",
     "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
-    "VGPU_FLIGHT_DIR", "TMPDIR", "VGPU_TEST_START_PAUSE",
+    "VGPU_FLIGHT_DIR", "TMPDIR", "VGPU_TEST_START_PAUSE", "VGPU_RING_YIELD_US", "VGPU_RING_ALGO",
 };
 
 // Each test starts from an environment without any of them.
@@ -45,6 +45,8 @@ static void test_unset_means_automatic(void **state)
     const struct vgpu_env *e = env_get();
     assert_int_equal(e->ring_staging, 0);
     assert_int_equal(e->ring_spin, -1);
+    assert_int_equal(e->ring_yield_us, -1);
+    assert_int_equal(e->ring_algo, 0);
     assert_int_equal(e->nccl_multi_rank_gpu, 0);
     assert_int_equal(e->launcher_rank, -1);
     assert_int_equal(e->under_launcher, 0);
@@ -92,6 +94,28 @@ static void test_each_switch_is_parsed(void **state)
     setenv("VGPU_PROGRESS", "bar", 1);
     train_env_reset();
     assert_int_equal(train_env_get()->progress, 1);
+}
+
+// The ring's yield phase and algorithm, at their bounds.
+static void test_ring_switches(void **state)
+{
+    (void)state;
+    const struct {
+        const char *yield, *algo;
+        long want_yield;
+        int want_algo;
+    } cases[] = {
+        {"0", "auto", 0, 0},        {"1000000", "ring", 1000000, 1},
+        {"250", "one-shot", 250, 2}, {"1000001", "two-shot", -1, 3},
+        {"-1", "Ring", -1, 0},      {"5us", "two-shot ", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("VGPU_RING_YIELD_US", cases[i].yield, 1);
+        setenv("VGPU_RING_ALGO", cases[i].algo, 1);
+        env_reset();
+        assert_int_equal(env_get()->ring_yield_us, cases[i].want_yield);
+        assert_int_equal(env_get()->ring_algo, cases[i].want_algo);
+    }
 }
 
 static void test_read_once(void **state)
@@ -256,6 +280,7 @@ int main(void)
         cmocka_unit_test_setup(test_flight_dir, clean_),
         cmocka_unit_test_setup(test_unset_means_automatic, clean_),
         cmocka_unit_test_setup(test_each_switch_is_parsed, clean_),
+        cmocka_unit_test_setup(test_ring_switches, clean_),
         cmocka_unit_test_setup(test_read_once, clean_),
         cmocka_unit_test_setup(test_malformed_values_are_ignored, clean_),
         cmocka_unit_test_setup(test_launcher_rank_most_specific_first, clean_),

@@ -5,7 +5,8 @@
 # Usage: scripts/cluster/bench_links.sh [--hosts N] [--ranks-per-host R] [--size BYTES] [MODEL...]
 #   MODEL as hosts.sh --link (none, 10gbit, 1gbit, 100mbit,50us ...);
 #   default: none 10gbit 1gbit 200mbit. Default one rank per host: every byte
-#   of the ring crosses a link. Needs root. Env: ITERS=10, WARMUP=2, BUILD=build.
+#   of the ring crosses a link. Needs root. Env: ITERS=10, WARMUP=2, BUILD=build,
+#   PERF_ARGS (more vgpu_allreduce_perf options, e.g. "--slice 4M").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
@@ -42,7 +43,7 @@ eval "$("$here/hosts.sh" env --name "$name")"
 busbw() {
   "$build/vgpurun" -np "$ranks" --hostfile "$VGPU_HOSTFILE" -- "$perf" --backend "$1" \
     --minbytes "$size" --maxbytes "$size" --iters "${ITERS:-10}" --warmup_iters "${WARMUP:-2}" \
-    --check 1 >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; echo "bench_links: $1 FAILED" >&2; exit 1; }
+    --check 1 ${PERF_ARGS:-} >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; echo "bench_links: $1 FAILED" >&2; exit 1; }
   # From the time column (perf prints GB/s with two decimals).
   awk -v n="$ranks" '!/^#/ && NF >= 12 { v = $1 / ($5 * 1e-6) * 2 * (n - 1) / n / 1e9; t = $5 }
                       END { printf "%.4f %.1f", v, t }' "$tmp/out"

@@ -410,7 +410,8 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
     core->spin_count = spin >= 0                           ? (unsigned)spin
                        : rc->oversubscribed ? RING_SPIN_OVERSUBSCRIBED
                                                         : RING_SPIN_DEDICATED;
-    core->yield_s = RING_YIELD_S;
+    const long yield_us = env_get()->ring_yield_us;
+    core->yield_s = yield_us >= 0 ? (double)yield_us * 1e-6 : RING_YIELD_S;
     core->report = report_;
     if (status < 0)
         return status;
@@ -441,9 +442,10 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
         core->left.win_bytes = lp->win.bytes;
     }
     if (status == 0 && (!core->left.local || !core->right.local)) {
-        // A chunk: a step's slice and up to 16 elements of 8 bytes more.
+        // A chunk: a step's slice and up to 16 elements of 8 bytes more;
+        // two of them (one reduced while the next arrives).
         core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
-        core->landing = malloc(core->landing_bytes);
+        core->landing = malloc(2 * core->landing_bytes);
         if (!core->landing)
             status = VGPU_ENOMEM;
     }

@@ -162,15 +162,92 @@ static int send_right_(struct ring_core *r, const void *buf, uint64_t bytes, MPI
     return 0;
 }
 
-static int recv_left_(struct ring_core *r, void *buf, uint64_t bytes)
+static int post_recv_(struct ring_core *r, void *buf, uint64_t bytes, MPI_Request *req)
 {
-    MPI_Request req;
     if (MPI_Irecv(bytes ? buf : r->landing, (int)bytes, MPI_BYTE, r->left.rank, RING_TAG, r->mpi,
-                  &req) != MPI_SUCCESS) {
+                  req) != MPI_SUCCESS) {
         r->broken = 1;
         return VGPU_ECOMM;
     }
+    return 0;
+}
+
+static int recv_left_(struct ring_core *r, void *buf, uint64_t bytes)
+{
+    MPI_Request req;
+    TRY(post_recv_(r, buf, bytes, &req));
     return mpi_wait_(r, &req, r->left.rank);
+}
+
+// ---- the all-reduce's transfers over MPI links, kept in flight ----
+
+// Steps t = 0 .. 2(n-1)-1 of a round: reduce-scatter s = t, then all-gather
+// g = t - (n-1). Where both links are MPI, a step's send to the right is not
+// waited for at the end of its step: only before a later step reuses its
+// request (two in flight), before the all-gather writes over the chunk it
+// sent, and at the end of the round. A remote left's next reduce-scatter chunk is received
+// into the other landing buffer while this one is reduced. So the link
+// carries the next step's data while this rank waits for, or reduces, the
+// current one, instead of idling at every step's hand-over.
+struct pipe_ {
+    MPI_Request send[2]; // the sends of the last two steps, by step parity
+    int send_step[2];    // their steps (-1: none)
+    MPI_Request recv;    // the next reduce-scatter chunk's receive, posted ahead
+    int recv_step;       // its step (-1: none)
+};
+
+static void pipe_start_(struct pipe_ *pp)
+{
+    *pp = (struct pipe_){{MPI_REQUEST_NULL, MPI_REQUEST_NULL}, {-1, -1}, MPI_REQUEST_NULL, -1};
+}
+
+// Waits for the send of step t, if it is still in flight.
+static int pipe_sent_(struct ring_core *r, struct pipe_ *pp, int t)
+{
+    if (t < 0 || pp->send_step[t & 1] != t)
+        return 0;
+    pp->send_step[t & 1] = -1;
+    return mpi_wait_(r, &pp->send[t & 1], r->right.rank);
+}
+
+// Sends step t's chunk to the remote right, after the send of step t-2.
+static int pipe_send_(struct ring_core *r, struct pipe_ *pp, int t, const void *buf,
+                      uint64_t bytes)
+{
+    TRY(pipe_sent_(r, pp, t - 2));
+    TRY(send_right_(r, buf, bytes, &pp->send[t & 1]));
+    pp->send_step[t & 1] = t;
+    // MPI moves data only inside MPI calls. A rank whose left is on its host
+    // waits next on shared memory, so it sees its send through now: else the
+    // right, waiting for this send, and this rank, waiting for its left, can
+    // close a ring of waits around the hosts (a deadlock).
+    return r->left.local ? pipe_sent_(r, pp, t) : 0;
+}
+
+// The end of a round: every send complete (its buffers are the caller's).
+static int pipe_drain_(struct ring_core *r, struct pipe_ *pp)
+{
+    TRY(pipe_sent_(r, pp, pp->send_step[0]));
+    return pipe_sent_(r, pp, pp->send_step[1]);
+}
+
+// Receives reduce-scatter step s's chunk from the remote left into landing
+// buffer s mod 2 (posted ahead at step s-1, or now), and posts step s+1's.
+static int pipe_recv_rs_(struct ring_core *r, struct pipe_ *pp, int s, uint64_t bytes,
+                         uint64_t next_bytes, int has_next, const char **landed)
+{
+    char *land = r->landing + (uint64_t)(s & 1) * r->landing_bytes;
+    if (pp->recv_step != s)
+        TRY(post_recv_(r, land, bytes, &pp->recv));
+    pp->recv_step = -1;
+    TRY(mpi_wait_(r, &pp->recv, r->left.rank));
+    if (has_next) {
+        TRY(post_recv_(r, r->landing + (uint64_t)((s + 1) & 1) * r->landing_bytes, next_bytes,
+                       &pp->recv));
+        pp->recv_step = s + 1;
+    }
+    *landed = land;
+    return 0;
 }
 
 // ---- arithmetic ----
@@ -408,17 +485,18 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
         const uint64_t len = count - lo < round ? count - lo : round;
         const uint64_t rb = base + 1 + k * steps; // progress before this round's first step
         uint64_t clo, chi;
+        struct pipe_ pp;
+        pipe_start_(&pp);
 
         // Reduce-scatter step s: my chunk c = (p-s-1) becomes my input plus
         // the left's partial sum of it (the left's input itself when s = 0).
         uint64_t phase = trace_begin();
         for (int s = 0; s < n - 1; s++) {
-            MPI_Request sreq = MPI_REQUEST_NULL;
             if (!r->right.local) { // the chunk the right reduces at its step s
                 ring_chunk(len, n, mod_(p - s, n), &clo, &chi);
                 const char *src = s == 0 ? send : recv;
-                TRY(send_right_(r, chi > clo ? src + (lo + clo) * es : NULL, (chi - clo) * es,
-                                &sreq));
+                TRY(pipe_send_(r, &pp, s, chi > clo ? src + (lo + clo) * es : NULL,
+                               (chi - clo) * es));
             }
             ring_chunk(len, n, mod_(p - s - 1, n), &clo, &chi);
             const char *theirs;
@@ -426,8 +504,11 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
                 TRY(wait_peer_(r, &r->left, s == 0 ? base + 1 : rb + s));
                 theirs = chi > clo ? (s == 0 ? lsend : lrecv) + (lo + clo) * es : NULL;
             } else {
-                TRY(recv_left_(r, r->landing, (chi - clo) * es));
-                theirs = r->landing;
+                uint64_t nlo = 0, nhi = 0;
+                if (s + 1 < n - 1)
+                    ring_chunk(len, n, mod_(p - s - 2, n), &nlo, &nhi);
+                TRY(pipe_recv_rs_(r, &pp, s, (chi - clo) * es, (nhi - nlo) * es, s + 1 < n - 1,
+                                  &theirs));
             }
             if (chi > clo)
                 TRY(ring_reduce(r, t, op, recv + (lo + clo) * es, send + (lo + clo) * es, theirs,
@@ -442,35 +523,36 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
                 }
             }
             TRY(ring_publish(r, rb + s + 1));
-            if (!r->right.local)
-                TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
         trace_end(TRACE_REDUCE_SCATTER, 0, phase, 0, (int64_t)(len * es));
-        // All-gather step t: my chunk c = (p-t) is copied from the left, which
-        // finished it at its step t-1; the right must have read my partial of
-        // c (its reduce-scatter step t) before I overwrite it.
+        // All-gather step g: my chunk c = (p-g) is copied from the left, which
+        // finished it at its step g-1; the right must have read my partial of
+        // c (its reduce-scatter step g) before I overwrite it. Over MPI my send
+        // of that partial is complete by then (c's final value, which arrives
+        // here, was summed from it), which pipe_sent_ states at the cost of
+        // one test.
         phase = trace_begin();
         for (int g = 0; g < n - 1; g++) {
-            MPI_Request sreq = MPI_REQUEST_NULL;
+            const int step = n - 1 + g;
             if (!r->right.local) {
                 ring_chunk(len, n, mod_(p + 1 - g, n), &clo, &chi);
-                TRY(send_right_(r, chi > clo ? out + (lo + clo) * es : NULL, (chi - clo) * es,
-                                &sreq));
+                TRY(pipe_send_(r, &pp, step, chi > clo ? out + (lo + clo) * es : NULL,
+                               (chi - clo) * es));
             } else {
                 TRY(wait_peer_(r, &r->right, rb + (uint64_t)g + 1));
             }
             ring_chunk(len, n, mod_(p - g, n), &clo, &chi);
+            TRY(pipe_sent_(r, &pp, g));
             if (r->left.local) {
-                TRY(wait_peer_(r, &r->left, rb + (uint64_t)(n - 1 + g)));
+                TRY(wait_peer_(r, &r->left, rb + (uint64_t)step));
                 if (chi > clo)
                     TRY(ring_copy(r, out + (lo + clo) * es, lout + (lo + clo) * es, (chi - clo) * es));
             } else {
                 TRY(recv_left_(r, chi > clo ? out + (lo + clo) * es : NULL, (chi - clo) * es));
             }
-            TRY(ring_publish(r, rb + (uint64_t)(n - 1 + g) + 1));
-            if (!r->right.local)
-                TRY(mpi_wait_(r, &sreq, r->right.rank));
+            TRY(ring_publish(r, rb + (uint64_t)step + 1));
         }
+        TRY(pipe_drain_(r, &pp));
         trace_end(TRACE_ALL_GATHER, 0, phase, 0, (int64_t)(len * es));
     }
     // The right reads my buffers until its last step: only then may the

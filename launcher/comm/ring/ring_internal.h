@@ -94,8 +94,8 @@ struct ring_core {
     uint64_t progress;       // steps completed (what me->progress says), steps
     uint64_t calls;          // collectives entered, calls
     uint64_t slice_bytes;    // data moved per ring step, bytes
-    char *landing;           // receives a remote left's chunk before reducing it
-    uint64_t landing_bytes;  // its size, bytes (>= one chunk)
+    char *landing;           // receives a remote left's chunk before reducing it: two buffers
+    uint64_t landing_bytes;  // the size of one, bytes (>= one chunk)
     MPI_Comm mpi;            // for remote links (MPI_COMM_NULL when every link is local)
     double timeout_s;        // bound on every wait, seconds
     unsigned spin_count;     // polls before yielding, iterations

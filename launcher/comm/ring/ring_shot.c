@@ -43,11 +43,12 @@ uint64_t ring_shot_stride(uint64_t cap_bytes, int n)
 }
 
 // Measured on a 2-core AMD EPYC (docs/COLLECTIVES.md: Choosing the
-// algorithm, scripts/bench_allreduce.sh): with a core a rank (np 2) the
-// ring's hand-overs cost ~0.3 us each and one-shot wins only up to 8 KiB,
-// two-shot never; with ranks sharing cores every hand-over costs a context
-// switch, so one-shot wins up to 32 KiB, and two-shot up to 128 KiB at np 3
-// and 512 KiB at np 4, where the ring's halved traffic starts to count.
+// algorithm, scripts/bench_allreduce_algos.sh): with a core a rank (np 2)
+// the ring's hand-overs cost ~0.3 us each and one-shot wins only up to
+// 8 KiB, two-shot never; with ranks sharing cores every hand-over costs a
+// context switch, so one-shot wins up to 32 KiB at np 2 and 4 and 128 KiB
+// at np 3 (where two-shot never won), and two-shot at np 4 up to 512 KiB,
+// where the ring's halved traffic starts to count.
 void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
                      uint64_t *one_shot_bytes)
 {
@@ -59,9 +60,11 @@ void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t 
         *cap_bytes = *one_shot_bytes = 0;
     } else if (!oversubscribed) {
         *cap_bytes = *one_shot_bytes = 8u << 10;
+    } else if (n <= 3) {
+        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 32u << 10;
     } else {
         *one_shot_bytes = 32u << 10;
-        *cap_bytes = n == 3 ? 128u << 10 : n == 2 ? 32u << 10 : 512u << 10;
+        *cap_bytes = 512u << 10;
     }
 }
 
