@@ -438,7 +438,8 @@ static void summarize_(struct trace_profile *p, struct sums_ *s)
 static int analyse_(struct trace_profile *p, struct evs_ *evs, const char *origin, char *err,
                     size_t err_bytes)
 {
-    qsort(evs->v, evs->n, sizeof *evs->v, by_rank_time_);
+    if (evs->n) // qsort's array may not be NULL, even empty
+        qsort(evs->v, evs->n, sizeof *evs->v, by_rank_time_);
     struct sums_ sums = {0};
     int rc = 0, ranks = 0;
     for (size_t i = 0; i < evs->n && rc == 0;) {
