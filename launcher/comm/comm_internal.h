@@ -166,7 +166,7 @@ int comm_nccl_ranks_per_gpu(const struct comm_choice_facts *f);
 // NCCL version found at run time (e.g. 22807 for 2.28.7); 0 without NCCL.
 int comm_nccl_runtime_version(void);
 
-// ---- the ring's windows (comm_ring.c) ----
+// ---- the ring's windows and machine facts (ring_facts.c) ----
 
 // What each rank's device is, for the choice of window kind.
 struct ring_device_fact {
@@ -186,5 +186,12 @@ enum ring_window {
 // CPU devices; else staging.
 enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
                                   int force_staging);
+// The cores the ranks of this machine have between them: the online CPUs,
+// or this process's affinity mask where that is larger (ring_facts.c).
+int ring_cpus_available(void);
+// What tells this machine from another into out[bytes]: the kernel's boot id
+// (network namespaces and containers on one machine share it, and its
+// cores), else "host:" and the host name.
+void ring_machine_id(char *out, size_t bytes, const char *host);
 
 #endif

@@ -1,8 +1,8 @@
 // comm_ring.c: the ring collective backend: bootstrap (shared control
-// segment, peers' windows mapped), what a window is (ring_window_kind: a CPU
-// arena, a host staging segment that device buffers are copied through, or a
-// GPU arena the ranks sharing that GPU map into each other with CUDA IPC),
-// and diagnostics.
+// segment, peers' windows mapped), what a window is (a CPU arena, a host
+// staging segment that device buffers are copied through, or a GPU arena
+// the ranks sharing that GPU map into each other with CUDA IPC: decided by
+// ring_facts.c's ring_window_kind), and diagnostics.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -135,35 +135,6 @@ static int create_segment_(const char *what, uint64_t bytes, struct shm_handle *
 
 static void ring_destroy_(comm_t *c);
 
-// CPUs this process may run on (its affinity mask; mpirun may bind ranks).
-static int cpus_available_(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
-        int n = CPU_COUNT(&set);
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        // A rank bound to one core still shares the host with its peers:
-        // what matters is how many cores the host's ranks have between them.
-        return online > n ? (int)online : n;
-    }
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online > 0 ? (int)online : 1;
-}
-
-// What tells one machine from another: the running kernel's boot id. Ranks
-// of different "hosts" can share one (network namespaces, containers: what
-// the cluster tests rehearse on), and then they share its cores too. Without
-// it, the host name.
-static void machine_id_(char *out, size_t bytes, const char *host)
-{
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f || !fgets(out, (int)bytes, f))
-        snprintf(out, bytes, "host:%s", host);
-    if (f)
-        fclose(f);
-    out[strcspn(out, "\n")] = 0;
-}
-
 // Whether this rank's machine runs more of the job's ranks than it has
 // cores: its waits must then give up the core quickly (shm_flag.h).
 static int oversubscribed_(const struct ring_comm *rc, int n, int me)
@@ -171,22 +142,7 @@ static int oversubscribed_(const struct ring_comm *rc, int n, int me)
     int sharing = 0;
     for (int q = 0; q < n; q++)
         sharing += strcmp(rc->peers[q].machine, rc->peers[me].machine) == 0;
-    return sharing > cpus_available_();
-}
-
-enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
-                                  int force_staging)
-{
-    const struct ring_device_fact *mine = &facts[me];
-    if (!mine->cuda)
-        return force_staging ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
-    // Device windows need every rank on this host, on this very GPU (IPC
-    // between processes of one device), and no MIG instance (no CUDA IPC).
-    int device = !force_staging && !mine->mig;
-    for (int q = 0; q < n && device; q++)
-        device = facts[q].cuda && !facts[q].mig && facts[q].node == mine->node &&
-                 strcmp(facts[q].uuid, mine->uuid) == 0;
-    return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
+    return sharing > ring_cpus_available();
 }
 
 // The duplicate communicator and the per-rank tables, agreed on the parent
@@ -254,7 +210,7 @@ static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_c
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
-    machine_id_(mine.machine, sizeof mine.machine, mine.host);
+    ring_machine_id(mine.machine, sizeof mine.machine, mine.host);
     if (status == 0 && rc->staging) {
         rc->stage_bytes = rc->piece_bytes;
         void *map = NULL;

@@ -1,0 +1,53 @@
+// ring_facts.c: what the ring backend's set-up decides from facts about the
+// machine and the devices, apart from the set-up itself: the window kind,
+// the cores a machine has, and what tells one machine from another.
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+
+enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
+                                  int force_staging)
+{
+    const struct ring_device_fact *mine = &facts[me];
+    if (!mine->cuda)
+        return force_staging ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
+    // Device windows need every rank on this host, on this very GPU (IPC
+    // between processes of one device), and no MIG instance (no CUDA IPC).
+    int device = !force_staging && !mine->mig;
+    for (int q = 0; q < n && device; q++)
+        device = facts[q].cuda && !facts[q].mig && facts[q].node == mine->node &&
+                 strcmp(facts[q].uuid, mine->uuid) == 0;
+    return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
+}
+
+// CPUs this process may run on (its affinity mask; mpirun may bind ranks).
+int ring_cpus_available(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+        int n = CPU_COUNT(&set);
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        // A rank bound to one core still shares the host with its peers:
+        // what matters is how many cores the host's ranks have between them.
+        return online > n ? (int)online : n;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
+
+// What tells one machine from another: the running kernel's boot id. Ranks
+// of different "hosts" can share one (network namespaces, containers: what
+// the cluster tests rehearse on), and then they share its cores too. Without
+// it, the host name.
+void ring_machine_id(char *out, size_t bytes, const char *host)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(out, (int)bytes, f))
+        snprintf(out, bytes, "host:%s", host);
+    if (f)
+        fclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
