@@ -50,7 +50,14 @@ run "skewed start, equal speeds" 120 "$MPIRUN" -np 2 "$TRAIN" "$syn" --set train
   --set train.log_every=10 --set train.balance=dynamic --set train.batch_weights=0.9,0.1
 expect_rc 0
 read -r a b <<<"$(sed -n 's/.* split \([0-9]*\),\([0-9]*\).*/\1 \2/p' <<<"$out" | tail -1)"
-if [ -n "$b" ] && [ "$b" -ge 13 ]; then # 0.1 of 64 is 6.4
+# Under ASan a step's fixed cost is several times larger and its two-point
+# measurement noisier; read low, it makes the 6-row rank look slow and the
+# split stays put (1 run in 4 alone, and in CI runs): there
+# only the run's outcome is checked, the speeds are left to the plain build.
+if grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt"; then
+  echo "skip rank 1's share (sanitizer build: timings distorted); split in force '$a,$b'"
+  expect_out 'status=ok'
+elif [ -n "$b" ] && [ "$b" -ge 13 ]; then # 0.1 of 64 is 6.4
   ok "rank 1's share grew from 6 to $b of 64"
 else
   bad "expected rank 1 to end with at least 13 of 64 rows, split in force '$a,$b'"
