@@ -301,6 +301,43 @@ if time_left "train np=4 (headline)" 60; then
   fi
 fi
 
+# ---- the projection against this GPU (issue 35, item 4) ----
+# Short traced runs: on this machine's CPU (what a user measures before they
+# have the GPU), calibrated by project_calibrate.sh, projected onto one H100
+# (configs/targets/h100_nvlink_8.ini, 1 GPU; 4 ranks sharing it as 4 GPUs of
+# a quarter of its peak and memory rate each, linked at its copy rate), then
+# measured on the GPU. The figure is each error; the model's known blind spot
+# (kernel launches, small GEMMs far from peak: docs/PROJECTION.md) is the
+# point of measuring it.
+if time_left "projection (1 GPU)" 50; then
+  P=$WORK/projection
+  mkdir -p "$P"
+  short=(--set train.max_steps=200 --quiet)
+  proj_step() { # TRACE ARGS...: the projected step time (ms) of the table's one row
+    "$B/vgpu-project" --trace "$1" --target "$repo/configs/targets/h100_nvlink_8.ini" \
+      --measured-on "$P/cal.ini" "${@:2}" 2>&1 | tee -a "$L_TRAIN" | awk '$1 ~ /^[0-9]+$/ && NF >= 10 { s = $3 } END { print s }'
+  }
+  measured_step() { # TRACE: the trace's measured step time (ms)
+    "$B/vgpu-project" --trace "$1" --target "$repo/configs/targets/h100_nvlink_8.ini" --set device.measured=true --ranks 1 2>&1 |
+      tee -a "$L_TRAIN" | sed -n 's/.*measured: step \([0-9.]*\) ms.*/\1/p'
+  }
+  run "$L_TRAIN" 30 env VGPU_BUILD_DIR="$B" "$repo/scripts/project_calibrate.sh" "$P/cal.ini"
+  cal_rc=$rc
+  for np in 1 4; do
+    run "$L_TRAIN" 40 "$MPIRUN" -np "$np" "$TRAIN" "$CFG" "${DATASET[@]}" "${short[@]}" --set devices.kind=cpu --trace "$P/cpu$np.json"
+    run "$L_TRAIN" 40 "${SIM[@]}" "$MPIRUN" -np "$np" "$TRAIN" "$CFG" "${DATASET[@]}" "${short[@]}" --trace "$P/gpu$np.json"
+  done
+  quarter=(--set target.gpus_per_host=4 --set device.fp32_tflops=16.75 --set device.memory_gbyte_per_s=837.5
+           --set intra.link=one-GPU --set intra.gbit_per_s=26800 --set intra.latency_us=3.4)
+  p1=$(proj_step "$P/cpu1.json" --ranks 1) m1=$(measured_step "$P/gpu1.json")
+  p4=$(proj_step "$P/cpu4.json" --ranks 4 "${quarter[@]}") m4=$(measured_step "$P/gpu4.json")
+  err() { awk -v p="$1" -v m="$2" 'BEGIN { if (m > 0 && p != "") printf "%+.0f%%", 100 * (p - m) / m; else printf "?" }'; }
+  fig="1 rank: projected ${p1:-?} ms, measured ${m1:-?} ms ($(err "$p1" "$m1")); 4 ranks: projected ${p4:-?} ms, measured ${m4:-?} ms ($(err "$p4" "$m4"))"
+  if [ "$cal_rc" = 0 ] && [ -n "$p1" ] && [ -n "$m1" ] && [ -n "$p4" ] && [ -n "$m4" ]; then
+    record "projection (1 GPU)" PASS "$fig$([ "$dry" = 1 ] && echo ' (dry run: simulated GPU, CPU math)')"
+  else record "projection (1 GPU)" FAIL "calibration exit $cal_rc; $fig"; fi
+fi
+
 # ---- a rank past its cap ----
 if time_left "cap overrun"; then
   run "$L_FAULTS" 60 "${SIM[@]}" "$MPIRUN" -np 4 "$PROBE" cap 2
