@@ -19,9 +19,11 @@ static const struct env_var vars_[] = {
     {"VGPU_COMM_TIMEOUT_S", "VALUE",
      "sets comm.timeout_s (file < environment < --set); before the config is read, it also "
      "bounds the start-up's waits (0.1 to 86400 seconds, else 300)"},
-    {"VGPU_RING_STAGING", "1",
-     "the ring all-reduce copies through host staging segments on CPU devices too, as it does "
-     "on GPUs (tests the GPU data path without a GPU)"},
+    {"VGPU_RING_STAGING", "1|0",
+     "1: the ring all-reduce copies through host staging segments on any device (on CPU devices: "
+     "tests the GPU data path without a GPU); 0: ranks on one GPU map each other's memory (CUDA "
+     "IPC) even where their contexts take turns on it (no MPS); unset: IPC only under MPS "
+     "without a pinned memory limit, else staging"},
     {"VGPU_MPI_STAGING", "1",
      "the mpi backend copies through its host staging buffer on CPU devices too, as it does on "
      "GPUs (tests the GPU data path, e.g. deterministic mode's all-to-all, without a GPU)"},
@@ -104,11 +106,15 @@ const char *env_read(const char *name)
 
 static void env_parse_(struct vgpu_env *e)
 {
-    *e = (struct vgpu_env){.ring_spin = -1, .launcher_rank = -1};
+    *e = (struct vgpu_env){.ring_staging = -1, .ring_spin = -1, .launcher_rank = -1};
     const char *v;
     char end;
-    if ((v = env_read("VGPU_RING_STAGING")) && *v)
-        e->ring_staging = !strcmp(v, "1");
+    if ((v = env_read("VGPU_RING_STAGING")) && *v) {
+        if (!strcmp(v, "1") || !strcmp(v, "0"))
+            e->ring_staging = v[0] == '1';
+        else
+            env_warn_malformed("VGPU_RING_STAGING", v, "1 or 0");
+    }
     if ((v = env_read("VGPU_MPI_STAGING")) && *v)
         e->mpi_staging = !strcmp(v, "1");
     e->test_nccl_version = -1;

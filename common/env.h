@@ -34,7 +34,8 @@ const char *env_table_get(const struct env_var *vars, size_t count, const char *
 void env_warn_malformed(const char *name, const char *value, const char *expected);
 
 struct vgpu_env {
-    int ring_staging;     // VGPU_RING_STAGING=1: the ring copies through host staging on CPU devices too
+    int ring_staging;     // VGPU_RING_STAGING: 1 always staging (CPU devices too), 0 CUDA IPC on a
+                          // shared GPU even without MPS, -1 unset (ring_window_kind decides)
     int mpi_staging;      // VGPU_MPI_STAGING=1: so does the mpi backend
     long ring_spin;       // VGPU_RING_SPIN: polls before a ring wait yields, count; -1 = unset (automatic)
     long ring_yield_us;   // VGPU_RING_YIELD_US: a ring wait's yield phase, us; -1 = unset (250)

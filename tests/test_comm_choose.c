@@ -150,24 +150,42 @@ static void test_ring_window_kind(void **state)
 {
     (void)state;
     struct ring_device_fact f[4];
-    const struct ring_device_fact gpu = {0, 1, 0, "GPU-a"};
+    // One GPU under MPS without a pinned limit: the ranks run at once.
+    const struct ring_device_fact gpu = {.node = 0, .cuda = 1, .mps = 1, .uuid = "GPU-a"};
     for (int q = 0; q < 4; q++)
         f[q] = gpu;
-    assert_int_equal(ring_window_kind(f, 4, 2, 0), RING_WINDOW_DEVICE);
+    for (int staging = -1; staging <= 0; staging++) { // unset, VGPU_RING_STAGING=0
+        assert_int_equal(ring_window_kind(f, 4, 2, staging), RING_WINDOW_DEVICE);
+        assert_int_equal(ring_window_kind(f, 1, 0, staging), RING_WINDOW_DEVICE);
+    }
     assert_int_equal(ring_window_kind(f, 4, 2, 1), RING_WINDOW_STAGED); // VGPU_RING_STAGING=1
-    assert_int_equal(ring_window_kind(f, 1, 0, 0), RING_WINDOW_DEVICE);
+    // Without MPS the contexts take turns: staging, unless told otherwise.
+    f[2].mps = 0; // one rank is enough
+    assert_int_equal(ring_window_kind(f, 4, 0, -1), RING_WINDOW_STAGED);
+    assert_int_equal(ring_window_kind(f, 4, 2, -1), RING_WINDOW_STAGED);
+    assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_DEVICE);
+    f[2] = gpu;
+    f[3].limited = 1; // an MPS pinned limit: the neighbour's arena would count against it
+    assert_int_equal(ring_window_kind(f, 4, 0, -1), RING_WINDOW_STAGED);
+    assert_int_equal(ring_window_kind(f, 4, 3, -1), RING_WINDOW_STAGED);
+    assert_int_equal(ring_window_kind(f, 4, 3, 0), RING_WINDOW_DEVICE);
+    f[3] = gpu;
     snprintf(f[3].uuid, sizeof f[3].uuid, "GPU-b"); // two GPUs
-    assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
-    assert_int_equal(ring_window_kind(f, 4, 3, 0), RING_WINDOW_STAGED);
+    for (int staging = -1; staging <= 0; staging++) {
+        assert_int_equal(ring_window_kind(f, 4, 0, staging), RING_WINDOW_STAGED);
+        assert_int_equal(ring_window_kind(f, 4, 3, staging), RING_WINDOW_STAGED);
+    }
     f[3] = gpu;
     f[1].node = 1; // two hosts
     assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
     f[1] = gpu;
     f[0].mig = f[1].mig = f[2].mig = f[3].mig = 1; // MIG: no CUDA IPC
     assert_int_equal(ring_window_kind(f, 4, 0, 0), RING_WINDOW_STAGED);
-    const struct ring_device_fact cpu = {0, 0, 0, "cpu-boot"};
+    assert_int_equal(ring_window_kind(f, 4, 0, -1), RING_WINDOW_STAGED);
+    const struct ring_device_fact cpu = {.node = 0, .uuid = "cpu-boot"};
     for (int q = 0; q < 4; q++)
         f[q] = cpu;
+    assert_int_equal(ring_window_kind(f, 4, 1, -1), RING_WINDOW_HOST);
     assert_int_equal(ring_window_kind(f, 4, 1, 0), RING_WINDOW_HOST);
     assert_int_equal(ring_window_kind(f, 4, 1, 1), RING_WINDOW_STAGED);
 }

@@ -43,7 +43,7 @@ static void test_unset_means_automatic(void **state)
 {
     (void)state;
     const struct vgpu_env *e = env_get();
-    assert_int_equal(e->ring_staging, 0);
+    assert_int_equal(e->ring_staging, -1);
     assert_int_equal(e->ring_spin, -1);
     assert_int_equal(e->ring_yield_us, -1);
     assert_int_equal(e->ring_algo, 0);
@@ -127,6 +127,9 @@ static void test_read_once(void **state)
     assert_int_equal(env_get()->ring_spin, 7);
     env_reset();
     assert_int_equal(env_get()->ring_spin, 9);
+    setenv("VGPU_RING_STAGING", "0", 1); // 0 is a choice of its own, not "unset"
+    env_reset();
+    assert_int_equal(env_get()->ring_staging, 0);
 }
 
 static void test_malformed_values_are_ignored(void **state)
@@ -139,7 +142,9 @@ static void test_malformed_values_are_ignored(void **state)
     setenv("VGPU_INJECT_HANG", "1@0", 1);   // steps count from 1
     setenv("VGPU_INJECT_KILL", "1@random:", 1);
     setenv("VGPU_TEST_START_PAUSE", "train:5", 1); // no such stage
+    setenv("VGPU_RING_STAGING", "yes", 1);
     assert_int_equal(env_get()->ring_spin, -1);
+    assert_int_equal(env_get()->ring_staging, -1);
     const struct train_env *e = train_env_get();
     assert_int_equal(e->progress, -1);
     assert_string_equal(e->pause_stage, "");

@@ -173,6 +173,8 @@ struct ring_device_fact {
     int node;       // host index
     int cuda;       // a CUDA device (not host-addressable)
     int mig;        // a MIG instance (no CUDA IPC)
+    int mps;        // the GPU's contexts are shared through MPS (else they take turns)
+    int limited;    // an MPS pinned memory limit, which a mapped neighbour's arena counts against
     char uuid[48];  // the GPU's (or instance's) UUID
 };
 enum ring_window {
@@ -181,11 +183,13 @@ enum ring_window {
     RING_WINDOW_DEVICE, // GPU arenas of one GPU, mapped between its ranks (CUDA IPC)
 };
 // The window kind for rank `me` of n (facts by rank; all ranks decide alike):
-// device windows when every rank is on this host, on this GPU, none a MIG
-// instance and staging is not forced (VGPU_RING_STAGING=1); host windows for
-// CPU devices; else staging.
+// host windows for CPU devices; device windows (CUDA IPC) when every rank is
+// on this host, on this GPU, none a MIG instance, and the GPU runs them
+// together (MPS without a pinned memory limit); else staging. `staging` is
+// VGPU_RING_STAGING: 1 always staging, 0 device windows wherever CUDA IPC
+// works (MPS or not), -1 the choice above.
 enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
-                                  int force_staging);
+                                  int staging);
 // The cores the ranks of this machine have between them: the online CPUs,
 // or this process's affinity mask where that is larger (ring_facts.c).
 int ring_cpus_available(void);

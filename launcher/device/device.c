@@ -78,6 +78,7 @@ int device_discover(enum device_kind kind, struct device_info *out, int max, int
             d->mig = props[i].mig;
             d->free_unknown = props[i].free_unknown;
             d->client_limit_bytes = props[i].client_limit_bytes;
+            d->mps = props[i].mps;
             d->simulated = drv->simulated;
         }
         *count = n;

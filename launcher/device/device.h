@@ -35,6 +35,7 @@ struct device_info {
     int mig;               // CUDA: a MIG instance
     int free_unknown;      // CUDA: free_bytes is the total (no NVML to tell free memory)
     uint64_t client_limit_bytes; // CUDA under MPS: this process's pinned memory limit (0 = none)
+    int mps;               // CUDA: contexts on it are shared through MPS (else time-sliced)
     int simulated;         // a GPU of VGPU_SIM_GPUS: CPU math behind a GPU's description
 };
 

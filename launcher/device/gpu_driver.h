@@ -30,6 +30,7 @@ struct gpu_props {
     int mig;               // a MIG instance
     int free_unknown;      // free_bytes is the total: no one could tell (no NVML)
     uint64_t client_limit_bytes; // MPS: this client's pinned memory limit on it (0 = none)
+    int mps;               // its contexts are shared through MPS (they run together, not in turns)
 };
 
 struct gpu_driver {

@@ -133,6 +133,19 @@ void job_table_print(FILE *f, const struct job_row *rows, int n, const struct jo
                  mps_hosts, h, s_(h));
         print_wrapped_(f, line);
     }
+    int turns = 0; // the most ranks that take turns on one GPU (no MPS)
+    for (int r = 0; r < n; r++)
+        if (rows[r].kind == DEVICE_KIND_CUDA && !rows[r].mps && rows[r].ranks_on_device > turns)
+            turns = rows[r].ranks_on_device;
+    if (turns > 1) {
+        snprintf(line, sizeof line,
+                 "no MPS: up to %d ranks take turns on a GPU, each in its own CUDA context, and the "
+                 "ring copies through host memory; under MPS they run at once (the default job 7x "
+                 "faster on an H100, docs/gpu-runs/2026-11-26-h100.md): vgpurun --mps, or "
+                 "nvidia-cuda-mps-control -d before mpirun",
+                 turns);
+        print_wrapped_(f, line);
+    }
     if (facts->from_env && facts->from_env[0]) { // they override the config file: said by the caps
         snprintf(line, sizeof line, "from the environment: %s", facts->from_env);
         print_wrapped_(f, line);

@@ -390,7 +390,7 @@ static int gather_rows_(struct runtime *rt, const struct placement_ *pl,
                           .node_index = rt->node_index, .device_index = pl->mine.device,
                           .ranks_on_device = pl->mine.ranks_on_device,
                           .cap_bytes = pl->mine.cap_bytes / ARENA_ALIGN * ARENA_ALIGN,
-                          .mps = pl->host_mps, .mig = pl->dev.mig,
+                          .mps = pl->host_mps && pl->dev.mps, .mig = pl->dev.mig,
                           .nccl_version = here->version,
                           .host_devices = pl->host_ndev,
                           .kind = pl->dev.kind};
@@ -448,7 +448,7 @@ static int choose_backend_(struct runtime *rt, const struct runtime_open_args *a
         facts.mig |= rows[r].mig;
         facts.staged |= rows[r].kind == DEVICE_KIND_CUDA;
     }
-    facts.staged |= env_get()->ring_staging; // the same on every rank: launchers export it
+    facts.staged |= env_get()->ring_staging == 1; // the same on every rank: launchers export it
     int rc = comm_choose_backend(config_enum_name("comm", "backend", rt->cfg.comm.backend), &facts,
                                  chosen, rt->backend_reason, sizeof rt->backend_reason);
     if (rc < 0 || strcmp(*chosen, "nccl") != 0) // NCCL not taken: maybe for one rank's NCCL

@@ -378,9 +378,11 @@ allreduce() {
     record "$step" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_gpu_probe:' <<<"$out" | cut -c1-200)"
   fi
 }
-allreduce "allreduce ring np=2" 2
+# The ring over CUDA IPC, asked for: without MPS the ranks' contexts take
+# turns and the automatic choice is staging (docs/gpu-runs/2026-11-26-h100.md).
+allreduce "allreduce ring np=2" 2 VGPU_RING_STAGING=0
 allreduce "allreduce staging np=2" 2 VGPU_RING_STAGING=1
-allreduce "allreduce ring np=4" 4
+allreduce "allreduce ring np=4" 4 VGPU_RING_STAGING=0
 allreduce "allreduce staging np=4" 4 VGPU_RING_STAGING=1
 if need_gpu "allreduce nccl np=1"; then allreduce "allreduce nccl np=1" 1 -- --set comm.backend=nccl; fi
 if [ "$NCCL_CODE" -ge 23000 ]; then

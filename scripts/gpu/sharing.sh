@@ -6,8 +6,10 @@
 # server runs them in one. This compares, for the default job (500 steps,
 # np 4) and the probe's all-reduce (np 2 and 4, 8 KiB to 64 MiB):
 #   time-sliced | MPS   x   ring over CUDA IPC | the ring staged through host memory
-# and runs vgpurun --mps with a cap that leaves room for the neighbour's
-# arena, which the ring maps (CUDA IPC) and MPS counts against the client.
+# and, under an MPS pinned memory limit, caps with and without room for the
+# neighbour's arena, which the ring maps (CUDA IPC) and MPS counts against
+# the client. The "automatic" rows are what a job gets unasked
+# (ring_window_kind: IPC only under MPS without a limit).
 # Logs into OUTDIR/sharing.log; the table last. About 2 minutes.
 set -uo pipefail
 outdir=${1:?usage: scripts/gpu/sharing.sh OUTDIR}
@@ -55,11 +57,12 @@ run 60 env -C "$B" ctest -L '^gpu$' --output-on-failure
 row "ctest -L gpu" "exit $rc: $(grep -m1 'tests passed' <<<"$out")"
 
 # ---- time-sliced: each rank its own context ----
-train "train np=4 IPC time-sliced"
+train "train np=4 automatic time-sliced"
+train "train np=4 IPC time-sliced" VGPU_RING_STAGING=0
 train "train np=4 staged time-sliced" VGPU_RING_STAGING=1
-allreduce "allreduce np=2 IPC time-sliced" 2
+allreduce "allreduce np=2 IPC time-sliced" 2 VGPU_RING_STAGING=0
 allreduce "allreduce np=2 staged time-sliced" 2 VGPU_RING_STAGING=1
-allreduce "allreduce np=4 IPC time-sliced" 4
+allreduce "allreduce np=4 IPC time-sliced" 4 VGPU_RING_STAGING=0
 allreduce "allreduce np=4 staged time-sliced" 4 VGPU_RING_STAGING=1
 
 # ---- MPS: one server runs every rank's kernels ----
@@ -67,20 +70,22 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/vgpu-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/vg
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 if nvidia-cuda-mps-control -d >>"$LOG" 2>&1; then
   sleep 1
-  train "train np=4 IPC MPS"
+  train "train np=4 automatic MPS"
+  train "train np=4 IPC MPS" VGPU_RING_STAGING=0
   train "train np=4 staged MPS" VGPU_RING_STAGING=1
-  allreduce "allreduce np=2 IPC MPS" 2
+  allreduce "allreduce np=2 IPC MPS" 2 VGPU_RING_STAGING=0
   allreduce "allreduce np=2 staged MPS" 2 VGPU_RING_STAGING=1
-  allreduce "allreduce np=4 IPC MPS" 4
+  allreduce "allreduce np=4 IPC MPS" 4 VGPU_RING_STAGING=0
   allreduce "allreduce np=4 staged MPS" 4 VGPU_RING_STAGING=1
   # A pinned limit per client: the ring maps its left neighbour's arena, which
   # MPS counts against the client (check.sh's mps step: "out of memory").
   export CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=5632M
   EXTRA=(--set devices.memory_limit=4G)
-  train "train np=4 IPC MPS limit 5.5G cap 4G"
+  train "train np=4 automatic MPS limit 5.5G cap 4G"
+  train "train np=4 IPC MPS limit 5.5G cap 4G" VGPU_RING_STAGING=0
   train "train np=4 staged MPS limit 5.5G cap 4G" VGPU_RING_STAGING=1
   EXTRA=(--set devices.memory_limit=2G)
-  train "train np=4 IPC MPS limit 5.5G cap 2G"
+  train "train np=4 IPC MPS limit 5.5G cap 2G" VGPU_RING_STAGING=0
   EXTRA=()
   unset CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
   echo quit | nvidia-cuda-mps-control >>"$LOG" 2>&1

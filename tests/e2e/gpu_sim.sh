@@ -355,23 +355,53 @@ if [ -n "$cpu_crc" ] && grep -q "$cpu_crc" <<<"$out"; then ok "same $cpu_crc as 
 # takes it on CPU devices) is sized from the largest collective, not 64 MiB:
 # the default MLP's 235,146 parameters (784-256-128-10) with AdamW's two
 # state floats each make 1,881,168 bytes, rounded up to 4 KiB.
-VGPU_RING_STAGING=1 VGPU_TEST_START_PAUSE=warmup:3 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet \
-  --set train.max_steps=5 >"$WORK/staging.out" 2>&1 &
-job=$!
-for _ in $(seq 100); do grep -q "test pause at warmup" "$WORK/staging.out" && break; sleep 0.1; done
-sizes=""
-for p in $(pgrep -f -- "$TRAIN $cfg --quiet --set train.max_steps=5"); do
-  while read -r range _; do
-    sizes="$sizes $((16#${range#*-} - 16#${range%-*}))"
-  done < <(grep 'memfd:vgpu-stage' "/proc/$p/maps")
-done
-wait "$job"
-rc=$?
+# stage_sizes ENV...: a paused 2-rank job's staging windows (memfd:vgpu-stage
+# maps) in $sizes, its output in $WORK/staging.out.
+stage_sizes() {
+  env "$@" VGPU_TEST_START_PAUSE=warmup:3 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --quiet \
+    --set train.max_steps=5 >"$WORK/staging.out" 2>&1 &
+  local job=$! p range
+  for _ in $(seq 100); do grep -q "test pause at warmup" "$WORK/staging.out" && break; sleep 0.1; done
+  sizes=""
+  for p in $(pgrep -f -- "$TRAIN $cfg --quiet --set train.max_steps=5"); do
+    while read -r range _; do
+      sizes="$sizes $((16#${range#*-} - 16#${range%-*}))"
+    done < <(grep 'memfd:vgpu-stage' "/proc/$p/maps")
+  done
+  wait "$job"
+  rc=$?
+  out=$(cat "$WORK/staging.out")
+}
+stage_sizes VGPU_RING_STAGING=1
 expect_rc 0
 want=$(( (235146 * 4 * 2 + 4095) / 4096 * 4096 ))
 if [ -n "${sizes// /}" ] && [ -z "$(tr ' ' '\n' <<<"$sizes" | grep -v "^$want\$" | grep .)" ]; then
   ok "staging windows of $want bytes (the largest collective), not 64 MiB"
 else bad "staging window sizes:$sizes (want $want each)"; fi
+# Ranks sharing a GPU without MPS take turns on it (first GPU run,
+# docs/gpu-runs/2026-11-26-h100.md): the job table says so, and how to run
+# them at once. (The ring's choice between CUDA IPC and staging that goes
+# with it is test_comm_choose's: simulated GPUs compute on the CPU, and their
+# ring maps host memory whatever the choice.)
+turns='^vgpu: no MPS: up to 2 ranks take turns on a GPU'
+run "2 ranks on one GPU, no MPS" 60 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set train.max_steps=2
+expect_rc 0
+expect_out "$turns"
+expect_out 'vgpurun --mps, or nvidia-cuda-mps-control -d before mpirun'
+run "4 ranks on two GPUs, no MPS" 60 env VGPU_SIM_GPUS=2x80G "$MPIRUN" -np 4 "$TRAIN" "$cfg" --set train.max_steps=2
+expect_rc 0
+expect_out '^vgpu: no MPS: up to 2 ranks take turns on a GPU'
+run "3 ranks on two GPUs, no MPS" 60 env VGPU_SIM_GPUS=2x80G "$MPIRUN" -np 3 "$TRAIN" "$cfg" --set train.max_steps=2
+expect_rc 0
+expect_out '^vgpu: no MPS: up to 2 ranks take turns on a GPU'
+run "2 ranks on one GPU under MPS" 60 env VGPU_SIM_GPUS=1x80G CUDA_MPS_PIPE_DIRECTORY="$WORK/mps" \
+  "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set train.max_steps=2
+expect_rc 0
+expect_out '^vgpu: MPS: 1 of 1 host run their ranks as MPS clients'
+expect_no_out 'take turns'
+run "2 ranks on two GPUs" 60 env VGPU_SIM_GPUS=2x80G "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set train.max_steps=2
+expect_rc 0
+expect_no_out 'take turns'
 
 # A CUDA build starts on a host without cuBLAS, NCCL or the CUDA runtime's
 # shared library: the runtime is static and the others are loaded when first

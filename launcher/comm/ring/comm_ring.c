@@ -170,7 +170,9 @@ static int choose_window_(comm_t *c, const struct comm_args *args, struct ring_c
     const int n = c->size;
     struct ring_device_fact fact = {.node = args->node_index,
                                     .cuda = device_is_cuda(rc->dev),
-                                    .mig = rc->dev->info.mig};
+                                    .mig = rc->dev->info.mig,
+                                    .mps = rc->dev->info.mps,
+                                    .limited = rc->dev->info.client_limit_bytes != 0};
     snprintf(fact.uuid, sizeof fact.uuid, "%s", rc->dev->info.uuid);
     struct ring_device_fact *facts = calloc((size_t)n, sizeof *facts);
     int status = facts ? 0 : VGPU_ENOMEM;

@@ -9,17 +9,24 @@
 #include "comm_internal.h"
 
 enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, int me,
-                                  int force_staging)
+                                  int staging)
 {
     const struct ring_device_fact *mine = &facts[me];
     if (!mine->cuda)
-        return force_staging ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
+        return staging == 1 ? RING_WINDOW_STAGED : RING_WINDOW_HOST;
     // Device windows need every rank on this host, on this very GPU (IPC
     // between processes of one device), and no MIG instance (no CUDA IPC).
-    int device = !force_staging && !mine->mig;
+    // And, unless asked for, a GPU that runs the ranks together: without MPS
+    // their contexts take turns, and each of the ring's steps waits for a
+    // switch (an H100: ~250 us a step; staged through host memory 2x faster
+    // for the default job, 3-60x for all-reduces up to 64 MiB,
+    // docs/gpu-runs/2026-11-26-h100.md); under an MPS pinned memory limit
+    // the neighbour's mapped arena counts against it and fails to open.
+    int device = staging != 1 && !mine->mig;
     for (int q = 0; q < n && device; q++)
         device = facts[q].cuda && !facts[q].mig && facts[q].node == mine->node &&
-                 strcmp(facts[q].uuid, mine->uuid) == 0;
+                 strcmp(facts[q].uuid, mine->uuid) == 0 &&
+                 (staging == 0 || (facts[q].mps && !facts[q].limited));
     return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
 }
 

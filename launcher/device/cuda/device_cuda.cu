@@ -191,6 +191,9 @@ static int cuda_scan_(struct gpu_props *out, int max, int *count, char *err, siz
                                cudaGetErrorString(rc));
         }
         snprintf(p->name, sizeof p->name, "%.95s", prop.name);
+        // The driver's own word (cudaDevAttrMpsEnabled); the pipe directory
+        // only says a daemon may run.
+        p->mps = prop.mpsEnabled != 0;
         if (cuda_mps_active_())
             p->client_limit_bytes =
                 gpu_mps_client_limit(getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), i);
