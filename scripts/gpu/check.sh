@@ -110,10 +110,15 @@ gpu_apps() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,nohead
 
 # ---- the bundle, or the build in hand ----
 {
-  if git -C "$repo" rev-parse HEAD >/dev/null 2>&1; then
+  # With a bundle its MANIFEST says which commit it and the tree are (the GPU
+  # machine's copy of .git, where it has one, is not the tree's: seen there
+  # naming an older commit).
+  if [ -n "$bundle" ]; then
+    echo "check.sh $(sed -n 's/^git: //p' "$bundle/MANIFEST.txt" 2>/dev/null || echo '(no MANIFEST)') (from the bundle's MANIFEST)"
+  elif git -C "$repo" rev-parse HEAD >/dev/null 2>&1; then
     echo "check.sh $(git -C "$repo" rev-parse HEAD)$(git -C "$repo" diff --quiet HEAD -- . ':!gpu-bundle' 2>/dev/null || echo ' with uncommitted changes')"
-  else # the GPU machine: no .git; the bundle says which commit it and the tree are
-    echo "check.sh $(sed -n 's/^git: //p' "${bundle:-/nonexistent}/MANIFEST.txt" 2>/dev/null || echo '(no git, no bundle)') (from the bundle's MANIFEST)"
+  else
+    echo "check.sh (no git, no bundle)"
   fi
   echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ); mode $([ "$dry" = 1 ] && echo dry-run || echo GPU); budget ${BUDGET} s"
 } >"$L_FACTS"

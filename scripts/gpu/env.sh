@@ -91,10 +91,10 @@ gpu_env_use() {
   # PMIx (Open MPI's process manager, Debian's libpmix2) finds its components
   # and help files under its own prefix.
   export PMIX_INSTALL_PREFIX=$GPU_RT/usr/lib/x86_64-linux-gnu/pmix2
-  # Its components by their own path too: PMIx looks in the compiled-in
-  # /usr/lib/.../pmix2/lib/pmix first, and an image with another PMIx there
-  # fails to load them (seen on the H100: pcompress_zlib, "undefined symbol").
-  export PMIX_MCA_mca_base_component_path=$PMIX_INSTALL_PREFIX/lib/pmix
+  # The H100 image has another PMIx in the compiled-in path: each mpirun
+  # warns that its pcompress_zlib fails to load ("undefined symbol"), and
+  # goes on without compression (harmless for one host). Pointing
+  # PMIX_MCA_mca_base_component_path at ours did not stop it (2026-11-26).
   export PATH=$GPU_RT/usr/bin:$PATH
   local libs=$GPU_RT/usr/lib/x86_64-linux-gnu:$GPU_RT/lib/x86_64-linux-gnu
   libs=$libs:$GPU_RT/usr/lib/x86_64-linux-gnu/openmpi/lib:$GPU_RT/usr/lib/x86_64-linux-gnu/pmix2/lib
