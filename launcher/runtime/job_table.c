@@ -139,10 +139,10 @@ void job_table_print(FILE *f, const struct job_row *rows, int n, const struct jo
             turns = rows[r].ranks_on_device;
     if (turns > 1) {
         snprintf(line, sizeof line,
-                 "no MPS: up to %d ranks take turns on a GPU, each in its own CUDA context, and the "
-                 "ring copies through host memory; under MPS they run at once (the default job 7x "
-                 "faster on an H100, docs/gpu-runs/2026-11-26-h100.md): vgpurun --mps, or "
-                 "nvidia-cuda-mps-control -d before mpirun",
+                 "no MPS: up to %d ranks take turns on a GPU, each in its own CUDA context; "
+                 "under MPS they run at once (the default job 6x faster on an H100, "
+                 "docs/gpu-runs/2026-11-26-h100.md): vgpurun --mps, or nvidia-cuda-mps-control -d "
+                 "before mpirun",
                  turns);
         print_wrapped_(f, line);
     }
