@@ -456,6 +456,20 @@ static void check_no_names_(int open, const char *when)
         CHECK(any == 0, "%d vgpu memfd mappings are left %s", any, when);
 }
 
+// Ranks on `hosts` hosts (rank q on host q % hosts): equal hosts of 2 ranks
+// or more take the hierarchical all-reduce, unless VGPU_RING_ALGO names an
+// algorithm; else the flat ring.
+static void check_algo_(comm_t *c, int hosts)
+{
+    const char *algo = getenv("VGPU_RING_ALGO");
+    const int forced = algo && *algo && strcmp(algo, "auto") != 0;
+    const int hier = !forced && hosts >= 2 && size_ % hosts == 0 && size_ / hosts >= 2;
+    const char *got = comm_algo_name(c, 1 << 20);
+    if (hosts >= 2) // (one host: the latency path may name another)
+        CHECK(!strcmp(got, hier ? "hierarchical" : "ring"), "%d ranks on %d hosts: algorithm %s, not %s",
+              size_, hosts, got, hier ? "hierarchical" : "ring");
+}
+
 // The ring over MPI links, in every fast ring test: a second communicator on
 // which rank q claims host q % 2 (as --fake-hosts 2), so that every link
 // between neighbours of different parity is an MPI link (same-host links
@@ -467,6 +481,7 @@ static void mpi_link_pass_(device_t *dev, const char *host, double timeout_s, ui
                              .slice_bytes = slice, .node_index = rank_ % 2, .host = host};
     comm_t *c = NULL;
     CALL(comm_create(&c, comm_find_ops("ring"), &args));
+    check_algo_(c, 2);
     const size_t n = (size_t)size_;
     const size_t counts[] = {1, n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
@@ -552,6 +567,8 @@ int main(int argc, char **argv)
                              .node_index = node, .host = host};
     comm_t *c = NULL;
     CALL(comm_create(&c, ops, &args));
+    if (!strcmp(backend, "ring") && fake_hosts > 0)
+        check_algo_(c, fake_hosts);
     CHECK(!strcmp(comm_backend_name(c), backend), "backend is %s", comm_backend_name(c));
     CHECK(comm_rank(c) == rank_ && comm_size(c) == size_, "rank/size mismatch");
     MPI_Barrier(MPI_COMM_WORLD);

@@ -16,6 +16,7 @@ struct comm_args {
     uint64_t largest_bytes;  // the largest collective the caller will make (0 = unknown)
     int node_index;          // this rank's host index (ranks with equal index share memory)
     const char *host;
+    const int *world_ranks;  // the job's rank of each rank of mpi_comm, for messages (NULL: the same)
 };
 
 struct comm_ops {

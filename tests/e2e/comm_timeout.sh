@@ -59,6 +59,18 @@ for algo in auto ring; do
   fi
 done
 
+# The hierarchical all-reduce (2 hosts of 2 ranks: rank q on host q % 2):
+# its sub-rings name ranks as the job does. Rank 2 sleeps; rank 0 (its host
+# neighbour) and rank 3 (the ring between hosts of local index 1) wait for it.
+run "ring_all_reduce_hierarchical" 60 "$MPIRUN" -np 4 \
+  "$VGPU_BUILD_DIR/test_comm_collectives" --backend ring --fake-hosts 2 --timeout $timeout_s --sleep-rank 2
+expect_nonzero
+expect_within 30
+expect_out "^\[rank [03]@[^]]*\] error: collective timed out after [0-9.]* s waiting for rank 2 \(host"
+expect_no_out "rank [03]@[^]]*\] error: collective timed out after [0-9.]* s waiting for rank [013] "
+expect_out "ring_hier.c"
+expect_waited_about
+
 # The deterministic all-reduce's all-to-all (both backends) is bounded too.
 for backend in ring mpi; do
   run "tree_$backend" 60 "$MPIRUN" -np 3 "$VGPU_BUILD_DIR/vgpu_allreduce_perf" --backend $backend \

@@ -17,6 +17,7 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
+#include "ring_hier.h"
 #include "ring_internal.h"
 #include "shm_share.h"
 #include "status.h"
@@ -80,7 +81,12 @@ struct ring_comm {
     uint64_t piece_bytes;      // unit of one engine pass, bytes
     struct ring_shot shot;     // the latency path (every rank on this host, host windows)
     size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
+    int *world;                // the job's rank of each rank, [size]; NULL: the same
+    struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
 };
+
+// The job's name of rank q (a sub-ring's ranks are numbered in it).
+static int name_(const struct ring_comm *rc, int q) { return rc->world ? rc->world[q] : q; }
 
 // ---- diagnostics ----
 
@@ -90,7 +96,7 @@ static void report_(struct ring_core *core, int peer, int timed_out, double wait
     const char *host = rc->peers[peer].host;
     if (!timed_out) {
         log_warn("collective still waiting for rank %d (host %s) after %.1f s (timeout %.1f s)",
-                 peer, host, waited_s, core->timeout_s);
+                 name_(rc, peer), host, waited_s, core->timeout_s);
         return;
     }
     // The neighbour may itself be stuck behind someone: name the same-host
@@ -105,10 +111,10 @@ static void report_(struct ring_core *core, int peer, int timed_out, double wait
                 lag_steps = v, lag = q;
         }
     if (lag >= 0 && lag != peer && lag_steps < core->progress)
-        snprintf(extra, sizeof extra, "; rank %d (host %s) is the furthest behind", lag,
+        snprintf(extra, sizeof extra, "; rank %d (host %s) is the furthest behind", name_(rc, lag),
                  rc->peers[lag].host);
-    log_error("collective timed out after %.1f s waiting for rank %d (host %s)%s", waited_s, peer,
-              host, extra);
+    log_error("collective timed out after %.1f s waiting for rank %d (host %s)%s", waited_s,
+              name_(rc, peer), host, extra);
 }
 
 // ---- bootstrap ----
@@ -157,6 +163,13 @@ static int setup_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
     rc->slot_of = calloc((size_t)n, sizeof *rc->slot_of);
     if (status == 0 && !(rc->peers && rc->order && rc->pos_of && rc->slot_of))
         status = VGPU_ENOMEM;
+    if (status == 0 && args->world_ranks) {
+        rc->world = malloc((size_t)n * sizeof *rc->world);
+        if (rc->world)
+            memcpy(rc->world, args->world_ranks, (size_t)n * sizeof *rc->world);
+        status = rc->world ? 0 : VGPU_ENOMEM;
+    }
+    rc->core.world = rc->world;
     return comm_agree(c, args->mpi_comm, status, "ring set-up");
 }
 
@@ -414,6 +427,20 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
 
 // Every step agrees its outcome with all ranks before the next (a failure
 // anywhere fails everywhere, and no rank waits on one that gave up).
+// Several hosts with several ranks each: the hierarchical all-reduce beside
+// the flat ring (ring_hier.c).
+static int hier_setup_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
+{
+    int *nodes = malloc((size_t)c->size * sizeof *nodes);
+    int status = comm_agree(c, rc->mpi, nodes ? 0 : VGPU_ENOMEM, "ring set-up (hosts)");
+    for (int q = 0; status == 0 && q < c->size; q++)
+        nodes[q] = rc->peers[q].node;
+    if (status == 0)
+        status = ring_hier_create(c, rc->mpi, args, nodes, rc->world, &rc->hier);
+    free(nodes);
+    return status;
+}
+
 static int ring_create_(comm_t *c, const struct comm_args *args)
 {
     struct ring_comm *rc = calloc(1, sizeof *rc);
@@ -450,6 +477,8 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         close(ctl_fd);
     if (stage_fd >= 0)
         close(stage_fd);
+    if (status == 0)
+        status = hier_setup_(c, args, rc);
     if (status < 0)
         ring_destroy_(c);
     return status;
@@ -460,6 +489,7 @@ static void ring_destroy_(comm_t *c)
     struct ring_comm *rc = c->impl;
     if (!rc)
         return;
+    ring_hier_destroy(rc->hier); // its sub-rings first: all ranks alike
     if (rc->left_map)
         munmap(rc->left_map, rc->left_map_bytes);
     // A neighbour's arena is closed here before its owner frees it (freeing
@@ -479,6 +509,7 @@ static void ring_destroy_(comm_t *c)
     }
     free(rc->core.landing);
     free(rc->peers);
+    free(rc->world);
     free(rc->order);
     free(rc->pos_of);
     free(rc->slot_of);
@@ -505,6 +536,8 @@ static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t coun
                             enum comm_dtype t, enum comm_reduce_op op)
 {
     struct ring_comm *rc = c->impl;
+    if (ring_hier_applies(rc->hier, op))
+        return ring_hier_all_reduce(rc->hier, send, recv, count, t, op);
     const uint64_t es = comm_dtype_size(t), piece = rc->piece_bytes / es;
     const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
     for (uint64_t i = 0; i < pieces; i++) {
@@ -654,12 +687,14 @@ static int ring_barrier_(comm_t *c)
 static double ring_waited_(const comm_t *c)
 {
     const struct ring_comm *rc = c->impl;
-    return rc->core.waited_s;
+    return rc->core.waited_s + ring_hier_waited(rc->hier);
 }
 
 static const char *ring_algo_(const comm_t *c, size_t bytes)
 {
     const struct ring_comm *rc = c->impl;
+    if (rc->hier) // (a sum's; an average takes the flat ring)
+        return "hierarchical";
     const uint64_t piece = rc->piece_bytes; // the engine runs a piece at a time
     return ring_algo_name(ring_algo_for(&rc->core, bytes < piece ? bytes : piece));
 }

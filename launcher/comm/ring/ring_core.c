@@ -57,6 +57,9 @@ static int fail_timeout_(struct ring_core *r, int peer, double waited_s)
     return VGPU_ETIMEOUT;
 }
 
+// The job's rank of ring rank q (a sub-ring's are its own).
+static int world_(const struct ring_core *r, int q) { return r->world ? r->world[q] : q; }
+
 int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t target)
 {
     if (shm_flag_read(&slot->progress) >= target)
@@ -69,12 +72,12 @@ int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t ta
                               .on_slow = on_slow_,
                               .arg = &arg,
                               .waited_s = &waited_s};
-    flight_waiting(rank);
+    flight_waiting(world_(r, rank));
     const uint64_t span = trace_begin();
     const double t0 = util_now_s();
     int rc = shm_flag_wait(&slot->progress, target, &o);
     r->waited_s += util_now_s() - t0;
-    trace_end(TRACE_WAIT, 0, span, rank, 0);
+    trace_end(TRACE_WAIT, 0, span, world_(r, rank), 0);
     if (rc < 0) // the time it waited, not the bound: a wait longer than its bound shows
         return fail_timeout_(r, rank, waited_s);
     flight_resumed();
@@ -124,14 +127,14 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
         if (done) {
             if (i > r->spin_count) {
                 flight_resumed();
-                trace_end(TRACE_WAIT, 0, span, peer, 0);
+                trace_end(TRACE_WAIT, 0, span, world_(r, peer), 0);
             }
             return 0;
         }
         if (i < r->spin_count)
             continue;
         if (i == r->spin_count) {
-            flight_waiting(peer);
+            flight_waiting(world_(r, peer));
             span = trace_begin();
         }
         double waited_s = util_wait_clock_waited(&clock);

@@ -105,6 +105,7 @@ struct ring_core {
     struct ring_shot *shot;  // the latency path; NULL where it does not apply
     ring_report_fn report;   // diagnostics for slow/missing peers
     void *report_arg;        // for report
+    const int *world;        // the job's rank of each rank, for the flight recorder; NULL: the same
 };
 
 // Elements (of elem_bytes each) of an all-reduce round (all ranks agree: it
