@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "comm_internal.h"
+#include "ring_hier.h"
 #include "status.h"
 
 struct choose_case {
@@ -190,6 +191,25 @@ static void test_ring_window_kind(void **state)
     assert_int_equal(ring_window_kind(f, 4, 1, 1), RING_WINDOW_STAGED);
 }
 
+// The hierarchical all-reduce's shape: two hosts or more, the same number
+// (two or more) of ranks on each, in any order.
+static void test_hier_shape(void **state)
+{
+    (void)state;
+    const int two_by_two[] = {0, 0, 1, 1}, interleaved[] = {0, 1, 0, 1}, three[] = {5, 5, 5, 9, 9, 9};
+    const int uneven[] = {0, 0, 1}, singles[] = {0, 1, 2, 3}, one_host[] = {0, 0, 0, 0};
+    const int three_hosts[] = {2, 0, 1, 0, 1, 2}, mixed[] = {0, 0, 1, 1, 2};
+    assert_int_equal(ring_hier_shape(two_by_two, 4), 2);
+    assert_int_equal(ring_hier_shape(interleaved, 4), 2);
+    assert_int_equal(ring_hier_shape(three, 6), 3);
+    assert_int_equal(ring_hier_shape(three_hosts, 6), 2);
+    assert_int_equal(ring_hier_shape(uneven, 3), 0);
+    assert_int_equal(ring_hier_shape(mixed, 5), 0);
+    assert_int_equal(ring_hier_shape(singles, 4), 0);
+    assert_int_equal(ring_hier_shape(one_host, 4), 0);
+    assert_int_equal(ring_hier_shape(two_by_two, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_nccl_ranks_per_gpu),
         cmocka_unit_test(test_find_ops),
         cmocka_unit_test(test_ring_window_kind),
+        cmocka_unit_test(test_hier_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
