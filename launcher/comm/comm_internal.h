@@ -17,6 +17,7 @@ struct comm_args {
     int node_index;          // this rank's host index (ranks with equal index share memory)
     const char *host;
     const int *world_ranks;  // the job's rank of each rank of mpi_comm, for messages (NULL: the same)
+    int force_staging;       // ring: staging windows whatever the devices (its small-collective ring)
 };
 
 struct comm_ops {
@@ -194,6 +195,10 @@ enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, i
 // The cores the ranks of this machine have between them: the online CPUs,
 // or this process's affinity mask where that is larger (ring_facts.c).
 int ring_cpus_available(void);
+// Device windows (ranks sharing a GPU under MPS) keep a second, staged ring
+// for all-reduces of up to this many bytes among n ranks: its host latency
+// path beats a step-synchronised ring on the GPU there (ring_facts.c).
+uint64_t ring_device_small_bytes(int n);
 // What tells this machine from another into out[bytes]: the kernel's boot id
 // (network namespaces and containers on one machine share it, and its
 // cores), else "host:" and the host name.

@@ -73,8 +73,10 @@ if nvidia-cuda-mps-control -d >>"$LOG" 2>&1; then
   train "train np=4 automatic MPS"
   train "train np=4 IPC MPS" VGPU_RING_STAGING=0
   train "train np=4 staged MPS" VGPU_RING_STAGING=1
+  allreduce "allreduce np=2 automatic MPS" 2
   allreduce "allreduce np=2 IPC MPS" 2 VGPU_RING_STAGING=0
   allreduce "allreduce np=2 staged MPS" 2 VGPU_RING_STAGING=1
+  allreduce "allreduce np=4 automatic MPS" 4
   allreduce "allreduce np=4 IPC MPS" 4 VGPU_RING_STAGING=0
   allreduce "allreduce np=4 staged MPS" 4 VGPU_RING_STAGING=1
   # A pinned limit per client: the ring maps its left neighbour's arena, which

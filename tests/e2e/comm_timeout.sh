@@ -68,7 +68,7 @@ expect_nonzero
 expect_within 30
 expect_out "^\[rank [03]@[^]]*\] error: collective timed out after [0-9.]* s waiting for rank 2 \(host"
 expect_no_out "rank [03]@[^]]*\] error: collective timed out after [0-9.]* s waiting for rank [013] "
-expect_out "ring_hier.c"
+expect_out "ring_sub.c"
 expect_waited_about
 
 # The deterministic all-reduce's all-to-all (both backends) is bounded too.

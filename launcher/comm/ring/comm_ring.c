@@ -17,7 +17,7 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
-#include "ring_hier.h"
+#include "ring_sub.h"
 #include "ring_internal.h"
 #include "shm_share.h"
 #include "status.h"
@@ -83,6 +83,8 @@ struct ring_comm {
     size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
     int *world;                // the job's rank of each rank, [size]; NULL: the same
     struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
+    comm_t *small;             // (device windows) a staged ring for small all-reduces; NULL: none
+    uint64_t small_bytes;      // up to this size they take it, bytes
 };
 
 // The job's name of rank q (a sub-ring's ranks are numbered in it).
@@ -194,7 +196,8 @@ static int choose_window_(comm_t *c, const struct comm_args *args, struct ring_c
         status = check_(MPI_Allgather(&fact, (int)sizeof fact, MPI_BYTE, facts, (int)sizeof fact,
                                       MPI_BYTE, rc->mpi),
                         "MPI_Allgather");
-    rc->kind = status == 0 ? ring_window_kind(facts, n, c->rank, env_get()->ring_staging)
+    const int staging = args->force_staging ? 1 : env_get()->ring_staging;
+    rc->kind = status == 0 ? ring_window_kind(facts, n, c->rank, staging)
                            : RING_WINDOW_HOST;
     free(facts);
     if (status < 0)
@@ -427,9 +430,10 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
 
 // Every step agrees its outcome with all ranks before the next (a failure
 // anywhere fails everywhere, and no rank waits on one that gave up).
-// Several hosts with several ranks each: the hierarchical all-reduce beside
-// the flat ring (ring_hier.c).
-static int hier_setup_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
+// Rings of the same ranks beside this one (ring_sub.c): the hierarchical
+// all-reduce across hosts of several ranks each; on device windows, a staged
+// ring for small all-reduces (unless VGPU_RING_STAGING=0 asks for IPC only).
+static int sub_rings_(comm_t *c, const struct comm_args *args, struct ring_comm *rc)
 {
     int *nodes = malloc((size_t)c->size * sizeof *nodes);
     int status = comm_agree(c, rc->mpi, nodes ? 0 : VGPU_ENOMEM, "ring set-up (hosts)");
@@ -438,6 +442,8 @@ static int hier_setup_(comm_t *c, const struct comm_args *args, struct ring_comm
     if (status == 0)
         status = ring_hier_create(c, rc->mpi, args, nodes, rc->world, &rc->hier);
     free(nodes);
+    if (status == 0 && rc->kind == RING_WINDOW_DEVICE && env_get()->ring_staging != 0)
+        status = ring_small_create(c, rc->mpi, args, rc->world, &rc->small, &rc->small_bytes);
     return status;
 }
 
@@ -478,7 +484,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     if (stage_fd >= 0)
         close(stage_fd);
     if (status == 0)
-        status = hier_setup_(c, args, rc);
+        status = sub_rings_(c, args, rc);
     if (status < 0)
         ring_destroy_(c);
     return status;
@@ -490,6 +496,7 @@ static void ring_destroy_(comm_t *c)
     if (!rc)
         return;
     ring_hier_destroy(rc->hier); // its sub-rings first: all ranks alike
+    comm_destroy(rc->small);
     if (rc->left_map)
         munmap(rc->left_map, rc->left_map_bytes);
     // A neighbour's arena is closed here before its owner frees it (freeing
@@ -538,6 +545,8 @@ static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t coun
     struct ring_comm *rc = c->impl;
     if (ring_hier_applies(rc->hier, op))
         return ring_hier_all_reduce(rc->hier, send, recv, count, t, op);
+    if (rc->small && count * comm_dtype_size(t) <= rc->small_bytes)
+        return rc->small->ops->all_reduce(rc->small, send, recv, count, t, op);
     const uint64_t es = comm_dtype_size(t), piece = rc->piece_bytes / es;
     const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
     for (uint64_t i = 0; i < pieces; i++) {
@@ -687,7 +696,8 @@ static int ring_barrier_(comm_t *c)
 static double ring_waited_(const comm_t *c)
 {
     const struct ring_comm *rc = c->impl;
-    return rc->core.waited_s + ring_hier_waited(rc->hier);
+    return rc->core.waited_s + ring_hier_waited(rc->hier) +
+           (rc->small ? rc->small->ops->waited(rc->small) : 0);
 }
 
 static const char *ring_algo_(const comm_t *c, size_t bytes)
@@ -695,6 +705,8 @@ static const char *ring_algo_(const comm_t *c, size_t bytes)
     const struct ring_comm *rc = c->impl;
     if (rc->hier) // (a sum's; an average takes the flat ring)
         return "hierarchical";
+    if (rc->small && bytes <= rc->small_bytes)
+        return rc->small->ops->algo(rc->small, bytes);
     const uint64_t piece = rc->piece_bytes; // the engine runs a piece at a time
     return ring_algo_name(ring_algo_for(&rc->core, bytes < piece ? bytes : piece));
 }

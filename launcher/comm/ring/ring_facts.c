@@ -30,6 +30,18 @@ enum ring_window ring_window_kind(const struct ring_device_fact *facts, int n, i
     return device ? RING_WINDOW_DEVICE : RING_WINDOW_STAGED;
 }
 
+// Measured on an H100 under MPS (docs/gpu-runs/2026-11-26-h100.md, calls 2
+// and 3): the ring over CUDA IPC costs 28-30 us (2 ranks) and 81-92 us (4)
+// at any size up to 1 MiB, one stream synchronisation a step; staged
+// through host memory, where the latency path runs, 23-26 us at 8 KiB for 2
+// ranks (29 us at 16 KiB: no better) and 29-75 us up to 128 KiB for 4
+// (104-124 us at 256 KiB). 3 ranks were not measured: they take the 4-rank
+// threshold, which a third rank's extra step on the GPU only favours.
+uint64_t ring_device_small_bytes(int n)
+{
+    return n < 2 ? 0 : n == 2 ? 8u << 10 : 128u << 10;
+}
+
 // CPUs this process may run on (its affinity mask; mpirun may bind ranks).
 int ring_cpus_available(void)
 {

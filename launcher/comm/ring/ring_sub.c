@@ -1,4 +1,6 @@
-// ring_hier.c: the hierarchical all-reduce across hosts, NCCL's shape for
+// ring_sub.c: rings of a ring's own ranks, beside it.
+//
+// The hierarchical all-reduce across hosts, NCCL's shape for
 // several ranks a host: the host's ranks sum through shared memory (a ring,
 // or its latency path, on one host), one ring a local index carries that
 // index's block of the host's sum between the hosts, and the host's ranks
@@ -13,7 +15,7 @@
 #include "comm_internal.h"
 #include "env.h"
 #include "log.h"
-#include "ring_hier.h"
+#include "ring_sub.h"
 #include "status.h"
 
 struct ring_hier {
@@ -153,6 +155,37 @@ double ring_hier_waited(const struct ring_hier *h)
     if (h && h->cross && h->cross->ops->waited)
         w += h->cross->ops->waited(h->cross);
     return w;
+}
+
+// ---- small all-reduces on device windows ----
+//
+// Ranks sharing a GPU under MPS map each other's arenas, and the ring's every
+// step synchronises the GPU stream: a floor of tens of microseconds at any
+// size. A ring of the same ranks with staging windows takes the host latency
+// path (one-shot, two-shot) instead, with two copies between the GPU and
+// host memory: faster up to ring_device_small_bytes (ring_facts.c, measured).
+
+int ring_small_create(comm_t *c, MPI_Comm mpi, const struct comm_args *args, const int *world,
+                      comm_t **out, uint64_t *bytes)
+{
+    *out = NULL;
+    *bytes = ring_device_small_bytes(c->size);
+    if (!*bytes)
+        return 0;
+    struct comm_args sub = *args;
+    sub.mpi_comm = mpi;
+    sub.world_ranks = world;
+    sub.force_staging = 1;
+    sub.largest_bytes = *bytes;
+    int status = comm_agree(c, mpi, comm_create(out, &comm_ring_ops, &sub),
+                            "ring set-up (small collectives)");
+    if (status < 0 && *out) {
+        comm_destroy(*out);
+        *out = NULL;
+    }
+    if (!*out)
+        *bytes = 0;
+    return status;
 }
 
 void ring_hier_destroy(struct ring_hier *h)

@@ -1,7 +1,8 @@
-// ring_hier.h: the hierarchical all-reduce across hosts (ring_hier.c), built
-// from two sub-rings of the flat one's ranks.
-#ifndef VGPU_RING_HIER_H
-#define VGPU_RING_HIER_H
+// ring_sub.h: rings of a ring's own ranks (ring_sub.c): the hierarchical
+// all-reduce across hosts, and the staged ring that carries small
+// all-reduces where the ring's windows are GPU memory.
+#ifndef VGPU_RING_SUB_H
+#define VGPU_RING_SUB_H
 
 #include "comm_internal.h"
 
@@ -27,5 +28,11 @@ int ring_hier_all_reduce(struct ring_hier *h, const void *send, void *recv, size
 // Seconds its sub-rings waited for peers.
 double ring_hier_waited(const struct ring_hier *h);
 void ring_hier_destroy(struct ring_hier *h);
+
+// *out: a ring of the ranks of `mpi` (c's) with staging windows, for
+// all-reduces of up to *bytes (ring_device_small_bytes; 0 and NULL where
+// none). Collective over `mpi`. 0 or a status (nothing left behind).
+int ring_small_create(comm_t *c, MPI_Comm mpi, const struct comm_args *args, const int *world,
+                      comm_t **out, uint64_t *bytes);
 
 #endif
