@@ -21,6 +21,11 @@ communication >= 90% of the step). About 2-4 minutes. Needs root.
   --latency LAT   also each link with this netem delay (default 500us) when the
                   kernel has netem; "none" leaves latency cases out
   --write-docs    write the table into docs/PROJECTION.md (its marked block)
+  --repeat R      runs a case (default 3): the row takes their median step, as
+                  other work on this machine (a build) slows a run by 20-50%
+  --one-core      run the ranks across hosts all on core 0 (mpirun --bind-to core:
+                  each host's daemon binds its rank to its first core): what
+                  ranks sharing a core do to the step; such rows never count
   --keep DIR      keep the traces and outputs in DIR
 Env: VGPU_BUILD_DIR (default build).
 EOF
@@ -31,13 +36,15 @@ bad_usage() { echo "project_validate: $*" >&2; echo "(scripts/project_validate.s
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${VGPU_BUILD_DIR:-$here/build}
-links="1gbit 200mbit 50mbit" hosts_list="2 3 4" latency=500us write_docs=0 keep=""
+links="1gbit 200mbit 50mbit" hosts_list="2 3 4" latency=500us write_docs=0 keep="" repeat=3 bind=none
 while [ $# -gt 0 ]; do
   case $1 in
     --links) [ $# -ge 2 ] || bad_usage "--links needs a value"; links=$2; shift 2 ;;
     --hosts) [ $# -ge 2 ] || bad_usage "--hosts needs a value"; hosts_list=$2; shift 2 ;;
     --latency) [ $# -ge 2 ] || bad_usage "--latency needs a value"; latency=$2; shift 2 ;;
     --write-docs) write_docs=1; shift ;;
+    --one-core) bind=core; shift ;;
+    --repeat) [ $# -ge 2 ] || bad_usage "--repeat needs a count"; repeat=$2; shift 2 ;;
     --keep) [ $# -ge 2 ] || bad_usage "--keep needs a directory"; keep=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1'" ;;
@@ -47,6 +54,8 @@ for l in $links; do
   [[ $l =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || bad_usage "--links '$l': a rate such as 200mbit (latency: --latency)"
 done
 for n in $hosts_list; do [[ $n =~ ^[2-4]$ ]] || bad_usage "--hosts '$n': 2 to 4"; done
+[[ $repeat =~ ^[1-9]$ ]] || bad_usage "--repeat '$repeat': 1 to 9"
+[ "$bind" = none ] || [ "$write_docs" = 0 ] || bad_usage "--write-docs writes the validation table: not with --one-core"
 [[ $latency == none || $latency =~ ^[0-9]+(us|ms)$ ]] || bad_usage "--latency '$latency': e.g. 500us, 2ms or none"
 
 [ "$(id -u)" = 0 ] || die "needs root (it makes network namespaces with scripts/cluster/hosts.sh): run it with sudo"
@@ -134,10 +143,10 @@ project() {
 # measure N STEPS TAG: the step (ms a rank) of the job across N hosts, from
 # its own trace (vgpu-project's profile: median over ranks' steps, warm-up out).
 # --bind-to none: each host's daemon would bind its first rank to core 0,
-# every rank on the same core.
+# every rank on the same core (what --one-core asks for).
 measure() {
   local n=$1 steps=$2 tag=$3
-  "$MPIRUN" -np "$n" --bind-to none --hostfile "$VGPU_HOSTFILE" "$build/vgpu_train" "${JOB[@]}" \
+  "$MPIRUN" -np "$n" --bind-to "$bind" --hostfile "$VGPU_HOSTFILE" "$build/vgpu_train" "${JOB[@]}" \
     --set train.max_steps="$steps" --trace "$work/$tag.json" >"$work/$tag.out" 2>&1 ||
     { cat "$work/$tag.out" >&2; die "the run across $n hosts ($tag) failed"; }
   "$build/vgpu-project" --trace "$work/$tag.json" --target "$TARGET" --measured-on "$work/cal.ini" \
@@ -148,11 +157,20 @@ measure() {
     die "no 'measured: step' line for $tag"
 }
 
+# measure_median N STEPS TAG: the median step of $repeat runs.
+measure_median() {
+  local i all=()
+  for ((i = 1; i <= repeat; i++)); do all+=("$(measure "$1" "$2" "$3.$i")"); done
+  echo "#   runs: ${all[*]} ms" >&2
+  printf '%s\n' "${all[@]}" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # counts N STEP COMM: "yes" or "no (why)". This machine must not be what is
 # measured: ranks <= cores, or the link's share of the projected step so large
 # (>= 90%) that ranks sharing cores (at most 2x the CPU's part, 4 ranks on 2
 # cores) could move the step by no more than the 10% goal.
 counts() {
+  if [ "$bind" = core ]; then echo "no (--one-core: every rank on core 0)"; return; fi
   if [ "$1" -le "$CORES" ]; then echo yes; return; fi
   awk -v s="$2" -v c="$3" -v n="$1" -v k="$CORES" 'BEGIN {
     share = 100 * c / s
@@ -186,7 +204,7 @@ run_case() {
   adj=$(adjusted "$p_compute" "$p_comm" "$gbit")
   tag=${model//,/_}-$n
   echo "# $model, $n hosts: projected $p_step ms; running $steps steps" >&2
-  measured=$(measure "$n" "$steps" "$tag")
+  measured=$(measure_median "$n" "$steps" "$tag")
   err=$(awk -v p="$p_step" -v m="$measured" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
   adj_err=$(awk -v p="$adj" -v m="$measured" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
   verdict=$(counts "$n" "$p_step" "$p_comm")
@@ -230,6 +248,9 @@ main() {
       note="Latency cases left out: this kernel has no netem (CONFIG_NET_SCH_NETEM), which hosts.sh needs to delay packets."
     fi
   fi
+  read -r load _ </proc/loadavg
+  awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' &&
+    echo "project_validate: warning: load average $load: other work on this machine slows the runs" >&2
   one_host
   "$HOSTS_SH" up "$hmax" --slots 1 --name "$name" >/dev/null
   eval "$("$HOSTS_SH" env --name "$name")"
@@ -254,7 +275,8 @@ write_docs_block() {
   block=$work/block.md
   {
     echo "Measured $(date -u +%Y-%m-%d) on ${cpu:-this CPU}, $CORES cores, by"
-    echo "\`scripts/project_validate.sh --write-docs\` (links: $links; hosts: $hosts_list):"
+    echo "\`scripts/project_validate.sh --write-docs\` (links: $links; hosts: $hosts_list; the median of $repeat runs a case;"
+    echo "load average before: $load):"
     echo
     header
     printf '%s\n' "${rows[@]}"
