@@ -22,8 +22,9 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_STAGING", "1|0",
      "1: the ring all-reduce copies through host staging segments on any device (on CPU devices: "
      "tests the GPU data path without a GPU); 0: ranks on one GPU map each other's memory (CUDA "
-     "IPC) even where their contexts take turns on it (no MPS); unset: IPC only under MPS "
-     "without a pinned memory limit, else staging"},
+     "IPC) for every all-reduce, even where their contexts take turns on it (no MPS); unset: IPC "
+     "only under MPS without a pinned memory limit, and there small all-reduces staged; else "
+     "staging"},
     {"VGPU_MPI_STAGING", "1",
      "the mpi backend copies through its host staging buffer on CPU devices too, as it does on "
      "GPUs (tests the GPU data path, e.g. deterministic mode's all-to-all, without a GPU)"},

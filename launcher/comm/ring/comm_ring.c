@@ -17,8 +17,8 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
-#include "ring_sub.h"
 #include "ring_internal.h"
+#include "ring_sub.h"
 #include "shm_share.h"
 #include "status.h"
 
@@ -428,8 +428,6 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
     return status;
 }
 
-// Every step agrees its outcome with all ranks before the next (a failure
-// anywhere fails everywhere, and no rank waits on one that gave up).
 // Rings of the same ranks beside this one (ring_sub.c): the hierarchical
 // all-reduce across hosts of several ranks each; on device windows, a staged
 // ring for small all-reduces (unless VGPU_RING_STAGING=0 asks for IPC only).
@@ -447,6 +445,8 @@ static int sub_rings_(comm_t *c, const struct comm_args *args, struct ring_comm 
     return status;
 }
 
+// Every step agrees its outcome with all ranks before the next (a failure
+// anywhere fails everywhere, and no rank waits on one that gave up).
 static int ring_create_(comm_t *c, const struct comm_args *args)
 {
     struct ring_comm *rc = calloc(1, sizeof *rc);
