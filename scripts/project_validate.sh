@@ -157,12 +157,13 @@ measure() {
     die "no 'measured: step' line for $tag"
 }
 
-# measure_median N STEPS TAG: the median step of $repeat runs.
+# measure_median N STEPS TAG: "MEDIAN MIN MAX", the steps of $repeat runs.
 measure_median() {
   local i all=()
   for ((i = 1; i <= repeat; i++)); do all+=("$(measure "$1" "$2" "$3.$i")"); done
   echo "#   runs: ${all[*]} ms" >&2
-  printf '%s\n' "${all[@]}" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+  printf '%s\n' "${all[@]}" | sort -g |
+    awk '{ v[NR] = $1 } END { print ((NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[1], v[NR] }'
 }
 
 # counts N STEP COMM: "yes" or "no (why)". This machine must not be what is
@@ -194,7 +195,7 @@ latency_us() {
 rows=()
 # run_case MODEL N: measures one case and adds its row.
 run_case() {
-  local model=$1 n=$2 rate lat steps gbit measured adj err adj_err verdict tag
+  local model=$1 n=$2 rate lat steps gbit measured lo hi adj err adj_err verdict tag
   rate=${model%%,*}
   lat=none
   [[ $model == *,* ]] && lat=${model#*,}
@@ -204,19 +205,19 @@ run_case() {
   adj=$(adjusted "$p_compute" "$p_comm" "$gbit")
   tag=${model//,/_}-$n
   echo "# $model, $n hosts: projected $p_step ms; running $steps steps" >&2
-  measured=$(measure_median "$n" "$steps" "$tag")
+  read -r measured lo hi <<<"$(measure_median "$n" "$steps" "$tag")"
   err=$(awk -v p="$p_step" -v m="$measured" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
   adj_err=$(awk -v p="$adj" -v m="$measured" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
   verdict=$(counts "$n" "$p_step" "$p_comm")
-  rows+=("$(printf '| %s | %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %s%% | %.2f | %s%% | %s |' \
+  rows+=("$(printf '| %s | %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %s%% | %.2f | %s%% | %s | %.1f-%.1f |' \
     "$model" "$n" "$n" "$steps" "$p_compute" "$p_comm" "$p_step" "$measured" "$err" "$adj" \
-    "$adj_err" "$verdict")")
+    "$adj_err" "$verdict" "$lo" "$hi")")
   echo "${rows[-1]}"
 }
 
 header() {
-  echo "| link | hosts | ranks | steps | compute ms | comm ms | projected ms | measured ms | error | adjusted ms | adj. error | counts |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+  echo "| link | hosts | ranks | steps | compute ms | comm ms | projected ms | measured ms | error | adjusted ms | adj. error | counts | runs ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 }
 
 # summary: median and max |error| over the counted rows, of the projection
