@@ -276,7 +276,7 @@ write_docs_block() {
   block=$work/block.md
   {
     echo "Measured $(date -u +%Y-%m-%d) on ${cpu:-this CPU}, $CORES cores, by"
-    echo "\`scripts/project_validate.sh --write-docs\` (links: $links; hosts: $hosts_list; the median of $repeat runs a case;"
+    echo "\`scripts/project_validate.sh --repeat $repeat --write-docs\` (links: $links; hosts: $hosts_list; the median of $repeat runs a case;"
     echo "load average before: $load):"
     echo
     header
