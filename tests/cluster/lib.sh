@@ -16,6 +16,12 @@ need_cmds() {
 # Cleanup steps run in reverse order on exit, also after a failure or ^C.
 CLEANUP=()
 at_exit() { CLEANUP+=("$*"); }
+# What scripts/cluster/hosts.sh needs (network namespaces, veth, tc), else skipped.
+need_netns_hosts() {
+  need_root "to create network namespaces"
+  need_cmds iproute2 ip tc
+  need_cmds util-linux unshare nsenter
+}
 run_cleanup_() {
   local i
   for ((i = ${#CLEANUP[@]} - 1; i >= 0; i--)); do eval "${CLEANUP[i]}" >/dev/null 2>&1 || true; done

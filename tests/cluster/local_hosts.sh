@@ -19,9 +19,7 @@ nobody=()
 run "hosts.sh up without root" 20 "${nobody[@]}" "$HOSTS_SH" up 2 --name nr$$
 expect_rc 1
 expect_out '^hosts.sh: needs root \(network namespaces, veth links, tc\): run it with sudo$'
-need_root "to create network namespaces"
-need_cmds iproute2 ip tc
-need_cmds util-linux unshare nsenter
+need_netns_hosts
 
 NAME=t$(($$ % 10000000))
 at_exit "$HOSTS_SH down --name $NAME"
