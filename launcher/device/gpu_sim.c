@@ -279,7 +279,7 @@ static int sim_scan_(struct gpu_props *out, int max, int *count, char *err, size
         out[i] = g->props;
         out[i].ordinal = i;
         out[i].mps = sim_mps_active_();
-        if (sim_mps_active_())
+        if (out[i].mps)
             out[i].client_limit_bytes =
                 gpu_mps_client_limit(getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), i);
         (*count)++;

@@ -42,6 +42,20 @@ int ring_hier_shape(const int *nodes, int n)
     return hosts >= 2 && per_host >= 2 ? per_host : 0;
 }
 
+// A ring with `sub`'s arguments, created on all of `parent`'s ranks or on
+// none: each ring agrees among its own ranks, this among all of them, so
+// that no rank goes on without the others.
+static int agreed_ring_(comm_t *c, MPI_Comm parent, const struct comm_args *sub, const char *what,
+                        comm_t **out)
+{
+    int status = comm_agree(c, parent, comm_create(out, &comm_ring_ops, sub), what);
+    if (status < 0 && *out) {
+        comm_destroy(*out);
+        *out = NULL;
+    }
+    return status;
+}
+
 // One sub-ring over the ranks of `parent` with this color, ordered by key;
 // its ranks named as the job names them (world: the parent's names, or
 // NULL when the parent's ranks are the job's).
@@ -75,14 +89,7 @@ static int sub_ring_(comm_t *c, MPI_Comm parent, int color, int key, const struc
         struct comm_args sub = *args;
         sub.mpi_comm = split;
         sub.world_ranks = names;
-        // Each sub-ring agrees among its own ranks; all of them here, so
-        // that no host goes on to the next split without the others.
-        status = comm_agree(c, parent, comm_create(out, &comm_ring_ops, &sub),
-                            "ring set-up (hierarchical)");
-        if (status < 0 && *out) {
-            comm_destroy(*out);
-            *out = NULL;
-        }
+        status = agreed_ring_(c, parent, &sub, "ring set-up (hierarchical)", out);
     }
     free(names);
     free(mine);
@@ -177,12 +184,7 @@ int ring_small_create(comm_t *c, MPI_Comm mpi, const struct comm_args *args, con
     sub.world_ranks = world;
     sub.force_staging = 1;
     sub.largest_bytes = *bytes;
-    int status = comm_agree(c, mpi, comm_create(out, &comm_ring_ops, &sub),
-                            "ring set-up (small collectives)");
-    if (status < 0 && *out) {
-        comm_destroy(*out);
-        *out = NULL;
-    }
+    int status = agreed_ring_(c, mpi, &sub, "ring set-up (small collectives)", out);
     if (!*out)
         *bytes = 0;
     return status;
