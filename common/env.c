@@ -34,6 +34,10 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_YIELD_US", "MICROSECONDS",
      "how long a ring wait yields its core between polls before it sleeps on its futex "
      "(0 to 1000000, default 250; 0: sleep after the polls)"},
+    {"VGPU_RING_MSG_BYTES", "BYTES",
+     "the largest MPI message the ring sends between hosts (0, or 256 to 1073741824; default "
+     "64512, under Open MPI's TCP eager limit, so that no message waits for the receiver's "
+     "answer; 0: each step in one message); ranks that disagree all use the smallest"},
     {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
@@ -140,6 +144,14 @@ static void env_parse_(struct vgpu_env *e)
             e->ring_yield_us = n;
         else
             env_warn_malformed("VGPU_RING_YIELD_US", v, "microseconds, 0 to 1000000");
+    }
+    e->ring_msg_bytes = -1;
+    if ((v = env_read("VGPU_RING_MSG_BYTES")) && *v) {
+        long n;
+        if (sscanf(v, "%ld%c", &n, &end) == 1 && (n == 0 || (n >= 256 && n <= (1L << 30))))
+            e->ring_msg_bytes = n;
+        else
+            env_warn_malformed("VGPU_RING_MSG_BYTES", v, "bytes, 0 or 256 to 1073741824");
     }
     if ((v = env_read("VGPU_RING_ALGO")) && *v) {
         static const char *const names[] = {"auto", "ring", "one-shot", "two-shot"};

@@ -28,11 +28,11 @@
 #include "status.h"
 
 #define MAX_RANKS 8
-#define QUEUE 64             // messages in flight on one link, at most
+#define QUEUE 256            // messages in flight on one link, at most
 #define LAZY_POLLS 3         // a receive's polls before its message may move
 #define LAZY_POLL_US 100     // ... each this long
 #define WIN_BYTES (4u << 20) // each rank's buffers (shared: every rank maps them)
-#define MAX_SENDS 8          // sends of one rank in flight
+#define MAX_SENDS 128        // sends of one rank in flight
 
 enum { MSG_FREE, MSG_POSTED, MSG_DELIVERED };
 
@@ -183,7 +183,8 @@ struct world {
 
 // One rank's test on the all-reduce (in place or not) and the all-gather;
 // ranks come per_host to a host, in ring order. Returns the wrong results.
-static long rank_main_(struct world *w, char *wins, int n, int per_host, uint64_t slice)
+static long rank_main_(struct world *w, char *wins, int n, int per_host, uint64_t slice,
+                       uint64_t msg)
 {
     static int order[MAX_RANKS];
     for (int q = 0; q < n; q++)
@@ -201,6 +202,7 @@ static long rank_main_(struct world *w, char *wins, int n, int per_host, uint64_
                           .spin_count = 10, .yield_s = 1e-4};
     r.landing_bytes = slice + 128;
     r.landing = w->landing[me_];
+    assert_int_equal(ring_core_set_messages(&r, msg), 0);
     long wrong = 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n + 1, 1000, 40003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
@@ -236,10 +238,19 @@ static long rank_main_(struct world *w, char *wins, int n, int per_host, uint64_
     for (int q = 0; q < n; q++)
         for (uint64_t i = 0; i < bytes; i++)
             wrong += recv[(uint64_t)q * bytes + i] != (char)(q * 11 + i);
+    // A broadcast from the last position: its chain crosses every link.
+    char *bc = win + (2u << 20);
+    for (uint64_t i = 0; i < bytes; i++)
+        bc[i] = me_ == n - 1 ? (char)(i * 7 + 3) : 0;
+    if (ring_core_broadcast(&r, bc, bytes, n - 1) < 0)
+        return 1000000;
+    for (uint64_t i = 0; i < bytes; i++)
+        wrong += bc[i] != (char)(i * 7 + 3);
+    ring_core_free_messages(&r);
     return wrong;
 }
 
-static void run_(int n, int per_host, uint64_t slice)
+static void run_(int n, int per_host, uint64_t slice, uint64_t msg)
 {
     links_ = shared_alloc_(MAX_RANKS * sizeof *links_);
     struct world *w = shared_alloc_(sizeof *w);
@@ -253,10 +264,11 @@ static void run_(int n, int per_host, uint64_t slice)
         assert_true(pids[q] >= 0);
         if (pids[q] == 0) {
             me_ = q;
-            long wrong = rank_main_(w, wins, n, per_host, slice);
+            long wrong = rank_main_(w, wins, n, per_host, slice, msg);
             if (wrong)
-                fprintf(stderr, "ring over MPI links n=%d, %d a host, slice=%llu, rank %d: "
-                        "%ld wrong\n", n, per_host, (unsigned long long)slice, q, wrong);
+                fprintf(stderr, "ring over MPI links n=%d, %d a host, slice=%llu, messages of "
+                        "%llu, rank %d: %ld wrong\n", n, per_host, (unsigned long long)slice,
+                        (unsigned long long)msg, q, wrong);
             _exit(wrong ? 1 : 0);
         }
     }
@@ -276,13 +288,37 @@ static void run_(int n, int per_host, uint64_t slice)
 
 // One rank a host: 2 and 3 ranks: an all-gather step overwrites a chunk whose
 // reduce-scatter send may still be in flight; 4 and 5: more steps than sends
-// in flight.
+// in flight. Steps in one message, and cut into several (a chunk of a 4096-
+// byte slice is up to 4224 bytes: 5 messages of 1000, the last of 224).
 static void test_ring_over_mpi_links(void **state)
 {
     (void)state;
     for (int n = 2; n <= 5; n++) {
-        run_(n, 1, 4096);    // many rounds and steps
-        run_(n, 1, 1 << 20); // one round
+        run_(n, 1, 4096, 0);         // many rounds and steps
+        run_(n, 1, 4096, 1000);
+        run_(n, 1, 1 << 20, 0);      // one round
+        run_(n, 1, 1 << 20, 64512);  // ... its steps cut as between real hosts
+    }
+}
+
+// The messages a transfer needs, at the bounds: a chunk is a slice and 128
+// bytes more; 0 is one message a step.
+static void test_message_parts(void **state)
+{
+    (void)state;
+    const struct {
+        uint64_t slice, msg;
+        int parts;
+    } cases[] = {{4096, 0, 1},     {4096, 4224, 1}, {4096, 4223, 2}, {4096, 1000, 5},
+                 {1 << 20, 64512, 17}, {1 << 20, 1 << 30, 1}, {64, 256, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ring_core r = {.slice_bytes = cases[i].slice};
+        assert_int_equal(ring_core_set_messages(&r, cases[i].msg), 0);
+        assert_int_equal(r.xfer_parts, cases[i].parts);
+        assert_int_equal(r.msg_bytes, cases[i].msg ? cases[i].msg : UINT64_MAX);
+        assert_true(r.reqs[RING_XFERS * cases[i].parts - 1] == MPI_REQUEST_NULL);
+        ring_core_free_messages(&r);
+        assert_null(r.reqs);
     }
 }
 
@@ -291,10 +327,12 @@ static void test_ring_over_mpi_links(void **state)
 static void test_ring_over_mixed_links(void **state)
 {
     (void)state;
-    run_(4, 2, 4096);
-    run_(6, 2, 1 << 20);
-    run_(6, 3, 4096);
-    run_(8, 2, 4096);
+    run_(4, 2, 4096, 0);
+    run_(4, 2, 4096, 1000);
+    run_(6, 2, 1 << 20, 0);
+    run_(6, 2, 1 << 20, 64512);
+    run_(6, 3, 4096, 1000);
+    run_(8, 2, 4096, 0);
 }
 
 int main(void)
@@ -302,6 +340,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_over_mpi_links),
         cmocka_unit_test(test_ring_over_mixed_links),
+        cmocka_unit_test(test_message_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

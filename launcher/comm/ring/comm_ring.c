@@ -24,6 +24,12 @@
 
 #define RING_CTL_MAGIC 0x76677075636f6e31ull // "vgpucon1"
 #define RING_DEFAULT_SLICE_BYTES (1u << 20)
+// The largest message of a step between hosts (ring_core_set_messages says
+// why it is cut): under Open MPI's TCP eager limit, 64 KiB less the PML's
+// header. Measured (docs/COLLECTIVES.md): 3 namespace hosts behind 200 Mbit
+// links, the default job's step 55.5-58.8 ms in one message a step, 52.5 ms
+// with the handshake gone (the link's rate: 52.6 ms).
+#define RING_NET_MSG_BYTES (63u << 10)
 // Collectives are cut into pieces of this many bytes (all ranks alike), so
 // that a staging window of this size carries any count.
 #define RING_PIECE_BYTES (64ull << 20)
@@ -365,7 +371,7 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 // neighbour's window, the only one ever read here. Returns status, or the
 // failure to map.
 static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, uint64_t slice,
-                 int status)
+                 uint64_t msg_bytes, int status)
 {
     const int n = c->size, me = c->rank, p = rc->pos_of[me];
     struct ring_core *core = &rc->core;
@@ -420,8 +426,7 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
         // two of them (one reduced while the next arrives).
         core->landing_bytes = (slice < 128 ? 128 : slice) + 128;
         core->landing = malloc(2 * core->landing_bytes);
-        if (!core->landing)
-            status = VGPU_ENOMEM;
+        status = core->landing ? ring_core_set_messages(core, msg_bytes) : VGPU_ENOMEM;
     }
     // Steps count from what this host's slots say (0 for a new segment).
     core->progress = 0;
@@ -462,6 +467,14 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     slice = slice < 64 ? 64 : slice > (256u << 20) ? (256u << 20) : slice & ~(uint64_t)63;
     if (status == 0)
         status = comm_mpi_min_u64_bounded(c, rc->mpi, &slice, "ring set-up (slice)");
+    // Every rank must cut a step into the same messages: the smallest asked
+    // for wins (0, one message a step, counts as the largest).
+    const long msg_env = env_get()->ring_msg_bytes;
+    uint64_t msg_bytes = msg_env < 0 ? RING_NET_MSG_BYTES : msg_env ? (uint64_t)msg_env : UINT64_MAX;
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &msg_bytes, "ring set-up (messages)");
+    if (msg_bytes == UINT64_MAX)
+        msg_bytes = 0;
     if (status == 0)
         status = choose_window_(c, args, rc);
     if (status == 0)
@@ -476,7 +489,7 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         // A failure from here on is agreed at "ring mappings", by everyone.
         if (status == 0)
             status = comm_agree(c, rc->mpi,
-                                link_(c, args, rc, slice, map_status),
+                                link_(c, args, rc, slice, msg_bytes, map_status),
                                 "ring mappings");
     }
     if (ctl_fd >= 0)
@@ -515,6 +528,7 @@ static void ring_destroy_(comm_t *c)
         munmap(rc->stage, rc->stage_bytes);
     }
     free(rc->core.landing);
+    ring_core_free_messages(&rc->core);
     free(rc->peers);
     free(rc->world);
     free(rc->order);

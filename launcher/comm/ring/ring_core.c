@@ -4,6 +4,7 @@
 #include "ring_internal.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -15,6 +16,11 @@
 #include "util.h"
 
 #define RING_TAG 0x7269 // one tag: MPI keeps a link's messages in order
+
+// The transfer slots (RING_XFERS): a collective's sends alternate between
+// two, so that one step's may still be in flight while the next is posted.
+enum { XFER_SEND_EVEN_, XFER_SEND_ODD_, XFER_RECV_ };
+_Static_assert(XFER_RECV_ + 1 == RING_XFERS, "RING_XFERS counts the transfer slots");
 
 static inline int mod_(int64_t a, int n) { return (int)(((a % n) + n) % n); }
 
@@ -108,10 +114,37 @@ int ring_publish(struct ring_core *r, uint64_t value)
     return 0;
 }
 
-// Completes an MPI request within the timeout. Polls, then yields, then
+// A transfer: one step's messages to or from a remote neighbour.
+struct xfer_ {
+    MPI_Request *req; // parts requests (MPI_REQUEST_NULL once complete)
+    int parts;
+};
+
+// Transfer slot k (0 .. RING_XFERS-1), with no messages.
+static struct xfer_ xfer_(struct ring_core *r, int k)
+{
+    return (struct xfer_){r->reqs + (size_t)k * (size_t)r->xfer_parts, 0};
+}
+
+// Tests every message of x once; *done: all are complete.
+static int xfer_test_(struct xfer_ *x, int *done)
+{
+    *done = 1;
+    for (int k = 0; k < x->parts; k++) {
+        if (x->req[k] == MPI_REQUEST_NULL)
+            continue;
+        int flag = 0;
+        if (MPI_Test(&x->req[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+        *done &= flag;
+    }
+    return 0;
+}
+
+// Completes a transfer within the timeout. Polls, then yields, then
 // naps: MPI progresses only while we call it, but a rank that has nothing to
 // do must not take the core from the ranks it waits for.
-static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
+static int mpi_wait_(struct ring_core *r, struct xfer_ *x, int peer)
 {
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
@@ -119,7 +152,7 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
     uint64_t span = 0;
     for (unsigned i = 0;; i++) {
         int done = 0;
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        if (xfer_test_(x, &done) < 0) {
             r->broken = 1;
             log_error("ring: MPI transfer with rank %d failed", peer);
             return VGPU_ECOMM;
@@ -154,32 +187,73 @@ static int mpi_wait_(struct ring_core *r, MPI_Request *req, int peer)
     }
 }
 
-static int send_right_(struct ring_core *r, const void *buf, uint64_t bytes, MPI_Request *req)
+int ring_core_set_messages(struct ring_core *r, uint64_t msg_bytes)
 {
-    // A zero-byte message still carries the step's "I am done" to the right.
-    if (MPI_Isend(bytes ? buf : r->landing, (int)bytes, MPI_BYTE, r->right.rank, RING_TAG, r->mpi,
-                  req) != MPI_SUCCESS) {
+    ring_core_free_messages(r);
+    r->msg_bytes = msg_bytes ? msg_bytes : UINT64_MAX;
+    const uint64_t chunk = r->slice_bytes + 128; // ring_chunk: a slice and 16 elements more
+    const uint64_t parts = chunk / r->msg_bytes + (chunk % r->msg_bytes != 0);
+    if (parts > (uint64_t)INT32_MAX / RING_XFERS)
+        return VGPU_EINVAL;
+    r->xfer_parts = (int)parts;
+    r->reqs = malloc((size_t)RING_XFERS * (size_t)parts * sizeof *r->reqs);
+    if (!r->reqs)
+        return VGPU_ENOMEM;
+    for (uint64_t k = 0; k < RING_XFERS * parts; k++)
+        r->reqs[k] = MPI_REQUEST_NULL;
+    return 0;
+}
+
+void ring_core_free_messages(struct ring_core *r)
+{
+    free(r->reqs);
+    r->reqs = NULL;
+    r->xfer_parts = 0;
+}
+
+// Posts a transfer of bytes (buf) to the right (send) or from the left:
+// messages of msg_bytes and the rest; a zero-byte step is one empty message,
+// which still carries the step's "I am done" to the right.
+static int post_(struct ring_core *r, struct xfer_ *x, int send, const void *buf, uint64_t bytes)
+{
+    const uint64_t m = r->msg_bytes;
+    x->parts = bytes ? (int)(bytes / m + (bytes % m != 0)) : 1;
+    if (x->parts > r->xfer_parts) { // a step larger than ring_core_set_messages allowed for
         r->broken = 1;
+        log_error("ring: a step of %llu bytes does not fit its %d messages",
+                  (unsigned long long)bytes, r->xfer_parts);
         return VGPU_ECOMM;
+    }
+    for (int k = 0; k < x->parts; k++) {
+        const uint64_t off = (uint64_t)k * m, len = bytes - off < m ? bytes - off : m;
+        char *p = bytes ? (char *)buf + off : r->landing;
+        const int rc = send ? MPI_Isend(p, (int)len, MPI_BYTE, r->right.rank, RING_TAG, r->mpi,
+                                        &x->req[k])
+                            : MPI_Irecv(p, (int)len, MPI_BYTE, r->left.rank, RING_TAG, r->mpi,
+                                        &x->req[k]);
+        if (rc != MPI_SUCCESS) {
+            r->broken = 1;
+            return VGPU_ECOMM;
+        }
     }
     return 0;
 }
 
-static int post_recv_(struct ring_core *r, void *buf, uint64_t bytes, MPI_Request *req)
+static int send_right_(struct ring_core *r, struct xfer_ *x, const void *buf, uint64_t bytes)
 {
-    if (MPI_Irecv(bytes ? buf : r->landing, (int)bytes, MPI_BYTE, r->left.rank, RING_TAG, r->mpi,
-                  req) != MPI_SUCCESS) {
-        r->broken = 1;
-        return VGPU_ECOMM;
-    }
-    return 0;
+    return post_(r, x, 1, buf, bytes);
+}
+
+static int post_recv_(struct ring_core *r, struct xfer_ *x, void *buf, uint64_t bytes)
+{
+    return post_(r, x, 0, buf, bytes);
 }
 
 static int recv_left_(struct ring_core *r, void *buf, uint64_t bytes)
 {
-    MPI_Request req;
-    TRY(post_recv_(r, buf, bytes, &req));
-    return mpi_wait_(r, &req, r->left.rank);
+    struct xfer_ x = xfer_(r, XFER_RECV_);
+    TRY(post_recv_(r, &x, buf, bytes));
+    return mpi_wait_(r, &x, r->left.rank);
 }
 
 // ---- the all-reduce's transfers over MPI links, kept in flight ----
@@ -193,15 +267,16 @@ static int recv_left_(struct ring_core *r, void *buf, uint64_t bytes)
 // carries the next step's data while this rank waits for, or reduces, the
 // current one, instead of idling at every step's hand-over.
 struct pipe_ {
-    MPI_Request send[2]; // the sends of the last two steps, by step parity
-    int send_step[2];    // their steps (-1: none)
-    MPI_Request recv;    // the next reduce-scatter chunk's receive, posted ahead
-    int recv_step;       // its step (-1: none)
+    struct xfer_ send[2]; // the sends of the last two steps, by step parity
+    int send_step[2];     // their steps (-1: none)
+    struct xfer_ recv;    // the next reduce-scatter chunk's receive, posted ahead
+    int recv_step;        // its step (-1: none)
 };
 
-static void pipe_start_(struct pipe_ *pp)
+static void pipe_start_(struct ring_core *r, struct pipe_ *pp)
 {
-    *pp = (struct pipe_){{MPI_REQUEST_NULL, MPI_REQUEST_NULL}, {-1, -1}, MPI_REQUEST_NULL, -1};
+    *pp = (struct pipe_){{xfer_(r, XFER_SEND_EVEN_), xfer_(r, XFER_SEND_ODD_)}, {-1, -1},
+                         xfer_(r, XFER_RECV_), -1};
 }
 
 // Waits for the send of step t, if it is still in flight.
@@ -218,7 +293,7 @@ static int pipe_send_(struct ring_core *r, struct pipe_ *pp, int t, const void *
                       uint64_t bytes)
 {
     TRY(pipe_sent_(r, pp, t - 2));
-    TRY(send_right_(r, buf, bytes, &pp->send[t & 1]));
+    TRY(send_right_(r, &pp->send[t & 1], buf, bytes));
     pp->send_step[t & 1] = t;
     // MPI moves data only inside MPI calls. A rank whose left is on its host
     // waits next on shared memory, so it sees its send through now: else the
@@ -241,12 +316,12 @@ static int pipe_recv_rs_(struct ring_core *r, struct pipe_ *pp, int s, uint64_t 
 {
     char *land = r->landing + (uint64_t)(s & 1) * r->landing_bytes;
     if (pp->recv_step != s)
-        TRY(post_recv_(r, land, bytes, &pp->recv));
+        TRY(post_recv_(r, &pp->recv, land, bytes));
     pp->recv_step = -1;
     TRY(mpi_wait_(r, &pp->recv, r->left.rank));
     if (has_next) {
-        TRY(post_recv_(r, r->landing + (uint64_t)((s + 1) & 1) * r->landing_bytes, next_bytes,
-                       &pp->recv));
+        TRY(post_recv_(r, &pp->recv, r->landing + (uint64_t)((s + 1) & 1) * r->landing_bytes,
+                       next_bytes));
         pp->recv_step = s + 1;
     }
     *landed = land;
@@ -489,7 +564,7 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
         const uint64_t rb = base + 1 + k * steps; // progress before this round's first step
         uint64_t clo, chi;
         struct pipe_ pp;
-        pipe_start_(&pp);
+        pipe_start_(r, &pp);
 
         // Reduce-scatter step s: my chunk c = (p-s-1) becomes my input plus
         // the left's partial sum of it (the left's input itself when s = 0).
@@ -612,10 +687,10 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
         // Step t: the block of position (p-1-t) comes from the left, which
         // received it at its step t-1 (its own block is there since arrival).
         for (int t = 0; t < n - 1; t++) {
-            MPI_Request sreq = MPI_REQUEST_NULL;
+            struct xfer_ sreq = xfer_(r, XFER_SEND_EVEN_);
             if (!r->right.local) {
                 const int q = r->order[mod_(p - t, n)];
-                TRY(send_right_(r, len ? recv + (uint64_t)q * stride + lo : NULL, len, &sreq));
+                TRY(send_right_(r, &sreq, len ? recv + (uint64_t)q * stride + lo : NULL, len));
             }
             const int q = r->order[mod_(p - 1 - t, n)];
             char *dst = len ? recv + (uint64_t)q * stride + lo : NULL;
@@ -674,8 +749,8 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
             TRY(ring_publish(r, base + 2 + k));
         }
         if (forwards && !r->right.local) {
-            MPI_Request sreq;
-            TRY(send_right_(r, dst, len, &sreq));
+            struct xfer_ sreq = xfer_(r, XFER_SEND_EVEN_);
+            TRY(send_right_(r, &sreq, dst, len));
             TRY(mpi_wait_(r, &sreq, r->right.rank));
         }
     }

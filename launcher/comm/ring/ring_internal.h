@@ -96,6 +96,9 @@ struct ring_core {
     uint64_t slice_bytes;    // data moved per ring step, bytes
     char *landing;           // receives a remote left's chunk before reducing it: two buffers
     uint64_t landing_bytes;  // the size of one, bytes (>= one chunk)
+    uint64_t msg_bytes;      // a step over an MPI link goes as messages of at most this, bytes
+    MPI_Request *reqs;       // RING_XFERS transfers' requests, xfer_parts each (MPI links only)
+    int xfer_parts;          // messages in one transfer, at most
     MPI_Comm mpi;            // for remote links (MPI_COMM_NULL when every link is local)
     double timeout_s;        // bound on every wait, seconds
     unsigned spin_count;     // polls before yielding, iterations
@@ -107,6 +110,21 @@ struct ring_core {
     void *report_arg;        // for report
     const int *world;        // the job's rank of each rank, for the flight recorder; NULL: the same
 };
+
+// Transfers over MPI links in flight at once: the all-reduce's sends of
+// two steps (by parity) and one receive.
+#define RING_XFERS 3
+
+// A step to or from a remote neighbour goes as messages of at most
+// msg_bytes (0: the step's bytes in one message), all posted at once. Why:
+// Open MPI's TCP transport sends a message above its eager limit (64 KiB)
+// only once the receiver answers its request to send, and that answer
+// leaves behind whatever the receiver is itself sending on its link: in a
+// ring, a step's worth of data. Every rank must cut alike (the receiver
+// posts a receive a message). Allocates the requests for steps of up to
+// r->slice_bytes + 128 (a chunk); 0 or VGPU_ENOMEM.
+int ring_core_set_messages(struct ring_core *r, uint64_t msg_bytes);
+void ring_core_free_messages(struct ring_core *r);
 
 // Elements (of elem_bytes each) of an all-reduce round (all ranks agree: it
 // depends on slice, size and type).
