@@ -187,6 +187,44 @@ static void row_parts(void **state)
     assert_string_equal(projection_limit_name(r.limit), "intra-host bandwidth");
 }
 
+// The network's headers and a shaper's bucket: 4 hosts of one GPU, 1 GB/s.
+static void network_link(void **state)
+{
+    (void)state;
+    struct target t = load_("[target]\nhosts = 4\n[device]\nfp32_tflops = 10\n"
+                            "[inter]\ngbit_per_s = 8\npayload_share = 0.5\n");
+    const struct trace_profile p = profile_();
+    const struct projection_scale s = {.flops = 0.5, .memory = 0.25};
+    // Half the rate carries payload: 6 steps of 1 MB at 0.5 GB/s.
+    struct comm_cost c = projection_collective(&t, PROFILE_ALL_REDUCE, 4000000, 4);
+    assert_close_(c.bytes_inter_s, 6 * 1e6 / 0.5e9, "payload share");
+    t.inter.payload_share = 1;
+    const double flop = 64 * 10e-6 * 0.5, rest = (64 * 1e-6 + 5e-6 + 250 * 0.002e-6) * 0.25;
+    const double bytes = 6 * 1e-3;
+    struct projection_row r;
+    // A bucket of 100 kB at 1 GB/s: 0.1 ms of the network hidden behind 0.34 ms of compute.
+    t.inter.burst_bytes = 100000;
+    projection_row(&r, &p, &t, &s, 4, 0);
+    assert_close_(r.comm.bytes_inter_s, bytes - 1e-4, "bucket below the compute");
+    assert_close_(r.step_s, flop + rest + bytes - 1e-4, "step");
+    // A bucket of 1 MB (1 ms): no more than the compute is hidden.
+    t.inter.burst_bytes = 1000000;
+    projection_row(&r, &p, &t, &s, 4, 0);
+    assert_close_(r.comm.bytes_inter_s, bytes - (flop + rest), "bucket above the compute");
+    // One host: no network, nothing to hide.
+    projection_row(&r, &p, &t, &s, 1, 0);
+    assert_true(r.comm_s == 0);
+    // Bounds: a share of 0 or above 1 is refused.
+    char err[512];
+    struct target bad;
+    assert_int_equal(target_load_text(&bad, "[device]\nmeasured = true\n[inter]\npayload_share = 0\n",
+                                      "t.ini", NULL, 0, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(target_load_text(&bad, "[device]\nmeasured = true\n[inter]\npayload_share = 1.01\n",
+                                      "t.ini", NULL, 0, err, sizeof err), VGPU_ECONFIG);
+    assert_int_equal(target_load_text(&bad, "[device]\nmeasured = true\n[inter]\npayload_share = 0.01\n",
+                                      "t.ini", NULL, 0, err, sizeof err), 0);
+}
+
 static void row_imbalance(void **state)
 {
     (void)state;
@@ -433,6 +471,7 @@ int main(void)
         cmocka_unit_test(ring_across_hosts), cmocka_unit_test(hierarchical),
         cmocka_unit_test(tree),             cmocka_unit_test(row_parts),
         cmocka_unit_test(row_imbalance),    cmocka_unit_test(scale_ratio),
+        cmocka_unit_test(network_link),
         cmocka_unit_test(target_bounds),    cmocka_unit_test(target_missing),
         cmocka_unit_test(trace_reads),      cmocka_unit_test(trace_errors),
         cmocka_unit_test(json_walk),

@@ -190,6 +190,10 @@ static void print_header_(const struct cli_ *cli, const struct trace_profile *p,
            t->cluster.hosts > 1 ? " inside, " : "", t->cluster.hosts > 1 ? t->inter.name : "",
            t->cluster.hosts > 1 ? " between" : "", target_algo_name(t->cluster.collective),
            t->device.measured ? "compute as measured" : target_math_name(cli->math));
+    if (t->cluster.hosts > 1 && (t->inter.payload_share < 1 || t->inter.burst_bytes > 0))
+        printf("  network: %.3g Gbit/s a NIC, %.1f%% of it payload, a %llu-byte bucket\n",
+               t->inter.gbit_per_s, 100 * t->inter.payload_share,
+               (unsigned long long)t->inter.burst_bytes);
     printf("  measured: step %.3f ms a rank: compute %.3f, collectives %.3f (waiting %.3f); "
            "%.0f samples a step, %.3g FLOP a sample\n",
            p->step_us / 1e3, p->compute_us_per_rank / 1e3, p->comm_us / 1e3, p->wait_us / 1e3,

@@ -238,6 +238,14 @@ void projection_row(struct projection_row *r, const struct trace_profile *p, con
         const struct comm_cost c = projection_collective(t, p->coll[i].kind, p->coll[i].bytes, n);
         comm_add_(&r->comm, &c, p->coll[i].per_step);
     }
+    // A shaper's bucket fills while the GPU computes and its NIC idles, and
+    // then lets that much through at once: up to burst / rate of the
+    // network's time is hidden behind the step's compute.
+    if (r->hosts > 1 && t->inter.burst_bytes > 0) {
+        double hidden = (double)t->inter.burst_bytes / (t->inter.gbit_per_s * 1e9 / 8);
+        hidden = fmin(hidden, fmin(r->compute_s, r->comm.bytes_inter_s));
+        r->comm.bytes_inter_s -= hidden;
+    }
     r->comm_s = comm_cost_total(&r->comm);
     r->step_s = r->compute_s + r->comm_s + r->wait_s;
     const int strong = p->global_batch > 0 && p->flop_us_per_sample > 0;

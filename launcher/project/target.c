@@ -65,6 +65,14 @@ static const struct config_key keys_[] = {
      "one NIC's rate, one direction, Gbit/s; needed with hosts > 1"},
     {"inter", "nics_per_host", CONFIG_INT, F_(inter.nics_per_host), 0, "1", 1, 64, NULL,
      "NICs a host drives at once (rail-optimised clusters: one a GPU)"},
+    {"inter", "payload_share", CONFIG_FLOAT, F_(inter.payload_share), 0, "1", 0.01, 1, NULL,
+     "the share of gbit_per_s that carries a collective's bytes, the rest being headers: TCP "
+     "over Ethernet at MTU 1500 0.956 (1448 bytes of payload in a 1514-byte frame); 1 = the "
+     "rate is the payload's"},
+    {"inter", "burst_bytes", CONFIG_SIZE, F_(inter.burst_bytes), 0, "0", 0, 0, NULL,
+     "a token-bucket shaper's bucket on each NIC (tc tbf, a cloud VM's rate limit): what it "
+     "sends at once after idling, which hides up to burst / rate of a step's communication "
+     "behind its compute; 0 = none (a NIC sends at its rate)"},
 };
 
 static int validate_(const void *part, char *err, size_t err_bytes)
@@ -126,7 +134,7 @@ double target_peak_flops(const struct target *t, enum target_math math)
 
 double target_link_bytes_per_s(const struct target_link *l, int inter)
 {
-    return l->gbit_per_s * 1e9 / 8 * (inter ? (double)l->nics_per_host : 1.0);
+    return l->gbit_per_s * 1e9 / 8 * (inter ? (double)l->nics_per_host * l->payload_share : 1.0);
 }
 
 const char *target_algo_name(enum target_algo a)

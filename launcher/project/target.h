@@ -24,6 +24,8 @@ struct target_link {
     double latency_us;   // alpha: one step's fixed cost, microseconds
     double gbit_per_s;   // one direction, one GPU's share (intra) or one NIC (inter), Gbit/s
     long nics_per_host;  // inter only: NICs a host drives at once
+    double payload_share; // inter only: the share of the rate a collective's bytes get (headers)
+    uint64_t burst_bytes; // inter only: a shaper's bucket, bytes a NIC sends at once after idling
     int calibrated;      // intra only: latency and rate from the --measured-on file
 };
 
@@ -59,7 +61,8 @@ int target_load_text(struct target *t, const char *text, const char *origin,
 long target_gpus(const struct target *t);
 // Peak FLOP/s of one GPU for `math` (0 when the file gives none).
 double target_peak_flops(const struct target *t, enum target_math math);
-// Rate of a link, bytes a second one way (inter: the whole host's NICs).
+// Rate of a link, bytes a second one way (inter: the whole host's NICs, the
+// payload's share of it).
 double target_link_bytes_per_s(const struct target_link *l, int inter);
 const char *target_algo_name(enum target_algo a);
 const char *target_math_name(enum target_math m);
