@@ -327,7 +327,7 @@ if time_left "projection (1 GPU)" 50; then
       tee -a "$L_TRAIN" | sed -n 's/.*measured: step \([0-9.]*\) ms.*/\1/p'
   }
   run "$L_TRAIN" 30 env VGPU_BUILD_DIR="$B" "$repo/scripts/project_calibrate.sh" "$P/cal.ini"
-  cal_rc=$rc
+  cal_rc=$rc cal_msg=$(tail -1 <<<"$out")
   for np in 1 4; do
     run "$L_TRAIN" 40 "$MPIRUN" -np "$np" "$TRAIN" "$CFG" "${DATASET[@]}" "${short[@]}" --set devices.kind=cpu --trace "$P/cpu$np.json"
     run "$L_TRAIN" 40 "${SIM[@]}" "$MPIRUN" -np "$np" "$TRAIN" "$CFG" "${DATASET[@]}" "${short[@]}" --trace "$P/gpu$np.json"
@@ -340,7 +340,7 @@ if time_left "projection (1 GPU)" 50; then
   fig="1 rank: projected ${p1:-?} ms, measured ${m1:-?} ms ($(err "$p1" "$m1")); 4 ranks: projected ${p4:-?} ms, measured ${m4:-?} ms ($(err "$p4" "$m4"))"
   if [ "$cal_rc" = 0 ] && [ -n "$p1" ] && [ -n "$m1" ] && [ -n "$p4" ] && [ -n "$m4" ]; then
     record "projection (1 GPU)" PASS "$fig$([ "$dry" = 1 ] && echo ' (dry run: simulated GPU, CPU math)')"
-  else record "projection (1 GPU)" FAIL "calibration exit $cal_rc; $fig"; fi
+  else record "projection (1 GPU)" FAIL "calibration exit $cal_rc$([ "$cal_rc" != 0 ] && echo " ($cal_msg)"); $fig"; fi
 fi
 
 # ---- a rank past its cap ----
