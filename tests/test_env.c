@@ -26,6 +26,7 @@ static const char *const all_[] = {
     "VGPU_INJECT_PERTURB", "VGPU_INJECT_SLOW", "VGPU_INJECT_HANG", "VGPU_INJECT_KILL",
     "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
     "VGPU_FLIGHT_DIR", "TMPDIR", "VGPU_TEST_START_PAUSE", "VGPU_RING_YIELD_US", "VGPU_RING_ALGO",
+    "VGPU_RING_MSG_BYTES",
 };
 
 // Each test starts from an environment without any of them.
@@ -115,6 +116,22 @@ static void test_ring_switches(void **state)
         env_reset();
         assert_int_equal(env_get()->ring_yield_us, cases[i].want_yield);
         assert_int_equal(env_get()->ring_algo, cases[i].want_algo);
+    }
+}
+
+// The largest message between hosts, at its bounds (0: a step whole).
+static void test_ring_msg_bytes(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        long want;
+    } cases[] = {{"0", 0}, {"256", 256}, {"255", -1}, {"1073741824", 1073741824},
+                 {"1073741825", -1}, {"64512", 64512}, {"63K", -1}, {"-1", -1}, {"", -1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("VGPU_RING_MSG_BYTES", cases[i].value, 1);
+        env_reset();
+        assert_int_equal(env_get()->ring_msg_bytes, cases[i].want);
     }
 }
 
@@ -286,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup(test_unset_means_automatic, clean_),
         cmocka_unit_test_setup(test_each_switch_is_parsed, clean_),
         cmocka_unit_test_setup(test_ring_switches, clean_),
+        cmocka_unit_test_setup(test_ring_msg_bytes, clean_),
         cmocka_unit_test_setup(test_read_once, clean_),
         cmocka_unit_test_setup(test_malformed_values_are_ignored, clean_),
         cmocka_unit_test_setup(test_launcher_rank_most_specific_first, clean_),
