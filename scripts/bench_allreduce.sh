@@ -7,7 +7,10 @@
 # the ranks, summed in the canonical tree), and the algorithm the ring
 # backend chose for the size (docs/COLLECTIVES.md).
 # Usage: scripts/bench_allreduce.sh [build-dir] [extra vgpu_allreduce_perf options]
-# Env: NPS="2 4", ITERS=20, WARMUP=5, MINB=8, MAXB=64M, FACTOR=2, TREE=8 (0 = skip).
+# Env: NPS="2 4", ITERS=20, MIN_MS=20, WARMUP=5, MINB=8, MAXB=64M, FACTOR=2, TREE=8 (0 = skip).
+# MIN_MS: each size's timed calls last at least this long (more than ITERS
+# where calls are short): 20 calls of 10 us would sit inside one time slice
+# of a machine whose ranks outnumber its cores, and read its luck.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -23,7 +26,7 @@ run() { # np backend [extra options]
   local np=$1 b=$2
   shift 2
   "$here/mpirun.sh" -np "$np" "$perf" --backend "$b" --minbytes "${MINB:-8}" \
-    --maxbytes "${MAXB:-64M}" --stepfactor "${FACTOR:-2}" --iters "${ITERS:-20}" \
+    --maxbytes "${MAXB:-64M}" --stepfactor "${FACTOR:-2}" --iters "${ITERS:-20}" --min_ms "${MIN_MS:-20}" \
     --warmup_iters "${WARMUP:-5}" --check 1 "$@" >"$tmp/$np-$b.txt" 2>&1 ||
     { cat "$tmp/$np-$b.txt" >&2; echo "bench_allreduce: np=$np $b FAILED" >&2; exit 1; }
 }
@@ -36,7 +39,7 @@ for np in $nps; do
   tree=${TREE:-8}
   if [ "$tree" -gt 0 ]; then
     "$here/mpirun.sh" -np "$np" "$perf" --backend ring --tree "$tree" --minbytes "${MINB:-8}" \
-      --maxbytes "${MAXB:-64M}" --stepfactor "${FACTOR:-2}" --iters "${ITERS:-20}" \
+      --maxbytes "${MAXB:-64M}" --stepfactor "${FACTOR:-2}" --iters "${ITERS:-20}" --min_ms "${MIN_MS:-20}" \
       --warmup_iters "${WARMUP:-5}" --check 1 "$@" >"$tmp/$np-tree.txt" 2>&1 ||
       { cat "$tmp/$np-tree.txt" >&2; echo "bench_allreduce: np=$np tree FAILED" >&2; exit 1; }
   else

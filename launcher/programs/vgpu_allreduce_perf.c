@@ -3,6 +3,7 @@
 // It sets itself up without the runtime: MPI, one CPU virtual GPU per rank,
 // a communicator.
 #include <getopt.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct bench_opts {
     uint64_t max_bytes;   // -e
     double factor;        // -f: size multiplier between rows
     int iters;            // -n: timed iterations per size
+    double min_ms;        // --min_ms: ... or more, until the timed calls take this long
     int warmup;           // -w: untimed iterations per size
     int check;            // -c: verify results
     enum comm_reduce_op op;   // -o
@@ -41,6 +43,9 @@ static void usage_(FILE *f)
             "  -e, --maxbytes SIZE   largest size (default 64M)\n"
             "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
             "  -n, --iters N         timed iterations per size (default 20)\n"
+            "      --min_ms MS       ... or as many more as take MS milliseconds, counted from\n"
+            "                        the first N (default 0: N); a few microseconds' call\n"
+            "                        then outlasts the scheduler's time slices\n"
             "  -w, --warmup_iters N  untimed iterations per size (default 5)\n"
             "  -c, --check 0|1       verify every result (default 1)\n"
             "  -o, --op OP           sum, avg, prod, min or max (default sum)\n"
@@ -70,7 +75,7 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         {"backend", required_argument, 0, 'B'},
         {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
         {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
-        {"tree", required_argument, 0, 'T'},
+        {"tree", required_argument, 0, 'T'},       {"min_ms", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:t:h", longopts, NULL)) != -1) {
@@ -126,14 +131,16 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 'R': o->sleep_rank = atoi(optarg); break;
         case 'Z': o->sleep_s = atof(optarg); break;
         case 'T': o->tree = atoi(optarg); break;
+        case 'M': o->min_ms = atof(optarg); break;
         case 'h': usage_(stdout); exit(0);
         default: usage_(stderr); return VGPU_EINVAL;
         }
     }
     if (optind < argc || o->min_bytes > o->max_bytes || o->factor <= 1 || o->iters < 1 ||
-        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096) {
+        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096 ||
+        !(o->min_ms >= 0 && o->min_ms <= 60000)) {
         fprintf(stderr, "vgpu_allreduce_perf: need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
-                        "-t > 0 and no extra arguments\n");
+                        "-t > 0, --min_ms 0 to 60000 and no extra arguments\n");
         return VGPU_EINVAL;
     }
     if (o->tree && (o->dtype != COMM_FLOAT32 || o->op != COMM_SUM)) {
@@ -277,14 +284,21 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
         rc = CALL_ONCE_();
     if (rc < 0) // before the barrier: a rank that timed out must not wait there
         die_(c, rc, "warm-up");
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = util_now_s();
-    for (int i = 0; rc == 0 && i < o->iters; i++)
-        rc = CALL_ONCE_();
-    double t = (util_now_s() - t0) / o->iters * 1e6;
-    if (rc < 0)
-        die_(c, rc, "comm_all_reduce");
-    MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    // Every rank times the same number of calls: the count for --min_ms comes
+    // from the slowest rank's first -n.
+    for (int n = o->iters, round = 0; n > 0; round++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = util_now_s();
+        for (int i = 0; rc == 0 && i < n; i++)
+            rc = CALL_ONCE_();
+        double t = (util_now_s() - t0) / n * 1e6;
+        if (rc < 0)
+            die_(c, rc, "comm_all_reduce");
+        MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const double want = round == 0 && *us * n < o->min_ms * 1e3
+                                ? ceil(o->min_ms * 1e3 / (*us > 0.01 ? *us : 0.01)) : 0;
+        n = want > 1e7 ? 10000000 : (int)want;
+    }
     long long bad = 0;
     if (o->check) {
         if (o->tree)
@@ -308,9 +322,10 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
 static void print_header_(const struct bench_opts *o, int size, int hosts)
 {
     printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
-           "iters %d, warmup %d, check %d%s\n",
-           size, hosts, o->backend, comm_op_name(o->op),
-           o->iters, o->warmup, o->check, o->tree ? ", deterministic tree" : "");
+           "iters %d%s, warmup %d, check %d%s\n",
+           size, hosts, o->backend, comm_op_name(o->op), o->iters,
+           o->min_ms > 0 ? " (or more: at least --min_ms of calls)" : "", o->warmup, o->check,
+           o->tree ? ", deterministic tree" : "");
     if (o->tree)
         printf("# tree: %d partials of each size split over the ranks, summed in the "
                "canonical tree (both columns)\n", o->tree);
