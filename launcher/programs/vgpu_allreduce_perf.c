@@ -131,7 +131,13 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 'R': o->sleep_rank = atoi(optarg); break;
         case 'Z': o->sleep_s = atof(optarg); break;
         case 'T': o->tree = atoi(optarg); break;
-        case 'M': o->min_ms = atof(optarg); break;
+        case 'M': {
+            char *end;
+            o->min_ms = strtod(optarg, &end);
+            if (end == optarg || *end)
+                o->min_ms = -1; // refused below
+            break;
+        }
         case 'h': usage_(stdout); exit(0);
         default: usage_(stderr); return VGPU_EINVAL;
         }
@@ -284,9 +290,11 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
         rc = CALL_ONCE_();
     if (rc < 0) // before the barrier: a rank that timed out must not wait there
         die_(c, rc, "warm-up");
-    // Every rank times the same number of calls: the count for --min_ms comes
-    // from the slowest rank's first -n.
-    for (int n = o->iters, round = 0; n > 0; round++) {
+    // -n calls, timed; with --min_ms, again with as many as the last round's
+    // time a call says will last that long, until a round does (a slow first
+    // round underestimates; at most 4 rounds). The count comes from the
+    // slowest rank's time, so every rank makes the same calls.
+    for (int n = o->iters, round = 1;; round++) {
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = util_now_s();
         for (int i = 0; rc == 0 && i < n; i++)
@@ -295,9 +303,10 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
         if (rc < 0)
             die_(c, rc, "comm_all_reduce");
         MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        const double want = round == 0 && *us * n < o->min_ms * 1e3
-                                ? ceil(o->min_ms * 1e3 / (*us > 0.01 ? *us : 0.01)) : 0;
-        n = want > 1e7 ? 10000000 : (int)want;
+        if (*us * n >= o->min_ms * 1e3 || round == 4 || n == 10000000)
+            break;
+        const double want = ceil(1.1 * o->min_ms * 1e3 / (*us > 0.01 ? *us : 0.01));
+        n = want > 1e7 ? 10000000 : want > n ? (int)want : n;
     }
     long long bad = 0;
     if (o->check) {

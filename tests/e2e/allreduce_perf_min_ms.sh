@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# allreduce_perf_min_ms.sh: vgpu_allreduce_perf's --min_ms, which
+# scripts/bench_allreduce.sh relies on for its small sizes: a size's timed
+# calls last at least that long (so that a few microseconds' call is not
+# read inside one time slice), every rank makes the same calls, and bad
+# values are refused. The tool's own count ("# rank 0: N collectives, X s
+# inside them") is what is checked.
+source "$(dirname "$0")/lib.sh"
+PERF=$VGPU_BUILD_DIR/vgpu_allreduce_perf
+
+# calls_and_time: "N X" from the tool's closing line.
+calls_and_time() { sed -n 's/^# rank 0: \([0-9]*\) collectives, \([0-9.]*\) s inside them$/\1 \2/p' <<<"$out"; }
+
+# Without --min_ms: the warm-up, the timed calls and the check, out of place
+# and in place: 2 x (5 + 20 + 1).
+run "8 bytes, -n 20" 60 "$MPIRUN" -np 2 "$PERF" -b 8 -e 8 -n 20 -w 5
+expect_rc 0
+read -r calls _ <<<"$(calls_and_time)"
+if [ "${calls:-0}" = 52 ]; then ok "52 collectives"; else bad "collectives: '${calls:-}', expected 52"; fi
+
+# --min_ms 100: the last timed round of each of the two (out of place, in
+# place) lasts >= 100 ms, so the calls inside collectives add up to >= 0.2 s:
+# far more than 52 calls of a few microseconds, and less than 0.6 s (a round
+# aims at 1.1 x 100 ms; the rounds before it are shorter).
+run "8 bytes, --min_ms 100" 60 "$MPIRUN" -np 2 "$PERF" -b 8 -e 8 -n 20 -w 5 --min_ms 100
+expect_rc 0
+expect_out "iters 20 \(or more: at least --min_ms of calls\)"
+read -r calls secs <<<"$(calls_and_time)"
+if awk -v s="${secs:-0}" 'BEGIN { exit !(s >= 0.2 && s < 0.6) }'; then
+  ok "$secs s inside $calls collectives (>= 0.2 s: two rounds of 100 ms)"
+else bad "$secs s inside ${calls:-?} collectives: expected 0.2 to 0.6 s"; fi
+if [ "${calls:-0}" -gt 200 ]; then ok "$calls collectives, more than -n's"
+else bad "${calls:-?} collectives: --min_ms added no calls"; fi
+expect_out "^ +8 +2 +float32 +sum .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
+
+# Bounds: 0 to 60000 ms; 0 is -n alone.
+for v in -1 60001 x 5ms ""; do
+  run "--min_ms '$v' refused" 30 "$MPIRUN" -np 1 "$PERF" -b 8 -e 8 --min_ms "$v"
+  expect_nonzero
+  expect_out "min_ms 0 to 60000"
+done
+run "--min_ms 0" 60 "$MPIRUN" -np 2 "$PERF" -b 8 -e 8 -n 20 -w 5 --min_ms 0
+expect_rc 0
+read -r calls _ <<<"$(calls_and_time)"
+if [ "${calls:-0}" = 52 ]; then ok "--min_ms 0: 52 collectives, as -n alone"; else bad "--min_ms 0: '${calls:-}' collectives, expected 52"; fi
+finish
