@@ -37,7 +37,8 @@ static const struct env_var vars_[] = {
     {"VGPU_RING_MSG_BYTES", "BYTES",
      "the largest MPI message the ring sends between hosts (0, or 256 to 1073741824; default "
      "64512, under Open MPI's TCP eager limit, so that no message waits for the receiver's "
-     "answer; 0: each step in one message); ranks that disagree all use the smallest"},
+     "answer; 0: each step in one message); ranks that disagree all use the smallest (0 "
+     "counting as the largest)"},
     {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "

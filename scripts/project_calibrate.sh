@@ -33,7 +33,7 @@ mem=$("$build/vgpu-project" --measure-memory | awk '{ print $3 }')
 # the largest size reads no slower than the one before: measured again then,
 # up to three times.
 fit=""
-for attempt in 1 2 3; do
+for _ in 1 2 3; do
   table=$(VGPU_RING_ALGO=ring "$here/scripts/mpirun.sh" -np 2 "$build/vgpu_allreduce_perf" \
             -b 8 -e 4M -f 4 -n 20 -w 5 -c 0 2>&1) ||
     { printf '%s\n' "$table" >&2; echo "project_calibrate: vgpu_allreduce_perf failed" >&2; exit 1; }

@@ -20,15 +20,17 @@ if [ "${calls:-0}" = 52 ]; then ok "52 collectives"; else bad "collectives: '${c
 
 # --min_ms 100: the last timed round of each of the two (out of place, in
 # place) lasts >= 100 ms, so the calls inside collectives add up to >= 0.2 s:
-# far more than 52 calls of a few microseconds, and less than 0.6 s (a round
-# aims at 1.1 x 100 ms; the rounds before it are shorter).
+# far more than 52 calls of a few microseconds. A round aims at 1.1 x 100 ms
+# from the round before's time a call, which a busy machine can make 3x too
+# short (0.24 s idle, 0.30-0.38 s beside 3 busy loops on 2 cores): below 1.5 s
+# still tells a runaway count.
 run "8 bytes, --min_ms 100" 60 "$MPIRUN" -np 2 "$PERF" -b 8 -e 8 -n 20 -w 5 --min_ms 100
 expect_rc 0
 expect_out "iters 20 \(or more: at least --min_ms of calls\)"
 read -r calls secs <<<"$(calls_and_time)"
-if awk -v s="${secs:-0}" 'BEGIN { exit !(s >= 0.2 && s < 0.6) }'; then
+if awk -v s="${secs:-0}" 'BEGIN { exit !(s >= 0.2 && s < 1.5) }'; then
   ok "$secs s inside $calls collectives (>= 0.2 s: two rounds of 100 ms)"
-else bad "$secs s inside ${calls:-?} collectives: expected 0.2 to 0.6 s"; fi
+else bad "$secs s inside ${calls:-?} collectives: expected 0.2 to 1.5 s"; fi
 if [ "${calls:-0}" -gt 200 ]; then ok "$calls collectives, more than -n's"
 else bad "${calls:-?} collectives: --min_ms added no calls"; fi
 expect_out "^ +8 +2 +float32 +sum .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "

@@ -27,7 +27,7 @@
 // The largest message of a step between hosts (ring_core_set_messages says
 // why it is cut): under Open MPI's TCP eager limit, 64 KiB less the PML's
 // header. Measured (docs/COLLECTIVES.md): 3 namespace hosts behind 200 Mbit
-// links, the default job's step 55.5-58.8 ms in one message a step, 52.5 ms
+// links, the default job's step 55.5-60.7 ms in one message a step, 52.5 ms
 // with the handshake gone (the link's rate: 52.6 ms).
 #define RING_NET_MSG_BYTES (63u << 10)
 // Collectives are cut into pieces of this many bytes (all ranks alike), so

@@ -120,10 +120,11 @@ struct xfer_ {
     int parts;
 };
 
-// Transfer slot k (0 .. RING_XFERS-1), with no messages.
+// Transfer slot k (0 .. RING_XFERS-1), with no messages (none at all on a
+// ring without MPI links: it has no requests).
 static struct xfer_ xfer_(struct ring_core *r, int k)
 {
-    return (struct xfer_){r->reqs + (size_t)k * (size_t)r->xfer_parts, 0};
+    return (struct xfer_){r->reqs ? r->reqs + (size_t)k * (size_t)r->xfer_parts : NULL, 0};
 }
 
 // Tests every message of x once; *done: all are complete.
@@ -217,13 +218,14 @@ void ring_core_free_messages(struct ring_core *r)
 static int post_(struct ring_core *r, struct xfer_ *x, int send, const void *buf, uint64_t bytes)
 {
     const uint64_t m = r->msg_bytes;
-    x->parts = bytes ? (int)(bytes / m + (bytes % m != 0)) : 1;
-    if (x->parts > r->xfer_parts) { // a step larger than ring_core_set_messages allowed for
+    const uint64_t parts = bytes ? bytes / m + (bytes % m != 0) : 1;
+    if (parts > (uint64_t)r->xfer_parts) { // a step larger than ring_core_set_messages allowed for
         r->broken = 1;
         log_error("ring: a step of %llu bytes does not fit its %d messages",
                   (unsigned long long)bytes, r->xfer_parts);
         return VGPU_ECOMM;
     }
+    x->parts = (int)parts;
     for (int k = 0; k < x->parts; k++) {
         const uint64_t off = (uint64_t)k * m, len = bytes - off < m ? bytes - off : m;
         char *p = bytes ? (char *)buf + off : r->landing;

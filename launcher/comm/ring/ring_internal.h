@@ -122,7 +122,8 @@ struct ring_core {
 // leaves behind whatever the receiver is itself sending on its link: in a
 // ring, a step's worth of data. Every rank must cut alike (the receiver
 // posts a receive a message). Allocates the requests for steps of up to
-// r->slice_bytes + 128 (a chunk); 0 or VGPU_ENOMEM.
+// r->slice_bytes + 128 (a chunk); 0, VGPU_ENOMEM, or VGPU_EINVAL (more
+// messages a step than an int counts).
 int ring_core_set_messages(struct ring_core *r, uint64_t msg_bytes);
 void ring_core_free_messages(struct ring_core *r);
 
