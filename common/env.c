@@ -1,6 +1,7 @@
 // env.c: libvgpu's environment switches: the table, and each parsed once.
 #include "env.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,21 @@ const char *env_read(const char *name)
     return env_table_get(vars_, VARS_COUNT_, name);
 }
 
+// A whole number in [lo, hi]; -1 when unset, and when malformed or out of
+// range (then said once, as "expected").
+static long env_long_(const char *name, long lo, long hi, const char *expected)
+{
+    const char *v = env_read(name);
+    long n;
+    char end;
+    if (!v || !*v)
+        return -1;
+    if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= lo && n <= hi)
+        return n;
+    env_warn_malformed(name, v, expected);
+    return -1;
+}
+
 static void env_parse_(struct vgpu_env *e)
 {
     *e = (struct vgpu_env){.ring_staging = -1, .ring_spin = -1, .launcher_rank = -1};
@@ -131,28 +147,13 @@ static void env_parse_(struct vgpu_env *e)
         else
             env_warn_malformed("VGPU_TEST_NCCL_VERSION", v, "a version number such as 23000, or 0");
     }
-    if ((v = env_read("VGPU_RING_SPIN")) && *v) {
-        long n;
-        if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= 0)
-            e->ring_spin = n;
-        else
-            env_warn_malformed("VGPU_RING_SPIN", v, "a count >= 0");
-    }
-    e->ring_yield_us = -1;
-    if ((v = env_read("VGPU_RING_YIELD_US")) && *v) {
-        long n;
-        if (sscanf(v, "%ld%c", &n, &end) == 1 && n >= 0 && n <= 1000000)
-            e->ring_yield_us = n;
-        else
-            env_warn_malformed("VGPU_RING_YIELD_US", v, "microseconds, 0 to 1000000");
-    }
-    e->ring_msg_bytes = -1;
-    if ((v = env_read("VGPU_RING_MSG_BYTES")) && *v) {
-        long n;
-        if (sscanf(v, "%ld%c", &n, &end) == 1 && (n == 0 || (n >= 256 && n <= (1L << 30))))
-            e->ring_msg_bytes = n;
-        else
-            env_warn_malformed("VGPU_RING_MSG_BYTES", v, "bytes, 0 or 256 to 1073741824");
+    e->ring_spin = env_long_("VGPU_RING_SPIN", 0, LONG_MAX, "a count >= 0");
+    e->ring_yield_us = env_long_("VGPU_RING_YIELD_US", 0, 1000000, "microseconds, 0 to 1000000");
+    static const char msg_expected[] = "bytes, 0 or 256 to 1073741824";
+    e->ring_msg_bytes = env_long_("VGPU_RING_MSG_BYTES", 0, 1L << 30, msg_expected);
+    if (e->ring_msg_bytes > 0 && e->ring_msg_bytes < 256) {
+        env_warn_malformed("VGPU_RING_MSG_BYTES", env_read("VGPU_RING_MSG_BYTES"), msg_expected);
+        e->ring_msg_bytes = -1;
     }
     if ((v = env_read("VGPU_RING_ALGO")) && *v) {
         static const char *const names[] = {"auto", "ring", "one-shot", "two-shot"};

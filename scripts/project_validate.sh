@@ -197,7 +197,7 @@ run_case() {
   steps=$(steps_for "$rate")
   gbit=$(rate_gbit "$rate")
   lat_us=$(latency_us "$lat")
-  read -r p_step p_compute p_comm <<<"$(project "$n" "$gbit" "$lat_us" "$(payload_share)" "$(bucket_bytes "$gbit")")"
+  read -r p_step p_compute p_comm <<<"$(project "$n" "$gbit" "$lat_us" "$share" "$(bucket_bytes "$gbit")")"
   read -r bare _ <<<"$(project "$n" "$gbit" "$lat_us" 1 0)"
   tag=${model//,/_}-$n
   echo "# $model, $n hosts: projected $p_step ms; running $steps steps" >&2
@@ -251,7 +251,8 @@ main() {
   one_host
   "$HOSTS_SH" up "$hmax" --slots 1 --name "$name" >/dev/null
   eval "$("$HOSTS_SH" env --name "$name")"
-  echo "# the links: payload share $(payload_share) (TCP/IP and Ethernet headers), tbf's bucket as hosts.sh sets it" >&2
+  share=$(payload_share) # the hosts' MTU, read once
+  echo "# the links: payload share $share (TCP/IP and Ethernet headers), tbf's bucket as hosts.sh sets it" >&2
   header
   for model in "${models[@]}"; do
     "$HOSTS_SH" link "$model" --name "$name" >/dev/null

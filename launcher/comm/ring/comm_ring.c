@@ -473,8 +473,6 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
     uint64_t msg_bytes = msg_env < 0 ? RING_NET_MSG_BYTES : msg_env ? (uint64_t)msg_env : UINT64_MAX;
     if (status == 0)
         status = comm_mpi_min_u64_bounded(c, rc->mpi, &msg_bytes, "ring set-up (messages)");
-    if (msg_bytes == UINT64_MAX)
-        msg_bytes = 0;
     if (status == 0)
         status = choose_window_(c, args, rc);
     if (status == 0)

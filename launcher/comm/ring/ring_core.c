@@ -192,8 +192,8 @@ int ring_core_set_messages(struct ring_core *r, uint64_t msg_bytes)
 {
     ring_core_free_messages(r);
     r->msg_bytes = msg_bytes ? msg_bytes : UINT64_MAX;
-    const uint64_t chunk = r->slice_bytes + 128; // ring_chunk: a slice and 16 elements more
-    const uint64_t parts = chunk / r->msg_bytes + (chunk % r->msg_bytes != 0);
+    const uint64_t step = r->landing_bytes; // the most a step moves: what a landing buffer holds
+    const uint64_t parts = step / r->msg_bytes + (step % r->msg_bytes != 0);
     if (parts > (uint64_t)INT32_MAX / RING_XFERS)
         return VGPU_EINVAL;
     r->xfer_parts = (int)parts;

@@ -122,8 +122,9 @@ struct ring_core {
 // leaves behind whatever the receiver is itself sending on its link: in a
 // ring, a step's worth of data. Every rank must cut alike (the receiver
 // posts a receive a message). Allocates the requests for steps of up to
-// r->slice_bytes + 128 (a chunk); 0, VGPU_ENOMEM, or VGPU_EINVAL (more
-// messages a step than an int counts).
+// r->landing_bytes (a chunk: set that first); 0 (or UINT64_MAX) is a step in
+// one message. Returns 0, VGPU_ENOMEM, or VGPU_EINVAL (more messages a step
+// than an int counts).
 int ring_core_set_messages(struct ring_core *r, uint64_t msg_bytes);
 void ring_core_free_messages(struct ring_core *r);
 
