@@ -156,14 +156,15 @@ static void env_parse_(struct vgpu_env *e)
         e->ring_msg_bytes = -1;
     }
     if ((v = env_read("VGPU_RING_ALGO")) && *v) {
-        static const char *const names[] = {"auto", "ring", "one-shot", "two-shot"};
+        static const char *const names[] = {"auto", "ring", "one-shot", "two-shot", "direct"};
+        const int count = (int)(sizeof names / sizeof *names);
         int k = 0;
-        while (k < 4 && strcmp(v, names[k]))
+        while (k < count && strcmp(v, names[k]))
             k++;
-        if (k < 4)
+        if (k < count)
             e->ring_algo = k;
         else
-            env_warn_malformed("VGPU_RING_ALGO", v, "auto, ring, one-shot or two-shot");
+            env_warn_malformed("VGPU_RING_ALGO", v, "auto, ring, one-shot, two-shot or direct");
     }
     if ((v = env_read("NCCL_MULTI_RANK_GPU_ENABLE")))
         e->nccl_multi_rank_gpu = !strcmp(v, "1");

@@ -2,7 +2,7 @@
 # bench_allreduce_algos.sh: where the ring backend's all-reduce algorithms
 # cross over on this machine: for each rank count, the time of MPI_Allreduce
 # and of the ring backend with each algorithm forced (VGPU_RING_ALGO=ring,
-# one-shot, two-shot), side by side, and the one `auto` picks. The choice's
+# one-shot, two-shot, and direct for 2 ranks), side by side, and the one `auto` picks. The choice's
 # thresholds (launcher/comm/ring/ring_shot.c) come from this table
 # (docs/COLLECTIVES.md: Choosing the algorithm).
 # Usage: scripts/bench_allreduce_algos.sh [build-dir]
@@ -27,20 +27,26 @@ run() { # np backend algo
 echo "# all-reduce time in us (out of place / in place), float sum; * = the fastest ring algorithm"
 echo "# host: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 for np in ${NPS:-2 3 4}; do
+  algos="ring one-shot two-shot"
+  [ "$np" -eq 2 ] && algos="$algos direct" # two ranks only (ring_direct.c)
   run "$np" mpi auto
   mv "$tmp/auto.rows" "$tmp/mpi.rows"
-  for a in ring one-shot two-shot auto; do run "$np" ring "$a"; done
+  table=$tmp/mpi.rows
+  for a in $algos auto; do
+    run "$np" ring "$a"
+    join --nocheck-order "$table" "$tmp/$a.rows" >"$tmp/joined" && mv "$tmp/joined" "$tmp/table"
+    table=$tmp/table
+  done
   echo
   echo "## np=$np  ($( [ "$np" -gt "$(nproc)" ] && echo oversubscribed || echo "one core per rank or more"))"
-  printf "%10s | %15s | %15s | %15s | %15s | %s\n" "size (B)" "mpi" "ring" "one-shot" \
-    "two-shot" "auto picks"
-  join --nocheck-order "$tmp/mpi.rows" "$tmp/ring.rows" | join --nocheck-order - "$tmp/one-shot.rows" |
-    join --nocheck-order - "$tmp/two-shot.rows" | join --nocheck-order - "$tmp/auto.rows" |
-    awk '{ # size | mpi: oop ip wrong algo | ring: ... | one-shot: ... | two-shot: ... | auto: ...
-           wrong = $4 + $8 + $12 + $16 + $20
-           best = 6; if ($10 + $11 < $best + $(best + 1)) best = 10
-           if ($14 + $15 < $best + $(best + 1)) best = 14
-           printf "%10d | %7.1f %7.1f | %6.1f%s %6.1f | %6.1f%s %6.1f | %6.1f%s %6.1f | %s%s\n", $1,
-                  $2, $3, $6, best == 6 ? "*" : " ", $7, $10, best == 10 ? "*" : " ", $11,
-                  $14, best == 14 ? "*" : " ", $15, $21, wrong ? "  WRONG RESULTS" : "" }'
+  printf "%10s | %15s" "size (B)" "mpi"
+  for a in $algos; do printf " | %15s" "$a"; done
+  printf " | %s\n" "auto picks"
+  # Each column: out-of-place us, in-place us, wrong results, algorithm used.
+  awk -v k="$(echo $algos | wc -w)" '{
+      wrong = 0; for (c = 0; c <= k + 1; c++) wrong += $(4 + 4 * c)
+      best = 1; for (c = 2; c <= k; c++) if ($(2 + 4 * c) + $(3 + 4 * c) < $(2 + 4 * best) + $(3 + 4 * best)) best = c
+      printf "%10d | %7.1f %7.1f", $1, $2, $3
+      for (c = 1; c <= k; c++) printf " | %6.1f%s %6.1f", $(2 + 4 * c), c == best ? "*" : " ", $(3 + 4 * c)
+      printf " | %s%s\n", $(5 + 4 * (k + 1)), wrong ? "  WRONG RESULTS" : "" }' "$table"
 done

@@ -249,8 +249,9 @@ static int deferred_copy_(void *ctx, void *dst, const void *src, uint64_t bytes)
 // Values whose float sum depends on the order of the additions.
 static float frac_(int rank, uint64_t i) { return 1.0f / (float)(3 + rank * 7 + i % 11) + 1e-4f * (float)i; }
 
-// The latency path: every count of the test through the forced algorithm;
-// the result must be the sum in position order, bit for bit, on every rank.
+// The latency path (or the direct all-reduce): every count of the test
+// through the forced algorithm; the result must be the sum in position
+// order, bit for bit, on every rank.
 static long shot_checks_(struct ring_core *r, int n, int me)
 {
     long wrong = 0;
@@ -276,9 +277,10 @@ static long shot_checks_(struct ring_core *r, int n, int me)
 
 // One rank's whole test; returns the number of wrong results. deferred: its
 // windows are touched as a device's are (through ring_mem_ops). shot: the
-// latency path with the algorithm forced (NULL: the ring always).
+// latency path with the algorithm forced (NULL: the ring always). direct:
+// the left's window is writable (two ranks: the direct all-reduce).
 static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice,
-                       int deferred, struct ring_shot *shot)
+                       int deferred, struct ring_shot *shot, int direct)
 {
     static struct deferred queue;
     const struct ring_mem_ops ops = {deferred_reduce_, deferred_copy_, deferred_settle_, &queue};
@@ -294,7 +296,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.left = (struct ring_link){.rank = (me + n - 1) % n, .local = 1,
                                 .slot = &w->slot[(me + n - 1) % n],
                                 .win = wins + (size_t)((me + n - 1) % n) * WIN_BYTES,
-                                .win_bytes = WIN_BYTES};
+                                .win_bytes = WIN_BYTES, .writable = direct};
     r.right = (struct ring_link){.rank = (me + 1) % n, .local = 1, .slot = &w->slot[(me + 1) % n]};
     r.slice_bytes = slice;
     r.mpi = MPI_COMM_NULL;
@@ -302,7 +304,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.spin_count = 50;
     r.mem = deferred ? &ops : NULL;
     r.shot = shot;
-    long wrong = shot ? shot_checks_(&r, n, me) : 0;
+    long wrong = shot || direct ? shot_checks_(&r, n, me) : 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int variant = 0; variant < 4; variant++) {
@@ -372,7 +374,7 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
         assert_true(pids[me] >= 0);
         if (pids[me] == 0) {
             long wrong = rank_main_(w, wins, n, me, slice, deferred,
-                                    shot.cap_bytes ? &shot : NULL);
+                                    shot.cap_bytes ? &shot : NULL, algo == RING_ALGO_DIRECT);
             if (wrong)
                 fprintf(stderr, "ring n=%d slice=%llu%s %s rank %d: %ld wrong\n", n,
                         (unsigned long long)slice, deferred ? " (deferred)" : "",
@@ -403,6 +405,60 @@ static void test_shot_schedule(void **state)
     }
 }
 
+// The direct all-reduce of two ranks (ring_direct.c) on its own and with the
+// ring's other collectives between its calls, at slices that cut it into
+// rounds or not (it ignores them: its halves are the whole buffer's); on
+// device-like memory it is not usable and the ring runs instead.
+static void test_direct_schedule(void **state)
+{
+    (void)state;
+    run_ring_algo_(2, 256, 0, RING_ALGO_DIRECT);
+    run_ring_algo_(2, 64 << 10, 0, RING_ALGO_DIRECT);
+    run_ring_algo_(2, 256, 1, RING_ALGO_DIRECT);
+}
+
+// Two ranks that call the direct all-reduce with different counts both fail
+// at once, before either writes a byte into the other's buffers (their
+// halves would overlap), and a call of another collective is named too.
+static void test_direct_mismatch(void **state)
+{
+    (void)state;
+    struct ring_world *w = shared_alloc_(sizeof *w);
+    char *wins = shared_alloc_(2 * (size_t)WIN_BYTES);
+    w->order[0] = 0;
+    w->order[1] = 1;
+    pid_t pids[2];
+    for (int me = 0; me < 2; me++) {
+        pids[me] = fork();
+        assert_true(pids[me] >= 0);
+        if (pids[me] != 0)
+            continue;
+        struct ring_core r = {.pos = me, .size = 2, .order = w->order, .rank = me,
+                              .me = &w->slot[me], .win = wins + (size_t)me * WIN_BYTES,
+                              .win_bytes = WIN_BYTES, .mpi = MPI_COMM_NULL, .timeout_s = 20,
+                              .spin_count = 50};
+        r.left = (struct ring_link){.rank = 1 - me, .local = 1, .slot = &w->slot[1 - me],
+                                    .win = wins + (size_t)(1 - me) * WIN_BYTES,
+                                    .win_bytes = WIN_BYTES, .writable = 1};
+        r.right = (struct ring_link){.rank = 1 - me, .local = 1, .slot = &w->slot[1 - me]};
+        float *buf = (float *)r.win;
+        const uint64_t count = me ? 5000 : 4000;
+        for (uint64_t i = 0; i < count; i++)
+            buf[i] = (float)(me + 1);
+        const double t0 = util_now_s();
+        int rc = ring_core_all_reduce(&r, buf, buf, count, COMM_FLOAT32, COMM_SUM);
+        int ok = rc == VGPU_ECOMM && r.broken && util_now_s() - t0 < 2.0;
+        for (uint64_t i = 0; i < count; i++) // neither rank wrote into the other's
+            ok &= buf[i] == (float)(me + 1);
+        // A broken ring refuses what follows, at once.
+        ok &= ring_core_all_reduce(&r, buf, buf, 8, COMM_FLOAT32, COMM_SUM) == VGPU_ECOMM;
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(reap_(pids, 2), 0);
+    munmap(wins, 2 * (size_t)WIN_BYTES);
+    munmap(w, sizeof *w);
+}
+
 // The choice by size at the measured crossovers (ring_shot.c), at both
 // sides of each, and where it never applies.
 static void test_shot_choice(void **state)
@@ -417,11 +473,12 @@ static void test_shot_choice(void **state)
         enum ring_algo want;
     } cases[] = {
         {2, 0, RING_ALGO_AUTO, 0, RING_ALGO_ONE_SHOT},
-        {2, 0, RING_ALGO_AUTO, 8192, RING_ALGO_ONE_SHOT},
-        {2, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
+        {2, 0, RING_ALGO_AUTO, 1024, RING_ALGO_ONE_SHOT},
+        {2, 0, RING_ALGO_AUTO, 1025, RING_ALGO_RING},
+        {3, 0, RING_ALGO_AUTO, 8192, RING_ALGO_ONE_SHOT},
         {4, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
-        {2, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
-        {2, 1, RING_ALGO_AUTO, 32769, RING_ALGO_RING},
+        {2, 1, RING_ALGO_AUTO, 65536, RING_ALGO_ONE_SHOT},
+        {2, 1, RING_ALGO_AUTO, 65537, RING_ALGO_RING},
         {3, 1, RING_ALGO_AUTO, 131072, RING_ALGO_ONE_SHOT},
         {3, 1, RING_ALGO_AUTO, 131073, RING_ALGO_RING},
         {4, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
@@ -435,6 +492,7 @@ static void test_shot_choice(void **state)
         {4, 0, RING_ALGO_TWO_SHOT, 8, RING_ALGO_TWO_SHOT},
         {4, 0, RING_ALGO_TWO_SHOT, 0, RING_ALGO_ONE_SHOT}, // a barrier: nothing to split
         {4, 0, RING_ALGO_TWO_SHOT, (4u << 20) + 1, RING_ALGO_RING},
+        {2, 0, RING_ALGO_DIRECT, 0, RING_ALGO_RING}, // not usable here: no writable window
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r.size = cases[i].n;
@@ -456,6 +514,27 @@ static void test_shot_choice(void **state)
     r.mem = NULL;
     r.size = 1;
     assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
+
+    // Two ranks with the other's window writable: direct above one-shot's
+    // sizes; never for three, a remote link, a read-only window or device memory.
+    r.size = 2;
+    r.left = (struct ring_link){.local = 1, .writable = 1};
+    ring_shot_sizes(2, 0, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
+    assert_int_equal(ring_algo_for(&r, 1024), RING_ALGO_ONE_SHOT);
+    assert_int_equal(ring_algo_for(&r, 1025), RING_ALGO_DIRECT);
+    assert_int_equal(ring_algo_for(&r, 1ull << 30), RING_ALGO_DIRECT);
+    ring_shot_sizes(2, 0, RING_ALGO_DIRECT, &shot.cap_bytes, &shot.one_shot_bytes);
+    assert_int_equal(ring_algo_for(&r, 0), RING_ALGO_DIRECT);
+    r.size = 3;
+    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
+    r.size = 2;
+    r.left.local = 0;
+    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
+    r.left = (struct ring_link){.local = 1, .writable = 0};
+    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
+    r.left.writable = 1;
+    r.mem = &ops;
+    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
 }
 
 static void test_ring_schedule(void **state)
@@ -511,6 +590,8 @@ int main(void)
         cmocka_unit_test(test_ring_schedule_deferred),
         cmocka_unit_test(test_shot_choice),
         cmocka_unit_test(test_shot_schedule),
+        cmocka_unit_test(test_direct_schedule),
+        cmocka_unit_test(test_direct_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

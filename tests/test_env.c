@@ -109,6 +109,7 @@ static void test_ring_switches(void **state)
         {"0", "auto", 0, 0},        {"1000000", "ring", 1000000, 1},
         {"250", "one-shot", 250, 2}, {"1000001", "two-shot", -1, 3},
         {"-1", "Ring", -1, 0},      {"5us", "two-shot ", -1, 0},
+        {"1", "direct", 1, 4},      {"2", "directs", 2, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv("VGPU_RING_YIELD_US", cases[i].yield, 1);

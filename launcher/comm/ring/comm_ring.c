@@ -86,6 +86,7 @@ struct ring_comm {
     void *left_dev;            // (device windows) the left's arena, opened by IPC
     uint64_t piece_bytes;      // unit of one engine pass, bytes
     struct ring_shot shot;     // the latency path (every rank on this host, host windows)
+    int direct;                // two ranks on this host, host windows: the direct all-reduce
     size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
     int *world;                // the job's rank of each rank, [size]; NULL: the same
     struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
@@ -355,15 +356,20 @@ static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local
 // rank's VGPU_RING_ALGO may differ), for jobs on one host with host windows.
 static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 {
-    uint64_t cap = 0, one = 0;
-    if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE)
-        ring_shot_sizes(c->size, rc->oversubscribed,
-                        (enum ring_algo)(env_get()->ring_algo - 1), &cap, &one);
+    uint64_t cap = 0, one = 0, direct = 0;
+    const enum ring_algo forced = (enum ring_algo)(env_get()->ring_algo - 1);
+    if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE) {
+        ring_shot_sizes(c->size, rc->oversubscribed, forced, &cap, &one);
+        direct = c->size == 2 && (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
+    }
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
     if (status == 0)
         status = comm_mpi_min_u64_bounded(c, rc->mpi, &one, "ring set-up (latency path)");
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &direct, "ring set-up (latency path)");
     rc->shot.cap_bytes = cap;
     rc->shot.one_shot_bytes = one;
+    rc->direct = (int)direct;
     return status;
 }
 
@@ -416,10 +422,11 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
                       core->left.rank);
     } else if (n > 1 && core->left.local) {
         const struct ring_peer *lp = &rc->peers[core->left.rank];
-        status = shm_share_map(&lp->win, 0, &rc->left_map);
+        status = shm_share_map(&lp->win, rc->direct, &rc->left_map);
         rc->left_map_bytes = lp->win.bytes;
         core->left.win = rc->left_map;
         core->left.win_bytes = lp->win.bytes;
+        core->left.writable = rc->direct;
     }
     if (status == 0 && (!core->left.local || !core->right.local)) {
         // A chunk: a step's slice and up to 16 elements of 8 bytes more;

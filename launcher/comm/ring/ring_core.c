@@ -488,10 +488,7 @@ static int arrive_(struct ring_core *r, int kind, const void *send, const void *
     return ring_publish(r, r->progress + 1);
 }
 
-// The left neighbour's buffer at its published offset `off`, after checking
-// that `bytes` from there lie inside its window: a rank that called with
-// other sizes than its neighbours must fail, not read past a mapping.
-static int left_ptr_(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out)
+int ring_left_ptr(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out)
 {
     const uint64_t theirs = atomic_load_explicit(&r->left.slot->calls, memory_order_relaxed);
     const uint64_t mine = atomic_load_explicit(&r->me->calls, memory_order_relaxed);
@@ -535,6 +532,8 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
         return update && count ? update(ctx, 0, count) : 0;
     }
     const enum ring_algo algo = update ? RING_ALGO_RING : ring_algo_for(r, count * es);
+    if (algo == RING_ALGO_DIRECT)
+        return ring_direct_all_reduce(r, send, recv, count, t, op);
     if (algo != RING_ALGO_RING)
         return ring_shot_all_reduce(r, algo, send, recv, count, t, op);
     const uint64_t base = r->progress;
@@ -554,8 +553,8 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
         TRY(wait_peer_(r, &r->left, base + 1));
         const uint64_t bytes = count * es;
         const char *ls, *lr;
-        TRY(left_ptr_(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
-        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
+        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
+        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
         lrecv = lr;
         lsend = update ? lrecv : ls;
         lout = update ? ls : lrecv;
@@ -680,7 +679,7 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
         uint64_t need = bytes ? (uint64_t)(n - 1) * lstride + bytes : 0;
         if (lstride < bytes)
             need = UINT64_MAX;
-        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), need, &lrecv));
+        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), need, &lrecv));
     }
     for (uint64_t k = 0; k < rounds; k++) {
         const uint64_t lo = k * slice;
@@ -733,7 +732,7 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
     const char *lbuf = NULL;
     if (d != 0 && r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
-        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lbuf));
+        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), bytes, &lbuf));
     }
     const int forwards = d != n - 1; // the last of the chain feeds no one
     for (uint64_t k = 0; k < rounds; k++) {

@@ -46,6 +46,7 @@ struct ring_link {
     struct ring_slot *slot;  // its control slot (local only)
     const char *win;         // its window mapped into this process (left and local only)
     uint64_t win_bytes;      // size of that mapping, bytes
+    int writable;            // 1: that mapping may be written (ring_direct.c)
 };
 
 // The latency path (ring_shot.c): collectives too small for the ring's
@@ -67,7 +68,8 @@ struct ring_shot {
 
 // The sizes up to which collectives among n ranks of one host go one-shot,
 // and two-shot (above one_shot_bytes); forced: VGPU_RING_ALGO's choice
-// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: the ring always.
+// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: never (above
+// cap_bytes the ring, or for two ranks the direct all-reduce).
 enum ring_algo;
 void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
                      uint64_t *one_shot_bytes);
@@ -166,7 +168,8 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
 int ring_core_barrier(struct ring_core *r);
 
 // The algorithm ring_core_all_reduce uses for `bytes` (all ranks choose alike).
-enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT };
+enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT,
+                 RING_ALGO_DIRECT };
 enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes);
 const char *ring_algo_name(enum ring_algo a);
 
@@ -184,8 +187,19 @@ int ring_reduce(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, 
                 const char *mine, const char *theirs, uint64_t n, int avg_div);
 // bytes from src to dst (which may overlap).
 int ring_copy(struct ring_core *r, void *dst, const void *src, uint64_t bytes);
+// The left neighbour's buffer at its published offset `off`, after checking
+// that it is in this rank's collective and that `bytes` from there lie
+// inside its window: a rank that called with other sizes than its
+// neighbours must fail, not read past a mapping. Returns 0 or VGPU_ECOMM.
+int ring_left_ptr(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out);
 // The one- and two-shot all-reduce (ring_algo_for chose it).
 int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *send, char *recv,
                          uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
+
+// The direct all-reduce of two ranks (ring_direct.c): usable when the ring
+// has two ranks, on one host, with host windows, the other's mapped writable.
+int ring_direct_usable(const struct ring_core *r);
+int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                           enum comm_dtype t, enum comm_reduce_op op);
 
 #endif

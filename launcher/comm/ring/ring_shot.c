@@ -43,12 +43,15 @@ uint64_t ring_shot_stride(uint64_t cap_bytes, int n)
 }
 
 // Measured on a 2-core AMD EPYC (docs/COLLECTIVES.md: Choosing the
-// algorithm, scripts/bench_allreduce_algos.sh): with a core a rank (np 2)
-// the ring's hand-overs cost ~0.3 us each and one-shot wins only up to
-// 8 KiB, two-shot never; with ranks sharing cores every hand-over costs a
-// context switch, so one-shot wins up to 32 KiB at np 2 and 4 and 128 KiB
-// at np 3 (where two-shot never won), and two-shot at np 4 up to 512 KiB,
-// where the ring's halved traffic starts to count.
+// algorithm, scripts/bench_allreduce_algos.sh): with a core a rank the
+// ring's hand-overs cost ~0.3 us each and one-shot wins only up to 8 KiB,
+// two-shot never; two ranks have the direct all-reduce above it instead
+// (ring_direct.c: one hand-over more than one-shot, and no copy into
+// scratch), which wins from 2 KiB. With ranks sharing cores every
+// hand-over costs a context switch, so one-shot wins up to 64 KiB at np 2
+// (then direct), 32 KiB at np 4 and 128 KiB at np 3 (where two-shot never
+// won), and two-shot at np 4 up to 512 KiB, where the ring's halved traffic
+// starts to count.
 void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
                      uint64_t *one_shot_bytes)
 {
@@ -56,12 +59,12 @@ void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t 
     if (forced == RING_ALGO_ONE_SHOT || forced == RING_ALGO_TWO_SHOT) {
         *cap_bytes = forced_cap;
         *one_shot_bytes = forced == RING_ALGO_ONE_SHOT ? forced_cap : 0;
-    } else if (forced == RING_ALGO_RING || n < 2) {
+    } else if (forced == RING_ALGO_RING || forced == RING_ALGO_DIRECT || n < 2) {
         *cap_bytes = *one_shot_bytes = 0;
     } else if (!oversubscribed) {
-        *cap_bytes = *one_shot_bytes = 8u << 10;
+        *cap_bytes = *one_shot_bytes = n == 2 ? 1u << 10 : 8u << 10;
     } else if (n <= 3) {
-        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 32u << 10;
+        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 64u << 10;
     } else {
         *one_shot_bytes = 32u << 10;
         *cap_bytes = 512u << 10;
@@ -72,9 +75,9 @@ enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes)
 {
     const struct ring_shot *s = r->shot;
     // Scratch is host memory: device windows keep the ring.
-    if (!s || r->mem || r->size < 2 || bytes > s->cap_bytes)
-        return RING_ALGO_RING;
-    return bytes <= s->one_shot_bytes ? RING_ALGO_ONE_SHOT : RING_ALGO_TWO_SHOT;
+    if (s && s->cap_bytes && !r->mem && r->size >= 2 && bytes <= s->cap_bytes)
+        return bytes <= s->one_shot_bytes ? RING_ALGO_ONE_SHOT : RING_ALGO_TWO_SHOT;
+    return ring_direct_usable(r) ? RING_ALGO_DIRECT : RING_ALGO_RING;
 }
 
 const char *ring_algo_name(enum ring_algo a)
@@ -82,6 +85,7 @@ const char *ring_algo_name(enum ring_algo a)
     switch (a) {
     case RING_ALGO_ONE_SHOT: return "one-shot";
     case RING_ALGO_TWO_SHOT: return "two-shot";
+    case RING_ALGO_DIRECT: return "direct";
     default: return "ring";
     }
 }
