@@ -33,6 +33,7 @@ struct bench_opts {
     int sleep_rank;       // --sleep-rank: this rank stalls before the first collective
     double sleep_s;       // --sleep: for how long, seconds
     int tree;             // --tree M: the deterministic all-reduce of M partials (0 = off)
+    int fresh;            // --fresh: rewrite the input before every call, untimed
 };
 
 static void usage_(FILE *f)
@@ -58,6 +59,9 @@ static void usage_(FILE *f)
             "      --sleep S         ... for S seconds (default 3600)\n"
             "      --tree M          time the deterministic all-reduce instead: M partials of\n"
             "                        each size split over the ranks (both columns run it)\n"
+            "      --fresh           each rank rewrites its input before every call, untimed\n"
+            "                        (as a backward pass writes the gradients): no call finds\n"
+            "                        its data where the last one left it in the caches\n"
             "  -h, --help\n");
 }
 
@@ -76,7 +80,8 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
         {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
         {"tree", required_argument, 0, 'T'},       {"min_ms", required_argument, 0, 'M'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+        {"fresh", no_argument, 0, 'F'},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:t:h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -131,6 +136,7 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 'R': o->sleep_rank = atoi(optarg); break;
         case 'Z': o->sleep_s = atof(optarg); break;
         case 'T': o->tree = atoi(optarg); break;
+        case 'F': o->fresh = 1; break;
         case 'M': {
             char *end;
             o->min_ms = strtod(optarg, &end);
@@ -294,12 +300,23 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
     // time a call says will last that long, until a round does (a slow first
     // round underestimates; at most 4 rounds). The count comes from the
     // slowest rank's time, so every rank makes the same calls.
+    // With --fresh each call is timed on its own, once every rank has
+    // written its input (a rank still writing would count in the others' time).
     for (int n = o->iters, round = 1;; round++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = util_now_s();
-        for (int i = 0; rc == 0 && i < n; i++)
-            rc = CALL_ONCE_();
-        double t = (util_now_s() - t0) / n * 1e6;
+        double t0 = util_now_s(), inside = 0;
+        for (int i = 0; rc == 0 && i < n; i++) {
+            if (o->fresh) {
+                rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes);
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = util_now_s();
+            }
+            if (rc == 0)
+                rc = CALL_ONCE_();
+            if (o->fresh)
+                inside += util_now_s() - t0;
+        }
+        double t = (o->fresh ? inside : util_now_s() - t0) / n * 1e6;
         if (rc < 0)
             die_(c, rc, "comm_all_reduce");
         MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -331,10 +348,10 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
 static void print_header_(const struct bench_opts *o, int size, int hosts)
 {
     printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
-           "iters %d%s, warmup %d, check %d%s\n",
+           "iters %d%s, warmup %d, check %d%s%s\n",
            size, hosts, o->backend, comm_op_name(o->op), o->iters,
            o->min_ms > 0 ? " (or more: at least --min_ms of calls)" : "", o->warmup, o->check,
-           o->tree ? ", deterministic tree" : "");
+           o->tree ? ", deterministic tree" : "", o->fresh ? ", fresh input every call" : "");
     if (o->tree)
         printf("# tree: %d partials of each size split over the ranks, summed in the "
                "canonical tree (both columns)\n", o->tree);
