@@ -275,10 +275,19 @@ static long shot_checks_(struct ring_core *r, int n, int me)
     return wrong;
 }
 
+// Every position's link, as comm_ring.c maps them for the direct all-reduce.
+static void all_links_(struct ring_world *w, char *wins, int n, struct ring_link *all)
+{
+    for (int q = 0; q < n; q++)
+        all[q] = (struct ring_link){.rank = q, .local = 1, .slot = &w->slot[q],
+                                    .win = wins + (size_t)q * WIN_BYTES, .win_bytes = WIN_BYTES,
+                                    .writable = 1};
+}
+
 // One rank's whole test; returns the number of wrong results. deferred: its
 // windows are touched as a device's are (through ring_mem_ops). shot: the
 // latency path with the algorithm forced (NULL: the ring always). direct:
-// the left's window is writable (two ranks: the direct all-reduce).
+// every window is mapped writable (the direct all-reduce).
 static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice,
                        int deferred, struct ring_shot *shot, int direct)
 {
@@ -296,7 +305,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.left = (struct ring_link){.rank = (me + n - 1) % n, .local = 1,
                                 .slot = &w->slot[(me + n - 1) % n],
                                 .win = wins + (size_t)((me + n - 1) % n) * WIN_BYTES,
-                                .win_bytes = WIN_BYTES, .writable = direct};
+                                .win_bytes = WIN_BYTES};
     r.right = (struct ring_link){.rank = (me + 1) % n, .local = 1, .slot = &w->slot[(me + 1) % n]};
     r.slice_bytes = slice;
     r.mpi = MPI_COMM_NULL;
@@ -304,7 +313,13 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.spin_count = 50;
     r.mem = deferred ? &ops : NULL;
     r.shot = shot;
-    long wrong = shot || direct ? shot_checks_(&r, n, me) : 0;
+    struct ring_link all[8];
+    all_links_(w, wins, n, all);
+    r.all = direct ? all : NULL;
+    // Device-like memory takes the ring, whose order of additions is its own.
+    if (direct && ring_algo_for(&r, 4096) != (deferred ? RING_ALGO_RING : RING_ALGO_DIRECT))
+        return 1000000;
+    long wrong = shot || (direct && !deferred) ? shot_checks_(&r, n, me) : 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int variant = 0; variant < 4; variant++) {
@@ -405,21 +420,23 @@ static void test_shot_schedule(void **state)
     }
 }
 
-// The direct all-reduce of two ranks (ring_direct.c) on its own and with the
-// ring's other collectives between its calls, at slices that cut it into
-// rounds or not (it ignores them: its halves are the whole buffer's); on
-// device-like memory it is not usable and the ring runs instead.
+// The direct all-reduce (ring_direct.c) on its own and with the ring's other
+// collectives between its calls, at slices that cut the ring into rounds or
+// not (direct ignores them); on device-like memory it is not usable and the
+// ring runs instead.
 static void test_direct_schedule(void **state)
 {
     (void)state;
-    run_ring_algo_(2, 256, 0, RING_ALGO_DIRECT);
-    run_ring_algo_(2, 64 << 10, 0, RING_ALGO_DIRECT);
-    run_ring_algo_(2, 256, 1, RING_ALGO_DIRECT);
+    for (int n = 2; n <= 5; n++) {
+        run_ring_algo_(n, 256, 0, RING_ALGO_DIRECT);
+        run_ring_algo_(n, 64 << 10, 0, RING_ALGO_DIRECT);
+    }
+    run_ring_algo_(3, 256, 1, RING_ALGO_DIRECT);
 }
 
 // Two ranks that call the direct all-reduce with different counts both fail
 // at once, before either writes a byte into the other's buffers (their
-// halves would overlap), and a call of another collective is named too.
+// chunks would overlap); a broken ring refuses what follows.
 static void test_direct_mismatch(void **state)
 {
     (void)state;
@@ -437,10 +454,11 @@ static void test_direct_mismatch(void **state)
                               .me = &w->slot[me], .win = wins + (size_t)me * WIN_BYTES,
                               .win_bytes = WIN_BYTES, .mpi = MPI_COMM_NULL, .timeout_s = 20,
                               .spin_count = 50};
-        r.left = (struct ring_link){.rank = 1 - me, .local = 1, .slot = &w->slot[1 - me],
-                                    .win = wins + (size_t)(1 - me) * WIN_BYTES,
-                                    .win_bytes = WIN_BYTES, .writable = 1};
-        r.right = (struct ring_link){.rank = 1 - me, .local = 1, .slot = &w->slot[1 - me]};
+        struct ring_link all[2];
+        all_links_(w, wins, 2, all);
+        r.all = all;
+        r.left = all[1 - me];
+        r.right = all[1 - me];
         float *buf = (float *)r.win;
         const uint64_t count = me ? 5000 : 4000;
         for (uint64_t i = 0; i < count; i++)
@@ -515,24 +533,19 @@ static void test_shot_choice(void **state)
     r.size = 1;
     assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
 
-    // Two ranks with the other's window writable: direct above one-shot's
-    // sizes; never for three, a remote link, a read-only window or device memory.
-    r.size = 2;
-    r.left = (struct ring_link){.local = 1, .writable = 1};
-    ring_shot_sizes(2, 0, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
-    assert_int_equal(ring_algo_for(&r, 1024), RING_ALGO_ONE_SHOT);
-    assert_int_equal(ring_algo_for(&r, 1025), RING_ALGO_DIRECT);
-    assert_int_equal(ring_algo_for(&r, 1ull << 30), RING_ALGO_DIRECT);
+    // Every window mapped writable: direct above the latency path's sizes
+    // (everything, forced); never on device memory.
+    struct ring_link all[4] = {{0}};
+    r.all = all;
+    for (int n = 2; n <= 4; n++) {
+        r.size = n;
+        ring_shot_sizes(n, n > 2, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
+        assert_int_not_equal(ring_algo_for(&r, shot.cap_bytes), RING_ALGO_DIRECT);
+        assert_int_equal(ring_algo_for(&r, shot.cap_bytes + 1), RING_ALGO_DIRECT);
+        assert_int_equal(ring_algo_for(&r, 1ull << 30), RING_ALGO_DIRECT);
+    }
     ring_shot_sizes(2, 0, RING_ALGO_DIRECT, &shot.cap_bytes, &shot.one_shot_bytes);
     assert_int_equal(ring_algo_for(&r, 0), RING_ALGO_DIRECT);
-    r.size = 3;
-    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
-    r.size = 2;
-    r.left.local = 0;
-    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
-    r.left = (struct ring_link){.local = 1, .writable = 0};
-    assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
-    r.left.writable = 1;
     r.mem = &ops;
     assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
 }

@@ -81,12 +81,13 @@ struct ring_comm {
     int staging;               // device buffers pass through `stage`
     char *stage;               // (staging) this rank's window
     uint64_t stage_bytes;
-    void *left_map;            // the left neighbour's window, mapped read-only
+    void *left_map;            // the left neighbour's window, mapped read-only (not direct)
     size_t left_map_bytes;
+    struct ring_link *all;     // (direct) every position's link, windows mapped writable, [size]
     void *left_dev;            // (device windows) the left's arena, opened by IPC
     uint64_t piece_bytes;      // unit of one engine pass, bytes
     struct ring_shot shot;     // the latency path (every rank on this host, host windows)
-    int direct;                // two ranks on this host, host windows: the direct all-reduce
+    int direct;                // every rank on this host, host windows: the direct all-reduce
     size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
     int *world;                // the job's rank of each rank, [size]; NULL: the same
     struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
@@ -360,7 +361,8 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
     const enum ring_algo forced = (enum ring_algo)(env_get()->ring_algo - 1);
     if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE) {
         ring_shot_sizes(c->size, rc->oversubscribed, forced, &cap, &one);
-        direct = c->size == 2 && (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
+        direct = c->size <= RING_DIRECT_MAX_RANKS &&
+                 (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
     }
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
     if (status == 0)
@@ -373,8 +375,39 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
     return status;
 }
 
+// The direct all-reduce's links (one host: positions are slots): every other
+// rank's window mapped writable, this rank's own at its position.
+static int map_all_(struct ring_comm *rc)
+{
+    struct ring_core *core = &rc->core;
+    const int n = core->size;
+    rc->all = calloc((size_t)n, sizeof *rc->all);
+    if (!rc->all)
+        return VGPU_ENOMEM;
+    for (int q = 0; q < n; q++) {
+        struct ring_link *l = &rc->all[q];
+        const struct ring_peer *peer = &rc->peers[rc->order[q]];
+        *l = (struct ring_link){.rank = rc->order[q], .local = 1,
+                                .slot = &rc->ctl->slot[rc->slot_of[rc->order[q]]], .writable = 1};
+        if (q == core->pos) {
+            l->win = core->win;
+            l->win_bytes = core->win_bytes;
+            continue;
+        }
+        void *map = NULL;
+        int status = shm_share_map(&peer->win, 1, &map);
+        if (status < 0)
+            return status;
+        l->win = map;
+        l->win_bytes = peer->win.bytes;
+    }
+    core->all = rc->all;
+    return 0;
+}
+
 // The engine's links: its neighbours, their slots and (same host) the left
-// neighbour's window, the only one ever read here. Returns status, or the
+// neighbour's window, the only one the ring reads (the direct all-reduce
+// maps them all). Returns status, or the
 // failure to map.
 static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, uint64_t slice,
                  uint64_t msg_bytes, int status)
@@ -420,13 +453,15 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
             log_error("ring: cannot open rank %d's GPU arena (CUDA IPC); "
                       "VGPU_RING_STAGING=1 copies through host memory instead",
                       core->left.rank);
+    } else if (rc->direct) {
+        status = map_all_(rc);
+        core->left = rc->all[(p + n - 1) % n];
     } else if (n > 1 && core->left.local) {
         const struct ring_peer *lp = &rc->peers[core->left.rank];
-        status = shm_share_map(&lp->win, rc->direct, &rc->left_map);
+        status = shm_share_map(&lp->win, 0, &rc->left_map);
         rc->left_map_bytes = lp->win.bytes;
         core->left.win = rc->left_map;
         core->left.win_bytes = lp->win.bytes;
-        core->left.writable = rc->direct;
     }
     if (status == 0 && (!core->left.local || !core->right.local)) {
         // A chunk: a step's slice and up to 16 elements of 8 bytes more;
@@ -517,6 +552,10 @@ static void ring_destroy_(comm_t *c)
     comm_destroy(rc->small);
     if (rc->left_map)
         munmap(rc->left_map, rc->left_map_bytes);
+    for (int q = 0; rc->all && q < rc->core.size; q++)
+        if (q != rc->core.pos && rc->all[q].win)
+            munmap((void *)rc->all[q].win, rc->all[q].win_bytes);
+    free(rc->all);
     // A neighbour's arena is closed here before its owner frees it (freeing
     // an exported allocation still open elsewhere is undefined): everyone
     // closes, then agrees, then goes on to free its own. After a timeout the

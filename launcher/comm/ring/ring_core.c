@@ -488,28 +488,34 @@ static int arrive_(struct ring_core *r, int kind, const void *send, const void *
     return ring_publish(r, r->progress + 1);
 }
 
-int ring_left_ptr(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out)
+int ring_peer_ptr(struct ring_core *r, const struct ring_link *l, uint64_t off, uint64_t bytes,
+                  const char **out)
 {
-    const uint64_t theirs = atomic_load_explicit(&r->left.slot->calls, memory_order_relaxed);
+    const uint64_t theirs = atomic_load_explicit(&l->slot->calls, memory_order_relaxed);
     const uint64_t mine = atomic_load_explicit(&r->me->calls, memory_order_relaxed);
     if (theirs != mine) {
         r->broken = 1;
         log_error("ring: rank %d is in collective #%llu (kind %d) while this rank is in #%llu "
                   "(kind %d): the ranks did not call the same collectives in the same order",
-                  r->left.rank, (unsigned long long)(theirs >> 2), (int)(theirs & 3),
+                  l->rank, (unsigned long long)(theirs >> 2), (int)(theirs & 3),
                   (unsigned long long)(mine >> 2), (int)(mine & 3));
         return VGPU_ECOMM;
     }
-    if (off > r->left.win_bytes || bytes > r->left.win_bytes - off) {
+    if (off > l->win_bytes || bytes > l->win_bytes - off) {
         r->broken = 1;
         log_error("ring: rank %d's buffer (offset %llu + %llu bytes) is outside its %llu-byte "
                   "window: did the ranks call this collective with different sizes?",
-                  r->left.rank, (unsigned long long)off, (unsigned long long)bytes,
-                  (unsigned long long)r->left.win_bytes);
+                  l->rank, (unsigned long long)off, (unsigned long long)bytes,
+                  (unsigned long long)l->win_bytes);
         return VGPU_ECOMM;
     }
-    *out = r->left.win + off;
+    *out = l->win + off;
     return 0;
+}
+
+static int left_ptr_(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out)
+{
+    return ring_peer_ptr(r, &r->left, off, bytes, out);
 }
 
 // The all-reduce engine, on count elements of type t (es bytes each). Plain
@@ -553,8 +559,8 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
         TRY(wait_peer_(r, &r->left, base + 1));
         const uint64_t bytes = count * es;
         const char *ls, *lr;
-        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
-        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->send_off), bytes, &ls));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lr));
         lrecv = lr;
         lsend = update ? lrecv : ls;
         lout = update ? ls : lrecv;
@@ -679,7 +685,7 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
         uint64_t need = bytes ? (uint64_t)(n - 1) * lstride + bytes : 0;
         if (lstride < bytes)
             need = UINT64_MAX;
-        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), need, &lrecv));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), need, &lrecv));
     }
     for (uint64_t k = 0; k < rounds; k++) {
         const uint64_t lo = k * slice;
@@ -732,7 +738,7 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
     const char *lbuf = NULL;
     if (d != 0 && r->left.local) {
         TRY(wait_peer_(r, &r->left, base + 1));
-        TRY(ring_left_ptr(r, atomic_load(&r->left.slot->recv_off), bytes, &lbuf));
+        TRY(left_ptr_(r, atomic_load(&r->left.slot->recv_off), bytes, &lbuf));
     }
     const int forwards = d != n - 1; // the last of the chain feeds no one
     for (uint64_t k = 0; k < rounds; k++) {

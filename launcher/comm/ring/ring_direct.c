@@ -1,36 +1,69 @@
-// ring_direct.c: the all-reduce of two ranks on one host with host windows,
-// straight between their buffers. Each rank maps the other's window
-// writable; rank p reduces its half (the chunk the ring would give it,
-// mine op theirs, so the bits are the ring's) out of both send buffers and
-// writes the sum into both recv buffers. One hand-over (arrival) and one
-// wait for the other's half, instead of the ring's two steps a round.
+// ring_direct.c: the all-reduce among ranks that are all on one host with
+// host windows, straight between their buffers. Every rank maps every
+// other's window writable (ring_core.all); rank p reduces its chunk
+// (ring_chunk's chunk p) of all n send buffers, in position order, and
+// writes the result into all n recv buffers. Two hand-overs a call
+// (arrival, and "my chunk is everywhere") instead of the ring's 2(n-1)
+// steps a round, and no copy through scratch as in two-shot: the buffers
+// are in the windows already.
 //
-// Why it exists: on two cores, every byte that the other rank wrote last
-// (its input, or the other half of its previous result) crosses between
-// the cores' caches when read. The ring in place reads the other's buffer
-// twice a call (its input for the reduction, its result for the
-// all-gather); here a rank reads only the other's input, and writes lines
-// it has just read, so its half of the other's result is already where it
-// is written (docs/COLLECTIVES.md, "Two ranks on one host").
+// Why: on a few cores every byte a rank reads that another core wrote last
+// (the other's input, or its share of the last result) crosses between the
+// cores' caches. The ring in place reads its left's buffer twice a call
+// (the input to reduce, then the result to gather); here a rank reads each
+// other's input once and writes its chunk of the result into lines it has
+// just read. With ranks sharing cores every hand-over costs a context
+// switch, and there are two (docs/COLLECTIVES.md: the direct all-reduce).
 //
-// Safety without more hand-overs: the two ranks touch disjoint halves of
-// each buffer (send and recv may be the same buffer, in place, on either
-// rank); a rank writes into the other's recv only after the other has
-// arrived (published its buffers for this call), and returns only once the
-// other has written its half into this rank's recv, having read all it
-// needs of this rank's send.
+// Safety without more hand-overs: rank p touches only chunk p of any
+// buffer (send and recv may be the same buffer, in place, on any rank); it
+// writes into another's recv only once every rank has arrived (published
+// its buffers for this call), and returns only once every rank has written
+// its chunk everywhere, having read all it needs of this rank's send.
+// Every rank adds in position order, so all get the same bits, and the
+// same as one-shot and two-shot (ring_shot.c).
 #include "ring_internal.h"
 
 #include "log.h"
 #include "status.h"
 
-// Reduced, then copied, this many bytes at a time: the copy reads what the
-// reduction just wrote while it is still in the first-level cache.
+// Reduced through a buffer on the stack this many bytes at a time: in
+// place, a rank's own input is also where its result goes, so the sum
+// cannot build up there; the copies out read it from the first-level cache.
 #define DIRECT_BLOCK_BYTES (16u << 10)
 
 int ring_direct_usable(const struct ring_core *r)
 {
-    return r->size == 2 && r->left.local && r->left.writable && !r->mem;
+    return r->all && !r->mem && r->size >= 2;
+}
+
+// Waits until every other rank has done `target` steps.
+static int wait_all_(struct ring_core *r, uint64_t target)
+{
+    for (int q = 0; q < r->size; q++)
+        if (q != r->pos)
+            TRY(ring_wait(r, r->all[q].slot, r->all[q].rank, target));
+    return 0;
+}
+
+// Position q's send and recv buffers for this call, checked: the same
+// collective, the same size, inside its window.
+static int buffers_(struct ring_core *r, int q, uint64_t bytes, const char **send, char **recv)
+{
+    const struct ring_link *l = &r->all[q];
+    const uint64_t theirs = atomic_load_explicit(&l->slot->stride, memory_order_relaxed);
+    if (theirs != bytes) { // the chunks would not match: fail before touching any
+        r->broken = 1;
+        log_error("ring: rank %d's all-reduce is %llu bytes and this rank's %llu: the ranks "
+                  "must call it with the same count and type",
+                  l->rank, (unsigned long long)theirs, (unsigned long long)bytes);
+        return VGPU_ECOMM;
+    }
+    const char *rv;
+    TRY(ring_peer_ptr(r, l, atomic_load(&l->slot->send_off), bytes, send));
+    TRY(ring_peer_ptr(r, l, atomic_load(&l->slot->recv_off), bytes, &rv));
+    *recv = (char *)rv; // mapped writable (ring_direct_usable)
+    return 0;
 }
 
 int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
@@ -38,8 +71,12 @@ int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, ui
 {
     if (r->broken)
         return VGPU_ECOMM;
+    const int n = r->size;
     const uint64_t es = comm_dtype_size(t), bytes = count * es, base = r->progress;
-    struct ring_link *peer = &r->left; // for two ranks, also the right
+    if (n > RING_DIRECT_MAX_RANKS) { // comm_ring.c gives r->all to no more
+        r->broken = 1;
+        return VGPU_EINVAL;
+    }
     r->calls++;
     atomic_store_explicit(&r->me->calls, r->calls << 2 | RING_KIND_ALL_REDUCE,
                           memory_order_relaxed);
@@ -49,29 +86,31 @@ int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, ui
                           memory_order_relaxed);
     atomic_store_explicit(&r->me->stride, bytes, memory_order_relaxed);
     TRY(ring_publish(r, base + 1));
-    TRY(ring_wait(r, peer->slot, peer->rank, base + 1));
+    TRY(wait_all_(r, base + 1));
 
-    const char *psend, *pr;
-    TRY(ring_left_ptr(r, atomic_load(&peer->slot->send_off), bytes, &psend));
-    TRY(ring_left_ptr(r, atomic_load(&peer->slot->recv_off), bytes, &pr));
-    const uint64_t theirs = atomic_load_explicit(&peer->slot->stride, memory_order_relaxed);
-    if (theirs != bytes) { // the halves would overlap: fail before touching either
-        r->broken = 1;
-        log_error("ring: rank %d's all-reduce is %llu bytes and this rank's %llu: the ranks "
-                  "must call it with the same count and type",
-                  peer->rank, (unsigned long long)theirs, (unsigned long long)bytes);
-        return VGPU_ECOMM;
+    const char *in[RING_DIRECT_MAX_RANKS];
+    char *out[RING_DIRECT_MAX_RANKS];
+    for (int q = 0; q < n; q++) {
+        if (q == r->pos) {
+            in[q] = send;
+            out[q] = recv;
+        } else {
+            TRY(buffers_(r, q, bytes, &in[q], &out[q]));
+        }
     }
-    char *precv = (char *)pr; // mapped writable (ring_direct_usable)
     uint64_t lo, hi;
-    ring_chunk(count, 2, 1 - r->pos, &lo, &hi); // the ring's chunk for this position
-    const int avg_div = op == COMM_AVG ? 2 : 0;
+    ring_chunk(count, n, r->pos, &lo, &hi);
+    const int avg_div = op == COMM_AVG ? n : 0;
     const uint64_t block = DIRECT_BLOCK_BYTES / es;
+    _Alignas(64) char sum[DIRECT_BLOCK_BYTES];
     for (uint64_t at = lo; at < hi; at += block) {
-        const uint64_t len = hi - at < block ? hi - at : block;
-        TRY(ring_reduce(r, t, op, recv + at * es, send + at * es, psend + at * es, len, avg_div));
-        TRY(ring_copy(r, precv + at * es, recv + at * es, len * es));
+        const uint64_t len = hi - at < block ? hi - at : block, off = at * es;
+        TRY(ring_reduce(r, t, op, sum, in[0] + off, in[1] + off, len, n == 2 ? avg_div : 0));
+        for (int q = 2; q < n; q++)
+            TRY(ring_reduce(r, t, op, sum, sum, in[q] + off, len, q == n - 1 ? avg_div : 0));
+        for (int q = 0; q < n; q++)
+            TRY(ring_copy(r, out[q] + off, sum, len * es));
     }
     TRY(ring_publish(r, base + 2));
-    return ring_wait(r, peer->slot, peer->rank, base + 2);
+    return wait_all_(r, base + 2);
 }

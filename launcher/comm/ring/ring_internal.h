@@ -108,6 +108,9 @@ struct ring_core {
     int broken;              // a wait timed out: the ring state is unusable
     double waited_s;         // time spent waiting for a same-host neighbour's progress, seconds
     struct ring_shot *shot;  // the latency path; NULL where it does not apply
+    const struct ring_link *all; // every position's link, its window mapped writable (the
+                             // direct all-reduce: one host, host windows); [size], all[pos]
+                             // is this rank; NULL where it does not apply
     ring_report_fn report;   // diagnostics for slow/missing peers
     void *report_arg;        // for report
     const int *world;        // the job's rank of each rank, for the flight recorder; NULL: the same
@@ -187,17 +190,20 @@ int ring_reduce(struct ring_core *r, enum comm_dtype t, enum comm_reduce_op op, 
                 const char *mine, const char *theirs, uint64_t n, int avg_div);
 // bytes from src to dst (which may overlap).
 int ring_copy(struct ring_core *r, void *dst, const void *src, uint64_t bytes);
-// The left neighbour's buffer at its published offset `off`, after checking
+// Same-host peer l's buffer at its published offset `off`, after checking
 // that it is in this rank's collective and that `bytes` from there lie
 // inside its window: a rank that called with other sizes than its
 // neighbours must fail, not read past a mapping. Returns 0 or VGPU_ECOMM.
-int ring_left_ptr(struct ring_core *r, uint64_t off, uint64_t bytes, const char **out);
+int ring_peer_ptr(struct ring_core *r, const struct ring_link *l, uint64_t off, uint64_t bytes,
+                  const char **out);
 // The one- and two-shot all-reduce (ring_algo_for chose it).
 int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *send, char *recv,
                          uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
 
-// The direct all-reduce of two ranks (ring_direct.c): usable when the ring
-// has two ranks, on one host, with host windows, the other's mapped writable.
+// The direct all-reduce (ring_direct.c): usable when every rank is on this
+// host with host windows, each mapped writable here (r->all), and there are
+// at most RING_DIRECT_MAX_RANKS of them.
+#define RING_DIRECT_MAX_RANKS 64
 int ring_direct_usable(const struct ring_core *r);
 int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
                            enum comm_dtype t, enum comm_reduce_op op);
