@@ -2,8 +2,8 @@
 # bench_allreduce_algos.sh: where the ring backend's all-reduce algorithms
 # cross over on this machine: for each rank count, the time of MPI_Allreduce
 # and of the ring backend with each algorithm forced (VGPU_RING_ALGO=ring,
-# one-shot, two-shot, and direct for 2 ranks), side by side, and the one `auto` picks. The choice's
-# thresholds (launcher/comm/ring/ring_shot.c) come from this table
+# one-shot, two-shot, direct), side by side, and the one `auto` picks. The
+# choice's thresholds (launcher/comm/ring/ring_shot.c) come from this table
 # (docs/COLLECTIVES.md: Choosing the algorithm).
 # Usage: scripts/bench_allreduce_algos.sh [build-dir]
 # Env: NPS="2 3 4", ITERS=50, WARMUP=10, MINB=8, MAXB=4M.
@@ -27,8 +27,7 @@ run() { # np backend algo
 echo "# all-reduce time in us (out of place / in place), float sum; * = the fastest ring algorithm"
 echo "# host: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
 for np in ${NPS:-2 3 4}; do
-  algos="ring one-shot two-shot"
-  [ "$np" -eq 2 ] && algos="$algos direct" # two ranks only (ring_direct.c)
+  algos="ring one-shot two-shot direct"
   run "$np" mpi auto
   mv "$tmp/auto.rows" "$tmp/mpi.rows"
   table=$tmp/mpi.rows

@@ -379,7 +379,7 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
     for (int q = 0; q < n; q++)
         w->order[q] = q;
     struct ring_shot shot = {.slot = w->slot};
-    ring_shot_sizes(n, 1, algo, &shot.cap_bytes, &shot.one_shot_bytes);
+    ring_shot_sizes(n, 1, 0, algo, &shot.cap_bytes, &shot.one_shot_bytes);
     shot.stride = ring_shot_stride(shot.cap_bytes, n);
     shot.buf_bytes = shot.stride / 2;
     shot.scratch = shot.cap_bytes ? shared_alloc_((size_t)n * shot.stride) : NULL;
@@ -478,7 +478,8 @@ static void test_direct_mismatch(void **state)
 }
 
 // The choice by size at the measured crossovers (ring_shot.c), at both
-// sides of each, and where it never applies.
+// sides of each, and where it never applies: first without the direct
+// all-reduce (forced otherwise, or too many ranks), then with it.
 static void test_shot_choice(void **state)
 {
     (void)state;
@@ -491,12 +492,11 @@ static void test_shot_choice(void **state)
         enum ring_algo want;
     } cases[] = {
         {2, 0, RING_ALGO_AUTO, 0, RING_ALGO_ONE_SHOT},
-        {2, 0, RING_ALGO_AUTO, 1024, RING_ALGO_ONE_SHOT},
-        {2, 0, RING_ALGO_AUTO, 1025, RING_ALGO_RING},
-        {3, 0, RING_ALGO_AUTO, 8192, RING_ALGO_ONE_SHOT},
+        {2, 0, RING_ALGO_AUTO, 8192, RING_ALGO_ONE_SHOT},
+        {2, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
         {4, 0, RING_ALGO_AUTO, 8193, RING_ALGO_RING},
-        {2, 1, RING_ALGO_AUTO, 65536, RING_ALGO_ONE_SHOT},
-        {2, 1, RING_ALGO_AUTO, 65537, RING_ALGO_RING},
+        {2, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
+        {2, 1, RING_ALGO_AUTO, 32769, RING_ALGO_RING},
         {3, 1, RING_ALGO_AUTO, 131072, RING_ALGO_ONE_SHOT},
         {3, 1, RING_ALGO_AUTO, 131073, RING_ALGO_RING},
         {4, 1, RING_ALGO_AUTO, 32768, RING_ALGO_ONE_SHOT},
@@ -514,7 +514,7 @@ static void test_shot_choice(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r.size = cases[i].n;
-        ring_shot_sizes(cases[i].n, cases[i].over, cases[i].forced, &shot.cap_bytes,
+        ring_shot_sizes(cases[i].n, cases[i].over, 0, cases[i].forced, &shot.cap_bytes,
                         &shot.one_shot_bytes);
         enum ring_algo got = ring_algo_for(&r, cases[i].bytes);
         if (got != cases[i].want)
@@ -525,7 +525,7 @@ static void test_shot_choice(void **state)
     }
     // Device windows (r.mem) and a single rank never take it.
     const struct ring_mem_ops ops = {0};
-    ring_shot_sizes(4, 1, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
+    ring_shot_sizes(4, 1, 0, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
     r.size = 4;
     r.mem = &ops;
     assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
@@ -533,18 +533,31 @@ static void test_shot_choice(void **state)
     r.size = 1;
     assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
 
-    // Every window mapped writable: direct above the latency path's sizes
-    // (everything, forced); never on device memory.
+    // Every window mapped writable: one-shot up to the measured crossover,
+    // direct above (two-shot never); forced, direct at every size; never
+    // on device memory.
     struct ring_link all[4] = {{0}};
     r.all = all;
-    for (int n = 2; n <= 4; n++) {
-        r.size = n;
-        ring_shot_sizes(n, n > 2, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
-        assert_int_not_equal(ring_algo_for(&r, shot.cap_bytes), RING_ALGO_DIRECT);
-        assert_int_equal(ring_algo_for(&r, shot.cap_bytes + 1), RING_ALGO_DIRECT);
-        assert_int_equal(ring_algo_for(&r, 1ull << 30), RING_ALGO_DIRECT);
+    const struct {
+        int n, over;
+        uint64_t one_shot;
+    } direct_cases[] = {{2, 0, 1024}, {3, 0, 1024}, {4, 0, 1024},
+                        {2, 1, 65536}, {3, 1, 16384}, {4, 1, 8192}};
+    for (size_t i = 0; i < sizeof direct_cases / sizeof direct_cases[0]; i++) {
+        r.size = direct_cases[i].n;
+        ring_shot_sizes(r.size, direct_cases[i].over, 1, RING_ALGO_AUTO, &shot.cap_bytes,
+                        &shot.one_shot_bytes);
+        const uint64_t b = direct_cases[i].one_shot;
+        if (ring_algo_for(&r, b) != RING_ALGO_ONE_SHOT ||
+            ring_algo_for(&r, b + 1) != RING_ALGO_DIRECT ||
+            ring_algo_for(&r, 1ull << 30) != RING_ALGO_DIRECT)
+            fail_msg("direct case %zu: n=%d %s: %s at %llu bytes, %s above", i, r.size,
+                     direct_cases[i].over ? "oversubscribed" : "a core each",
+                     ring_algo_name(ring_algo_for(&r, b)), (unsigned long long)b,
+                     ring_algo_name(ring_algo_for(&r, b + 1)));
     }
-    ring_shot_sizes(2, 0, RING_ALGO_DIRECT, &shot.cap_bytes, &shot.one_shot_bytes);
+    r.size = 2;
+    ring_shot_sizes(2, 0, 1, RING_ALGO_DIRECT, &shot.cap_bytes, &shot.one_shot_bytes);
     assert_int_equal(ring_algo_for(&r, 0), RING_ALGO_DIRECT);
     r.mem = &ops;
     assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);

@@ -353,16 +353,17 @@ static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local
     return status;
 }
 
-// The latency path's sizes (ring_shot.c), the smallest of every rank's (a
-// rank's VGPU_RING_ALGO may differ), for jobs on one host with host windows.
+// The latency path's sizes (ring_shot.c) and whether the direct all-reduce
+// runs (ring_direct.c), the smallest of every rank's (a rank's
+// VGPU_RING_ALGO may differ), for jobs on one host with host windows.
 static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 {
     uint64_t cap = 0, one = 0, direct = 0;
     const enum ring_algo forced = (enum ring_algo)(env_get()->ring_algo - 1);
     if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE) {
-        ring_shot_sizes(c->size, rc->oversubscribed, forced, &cap, &one);
         direct = c->size <= RING_DIRECT_MAX_RANKS &&
                  (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
+        ring_shot_sizes(c->size, rc->oversubscribed, (int)direct, forced, &cap, &one);
     }
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
     if (status == 0)

@@ -67,12 +67,12 @@ struct ring_shot {
 };
 
 // The sizes up to which collectives among n ranks of one host go one-shot,
-// and two-shot (above one_shot_bytes); forced: VGPU_RING_ALGO's choice
-// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: never (above
-// cap_bytes the ring, or for two ranks the direct all-reduce).
+// and two-shot (above one_shot_bytes); direct: the direct all-reduce takes
+// what is above (else the ring); forced: VGPU_RING_ALGO's choice
+// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: never.
 enum ring_algo;
-void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
-                     uint64_t *one_shot_bytes);
+void ring_shot_sizes(int n, int oversubscribed, int direct, enum ring_algo forced,
+                     uint64_t *cap_bytes, uint64_t *one_shot_bytes);
 
 // Bytes of scratch one rank needs for collectives of up to cap_bytes among
 // n ranks (its stride).

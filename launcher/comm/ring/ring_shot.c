@@ -43,17 +43,18 @@ uint64_t ring_shot_stride(uint64_t cap_bytes, int n)
 }
 
 // Measured on a 2-core AMD EPYC (docs/COLLECTIVES.md: Choosing the
-// algorithm, scripts/bench_allreduce_algos.sh): with a core a rank the
-// ring's hand-overs cost ~0.3 us each and one-shot wins only up to 8 KiB,
-// two-shot never; two ranks have the direct all-reduce above it instead
-// (ring_direct.c: one hand-over more than one-shot, and no copy into
-// scratch), which wins from 2 KiB. With ranks sharing cores every
-// hand-over costs a context switch, so one-shot wins up to 64 KiB at np 2
-// (then direct), 32 KiB at np 4 and 128 KiB at np 3 (where two-shot never
-// won), and two-shot at np 4 up to 512 KiB, where the ring's halved traffic
-// starts to count.
-void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t *cap_bytes,
-                     uint64_t *one_shot_bytes)
+// algorithm, scripts/bench_allreduce_algos.sh). With the direct all-reduce
+// (ring_direct.c: one hand-over more than one-shot, no copy through
+// scratch) it takes over from one-shot at 1 KiB with a core a rank; with
+// ranks sharing cores every hand-over costs a context switch and one-shot
+// wins longer: up to 64 KiB at np 2 (measured with both ranks on one core),
+// 16 KiB at np 3, 8 KiB at np 4; two-shot never. Without it (forced
+// otherwise, or more ranks than it takes), against the ring: one-shot up to
+// 8 KiB with a core a rank; sharing cores, 32 KiB at np 2 and 4, 128 KiB at
+// np 3 (where two-shot never won), and two-shot at np 4 up to 512 KiB,
+// where the ring's halved traffic starts to count.
+void ring_shot_sizes(int n, int oversubscribed, int direct, enum ring_algo forced,
+                     uint64_t *cap_bytes, uint64_t *one_shot_bytes)
 {
     const uint64_t forced_cap = 4ull << 20;
     if (forced == RING_ALGO_ONE_SHOT || forced == RING_ALGO_TWO_SHOT) {
@@ -61,10 +62,15 @@ void ring_shot_sizes(int n, int oversubscribed, enum ring_algo forced, uint64_t 
         *one_shot_bytes = forced == RING_ALGO_ONE_SHOT ? forced_cap : 0;
     } else if (forced == RING_ALGO_RING || forced == RING_ALGO_DIRECT || n < 2) {
         *cap_bytes = *one_shot_bytes = 0;
+    } else if (direct) {
+        *cap_bytes = *one_shot_bytes = !oversubscribed ? 1u << 10
+                                       : n == 2        ? 64u << 10
+                                       : n == 3        ? 16u << 10
+                                                       : 8u << 10;
     } else if (!oversubscribed) {
-        *cap_bytes = *one_shot_bytes = n == 2 ? 1u << 10 : 8u << 10;
+        *cap_bytes = *one_shot_bytes = 8u << 10;
     } else if (n <= 3) {
-        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 64u << 10;
+        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 32u << 10;
     } else {
         *one_shot_bytes = 32u << 10;
         *cap_bytes = 512u << 10;
