@@ -40,10 +40,11 @@ static const struct env_var vars_[] = {
      "64512, under Open MPI's TCP eager limit, so that no message waits for the receiver's "
      "answer; 0: each step in one message); ranks that disagree all use the smallest (0 "
      "counting as the largest)"},
-    {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot",
+    {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot|direct",
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
-     "ring above that); ranks that disagree all use the smallest sizes any of them asks for"},
+     "ring above that; direct carries every size); ranks that disagree all use the smallest "
+     "sizes any of them asks for, and direct only if all allow it"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "1",
      "NCCL's own switch (NCCL >= 2.30, experimental): comm.backend = auto may then pick NCCL "
      "for ranks that share a GPU"},

@@ -4,7 +4,8 @@
 # calls last at least that long (so that a few microseconds' call is not
 # read inside one time slice), every rank makes the same calls, and bad
 # values are refused. The tool's own count ("# rank 0: N collectives, X s
-# inside them") is what is checked.
+# inside them") is what is checked. Then --fresh: the input rewritten
+# before every call, and not timed.
 source "$(dirname "$0")/lib.sh"
 PERF=$VGPU_BUILD_DIR/vgpu_allreduce_perf
 
@@ -45,4 +46,26 @@ run "--min_ms 0" 60 "$MPIRUN" -np 2 "$PERF" -b 8 -e 8 -n 20 -w 5 --min_ms 0
 expect_rc 0
 read -r calls _ <<<"$(calls_and_time)"
 if [ "${calls:-0}" = 52 ]; then ok "--min_ms 0: 52 collectives, as -n alone"; else bad "--min_ms 0: '${calls:-}' collectives, expected 52"; fi
+
+# --fresh at 16 MiB, where rewriting the input (a 16 MiB copy a rank) takes
+# about as long as a call: the same calls, right results in both columns,
+# and a table time that is the calls' alone. 100 more timed calls of each
+# column (-n 110 against -n 10) add to the tool's own time inside
+# collectives what the table says 100 calls take (many, so that the first
+# call's page faults, ~0.13 s and not the same in both runs, are small
+# beside them); timing the rewrite as well made 30 calls 1.71-2.22x that.
+run "16 MiB --fresh -n 10" 60 "$MPIRUN" -np 2 "$PERF" -b 16M -e 16M -n 10 -w 3 --fresh
+expect_rc 0
+expect_out "check 1, fresh input every call"
+expect_out "^ +16777216 +4194304 +float32 +sum .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
+read -r calls secs10 <<<"$(calls_and_time)"
+if [ "${calls:-0}" = 28 ]; then ok "--fresh: 28 collectives"; else bad "--fresh: '${calls:-}' collectives, expected 28"; fi
+run "16 MiB --fresh -n 110" 60 "$MPIRUN" -np 2 "$PERF" -b 16M -e 16M -n 110 -w 3 --fresh
+expect_rc 0
+read -r _ secs110 <<<"$(calls_and_time)"
+read -r oop ip <<<"$(awk '$1 == 16777216 { print $5, $9 }' <<<"$out")"
+if awk -v o="${oop:-1e9}" -v i="${ip:-1e9}" -v a="${secs10:-0}" -v b="${secs110:-0}" \
+     'BEGIN { exit !(b > a && 100 * (o + i) <= 1.4 * (b - a) * 1e6) }'; then
+  ok "--fresh: 100 x ($oop + $ip) us within 1.4 x the $secs110 - $secs10 s they added inside collectives"
+else bad "--fresh: 100 x (${oop:-?} + ${ip:-?}) us against ${secs110:-?} - ${secs10:-?} s inside collectives: the rewrite is timed"; fi
 finish
