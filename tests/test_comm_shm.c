@@ -251,18 +251,23 @@ static float frac_(int rank, uint64_t i) { return 1.0f / (float)(3 + rank * 7 + 
 
 // The latency path (or the direct all-reduce): every count of the test
 // through the forced algorithm; the result must be the sum in position
-// order, bit for bit, on every rank.
+// order, bit for bit, on every rank, with the ranks in place and out of
+// place by turns (half of them each way), nothing written past the count,
+// and doubles (8-byte elements) summed exactly.
 static long shot_checks_(struct ring_core *r, int n, int me)
 {
     long wrong = 0;
+    const float guard = -12345.0f;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-        for (int in_place = 0; in_place < 2; in_place++) {
+        for (int turn = 0; turn < 2; turn++) {
+            const int in_place = (turn + me) & 1;
             const uint64_t count = counts[k];
             float *send = (float *)(r->win + 4096 * (k + 1));
             float *recv = in_place ? send : send + count + 64;
             for (uint64_t i = 0; i < count; i++)
                 send[i] = frac_(me, i);
+            recv[count] = guard;
             if (ring_core_all_reduce(r, send, recv, count, COMM_FLOAT32, COMM_AVG) < 0)
                 return 1000000;
             for (uint64_t i = 0; i < count; i++) {
@@ -271,7 +276,20 @@ static long shot_checks_(struct ring_core *r, int n, int me)
                     sum += frac_(q, i);
                 wrong += memcmp(&recv[i], &(float){sum / (float)n}, sizeof(float)) != 0;
             }
+            wrong += recv[count] != guard;
         }
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        const uint64_t count = counts[k];
+        double *buf = (double *)(r->win + (4u << 20) + 8192 * k);
+        for (uint64_t i = 0; i < count; i++)
+            buf[i] = (double)(me + 1) * 1e12 + (double)i;
+        buf[count] = -1;
+        if (ring_core_all_reduce(r, buf, buf, count, COMM_FLOAT64, COMM_SUM) < 0)
+            return 1000000;
+        for (uint64_t i = 0; i < count; i++)
+            wrong += buf[i] != (double)n * (n + 1) / 2 * 1e12 + (double)n * (double)i;
+        wrong += buf[count] != -1;
+    }
     return wrong;
 }
 
@@ -317,14 +335,14 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     all_links_(w, wins, n, all);
     r.all = direct ? all : NULL;
     // Device-like memory takes the ring, whose order of additions is its own.
-    if (direct && ring_algo_for(&r, 4096) != (deferred ? RING_ALGO_RING : RING_ALGO_DIRECT))
+    if (direct && ring_algo_for(&r, 1ull << 30) != (deferred ? RING_ALGO_RING : RING_ALGO_DIRECT))
         return 1000000;
     long wrong = shot || (direct && !deferred) ? shot_checks_(&r, n, me) : 0;
     const uint64_t counts[] = {0, 1, (uint64_t)n - 1, (uint64_t)n, (uint64_t)n + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int variant = 0; variant < 4; variant++) {
             const uint64_t count = counts[k];
-            const int in_place = variant & 1;
+            const int in_place = (variant + me) & 1; // some ranks in place, some not
             const enum comm_reduce_op op = variant & 2 ? COMM_AVG : COMM_SUM;
             // Buffers move around between calls, as a real caller's would.
             float *send = (float *)(r.win + 4096 * (k + 1));
@@ -378,8 +396,10 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
     char *wins = shared_alloc_((size_t)n * WIN_BYTES);
     for (int q = 0; q < n; q++)
         w->order[q] = q;
+    // Auto as comm_ring.c sets it up on one host: one-shot, then direct.
+    const int direct = algo == RING_ALGO_DIRECT || algo == RING_ALGO_AUTO;
     struct ring_shot shot = {.slot = w->slot};
-    ring_shot_sizes(n, 1, 0, algo, &shot.cap_bytes, &shot.one_shot_bytes);
+    ring_shot_sizes(n, 1, direct, algo, &shot.cap_bytes, &shot.one_shot_bytes);
     shot.stride = ring_shot_stride(shot.cap_bytes, n);
     shot.buf_bytes = shot.stride / 2;
     shot.scratch = shot.cap_bytes ? shared_alloc_((size_t)n * shot.stride) : NULL;
@@ -389,7 +409,7 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
         assert_true(pids[me] >= 0);
         if (pids[me] == 0) {
             long wrong = rank_main_(w, wins, n, me, slice, deferred,
-                                    shot.cap_bytes ? &shot : NULL, algo == RING_ALGO_DIRECT);
+                                    shot.cap_bytes ? &shot : NULL, direct);
             if (wrong)
                 fprintf(stderr, "ring n=%d slice=%llu%s %s rank %d: %ld wrong\n", n,
                         (unsigned long long)slice, deferred ? " (deferred)" : "",
@@ -430,8 +450,52 @@ static void test_direct_schedule(void **state)
     for (int n = 2; n <= 5; n++) {
         run_ring_algo_(n, 256, 0, RING_ALGO_DIRECT);
         run_ring_algo_(n, 64 << 10, 0, RING_ALGO_DIRECT);
+        run_ring_algo_(n, 4096, 0, RING_ALGO_AUTO); // one-shot up to its size, direct above
     }
     run_ring_algo_(3, 256, 1, RING_ALGO_DIRECT);
+}
+
+// Three ranks, one of which passes a buffer that runs past its window: it
+// fails before it arrives, and the others, which then wait for it until
+// their bound, write into no one's buffers and leave theirs as they were.
+static void test_direct_bad_buffer(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    struct ring_world *w = shared_alloc_(sizeof *w);
+    char *wins = shared_alloc_(N * (size_t)WIN_BYTES);
+    for (int q = 0; q < N; q++)
+        w->order[q] = q;
+    pid_t pids[N];
+    for (int me = 0; me < N; me++) {
+        pids[me] = fork();
+        assert_true(pids[me] >= 0);
+        if (pids[me] != 0)
+            continue;
+        struct ring_core r = {.pos = me, .size = N, .order = w->order, .rank = me,
+                              .me = &w->slot[me], .win = wins + (size_t)me * WIN_BYTES,
+                              .win_bytes = WIN_BYTES, .mpi = MPI_COMM_NULL, .timeout_s = 0.5,
+                              .spin_count = 50};
+        struct ring_link all[N];
+        all_links_(w, wins, N, all);
+        r.all = all;
+        r.left = all[(me + N - 1) % N];
+        r.right = all[(me + 1) % N];
+        const uint64_t count = 4096;
+        float *buf = (float *)(r.win + (me == 1 ? WIN_BYTES - 1000 : 0));
+        const uint64_t have = me == 1 ? 250 : count; // what lies inside the window
+        for (uint64_t i = 0; i < have; i++)
+            buf[i] = (float)(me + 1);
+        const int rc = ring_core_all_reduce(&r, buf, buf, count, COMM_FLOAT32, COMM_SUM);
+        int ok = me == 1 ? rc == VGPU_EINVAL : rc == VGPU_ETIMEOUT;
+        usleep(200000); // a late writer would have written by now
+        for (uint64_t i = 0; i < have; i++)
+            ok &= buf[i] == (float)(me + 1);
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(reap_(pids, N), 0);
+    munmap(wins, N * (size_t)WIN_BYTES);
+    munmap(w, sizeof *w);
 }
 
 // Two ranks that call the direct all-reduce with different counts both fail
@@ -618,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_shot_schedule),
         cmocka_unit_test(test_direct_schedule),
         cmocka_unit_test(test_direct_mismatch),
+        cmocka_unit_test(test_direct_bad_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

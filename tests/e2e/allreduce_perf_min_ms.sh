@@ -53,7 +53,8 @@ if [ "${calls:-0}" = 52 ]; then ok "--min_ms 0: 52 collectives, as -n alone"; el
 # column (-n 110 against -n 10) add to the tool's own time inside
 # collectives what the table says 100 calls take (many, so that the first
 # call's page faults, ~0.13 s and not the same in both runs, are small
-# beside them); timing the rewrite as well made 30 calls 1.71-2.22x that.
+# beside them: 1.00-1.07x here); timing the rewrite as well made it
+# 1.71-2.22x, and a time not measured at all would read far below.
 run "16 MiB --fresh -n 10" 60 "$MPIRUN" -np 2 "$PERF" -b 16M -e 16M -n 10 -w 3 --fresh
 expect_rc 0
 expect_out "check 1, fresh input every call"
@@ -65,7 +66,7 @@ expect_rc 0
 read -r _ secs110 <<<"$(calls_and_time)"
 read -r oop ip <<<"$(awk '$1 == 16777216 { print $5, $9 }' <<<"$out")"
 if awk -v o="${oop:-1e9}" -v i="${ip:-1e9}" -v a="${secs10:-0}" -v b="${secs110:-0}" \
-     'BEGIN { exit !(b > a && 100 * (o + i) <= 1.4 * (b - a) * 1e6) }'; then
-  ok "--fresh: 100 x ($oop + $ip) us within 1.4 x the $secs110 - $secs10 s they added inside collectives"
+     'BEGIN { t = 100 * (o + i); d = (b - a) * 1e6; exit !(d > 0 && t <= 1.4 * d && t >= 0.6 * d) }'; then
+  ok "--fresh: 100 x ($oop + $ip) us within 0.6-1.4 x the $secs110 - $secs10 s they added inside collectives"
 else bad "--fresh: 100 x (${oop:-?} + ${ip:-?}) us against ${secs110:-?} - ${secs10:-?} s inside collectives: the rewrite is timed"; fi
 finish

@@ -360,16 +360,18 @@ static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 {
     uint64_t cap = 0, one = 0, direct = 0;
     const enum ring_algo forced = (enum ring_algo)(env_get()->ring_algo - 1);
-    if (local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE) {
+    const int applies = local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE;
+    if (applies)
         direct = c->size <= RING_DIRECT_MAX_RANKS &&
                  (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
+    // Direct first: the sizes depend on whether it runs (everywhere or nowhere).
+    int status = comm_mpi_min_u64_bounded(c, rc->mpi, &direct, "ring set-up (latency path)");
+    if (applies)
         ring_shot_sizes(c->size, rc->oversubscribed, (int)direct, forced, &cap, &one);
-    }
-    int status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
+    if (status == 0)
+        status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
     if (status == 0)
         status = comm_mpi_min_u64_bounded(c, rc->mpi, &one, "ring set-up (latency path)");
-    if (status == 0)
-        status = comm_mpi_min_u64_bounded(c, rc->mpi, &direct, "ring set-up (latency path)");
     rc->shot.cap_bytes = cap;
     rc->shot.one_shot_bytes = one;
     rc->direct = (int)direct;
@@ -456,7 +458,8 @@ static int link_(comm_t *c, const struct comm_args *args, struct ring_comm *rc, 
                       core->left.rank);
     } else if (rc->direct) {
         status = map_all_(rc);
-        core->left = rc->all[(p + n - 1) % n];
+        if (status == 0)
+            core->left = rc->all[(p + n - 1) % n];
     } else if (n > 1 && core->left.local) {
         const struct ring_peer *lp = &rc->peers[core->left.rank];
         status = shm_share_map(&lp->win, 0, &rc->left_map);

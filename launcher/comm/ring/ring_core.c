@@ -549,10 +549,12 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
     const int avg_div = op == COMM_AVG ? n : 0;
     // The update form publishes the parameters as its "send" buffer: its
     // reduction is in place on recv, so the left's input is its recv.
+    // Its size in `stride`: a rank that took the direct all-reduce for
+    // another size must see this one's (ring_direct.c).
     if (update)
-        TRY(arrive_(r, RING_KIND_ALL_REDUCE_UPDATE, out, recv, 0));
+        TRY(arrive_(r, RING_KIND_ALL_REDUCE_UPDATE, out, recv, count * es));
     else
-        TRY(arrive_(r, RING_KIND_ALL_REDUCE, send, recv, 0));
+        TRY(arrive_(r, RING_KIND_ALL_REDUCE, send, recv, count * es));
 
     const char *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {

@@ -24,6 +24,8 @@
 // same as one-shot and two-shot (ring_shot.c).
 #include "ring_internal.h"
 
+#include <stdint.h>
+
 #include "log.h"
 #include "status.h"
 
@@ -54,9 +56,12 @@ static int buffers_(struct ring_core *r, int q, uint64_t bytes, const char **sen
     const uint64_t theirs = atomic_load_explicit(&l->slot->stride, memory_order_relaxed);
     if (theirs != bytes) { // the chunks would not match: fail before touching any
         r->broken = 1;
-        log_error("ring: rank %d's all-reduce is %llu bytes and this rank's %llu: the ranks "
-                  "must call it with the same count and type",
-                  l->rank, (unsigned long long)theirs, (unsigned long long)bytes);
+        if (theirs == RING_LEFT_CALL)
+            log_error("ring: rank %d failed in this all-reduce", l->rank);
+        else
+            log_error("ring: rank %d's all-reduce is %llu bytes and this rank's %llu: the ranks "
+                      "must call it with the same count and type",
+                      l->rank, (unsigned long long)theirs, (unsigned long long)bytes);
         return VGPU_ECOMM;
     }
     const char *rv;
@@ -66,28 +71,23 @@ static int buffers_(struct ring_core *r, int q, uint64_t bytes, const char **sen
     return 0;
 }
 
-int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                           enum comm_dtype t, enum comm_reduce_op op)
+// Whether [p, p + bytes) lies in this rank's own window (the peers check
+// it too, but a rank that passed theirs would write into them regardless).
+static int own_(const struct ring_core *r, const char *p, uint64_t bytes)
 {
-    if (r->broken)
-        return VGPU_ECOMM;
-    const int n = r->size;
-    const uint64_t es = comm_dtype_size(t), bytes = count * es, base = r->progress;
-    if (n > RING_DIRECT_MAX_RANKS) { // comm_ring.c gives r->all to no more
-        r->broken = 1;
-        return VGPU_EINVAL;
-    }
-    r->calls++;
-    atomic_store_explicit(&r->me->calls, r->calls << 2 | RING_KIND_ALL_REDUCE,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->send_off, send ? (uint64_t)(send - r->win) : 0,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->recv_off, recv ? (uint64_t)(recv - r->win) : 0,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->stride, bytes, memory_order_relaxed);
-    TRY(ring_publish(r, base + 1));
-    TRY(wait_all_(r, base + 1));
+    if (!bytes)
+        return 1;
+    const uintptr_t at = (uintptr_t)p - (uintptr_t)r->win;
+    return (uintptr_t)p >= (uintptr_t)r->win && at <= r->win_bytes && bytes <= r->win_bytes - at;
+}
 
+// Between the arrival and the end: reads every input, writes every output.
+static int exchange_(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                     enum comm_dtype t, enum comm_reduce_op op, uint64_t base)
+{
+    const int n = r->size;
+    const uint64_t es = comm_dtype_size(t), bytes = count * es;
+    TRY(wait_all_(r, base + 1));
     const char *in[RING_DIRECT_MAX_RANKS];
     char *out[RING_DIRECT_MAX_RANKS];
     for (int q = 0; q < n; q++) {
@@ -113,4 +113,33 @@ int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, ui
     }
     TRY(ring_publish(r, base + 2));
     return wait_all_(r, base + 2);
+}
+
+int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                           enum comm_dtype t, enum comm_reduce_op op)
+{
+    if (r->broken)
+        return VGPU_ECOMM;
+    const uint64_t bytes = count * comm_dtype_size(t), base = r->progress;
+    if (r->size > RING_DIRECT_MAX_RANKS || !own_(r, send, bytes) || !own_(r, recv, bytes)) {
+        r->broken = 1; // comm_ring.c gives r->all to no more ranks; buffers are in the window
+        log_error("ring: direct all-reduce of %d ranks, %llu bytes: a buffer outside this "
+                  "rank's %llu-byte window, or more than %d ranks",
+                  r->size, (unsigned long long)bytes, (unsigned long long)r->win_bytes,
+                  RING_DIRECT_MAX_RANKS);
+        return VGPU_EINVAL;
+    }
+    r->calls++;
+    atomic_store_explicit(&r->me->calls, r->calls << 2 | RING_KIND_ALL_REDUCE,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->me->send_off, send ? (uint64_t)(send - r->win) : 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->me->recv_off, recv ? (uint64_t)(recv - r->win) : 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->me->stride, bytes, memory_order_relaxed);
+    TRY(ring_publish(r, base + 1));
+    const int rc = exchange_(r, send, recv, count, t, op, base);
+    if (rc < 0) // a peer still checking must not write into this rank's buffers now
+        atomic_store_explicit(&r->me->stride, RING_LEFT_CALL, memory_order_release);
+    return rc;
 }

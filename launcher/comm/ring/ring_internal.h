@@ -34,7 +34,8 @@ struct ring_slot {
     struct shm_flag progress;   // ring steps completed, steps
     _Atomic uint64_t send_off;  // current collective: send buffer, bytes from window start
     _Atomic uint64_t recv_off;  // current collective: recv buffer, bytes from window start
-    _Atomic uint64_t stride;    // current all-gather: bytes between rank blocks of recv
+    _Atomic uint64_t stride;    // current all-gather: bytes between rank blocks of recv;
+                                // all-reduce: its size, bytes (RING_LEFT_CALL: failed in it)
     _Atomic uint64_t calls;     // collectives entered, with the kind in the low 2 bits
     char pad_[128 - sizeof(struct shm_flag) - 4 * sizeof(uint64_t)];
 } __attribute__((aligned(128)));
@@ -204,6 +205,9 @@ int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *s
 // host with host windows, each mapped writable here (r->all), and there are
 // at most RING_DIRECT_MAX_RANKS of them.
 #define RING_DIRECT_MAX_RANKS 64
+// A rank that fails inside a direct all-reduce says so in its slot's
+// `stride`, so that no peer still checking writes into its buffers.
+#define RING_LEFT_CALL UINT64_MAX
 int ring_direct_usable(const struct ring_core *r);
 int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
                            enum comm_dtype t, enum comm_reduce_op op);

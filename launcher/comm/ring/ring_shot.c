@@ -162,6 +162,7 @@ int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *s
     r->calls++;
     const struct shot_header mine = {r->calls << 2 | RING_KIND_ALL_REDUCE, bytes};
     atomic_store_explicit(&r->me->calls, mine.tag, memory_order_relaxed);
+    atomic_store_explicit(&r->me->stride, bytes, memory_order_relaxed); // for ring_direct.c
     memcpy(buf_(s, p), &mine, sizeof mine);
     if (bytes)
         TRY(ring_copy(r, buf_(s, p) + SHOT_HEADER_BYTES, send, bytes));

@@ -103,13 +103,19 @@ int ring_hier_create(comm_t *c, MPI_Comm mpi, const struct comm_args *args, cons
 {
     *out = NULL;
     const int n = c->size, me = c->rank;
-    if (env_get()->ring_algo != 0 || !ring_hier_shape(nodes, n))
-        return 0; // VGPU_RING_ALGO=ring (or a forced one-host algorithm): the flat ring
+    if (!ring_hier_shape(nodes, n))
+        return 0;
+    // VGPU_RING_ALGO=ring (or a forced one-host algorithm) on any rank: the
+    // flat ring, on every rank (each must make the same calls from here).
+    uint64_t allowed = env_get()->ring_algo == 0;
+    int status = comm_mpi_min_u64_bounded(c, mpi, &allowed, "ring set-up (hierarchical)");
+    if (status < 0 || !allowed)
+        return status;
     int li = 0;
     for (int q = 0; q < me; q++)
         li += nodes[q] == nodes[me];
     struct ring_hier *h = calloc(1, sizeof *h);
-    int status = comm_agree(c, mpi, h ? 0 : VGPU_ENOMEM, "ring set-up (hierarchical)");
+    status = comm_agree(c, mpi, h ? 0 : VGPU_ENOMEM, "ring set-up (hierarchical)");
     if (status < 0) {
         free(h);
         return status;
