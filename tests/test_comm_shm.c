@@ -298,8 +298,7 @@ static void all_links_(struct ring_world *w, char *wins, int n, struct ring_link
 {
     for (int q = 0; q < n; q++)
         all[q] = (struct ring_link){.rank = q, .local = 1, .slot = &w->slot[q],
-                                    .win = wins + (size_t)q * WIN_BYTES, .win_bytes = WIN_BYTES,
-                                    .writable = 1};
+                                    .win = wins + (size_t)q * WIN_BYTES, .win_bytes = WIN_BYTES};
 }
 
 // One rank's whole test; returns the number of wrong results. deferred: its
@@ -574,7 +573,7 @@ static void test_shot_choice(void **state)
         {4, 0, RING_ALGO_TWO_SHOT, 8, RING_ALGO_TWO_SHOT},
         {4, 0, RING_ALGO_TWO_SHOT, 0, RING_ALGO_ONE_SHOT}, // a barrier: nothing to split
         {4, 0, RING_ALGO_TWO_SHOT, (4u << 20) + 1, RING_ALGO_RING},
-        {2, 0, RING_ALGO_DIRECT, 0, RING_ALGO_RING}, // not usable here: no writable window
+        {2, 0, RING_ALGO_DIRECT, 0, RING_ALGO_RING}, // not usable here: no windows (r.all)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r.size = cases[i].n;

@@ -391,7 +391,7 @@ static int map_all_(struct ring_comm *rc)
         struct ring_link *l = &rc->all[q];
         const struct ring_peer *peer = &rc->peers[rc->order[q]];
         *l = (struct ring_link){.rank = rc->order[q], .local = 1,
-                                .slot = &rc->ctl->slot[rc->slot_of[rc->order[q]]], .writable = 1};
+                                .slot = &rc->ctl->slot[rc->slot_of[rc->order[q]]]};
         if (q == core->pos) {
             l->win = core->win;
             l->win_bytes = core->win_bytes;

@@ -47,7 +47,6 @@ struct ring_link {
     struct ring_slot *slot;  // its control slot (local only)
     const char *win;         // its window mapped into this process (left and local only)
     uint64_t win_bytes;      // size of that mapping, bytes
-    int writable;            // 1: that mapping may be written (ring_direct.c)
 };
 
 // The latency path (ring_shot.c): collectives too small for the ring's
