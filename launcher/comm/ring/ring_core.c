@@ -476,9 +476,8 @@ static uint64_t off_(const struct ring_core *r, const void *p)
 }
 
 
-// Publishes this collective's buffers, then "arrived" (one step).
-static int arrive_(struct ring_core *r, int kind, const void *send, const void *recv,
-                    uint64_t stride)
+int ring_arrive(struct ring_core *r, int kind, const void *send, const void *recv,
+                uint64_t stride)
 {
     r->calls++;
     atomic_store_explicit(&r->me->calls, r->calls << 2 | (uint64_t)kind, memory_order_relaxed);
@@ -552,9 +551,9 @@ static int all_reduce_(struct ring_core *r, const char *send, char *recv, uint64
     // Its size in `stride`: a rank that took the direct all-reduce for
     // another size must see this one's (ring_direct.c).
     if (update)
-        TRY(arrive_(r, RING_KIND_ALL_REDUCE_UPDATE, out, recv, count * es));
+        TRY(ring_arrive(r, RING_KIND_ALL_REDUCE_UPDATE, out, recv, count * es));
     else
-        TRY(arrive_(r, RING_KIND_ALL_REDUCE, send, recv, count * es));
+        TRY(ring_arrive(r, RING_KIND_ALL_REDUCE, send, recv, count * es));
 
     const char *lsend = NULL, *lrecv = NULL, *lout = NULL;
     if (r->left.local) {
@@ -677,7 +676,7 @@ int ring_core_all_gather(struct ring_core *r, const char *send, char *recv, uint
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t steps = (uint64_t)(n - 1);
-    TRY(arrive_(r, RING_KIND_ALL_GATHER, NULL, recv, stride));
+    TRY(ring_arrive(r, RING_KIND_ALL_GATHER, NULL, recv, stride));
 
     const char *lrecv = NULL;
     uint64_t lstride = 0;
@@ -734,7 +733,7 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
     const uint64_t slice = r->slice_bytes;
     const uint64_t rounds = bytes ? (bytes + slice - 1) / slice : 1;
     const uint64_t final = base + 1 + rounds;
-    TRY(arrive_(r, RING_KIND_BROADCAST, NULL, buf, 0));
+    TRY(ring_arrive(r, RING_KIND_BROADCAST, NULL, buf, 0));
     if (d == 0)
         TRY(ring_publish(r, final)); // the root holds every slice already
     const char *lbuf = NULL;

@@ -129,15 +129,7 @@ int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, ui
                   RING_DIRECT_MAX_RANKS);
         return VGPU_EINVAL;
     }
-    r->calls++;
-    atomic_store_explicit(&r->me->calls, r->calls << 2 | RING_KIND_ALL_REDUCE,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->send_off, send ? (uint64_t)(send - r->win) : 0,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->recv_off, recv ? (uint64_t)(recv - r->win) : 0,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->me->stride, bytes, memory_order_relaxed);
-    TRY(ring_publish(r, base + 1));
+    TRY(ring_arrive(r, RING_KIND_ALL_REDUCE, send, recv, bytes));
     const int rc = exchange_(r, send, recv, count, t, op, base);
     if (rc < 0) // a peer still checking must not write into this rank's buffers now
         atomic_store_explicit(&r->me->stride, RING_LEFT_CALL, memory_order_release);

@@ -181,6 +181,11 @@ const char *ring_algo_name(enum ring_algo a);
 // Waits until the rank `rank` whose slot this is has completed `target`
 // steps (bounded by r->timeout_s; VGPU_ETIMEOUT breaks the ring).
 int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t target);
+// Enters a collective of `kind` (enum ring_kind): publishes its buffers
+// (inside r->win, or NULL) and `stride` (all-gather: bytes between rank
+// blocks; all-reduce: its size), then "arrived" (one step).
+int ring_arrive(struct ring_core *r, int kind, const void *send, const void *recv,
+                uint64_t stride);
 // Tells the others this rank has done `value` steps: only once what the
 // steps wrote is there (device windows: settled).
 int ring_publish(struct ring_core *r, uint64_t value);
