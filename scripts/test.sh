@@ -10,9 +10,13 @@ test_packages=(slurm-wlm munge iproute2 tmux python3 python3-torch gnuplot-nox)
 scripts/install_packages.sh --optional "${test_packages[@]}"
 scripts/setup.sh ${VGPU_CMAKE_ARGS:-}
 cd "${VGPU_BUILD_DIR:-build}"
+# The verdict is ctest's status: non-zero when a test failed, timed out or
+# could not run, or when no test matched the arguments. It is read in the
+# `||` branch, before any other command replaces PIPESTATUS (a `|| true`
+# here once made every run pass); a log that could not be written fails too.
 rc=0
-ctest --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee ctest.log || true
-rc=${PIPESTATUS[0]}
+ctest --output-on-failure --no-tests=error -j"$(nproc)" "$@" 2>&1 | tee ctest.log ||
+  { statuses=("${PIPESTATUS[@]}"); rc=${statuses[0]}; [ "$rc" != 0 ] || rc=${statuses[1]}; }
 
 # Every skipped test with its reason (the "SKIP: ..." line it printed), also
 # kept in skipped_tests.txt (CI allows only the GPU test there).
@@ -29,5 +33,8 @@ if [ -s skipped_tests.txt ]; then
     echo "test.sh: the cluster tests need root and ${test_packages[*]}:" \
          "run scripts/test.sh as root (it installs them) or apt-get install them"
   fi
+fi
+if [ "$rc" != 0 ]; then
+  echo "test.sh: FAILED (ctest exit status $rc; log: ${VGPU_BUILD_DIR:-build}/ctest.log)" >&2
 fi
 exit "$rc"
