@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install_packages.sh [--optional] PACKAGE...: installs the Debian packages
-# that are missing (as root, with apt-get). Not root: says which are missing
-# and the command that installs them, and fails, or with --optional carries
-# on (what needs them is then skipped and says so).
+# that are missing (as root, with apt-get). Not root, or apt-get failing:
+# says which are missing (and how to install them, or apt-get's last words)
+# and fails, or with --optional carries on (what needs them is then skipped
+# and says so).
 set -euo pipefail
 optional=0
 if [ "${1:-}" = --optional ]; then
@@ -11,7 +12,9 @@ if [ "${1:-}" = --optional ]; then
 fi
 missing=()
 for p in "$@"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  # (no pipe into grep -q: under pipefail its early exit can fail dpkg-query)
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) || status=
+  [ "$status" = "install ok installed" ] || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
@@ -22,5 +25,13 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "install_packages.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# apt-get's own words are kept and shown when it fails (its status ends the script).
+log=$(mktemp /tmp/vgpu-apt.XXXXXX)
+if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -20 "$log" >&2
+  echo "install_packages.sh: apt-get failed to install ${missing[*]} (log: $log)" >&2
+  # Optional ones: what needs them is skipped and says so (CI refuses skips).
+  [ $optional = 1 ] && exit 0
+  exit 1
+fi
+rm -f "$log"
