@@ -90,6 +90,44 @@ static void test_permutation(void **state)
     free(c);
 }
 
+// What training sees over many epochs is a uniform shuffle: 2400 epochs of a
+// 4-sample data set, read through sampler_next one batch an epoch, give each
+// of the 4! = 24 orders about 100 times (within 50: 5 sigma; the seed is
+// fixed, so this passes or fails the same way every run). A shuffle that
+// ignores the epoch (here or in sampler_next) gives one order; one that is
+// skipped, stops before the swap at i = 1 or draws j from a range other
+// than [0, i] gives only some of the orders, or some far too often.
+static void test_epoch_orders_uniform(void **state)
+{
+    (void)state;
+    enum { n = 4, epochs = 2400, orders = 24, codes = n * n * n * n };
+    long count[codes] = {0}; // by the order read as a base-n number
+    struct sampler s;
+    struct batch_slice b;
+    assert_int_equal(sampler_init(&s, n, n, 1, 2024, 1, NULL, 0), 0);
+    for (long e = 0; e < epochs; e++) {
+        sampler_set_position(&s, e, 0);
+        assert_int_equal(sampler_next(&s, 0, &b), 1);
+        assert_int_equal(b.epoch, e);
+        assert_int_equal(b.global_count, n);
+        assert_is_permutation_(b.indices, n);
+        long code = 0;
+        for (int i = 0; i < n; i++)
+            code = code * n + b.indices[i];
+        count[code]++;
+        assert_int_equal(sampler_next(&s, 0, &b), 0); // one batch an epoch
+    }
+    long seen = 0;
+    for (long c = 0; c < codes; c++) {
+        if (!count[c])
+            continue;
+        seen++;
+        assert_in_range(count[c], epochs / orders - 50, epochs / orders + 50);
+    }
+    assert_int_equal(seen, orders);
+    sampler_free(&s);
+}
+
 // ---- split ----
 
 static void test_split_equal(void **state)
@@ -491,6 +529,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_permutation),
+        cmocka_unit_test(test_epoch_orders_uniform),
         cmocka_unit_test(test_split_equal),
         cmocka_unit_test(test_split_weighted),
         cmocka_unit_test(test_init_errors),
