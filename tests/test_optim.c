@@ -126,6 +126,8 @@ static void test_lr_shapes(void **state)
 struct fixture {
     vgpu_t *dev;
     float *params, *grads; // device, [N]
+    struct optimizer opt;  // freed by the teardown even when a check fails (the
+                           // next setup's test_rank_room needs an empty device)
 };
 
 static int setup_dev(void **state)
@@ -141,6 +143,7 @@ static int setup_dev(void **state)
 static int teardown_dev(void **state)
 {
     struct fixture *f = *state;
+    optim_free(&f->opt, f->dev);
     vgpu_free(f->dev, f->params);
     vgpu_free(f->dev, f->grads);
     test_rank_release_room();
@@ -263,6 +266,93 @@ static void test_steps_vs_reference(void **state)
     }
 }
 
+// Weight decay alone, worked out by hand. With a zero gradient SGD takes
+// g = wd * w, v = momentum * v + g, w -= lr * v. lr = 0.25, wd = 0.5 and
+// momentum 0.5 keep every product exact in float for weights k / 4, so:
+// step 1 gives exactly w * (1 - lr * wd) = 0.875 w (decay dropped: w; wrong
+// sign: 1.125 w; applied twice: 0.75 w); step 2, where the velocity carries
+// 0.5 * 0.5 w and g = 0.5 * 0.875 w, gives 0.875 w - 0.25 * 0.6875 w =
+// 0.703125 w. AdamW decays the weight itself by the same factor, and with a
+// zero gradient its moment term is 0: 0.875 w too. A zero weight stays 0.
+static void test_weight_decay_exact(void **state)
+{
+    struct fixture *f = *state;
+    static const struct {
+        const char *optimizer;
+        int steps;
+        double factor; // w after `steps` steps / w before
+    } cases[] = {{"sgd", 1, 0.875}, {"sgd", 2, 0.703125}, {"adamw", 1, 0.875}};
+    float p0[N], p[N], zero[N] = {0};
+    double want[N];
+    for (int i = 0; i < N; i++)
+        p0[i] = 0.25f * (float)(i - N / 2); // -4.5 .. 4.5, 0 at N / 2
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, zero, sizeof zero), 0);
+    for (size_t c = 0; c < TEST_ARRAY_LEN(cases); c++) {
+        struct train_config cfg;
+        train_config_defaults(&cfg);
+        set_key_(&cfg, "train.optimizer", cases[c].optimizer);
+        cfg.train.momentum = 0.5;
+        cfg.train.weight_decay = 0.5;
+        struct optimizer *o = &f->opt;
+        assert_int_equal(optim_init(o, f->dev, &cfg, N), 0);
+        assert_int_equal(vgpu_memcpy_htod(f->dev, f->params, p0, sizeof p0), 0);
+        for (int t = 0; t < cases[c].steps; t++)
+            assert_int_equal(optim_step(o, f->dev, f->params, f->grads, 0.25f), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, p, f->params, sizeof p), 0);
+        for (int i = 0; i < N; i++)
+            want[i] = cases[c].factor * p0[i];
+        fprintf(stderr, "  %s, %d step(s): w * %g\n", cases[c].optimizer, cases[c].steps,
+                cases[c].factor);
+        assert_allclose(p, want, N, 0.0, 0.0); // exact
+        optim_free(o, f->dev);
+    }
+}
+
+// Adam's bias correction, worked out by hand. With a constant gradient g,
+// after t steps m = (1 - b1^t) g and v = (1 - b2^t) g^2, so the corrected
+// moments are g and g^2 and every step moves each weight by
+// lr * g / (|g| + eps): lr * sign(g) to within 1e-5 here, whatever |g|
+// (1e-3 to 10) and whatever the step's lr. Without the correction step 1
+// would move by (1 - b1) / sqrt(1 - b2) = 3.16 lr (b1 0.9, b2 0.999); with
+// the step number off by one (t + 1), by 0.74 lr; a correction stuck at
+// step 1 gives 1.34 lr at step 2.
+static void test_adam_bias_correction(void **state)
+{
+    struct fixture *f = *state;
+    static const float lrs[] = {0.01f, 0.02f, 0.005f, 0.01f, 0.03f};
+    struct train_config cfg;
+    train_config_defaults(&cfg);
+    set_key_(&cfg, "train.optimizer", "adam");
+    cfg.train.beta1 = 0.9;
+    cfg.train.beta2 = 0.999;
+    cfg.train.eps = 1e-8;
+    cfg.train.weight_decay = 0;
+    struct optimizer *o = &f->opt;
+    assert_int_equal(optim_init(o, f->dev, &cfg, N), 0);
+    float before[N], after[N], g[N];
+    double moved[N], want[N];
+    uint64_t seed = 3;
+    test_fill_uniform(before, N, &seed, -1, 1);
+    static const float mags[] = {1e-3f, 1e-2f, 0.1f, 1.0f, 10.0f};
+    for (int i = 0; i < N; i++)
+        g[i] = (i % 2 ? -1.0f : 1.0f) * mags[i % 5];
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->params, before, sizeof before), 0);
+    assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
+    for (size_t t = 0; t < TEST_ARRAY_LEN(lrs); t++) {
+        assert_int_equal(optim_step(o, f->dev, f->params, f->grads, lrs[t]), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, after, f->params, sizeof after), 0);
+        for (int i = 0; i < N; i++) {
+            moved[i] = (double)before[i] - (double)after[i];
+            want[i] = g[i] > 0 ? lrs[t] : -lrs[t];
+        }
+        fprintf(stderr, "  step %zu, lr %g\n", t + 1, lrs[t]);
+        // 1e-4 of lr: the float rounding of the weights (about 1e-7) and eps / |g|.
+        assert_allclose(moved, want, N, 1e-7, 1e-4);
+        memcpy(before, after, sizeof before);
+    }
+    optim_free(o, f->dev);
+}
+
 // The three optimizers really differ on the same input (no silent fallback
 // to one of them).
 static void test_optimizers_differ(void **state)
@@ -341,6 +431,8 @@ int main(void)
         cmocka_unit_test(test_lr_shapes),
         cmocka_unit_test_setup_teardown(test_state_sizes, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_steps_vs_reference, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_weight_decay_exact, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_adam_bias_correction, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_optimizers_differ, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_ranges_equal_full_step, setup_dev, teardown_dev),
     };
