@@ -415,6 +415,66 @@ static void test_flipped_bytes(void **state)
     free(b);
 }
 
+// The payload CRC on a payload small enough to check by hand: 3 parameters
+// and 2 state floats, 20 bytes. The stored CRC is zlib's CRC-32 of exactly
+// those 20 bytes, worked out apart from this code base (Python:
+// zlib.crc32(struct.pack("<5f", 1, -2.5, 0, 0.5, 3)) = 0x2b9908f8), so a CRC
+// over one byte less, or over the parameters only, shows. Every single-bit change of every payload byte, low bit and
+// high bit, is then refused as a payload CRC mismatch, and so is a stored
+// CRC off in any one bit; a changed payload with the CRCs made to match
+// loads, so it is the CRC that refuses the others.
+static void test_payload_crc_by_hand(void **state)
+{
+    (void)state;
+    char dir[512], path[600], err[512];
+    test_dir_(dir, "crc_by_hand");
+    snprintf(path, sizeof path, "%s/c.bin", dir);
+    struct ckpt_meta m;
+    fill_meta_(&m);
+    m.param_count = 3, m.opt_state_count = 2;
+    const float params[3] = {1.0f, -2.5f, 0.0f}, opt[2] = {0.5f, 3.0f};
+    assert_int_equal(checkpoint_save(path, &m, params, opt, err, sizeof err), 0);
+    long n;
+    unsigned char *b = read_bytes_(path, &n);
+    assert_int_equal(n, HEADER_BYTES + 20);
+    // 1.0, -2.5, 0.0, then 0.5, 3.0: IEEE-754 bits, little-endian.
+    const unsigned char payload[20] = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0,
+                                       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f,
+                                       0x00, 0x00, 0x40, 0x40};
+    assert_memory_equal(b + HEADER_BYTES, payload, 20);
+    assert_int_equal(get32_(b, PAYLOAD_CRC_AT), 0x2b9908f8u);
+
+    for (long at = HEADER_BYTES; at < n; at++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            b[at] ^= (unsigned char)(1u << bit);
+            write_bytes_(path, b, n);
+            expect_load_error_(path, VGPU_EFORMAT, "payload CRC mismatch");
+            b[at] ^= (unsigned char)(1u << bit);
+        }
+    }
+    // A stored CRC off in any one of its 32 bits (the header CRC made to
+    // match): the whole CRC is compared.
+    for (int bit = 0; bit < 32; bit++) {
+        put32_(b, PAYLOAD_CRC_AT, 0x2b9908f8u ^ (1u << bit));
+        put32_(b, HEADER_CRC_AT, util_crc32(0, b, HEADER_CRC_AT));
+        write_bytes_(path, b, n);
+        expect_load_error_(path, VGPU_EFORMAT, "payload CRC mismatch");
+    }
+
+    // -2.5 becomes 2.5 (the sign bit), with both CRCs updated to match.
+    b[HEADER_BYTES + 7] ^= 0x80;
+    put32_(b, PAYLOAD_CRC_AT, util_crc32(0, b + HEADER_BYTES, 20));
+    put32_(b, HEADER_CRC_AT, util_crc32(0, b, HEADER_CRC_AT));
+    write_bytes_(path, b, n);
+    float *p, *o;
+    assert_int_equal(checkpoint_load(path, &m, &p, &o, err, sizeof err), 0);
+    assert_true(p[1] == 2.5f);
+    assert_true(o[1] == 3.0f);
+    free(p);
+    free(o);
+    free(b);
+}
+
 // A version 1 file (written before total_steps was recorded: a 192-byte
 // header, CRCs at 184 and 188) still loads, with total_steps 0.
 static void test_reads_version_1(void **state)
@@ -826,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_magic_and_version),
         cmocka_unit_test(test_flipped_bytes),
+        cmocka_unit_test(test_payload_crc_by_hand),
         cmocka_unit_test(test_reads_version_1),
         cmocka_unit_test(test_missing_and_invalid),
         cmocka_unit_test(test_failed_write_keeps_old),
