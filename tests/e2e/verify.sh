@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # verify.sh: vgpu_train --verify against the single-device replay; one step of
 # N ranks equals one step of one process within 1e-5 (equal and weighted
-# splits, N = 1..4); the replica check catches a planted divergence.
+# splits, N = 1..4), also with the ring all-reduce in several rounds; the
+# replica check catches a planted divergence.
 source "$(dirname "$0")/lib.sh"
 syn="$CONFIGS/synthetic_small.ini"
 
@@ -55,6 +56,23 @@ expect_out 'status=diverged'
 # --verify with and without the sharded optimizer.
 for shard in true false; do
   run "--verify np=4 shard_optimizer=$shard" 120 "$MPIRUN" -np 4 "$TRAIN" "$syn" --quiet --verify --set train.shard_optimizer=$shard --set verify.rtol=1e-5
+  expect_rc 0
+  expect_out 'verify passed'
+done
+# The ring all-reduce in several rounds. Every other training run of the
+# e2e tests moves its gradients in one round (6570 parameters, 26 KB; a
+# round is ranks x comm.slice_bytes, 1 MiB by default), so a round skipped
+# or cut short where there are several passes them all; and the replica
+# check cannot see it where every rank skips alike (the sharded optimizer
+# then leaves the same parameters un-updated everywhere). With 4 KiB slices
+# 3 ranks take 3 rounds (3072 floats each, the last one 426). The sharded
+# optimizer's all-reduce is the ring always; the plain one (shard_optimizer
+# off) would go one-shot or direct at this size: VGPU_RING_ALGO=ring puts it
+# on the ring too.
+for shard in true false; do
+  run "--verify np=3 ring in 3 rounds, shard_optimizer=$shard" 60 env VGPU_RING_ALGO=ring \
+    "$MPIRUN" -np 3 -x VGPU_RING_ALGO "$TRAIN" "$syn" --quiet --verify --set comm.slice_bytes=4K \
+    --set train.shard_optimizer=$shard --set verify.rtol=1e-5
   expect_rc 0
   expect_out 'verify passed'
 done
