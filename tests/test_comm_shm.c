@@ -540,6 +540,71 @@ static void test_direct_mismatch(void **state)
     munmap(w, sizeof *w);
 }
 
+// What a ring reported about its waits (ring_report_fn).
+struct wait_reports {
+    int warnings, timeouts; // calls at half the bound, and at the bound
+    int peer;               // the rank the last call named
+    double warned_s, gave_up_s; // the waited_s they said, s
+};
+
+static void record_report_(struct ring_core *r, int peer, int timed_out, double waited_s)
+{
+    struct wait_reports *w = r->report_arg;
+    w->peer = peer;
+    if (timed_out) {
+        w->timeouts++;
+        w->gave_up_s = waited_s;
+    } else {
+        w->warnings++;
+        w->warned_s = waited_s;
+    }
+}
+
+static void assert_between_(const char *what, double got, double lo, double hi)
+{
+    if (!(got >= lo && got < hi))
+        fail_msg("%s: %.3f s, want [%.2f, %.2f) s", what, got, lo, hi);
+}
+
+// The ring's wait for a same-host neighbour (ring_wait, over shm_flag_wait)
+// ends at its bound r->timeout_s, by the clock, from both sides: a neighbour
+// that never arrives fails the all-reduce with VGPU_ETIMEOUT after 0.4 s, not
+// sooner, and not as late as 0.7 s (a bound applied twice over takes 0.8 s;
+// 0.3 s is the slack for a loaded machine); one warning at half of it, one
+// report of the timeout, both naming the neighbour; the ring is broken after.
+// One process: position 1's slot is there, but nothing ever publishes it.
+static void test_ring_wait_timeout(void **state)
+{
+    (void)state;
+    const double bound_s = 0.4, slack_s = 0.3;
+    struct ring_world *w = shared_alloc_(sizeof *w);
+    char *wins = shared_alloc_(2 * (size_t)WIN_BYTES);
+    w->order[0] = 0;
+    w->order[1] = 1;
+    struct wait_reports got = {.peer = -1};
+    struct ring_core r = {.pos = 0, .size = 2, .order = w->order, .rank = 0,
+                          .me = &w->slot[0], .win = wins, .win_bytes = WIN_BYTES,
+                          .slice_bytes = 1 << 20, .mpi = MPI_COMM_NULL, .timeout_s = bound_s,
+                          .spin_count = 50, .report = record_report_, .report_arg = &got};
+    r.left = (struct ring_link){.rank = 1, .local = 1, .slot = &w->slot[1],
+                                .win = wins + WIN_BYTES, .win_bytes = WIN_BYTES};
+    r.right = (struct ring_link){.rank = 1, .local = 1, .slot = &w->slot[1]};
+    float *buf = (float *)r.win;
+    const double t0 = util_now_s();
+    assert_int_equal(ring_core_all_reduce(&r, buf, buf, 64, COMM_FLOAT32, COMM_SUM), VGPU_ETIMEOUT);
+    assert_between_("the all-reduce returned after", util_now_s() - t0, bound_s, bound_s + slack_s);
+    assert_int_equal(got.timeouts, 1);
+    assert_between_("the timeout report said it waited", got.gave_up_s, bound_s, bound_s + slack_s);
+    assert_int_equal(got.warnings, 1);
+    assert_between_("the warning said it had waited", got.warned_s, bound_s / 2,
+                    bound_s / 2 + slack_s / 2);
+    assert_int_equal(got.peer, 1);
+    assert_true(r.broken);
+    assert_int_equal(ring_core_all_reduce(&r, buf, buf, 64, COMM_FLOAT32, COMM_SUM), VGPU_ECOMM);
+    munmap(wins, 2 * (size_t)WIN_BYTES);
+    munmap(w, sizeof *w);
+}
+
 // The choice by size at the measured crossovers (ring_shot.c), at both
 // sides of each, and where it never applies: first without the direct
 // all-reduce (forced otherwise, or too many ranks), then with it.
@@ -682,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_direct_schedule),
         cmocka_unit_test(test_direct_mismatch),
         cmocka_unit_test(test_direct_bad_buffer),
+        cmocka_unit_test(test_ring_wait_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -354,12 +354,103 @@ static void test_ring_over_mixed_links(void **state)
     run_(8, 2, 4096, 0);
 }
 
+// What a ring reported about its waits (ring_report_fn).
+struct wait_reports {
+    int warnings, timeouts;     // calls at half the bound, and at the bound
+    int peer;                   // the rank the last call named
+    double warned_s, gave_up_s; // the waited_s they said, s
+};
+
+static void record_report_(struct ring_core *r, int peer, int timed_out, double waited_s)
+{
+    struct wait_reports *w = r->report_arg;
+    w->peer = peer;
+    if (timed_out) {
+        w->timeouts++;
+        w->gave_up_s = waited_s;
+    } else {
+        w->warnings++;
+        w->warned_s = waited_s;
+    }
+}
+
+// Counts a time outside [lo, hi), and says which.
+static int outside_(const char *what, double got, double lo, double hi)
+{
+    if (got >= lo && got < hi)
+        return 0;
+    fprintf(stderr, "%s: %.3f s, want [%.2f, %.2f) s\n", what, got, lo, hi);
+    return 1;
+}
+
+// The ring's wait for a transfer over an MPI link (mpi_wait_) ends at its
+// bound r->timeout_s, by the clock, from both sides: a left neighbour on
+// another host that never sends fails the all-reduce with VGPU_ETIMEOUT
+// after 0.4 s, not sooner, and not as late as 0.7 s (a bound applied twice
+// over takes 0.8 s; 0.3 s is the slack for a loaded machine); one warning at
+// half of it, one report of the timeout, both naming the neighbour; the ring
+// is broken after. Rank 0 of 2, each its own host; rank 1 never runs. In a
+// child, so that the send left in flight stays out of the other tests.
+static void test_mpi_link_timeout(void **state)
+{
+    (void)state;
+    links_ = shared_alloc_(MAX_RANKS * sizeof *links_);
+    struct world *w = shared_alloc_(sizeof *w);
+    char *win = shared_alloc_(WIN_BYTES);
+    const uint64_t slice = 4096;
+    w->landing[0] = shared_alloc_(2 * (slice + 128));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        me_ = 0;
+        const double bound_s = 0.4, slack_s = 0.3;
+        static int order[2] = {0, 1};
+        struct wait_reports got = {.peer = -1};
+        struct ring_core r = {.pos = 0, .size = 2, .order = order, .rank = 0,
+                              .left = {.rank = 1, .local = 0}, .right = {.rank = 1, .local = 0},
+                              .me = &w->slot[0], .win = win, .win_bytes = WIN_BYTES,
+                              .slice_bytes = slice, .mpi = MPI_COMM_WORLD, .timeout_s = bound_s,
+                              .spin_count = 10, .yield_s = 1e-4, .report = record_report_,
+                              .report_arg = &got};
+        r.landing_bytes = slice + 128;
+        r.landing = w->landing[0];
+        if (ring_core_set_messages(&r, 0) < 0)
+            _exit(2);
+        float *buf = (float *)win;
+        const double t0 = util_now_s();
+        const int rc = ring_core_all_reduce(&r, buf, buf, 64, COMM_FLOAT32, COMM_SUM);
+        int bad = outside_("the all-reduce returned after", util_now_s() - t0, bound_s,
+                           bound_s + slack_s);
+        if (rc != VGPU_ETIMEOUT || got.timeouts != 1 || got.warnings != 1 || got.peer != 1 ||
+            !r.broken) {
+            fprintf(stderr, "the all-reduce gave %d, %d timeout report(s), %d warning(s), "
+                    "naming rank %d, broken %d; want %d, 1, 1, rank 1, broken\n", rc,
+                    got.timeouts, got.warnings, got.peer, r.broken, VGPU_ETIMEOUT);
+            bad++;
+        }
+        bad += outside_("the timeout report said it waited", got.gave_up_s, bound_s,
+                        bound_s + slack_s);
+        bad += outside_("the warning said it had waited", got.warned_s, bound_s / 2,
+                        bound_s / 2 + slack_s / 2);
+        _exit(bad ? 1 : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    munmap(w->landing[0], 2 * (slice + 128));
+    munmap(win, WIN_BYTES);
+    munmap(w, sizeof *w);
+    munmap(links_, MAX_RANKS * sizeof *links_);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_over_mpi_links),
         cmocka_unit_test(test_ring_over_mixed_links),
         cmocka_unit_test(test_message_parts),
+        cmocka_unit_test(test_mpi_link_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
