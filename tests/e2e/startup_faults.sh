@@ -77,10 +77,12 @@ done
 # An mpirun that outlives its ranks (Open MPI can hang so when a rank dies
 # inside MPI_Init): a stand-in mpirun whose one child ends, and which then
 # sleeps; scripts/mpirun.sh and vgpurun end it after VGPU_MPIRUN_ORPHAN_S and
-# say so.
+# say so. Its child lives 1.5 s: the watchers poll every 0.25 s from their
+# own start, which a busy machine delays (a child of 0.3 s ended unseen
+# once in six runs beside two busy loops, and mpirun.sh then waited on).
 mkdir -p "$WORK/fakebin"
 # (its name keeps $WORK, so that the clean-up finds it if the test fails)
-printf '#!/bin/bash\nsleep 0.3 &\nwait\nexec -a "$0 (hung)" sleep 600\n' >"$WORK/fakebin/mpirun"
+printf '#!/bin/bash\nsleep 1.5 &\nwait\nexec -a "$0 (hung)" sleep 600\n' >"$WORK/fakebin/mpirun"
 chmod +x "$WORK/fakebin/mpirun"
 run "an mpirun that hangs after its ranks" 20 env PATH="$WORK/fakebin:$PATH" VGPU_MPIRUN_ORPHAN_S=1 \
   "$MPIRUN" -np 2 true
