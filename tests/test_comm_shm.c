@@ -20,6 +20,7 @@
 #include "ring_internal.h"
 #include "shm_flag.h"
 #include "status.h"
+#include "test_ring_waits.h"
 #include "util.h"
 
 static void *shared_alloc_(size_t bytes)
@@ -538,26 +539,6 @@ static void test_direct_mismatch(void **state)
     assert_int_equal(reap_(pids, 2), 0);
     munmap(wins, 2 * (size_t)WIN_BYTES);
     munmap(w, sizeof *w);
-}
-
-// What a ring reported about its waits (ring_report_fn).
-struct wait_reports {
-    int warnings, timeouts; // calls at half the bound, and at the bound
-    int peer;               // the rank the last call named
-    double warned_s, gave_up_s; // the waited_s they said, s
-};
-
-static void record_report_(struct ring_core *r, int peer, int timed_out, double waited_s)
-{
-    struct wait_reports *w = r->report_arg;
-    w->peer = peer;
-    if (timed_out) {
-        w->timeouts++;
-        w->gave_up_s = waited_s;
-    } else {
-        w->warnings++;
-        w->warned_s = waited_s;
-    }
 }
 
 static void assert_between_(const char *what, double got, double lo, double hi)

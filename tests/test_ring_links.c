@@ -29,6 +29,7 @@
 
 #include "ring_internal.h"
 #include "status.h"
+#include "test_ring_waits.h"
 #include "util.h"
 
 #define MAX_RANKS 8
@@ -352,26 +353,6 @@ static void test_ring_over_mixed_links(void **state)
     run_(6, 2, 1 << 20, 64512);
     run_(6, 3, 4096, 1000);
     run_(8, 2, 4096, 0);
-}
-
-// What a ring reported about its waits (ring_report_fn).
-struct wait_reports {
-    int warnings, timeouts;     // calls at half the bound, and at the bound
-    int peer;                   // the rank the last call named
-    double warned_s, gave_up_s; // the waited_s they said, s
-};
-
-static void record_report_(struct ring_core *r, int peer, int timed_out, double waited_s)
-{
-    struct wait_reports *w = r->report_arg;
-    w->peer = peer;
-    if (timed_out) {
-        w->timeouts++;
-        w->gave_up_s = waited_s;
-    } else {
-        w->warnings++;
-        w->warned_s = waited_s;
-    }
 }
 
 // Counts a time outside [lo, hi), and says which.
