@@ -579,6 +579,12 @@ static void test_ring_wait_timeout(void **state)
     assert_int_equal(got.warnings, 1);
     assert_between_("the warning said it had waited", got.warned_s, bound_s / 2,
                     bound_s / 2 + slack_s / 2);
+    // What they said is what ran since the call (a clock restarted at the
+    // warning would say 0.4 s at 0.6 s; 0.1 s covers a preemption on the way in).
+    assert_between_("the timeout report's lag behind the clock",
+                    got.gave_up_at_s - t0 - got.gave_up_s, 0, 0.1);
+    assert_between_("the warning's lag behind the clock", got.warned_at_s - t0 - got.warned_s,
+                    0, 0.1);
     assert_int_equal(got.peer, 1);
     assert_true(r.broken);
     assert_int_equal(ring_core_all_reduce(&r, buf, buf, 64, COMM_FLOAT32, COMM_SUM), VGPU_ECOMM);
