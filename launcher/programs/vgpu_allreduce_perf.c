@@ -46,8 +46,8 @@ static void usage_(FILE *f)
             "  -n, --iters N         timed iterations per size (default 20)\n"
             "      --min_ms MS       ... or as many more as take MS milliseconds, counted from\n"
             "                        the first N (default 0: N); a few microseconds' call\n"
-            "                        then outlasts the scheduler's time slices; a '# timed'\n"
-            "                        line after each row gives each column's calls and ms\n"
+            "                        then outlasts the scheduler's time slices; '# timed'\n"
+            "                        lines after each row give each column's calls and ms\n"
             "  -w, --warmup_iters N  untimed iterations per size (default 5)\n"
             "  -c, --check 0|1       verify every result (default 1)\n"
             "  -o, --op OP           sum, avg, prod, min or max (default sum)\n"
@@ -276,12 +276,18 @@ static void die_(comm_t *c, int rc, const char *what)
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-// Times `iters` calls (max over ranks, microseconds per call; *timed the
-// calls of the round that *us is from) and, with check, counts wrong
-// elements of one more call on fresh data (summed over ranks).
+// The round of timed calls that a column's time comes from.
+struct timed_round {
+    int calls;         // in the round
+    double planned_us; // the round before's time a call, which sized it (0: the first)
+};
+
+// Times `iters` calls (max over ranks, microseconds per call; *round says
+// which round that is from) and, with check, counts wrong elements of one
+// more call on fresh data (summed over ranks).
 static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void *host,
                       char *dsend, char *drecv, size_t count, int in_place, double *us,
-                      int *timed, long long *wrong)
+                      struct timed_round *timed, long long *wrong)
 {
     const int rank = comm_rank(c), size = comm_size(c);
     const size_t es = comm_dtype_size(o->dtype), bytes = count * es;
@@ -304,6 +310,7 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
     // slowest rank's time, so every rank makes the same calls.
     // With --fresh each call is timed on its own, once every rank has
     // written its input (a rank still writing would count in the others' time).
+    *timed = (struct timed_round){0};
     for (int n = o->iters, round = 1;; round++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = util_now_s(), inside = 0;
@@ -322,9 +329,10 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
         if (rc < 0)
             die_(c, rc, "comm_all_reduce");
         MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        *timed = n;
+        timed->calls = n;
         if (*us * n >= o->min_ms * 1e3 || round == 4 || n == 10000000)
             break;
+        timed->planned_us = *us;
         const double want = ceil(1.1 * o->min_ms * 1e3 / (*us > 0.01 ? *us : 0.01));
         n = want > 1e7 ? 10000000 : want > n ? (int)want : n;
     }
@@ -442,7 +450,7 @@ int main(int argc, char **argv)
         const size_t count = (size_t)b / es;
         const double bytes = (double)count * (double)es;
         double us[2];
-        int timed[2];
+        struct timed_round timed[2];
         long long wrong[2];
         for (int ip = 0; ip < 2; ip++)
             run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &timed[ip],
@@ -450,11 +458,12 @@ int main(int argc, char **argv)
         if (rank == 0)
             print_row_(&o, size, bytes, count, us, wrong,
                        o.tree ? "tree" : comm_algo_name(c, (size_t)bytes), &bus_sum);
-        // What the row's times rest on: --min_ms promises it at least.
-        if (rank == 0 && o.min_ms > 0)
-            printf("# timed %.0f B: out-of-place %d calls in %.1f ms, in-place %d calls in "
-                   "%.1f ms\n", bytes, timed[0], us[0] * timed[0] / 1e3, timed[1],
-                   us[1] * timed[1] / 1e3);
+        // What the row's times rest on (--min_ms promises its length), and
+        // the round before's time a call that sized it.
+        for (int ip = 0; rank == 0 && o.min_ms > 0 && ip < 2; ip++)
+            printf("# timed %.0f B %s: %d calls in %.1f ms, sized from %.9g us a call\n", bytes,
+                   ip ? "in-place" : "out-of-place", timed[ip].calls,
+                   us[ip] * timed[ip].calls / 1e3, timed[ip].planned_us);
         wrong_total += wrong[0] + wrong[1];
         rows++;
         if (count == 0)
