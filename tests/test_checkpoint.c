@@ -419,9 +419,9 @@ static void test_flipped_bytes(void **state)
 // and 2 state floats, 20 bytes. The stored CRC is zlib's CRC-32 of exactly
 // those 20 bytes, worked out apart from this code base (Python:
 // zlib.crc32(struct.pack("<5f", 1, -2.5, 0, 0.5, 3)) = 0x2b9908f8), so a CRC
-// over one byte less, or over the parameters only, shows. Every single-bit change of every payload byte, low bit and
-// high bit, is then refused as a payload CRC mismatch, and so is a stored
-// CRC off in any one bit; a changed payload with the CRCs made to match
+// over one byte less, or over the parameters only, shows. Every single-bit
+// change of every payload byte, low bit and high bit, is then refused as a
+// payload CRC mismatch, and so is a stored CRC off in any one bit; a changed payload with the CRCs made to match
 // loads, so it is the CRC that refuses the others.
 static void test_payload_crc_by_hand(void **state)
 {

@@ -282,7 +282,7 @@ struct timed_round {
     double planned_us; // the round before's time a call, which sized it (0: the first)
 };
 
-// Times `iters` calls (max over ranks, microseconds per call; *round says
+// Times `iters` calls (max over ranks, microseconds per call; *timed says
 // which round that is from) and, with check, counts wrong elements of one
 // more call on fresh data (summed over ranks).
 static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void *host,

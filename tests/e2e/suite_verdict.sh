@@ -18,18 +18,11 @@ cp "$SRC/scripts/test.sh" "$SRC/scripts/setup.sh" "$P/scripts/"
 cp "$SRC/.ci/run" "$P/.ci/run"
 # Packages are not what is checked here: a stand-in that installs nothing
 # (the real one would install clang for .ci/run, or fail without root).
-cat >"$P/scripts/install_packages.sh" <<'EOF'
-#!/usr/bin/env bash
-echo "install_packages stand-in: $*" >>"$(dirname "$0")/../installs.log"
-EOF
-chmod +x "$P/scripts/install_packages.sh"
-cat >"$P/scripts/ci_extra.sh" <<'EOF'
-#!/usr/bin/env bash
+printf '#!/bin/sh\n' >"$P/scripts/install_packages.sh"
 # The stand-in for the sanitizer and fuzzer stage: it ran, and its status.
-echo "ci_extra stand-in ran"
-exit "${VERDICT_EXTRA_RC:-0}"
-EOF
-chmod +x "$P/scripts/ci_extra.sh"
+printf '#!/bin/sh\necho "ci_extra stand-in ran"\nexit "${VERDICT_EXTRA_RC:-0}"\n' \
+  >"$P/scripts/ci_extra.sh"
+chmod +x "$P/scripts/install_packages.sh" "$P/scripts/ci_extra.sh"
 cat >"$P/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.20)
 project(verdict NONE)
