@@ -2,7 +2,7 @@
 // program starts, so a build with CUDA libraries starts on a host without
 // them and names the missing library only when a path needs it. The GPU
 // backends wrap each library's functions under their own names and
-// prototypes (device/cuda/cublas_lib.c, comm/nccl/nccl_lib.c).
+// prototypes (math/cuda/cublas_lib.c, comm/nccl/nccl_lib.c).
 #ifndef VGPU_LAZY_LIB_H
 #define VGPU_LAZY_LIB_H
 

@@ -33,7 +33,7 @@ bal=${VGPU_BENCH_BALANCE:-1}
 echo "# bench_train: $cfg ${common[*]}"
 echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 gemm=$("$build/vgpu_gemm_perf" --libs device --batch 1 --trials 1 --min-ms 1 2>/dev/null |
-       sed -n 's/^# device  : device_gemm of this build: //p') || true
+       sed -n 's/^# device  : math_gemm of this build: //p') || true
 echo "# GEMM: ${gemm:-unknown (no vgpu_gemm_perf)}; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>};" \
      "median of $repeat run(s) per cell"
 

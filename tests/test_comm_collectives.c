@@ -22,6 +22,7 @@
 #include "device_internal.h"
 #include "kernels.h"
 #include "log.h"
+#include "math_ops.h"
 #include "util.h"
 
 static int rank_, size_;
@@ -134,7 +135,7 @@ static int update_range_(void *arg, size_t first, size_t n)
     struct update_ctx *u = arg;
     for (size_t i = first; i < first + n; i++)
         u->updated[i]++;
-    return device_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
+    return math_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
 }
 
 static void test_all_reduce_update_(comm_t *c, device_t *dev, size_t count)

@@ -1,6 +1,7 @@
 // test_device_cpu.c: the virtual GPU (device.h): capped allocation, copies
-// and their counters, pointer checks, the host-fault guarantee, and every
-// kernel against a naive double-precision reference.
+// and their counters, pointer checks, the host-fault guarantee; and every
+// math operation on it (math_ops.h) against a naive double-precision
+// reference.
 //
 // `test_device_cpu` runs everything on the CPU backend. `test_device_cpu cuda`
 // runs the backend-independent part on the first GPU; it exits 77 (skipped)
@@ -23,6 +24,7 @@
 #include "device_internal.h"
 #include "kernels.h"
 #include "log.h"
+#include "math_ops.h"
 #include "status.h"
 #include "test_util.h"
 
@@ -357,22 +359,22 @@ static void test_pointer_checks(void **state)
     char *end = (char *)dev->arena.base + dev->arena.cap_bytes;
     assert_int_equal(device_copy_to_device(dev, end - 8, host, 16), VGPU_EINVAL);
     // Kernels.
-    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, host, d, 0.0f, d2), VGPU_EINVAL);
-    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, host, 0.0f, d2), VGPU_EINVAL);
-    assert_int_equal(device_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, d2, 0.0f, host2), VGPU_EINVAL);
-    assert_int_equal(device_decode_u8(dev, d, (const uint8_t *)host, d2, 64), VGPU_EINVAL);
-    assert_int_equal(device_decode_u8(dev, d, (const uint8_t *)d2, host, 64), VGPU_EINVAL);
-    assert_int_equal(device_bias_add(dev, d, host, 8, 8, 0), VGPU_EINVAL);
-    assert_int_equal(device_bias_add(dev, host2, d, 8, 8, 1), VGPU_EINVAL);
-    assert_int_equal(device_bias_grad(dev, host2, d, 8, 8), VGPU_EINVAL);
-    assert_int_equal(device_relu_backward(dev, d, d2, host, 64), VGPU_EINVAL);
-    assert_int_equal(device_axpby(dev, host2, 1.0f, d, 1.0f, 64), VGPU_EINVAL);
-    assert_int_equal(device_sgd_step(dev, d, host, d2, 64, 0.1f, 0.9f, 0.0f), VGPU_EINVAL);
-    assert_int_equal(device_adam_step(dev, d, d2, host2, d, 32, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0.1f,
+    assert_int_equal(math_gemm(dev, 0, 0, 8, 8, 1, 1.0f, host, d, 0.0f, d2), VGPU_EINVAL);
+    assert_int_equal(math_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, host, 0.0f, d2), VGPU_EINVAL);
+    assert_int_equal(math_gemm(dev, 0, 0, 8, 8, 1, 1.0f, d, d2, 0.0f, host2), VGPU_EINVAL);
+    assert_int_equal(math_decode_u8(dev, d, (const uint8_t *)host, d2, 64), VGPU_EINVAL);
+    assert_int_equal(math_decode_u8(dev, d, (const uint8_t *)d2, host, 64), VGPU_EINVAL);
+    assert_int_equal(math_bias_add(dev, d, host, 8, 8, 0), VGPU_EINVAL);
+    assert_int_equal(math_bias_add(dev, host2, d, 8, 8, 1), VGPU_EINVAL);
+    assert_int_equal(math_bias_grad(dev, host2, d, 8, 8), VGPU_EINVAL);
+    assert_int_equal(math_relu_backward(dev, d, d2, host, 64), VGPU_EINVAL);
+    assert_int_equal(math_axpby(dev, host2, 1.0f, d, 1.0f, 64), VGPU_EINVAL);
+    assert_int_equal(math_sgd_step(dev, d, host, d2, 64, 0.1f, 0.9f, 0.0f), VGPU_EINVAL);
+    assert_int_equal(math_adam_step(dev, d, d2, host2, d, 32, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0.1f,
                                       0.01f, 1),
                      VGPU_EINVAL);
     int32_t labels[8] = {0};
-    assert_int_equal(device_softmax_xent(dev, NULL, d, d2, labels, 8, 4, 1.0f), VGPU_EINVAL);
+    assert_int_equal(math_softmax_xent(dev, NULL, d, d2, labels, 8, 4, 1.0f), VGPU_EINVAL);
     // Refused calls are not counted as copies.
     struct device_counters c = dev->counters;
     assert_memory_equal(&c, &c0, sizeof c);
@@ -580,7 +582,7 @@ static void test_gemm(void **state)
                             }
                         float *da = upload_(dev, a, na), *db = upload_(dev, b, nb),
                               *dc = upload_(dev, c, nc);
-                        assert_int_equal(device_gemm(dev, ta, tb, m, n, k, alpha, da, db, beta, dc), 0);
+                        assert_int_equal(math_gemm(dev, ta, tb, m, n, k, alpha, da, db, beta, dc), 0);
                         download_(dev, c, dc, nc);
                         if (test_count_mismatches_f("C", c, want, nc, 1e-5, 1e-5))
                             fail_msg("gemm m=%d n=%d k=%d trans_a=%d trans_b=%d alpha=%g beta=%g", m,
@@ -603,7 +605,7 @@ static void test_gemm_empty_inner(void **state)
             for (int beta_one = 0; beta_one < 2; beta_one++) {
                 float *dc = upload_(dev, c, 6);
                 float beta = beta_one ? 1.0f : 0.0f;
-                assert_int_equal(device_gemm(dev, ta, tb, 2, 3, 0, 1.0f, da, db, beta, dc), 0);
+                assert_int_equal(math_gemm(dev, ta, tb, 2, 3, 0, 1.0f, da, db, beta, dc), 0);
                 download_(dev, back, dc, 6);
                 double want[6];
                 for (int i = 0; i < 6; i++)
@@ -613,9 +615,9 @@ static void test_gemm_empty_inner(void **state)
                 device_free(dev, dc);
             }
     // m = 0 or n = 0: nothing to do, no error.
-    assert_int_equal(device_gemm(dev, 0, 0, 0, 3, 2, 1.0f, da, db, 0.0f, da), 0);
-    assert_int_equal(device_gemm(dev, 0, 0, 3, 0, 2, 1.0f, da, db, 0.0f, da), 0);
-    assert_int_equal(device_gemm(dev, 0, 0, -1, 3, 2, 1.0f, da, db, 0.0f, da), VGPU_EINVAL);
+    assert_int_equal(math_gemm(dev, 0, 0, 0, 3, 2, 1.0f, da, db, 0.0f, da), 0);
+    assert_int_equal(math_gemm(dev, 0, 0, 3, 0, 2, 1.0f, da, db, 0.0f, da), 0);
+    assert_int_equal(math_gemm(dev, 0, 0, -1, 3, 2, 1.0f, da, db, 0.0f, da), VGPU_EINVAL);
     device_free(dev, db);
     device_free(dev, da);
 }
@@ -637,11 +639,11 @@ static void test_decode_u8(void **state)
     assert_int_equal(device_alloc(dev, N, (void **)&d_codes), 0);
     assert_int_equal(device_copy_to_device(dev, d_codes, codes, N), 0);
     assert_int_equal(device_alloc_floats(dev, N, &d_out), 0);
-    assert_int_equal(device_decode_u8(dev, d_out, d_codes, d_table, N), 0);
+    assert_int_equal(math_decode_u8(dev, d_out, d_codes, d_table, N), 0);
     download_(dev, out, d_out, N);
     for (int i = 0; i < N; i++)
         assert_memory_equal(&out[i], &table[codes[i]], sizeof(float));
-    assert_int_equal(device_decode_u8(dev, d_out, d_codes, d_table, 0), 0);
+    assert_int_equal(math_decode_u8(dev, d_out, d_codes, d_table, 0), 0);
     device_free(dev, d_out), device_free(dev, d_codes), device_free(dev, d_table);
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!strcmp(dev->ops->name, "cpu") && !__builtin_cpu_supports("avx512f"))
@@ -677,14 +679,14 @@ static void test_bias_add_and_grad(void **state)
             float *dout = upload_(dev, out, n), *dbias = upload_(dev, bias, cols),
                   *ddb = upload_(dev, bias, cols);
             // bias_grad first (it reads the original out).
-            assert_int_equal(device_bias_grad(dev, ddb, dout, rows, cols), 0);
-            assert_int_equal(device_bias_add(dev, dout, dbias, rows, cols, relu), 0);
+            assert_int_equal(math_bias_grad(dev, ddb, dout, rows, cols), 0);
+            assert_int_equal(math_bias_add(dev, dout, dbias, rows, cols, relu), 0);
             download_(dev, out, dout, n);
             download_(dev, db, ddb, cols);
             assert_allclose(out, want, n, 1e-6, 1e-6);
             assert_allclose(db, want_db, cols, 1e-5, 1e-5);
             // The sum of no rows is zero.
-            assert_int_equal(device_bias_grad(dev, ddb, dout, 0, cols), 0);
+            assert_int_equal(math_bias_grad(dev, ddb, dout, 0, cols), 0);
             download_(dev, db, ddb, cols);
             for (int c = 0; c < cols; c++)
                 assert_true(db[c] == 0.0f);
@@ -716,17 +718,17 @@ static void test_relu(void **state)
     float *d_out = upload_(dev, in, N), *d_bias = upload_(dev, zero, N),
           *d_dout = upload_(dev, dout, N), *d_din;
     assert_int_equal(device_alloc_floats(dev, N, &d_din), 0);
-    assert_int_equal(device_bias_add(dev, d_out, d_bias, 1, N, 1), 0);
+    assert_int_equal(math_bias_add(dev, d_out, d_bias, 1, N, 1), 0);
     download_(dev, out, d_out, N);
     assert_allclose(out, want_out, N, 0, 0);
-    assert_int_equal(device_relu_backward(dev, d_din, d_dout, d_out, N), 0);
+    assert_int_equal(math_relu_backward(dev, d_din, d_dout, d_out, N), 0);
     download_(dev, din, d_din, N);
     assert_allclose(din, want_din, N, 0, 0);
     // In place on dout.
-    assert_int_equal(device_relu_backward(dev, d_dout, d_dout, d_out, N), 0);
+    assert_int_equal(math_relu_backward(dev, d_dout, d_dout, d_out, N), 0);
     download_(dev, din, d_dout, N);
     assert_allclose(din, want_din, N, 0, 0);
-    assert_int_equal(device_bias_add(dev, d_out, d_bias, 0, N, 1), 0);
+    assert_int_equal(math_bias_add(dev, d_out, d_bias, 0, N, 1), 0);
     device_free(dev, d_din), device_free(dev, d_dout), device_free(dev, d_bias),
         device_free(dev, d_out);
 }
@@ -803,7 +805,7 @@ static void test_softmax_xent(void **state)
         void *d_y;
         assert_int_equal(device_alloc(dev, c->rows * sizeof *y, &d_y), 0);
         assert_int_equal(device_copy_to_device(dev, d_y, y, c->rows * sizeof *y), 0);
-        int rc = device_softmax_xent(dev, d_dz, d_st, d_z, d_y, c->rows, c->classes, c->scale);
+        int rc = math_softmax_xent(dev, d_dz, d_st, d_z, d_y, c->rows, c->classes, c->scale);
         if (rc)
             fail_msg("case '%s': rc %d", c->name, rc);
         download_(dev, st, d_st, (size_t)c->rows * 3);
@@ -836,17 +838,17 @@ static void test_softmax_xent_bad_label(void **state)
     fprintf(stderr, "  (expected label messages follow)\n");
     for (size_t i = 0; i < TEST_ARRAY_LEN(bad); i++) {
         assert_int_equal(device_copy_to_device(dev, d_y, bad[i], sizeof bad[i]), 0);
-        assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), VGPU_EINVAL);
+        assert_int_equal(math_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), VGPU_EINVAL);
     }
     // A good call after the bad ones works (no sticky error).
     static const int32_t good[2] = {0, 3};
     assert_int_equal(device_copy_to_device(dev, d_y, good, sizeof good), 0);
-    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), 0);
+    assert_int_equal(math_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 4, 1.0f), 0);
     float st[6];
     download_(dev, st, d_st, 6);
     assert_true(fabsf(st[0] - logf(4.0f)) < 1e-6f);
-    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 0, 1.0f), VGPU_EINVAL);
-    assert_int_equal(device_softmax_xent(dev, d_dz, d_st, d_z, d_y, 0, 4, 1.0f), 0);
+    assert_int_equal(math_softmax_xent(dev, d_dz, d_st, d_z, d_y, 2, 0, 1.0f), VGPU_EINVAL);
+    assert_int_equal(math_softmax_xent(dev, d_dz, d_st, d_z, d_y, 0, 4, 1.0f), 0);
     device_free(dev, d_y), device_free(dev, d_dz), device_free(dev, d_st), device_free(dev, d_z);
 }
 
@@ -864,7 +866,7 @@ static void test_softmax_xent_nonfinite(void **state)
     void *d_y;
     assert_int_equal(device_alloc(dev, sizeof y, &d_y), 0);
     assert_int_equal(device_copy_to_device(dev, d_y, y, sizeof y), 0);
-    assert_int_equal(device_softmax_xent(dev, NULL, d_st, d_z, d_y, ROWS, C, 0.0f), 0);
+    assert_int_equal(math_softmax_xent(dev, NULL, d_st, d_z, d_y, ROWS, C, 0.0f), 0);
     float st[ROWS * 3];
     download_(dev, st, d_st, ROWS * 3);
     for (int r = 0; r < 3; r++) {
@@ -889,7 +891,7 @@ static void test_axpby(void **state)
         for (int i = 0; i < N; i++)
             want[i] = (double)ab[t][0] * x[i] + (double)ab[t][1] * y[i];
         float *dx = upload_(dev, x, N), *dy = upload_(dev, y, N);
-        assert_int_equal(device_axpby(dev, dy, ab[t][0], dx, ab[t][1], N), 0);
+        assert_int_equal(math_axpby(dev, dy, ab[t][0], dx, ab[t][1], N), 0);
         download_(dev, y, dy, N);
         assert_allclose(y, want, N, 1e-6, 1e-6);
         device_free(dev, dy), device_free(dev, dx);
@@ -919,7 +921,7 @@ static void test_sgd_step(void **state)
                 rv[i] = mu * rv[i] + gi;
                 rp[i] -= lr * rv[i];
             }
-            assert_int_equal(device_sgd_step(dev, dp, dg, dv, N, lr, mu, wd), 0);
+            assert_int_equal(math_sgd_step(dev, dp, dg, dv, N, lr, mu, wd), 0);
         }
         download_(dev, p, dp, N);
         download_(dev, v, dv, N);
@@ -962,7 +964,7 @@ static void test_adam_step(void **state)
                         upd += wd * rp[i];
                     rp[i] -= lr * upd;
                 }
-                assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd,
+                assert_int_equal(math_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd,
                                                   (float)c1, (float)c2, decoupled),
                                  0);
             }
@@ -985,7 +987,7 @@ static void test_adam_decay_modes_differ(void **state)
     for (int decoupled = 0; decoupled < 2; decoupled++) {
         float *dp = upload_(dev, p, 4), *dg = upload_(dev, g, 4), *dm = upload_(dev, zero, 4),
               *dv = upload_(dev, zero, 4);
-        assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, 4, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f,
+        assert_int_equal(math_adam_step(dev, dp, dg, dm, dv, 4, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f,
                                           0.1f, 0.001f, decoupled),
                          0);
         download_(dev, out[decoupled], dp, 4);
@@ -1018,7 +1020,7 @@ static void test_adam_vector_matches_kernel(void **state)
             kernel_adam_step(i, rp, g, rm, rv, b1, b2, eps, wd, coefs, decoupled);
         float *dp = upload_(dev, p, N), *dg = upload_(dev, g, N), *dm = upload_(dev, m, N),
               *dv = upload_(dev, v, N);
-        assert_int_equal(device_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, c1, c2,
+        assert_int_equal(math_adam_step(dev, dp, dg, dm, dv, N, lr, b1, b2, eps, wd, c1, c2,
                                           decoupled),
                          0);
         const struct { const char *what; const float *dev_ptr, *want; } out[] = {

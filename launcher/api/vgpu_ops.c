@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "status.h"
+#include "math_ops.h"
 #include "vgpu_internal.h"
 
 // ---- kernels ----
@@ -16,52 +17,52 @@ int vgpu_gemm(vgpu_t *v, int trans_a, int trans_b, int m, int n, int k, float al
               const float *a, const float *b, float beta, float *c)
 {
     device_t *d = api_device(v);
-    return d ? device_gemm(d, trans_a, trans_b, m, n, k, alpha, a, b, beta, c) : VGPU_EINVAL;
+    return d ? math_gemm(d, trans_a, trans_b, m, n, k, alpha, a, b, beta, c) : VGPU_EINVAL;
 }
 
 int vgpu_decode_u8(vgpu_t *v, float *out, const uint8_t *codes, const float *table, size_t n)
 {
     device_t *d = api_device(v);
-    return d ? device_decode_u8(d, out, codes, table, n) : VGPU_EINVAL;
+    return d ? math_decode_u8(d, out, codes, table, n) : VGPU_EINVAL;
 }
 
 int vgpu_bias_add(vgpu_t *v, float *out, const float *bias, int rows, int cols, int relu)
 {
     device_t *d = api_device(v);
-    return d ? device_bias_add(d, out, bias, rows, cols, relu) : VGPU_EINVAL;
+    return d ? math_bias_add(d, out, bias, rows, cols, relu) : VGPU_EINVAL;
 }
 
 int vgpu_bias_grad(vgpu_t *v, float *dbias, const float *dout, int rows, int cols)
 {
     device_t *d = api_device(v);
-    return d ? device_bias_grad(d, dbias, dout, rows, cols) : VGPU_EINVAL;
+    return d ? math_bias_grad(d, dbias, dout, rows, cols) : VGPU_EINVAL;
 }
 
 int vgpu_relu_backward(vgpu_t *v, float *din, const float *dout, const float *out, size_t n)
 {
     device_t *d = api_device(v);
-    return d ? device_relu_backward(d, din, dout, out, n) : VGPU_EINVAL;
+    return d ? math_relu_backward(d, din, dout, out, n) : VGPU_EINVAL;
 }
 
 int vgpu_softmax_xent(vgpu_t *v, float *dlogits, float *stats, const float *logits,
                       const int32_t *labels, int rows, int classes, float grad_scale)
 {
     device_t *d = api_device(v);
-    return d ? device_softmax_xent(d, dlogits, stats, logits, labels, rows, classes, grad_scale)
+    return d ? math_softmax_xent(d, dlogits, stats, logits, labels, rows, classes, grad_scale)
              : VGPU_EINVAL;
 }
 
 int vgpu_axpby(vgpu_t *v, float *y, float a, const float *x, float b, size_t n)
 {
     device_t *d = api_device(v);
-    return d ? device_axpby(d, y, a, x, b, n) : VGPU_EINVAL;
+    return d ? math_axpby(d, y, a, x, b, n) : VGPU_EINVAL;
 }
 
 int vgpu_sgd_step(vgpu_t *v, float *param, const float *grad, float *velocity, size_t n,
                   float lr, float momentum, float weight_decay)
 {
     device_t *d = api_device(v);
-    return d ? device_sgd_step(d, param, grad, velocity, n, lr, momentum, weight_decay)
+    return d ? math_sgd_step(d, param, grad, velocity, n, lr, momentum, weight_decay)
              : VGPU_EINVAL;
 }
 
@@ -74,7 +75,7 @@ int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *
     // 1 - beta^t in double, as PyTorch does (the float beta itself is exact).
     const double c1 = 1.0 - pow(adam->beta1, (double)adam->step);
     const double c2 = 1.0 - pow(adam->beta2, (double)adam->step);
-    return device_adam_step(d, param, grad, m, var, n, adam->lr, adam->beta1, adam->beta2,
+    return math_adam_step(d, param, grad, m, var, n, adam->lr, adam->beta1, adam->beta2,
                             adam->eps, adam->weight_decay, (float)c1, (float)c2, adam->decoupled);
 }
 

@@ -12,6 +12,7 @@
 #include "flight.h"
 #include "kernels.h"
 #include "log.h"
+#include "math_ops.h"
 #include "trace.h"
 #include "util.h"
 
@@ -341,7 +342,7 @@ int comm_tree_sum(device_t *dev, float *const *leaves, int n, size_t count)
     // leaf, and float addition of the same two values is exact-repeatable.
     for (int stride = 1; stride < n; stride *= 2)
         for (int i = 0; i + stride < n; i += 2 * stride)
-            TRY(device_axpby(dev, leaves[i], 1.0f, leaves[i + stride], 1.0f, count));
+            TRY(math_axpby(dev, leaves[i], 1.0f, leaves[i + stride], 1.0f, count));
     return 0;
 }
 

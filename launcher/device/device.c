@@ -146,6 +146,10 @@ void device_close(device_t *dev)
 {
     if (!dev || !dev->ops)
         return;
+    if (dev->math_release)
+        dev->math_release(dev);
+    dev->math = NULL;
+    dev->math_release = NULL;
     arena_destroy(&dev->arena);
     dev->ops->release(dev);
     dev->ops = NULL;
@@ -196,8 +200,8 @@ int device_free(device_t *dev, void *ptr)
 
 // ---- pointer checks: what a GPU would fault on, the simulation refuses ----
 
-static int check_range_(const device_t *dev, const void *p, size_t bytes, const char *what,
-                        const char *op)
+int device_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
+                       const char *op)
 {
     if (bytes == 0)
         return 0;
@@ -220,7 +224,7 @@ static int check_host_(const device_t *dev, const void *p, size_t bytes, const c
     return 0;
 }
 
-#define DEV_(p, bytes, what, op) TRY(check_range_(dev, (p), (bytes), (what), (op)))
+#define DEV_(p, bytes, what, op) TRY(device_check_range(dev, (p), (bytes), (what), (op)))
 
 int device_copy_to_device(device_t *dev, void *dst, const void *host_src, size_t bytes)
 {
@@ -306,116 +310,4 @@ void device_unpin_host(device_t *dev, void *ptr)
 {
     if (ptr && dev && dev->ops && dev->ops->unpin_host)
         dev->ops->unpin_host(dev, ptr);
-}
-
-// ---- math ----
-
-#define F_ sizeof(float)
-
-int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const float *a, const float *b, float beta, float *c)
-{
-    if (m < 0 || n < 0 || k < 0)
-        return VGPU_EINVAL;
-    if (m == 0 || n == 0)
-        return 0;
-    DEV_(a, (size_t)m * k * F_, "A", "gemm");
-    DEV_(b, (size_t)k * n * F_, "B", "gemm");
-    DEV_(c, (size_t)m * n * F_, "C", "gemm");
-    if (k == 0) // an empty product: BLAS libraries disagree on the leading dimensions
-        return beta == 0.0f ? device_zero(dev, c, (size_t)m * n * F_)
-                            : device_axpby(dev, c, 0.0f, c, beta, (size_t)m * n);
-    return dev->ops->gemm(dev, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
-}
-
-int device_decode_u8(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n)
-{
-    if (!n)
-        return 0;
-    DEV_(out, n * F_, "out", "decode_u8");
-    DEV_(codes, n, "codes", "decode_u8");
-    DEV_(table, 256 * F_, "table", "decode_u8");
-    return dev->ops->decode_u8(dev, out, codes, table, n);
-}
-
-int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu)
-{
-    if (rows <= 0 || cols <= 0)
-        return rows < 0 || cols < 0 ? VGPU_EINVAL : 0;
-    DEV_(out, (size_t)rows * cols * F_, "out", "bias_add");
-    DEV_(bias, (size_t)cols * F_, "bias", "bias_add");
-    return dev->ops->bias_add(dev, out, bias, rows, cols, relu != 0);
-}
-
-int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols)
-{
-    if (rows < 0 || cols < 0)
-        return VGPU_EINVAL;
-    if (cols == 0)
-        return 0;
-    DEV_(dbias, (size_t)cols * F_, "dbias", "bias_grad");
-    if (rows == 0) // the sum of no rows
-        return device_zero(dev, dbias, (size_t)cols * F_);
-    DEV_(dout, (size_t)rows * cols * F_, "dout", "bias_grad");
-    return dev->ops->bias_grad(dev, dbias, dout, rows, cols);
-}
-
-int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n)
-{
-    if (!n)
-        return 0;
-    DEV_(din, n * F_, "din", "relu_backward");
-    DEV_(dout, n * F_, "dout", "relu_backward");
-    DEV_(out, n * F_, "out", "relu_backward");
-    return dev->ops->relu_backward(dev, din, dout, out, n);
-}
-
-int device_softmax_xent(device_t *dev, float *dlogits, float *stats, const float *logits,
-                        const int32_t *labels, int rows, int classes, float grad_scale)
-{
-    if (rows < 0 || classes <= 0)
-        return VGPU_EINVAL;
-    if (rows == 0)
-        return 0;
-    size_t n = (size_t)rows * classes * F_;
-    if (dlogits)
-        DEV_(dlogits, n, "dlogits", "softmax_xent");
-    DEV_(stats, (size_t)rows * XENT_STATS * F_, "stats", "softmax_xent");
-    DEV_(logits, n, "logits", "softmax_xent");
-    DEV_(labels, (size_t)rows * sizeof(int32_t), "labels", "softmax_xent");
-    return dev->ops->softmax_xent(dev, dlogits, stats, logits, labels, rows, classes, grad_scale);
-}
-
-int device_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n)
-{
-    if (!n)
-        return 0;
-    DEV_(y, n * F_, "y", "axpby");
-    DEV_(x, n * F_, "x", "axpby");
-    return dev->ops->axpby(dev, y, a, x, b, n);
-}
-
-int device_sgd_step(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
-                    float lr, float momentum, float weight_decay)
-{
-    if (!n)
-        return 0;
-    DEV_(param, n * F_, "param", "sgd_step");
-    DEV_(grad, n * F_, "grad", "sgd_step");
-    DEV_(velocity, n * F_, "velocity", "sgd_step");
-    return dev->ops->sgd_step(dev, param, grad, velocity, n, lr, momentum, weight_decay);
-}
-
-int device_adam_step(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
-                     float lr, float beta1, float beta2, float eps, float weight_decay,
-                     float bias_corr1, float bias_corr2, int decoupled)
-{
-    if (!n)
-        return 0;
-    DEV_(param, n * F_, "param", "adam_step");
-    DEV_(grad, n * F_, "grad", "adam_step");
-    DEV_(m, n * F_, "m", "adam_step");
-    DEV_(v, n * F_, "v", "adam_step");
-    return dev->ops->adam_step(dev, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
-                               bias_corr1, bias_corr2, decoupled);
 }

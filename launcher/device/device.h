@@ -1,5 +1,6 @@
-// device.h: a virtual GPU: memory-capped device memory, explicit copies, and
-// the math the worker needs. Backends (cpu, cuda) are struct device_ops tables.
+// device.h: a virtual GPU: memory-capped device memory, explicit copies, a
+// stream, discovery. Backends (cpu, cuda) are struct device_ops tables. The
+// math a model computes with is the math module's (math/math_ops.h).
 //
 // Contract shared by every function here:
 // - pointers called "device" must come from device_alloc on the same device;
@@ -45,10 +46,6 @@ struct device_counters {
     uint64_t d2d_calls, d2d_bytes; // device -> device copies
 };
 
-// Arguments of softmax_xent: per-sample outputs, one row of 3 floats per
-// sample: {loss, correct (top-1), in top-5}.
-#define XENT_STATS 3
-
 #define DEVICE_IPC_HANDLE_BYTES 64
 struct ring_mem_ops;
 
@@ -70,21 +67,6 @@ struct device_ops {
     // Page-locks a host range for fast copies (NULL: nothing to do, the CPU).
     int (*pin_host)(device_t *dev, void *ptr, size_t bytes);
     void (*unpin_host)(device_t *dev, void *ptr);
-    // Math (row-major). See the device_* wrappers below for shapes.
-    int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const float *a, const float *b, float beta, float *c);
-    int (*decode_u8)(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
-    int (*bias_add)(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
-    int (*bias_grad)(device_t *dev, float *dbias, const float *dout, int rows, int cols);
-    int (*relu_backward)(device_t *dev, float *din, const float *dout, const float *out, size_t n);
-    int (*softmax_xent)(device_t *dev, float *dlogits, float *stats, const float *logits,
-                        const int32_t *labels, int rows, int classes, float grad_scale);
-    int (*axpby)(device_t *dev, float *y, float a, const float *x, float b, size_t n);
-    int (*sgd_step)(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
-                    float lr, float momentum, float weight_decay);
-    int (*adam_step)(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
-                     float lr, float beta1, float beta2, float eps, float weight_decay,
-                     float bias_corr1, float bias_corr2, int decoupled);
     // Optional, NULL where the backend has none (the CPU: its memory is
     // shared through device_cpu_share and the ring reads it in place).
     // The native stream every kernel and copy runs on (a cudaStream_t).
@@ -110,6 +92,11 @@ struct device {
     int blas_threads;            // CPU backend: BLAS threads for this rank
     int host_reads_pending;      // asynchronous copies whose host source may still be read
     void *impl;                  // backend state
+    // The math module's state for this device (math/math_ops.h: a BLAS handle,
+    // flags), made at its first operation; math_release frees it (NULL:
+    // nothing to free) and device_close calls it first.
+    void *math;
+    void (*math_release)(device_t *dev);
 };
 
 // The backend registry: the backend of a kind; NULL if unknown or not built
@@ -180,32 +167,11 @@ int device_host_func(device_t *dev, void (*fn)(void *arg), void *arg);
 int device_pin_host(device_t *dev, void *ptr, size_t bytes);
 void device_unpin_host(device_t *dev, void *ptr);
 
-// c[m,n] = alpha * op(a) @ op(b) + beta * c; op(a) is [m,k], op(b) is [k,n];
-// a is stored [m,k] (or [k,m] when trans_a), b [k,n] (or [n,k] when trans_b).
-int device_gemm(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const float *a, const float *b, float beta, float *c);
-// out[i] = table[codes[i]] for i < n; table holds 256 floats. Input batches
-// cross to the device as 8-bit codes, a quarter of the bytes of floats.
-int device_decode_u8(device_t *dev, float *out, const uint8_t *codes, const float *table, size_t n);
-// out[r,c] += bias[c], then out = max(out, 0) when relu != 0; out is [rows, cols].
-int device_bias_add(device_t *dev, float *out, const float *bias, int rows, int cols, int relu);
-// dbias[c] = sum_r dout[r,c] (overwritten; zeros when rows is 0).
-int device_bias_grad(device_t *dev, float *dbias, const float *dout, int rows, int cols);
-// din = out > 0 ? dout : 0 (out is the ReLU output); in-place (din == dout) allowed.
-int device_relu_backward(device_t *dev, float *din, const float *dout, const float *out, size_t n);
-// Numerically stable softmax cross-entropy per row of logits[rows, classes]:
-// dlogits = (softmax - onehot(label)) * grad_scale; stats[rows, XENT_STATS].
-// dlogits may be NULL (evaluation). Labels outside [0, classes) give VGPU_EINVAL.
-int device_softmax_xent(device_t *dev, float *dlogits, float *stats, const float *logits,
-                        const int32_t *labels, int rows, int classes, float grad_scale);
-// y = a * x + b * y.
-int device_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n);
-// SGD with momentum and (L2) weight decay.
-int device_sgd_step(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
-                    float lr, float momentum, float weight_decay);
-// Adam; decoupled != 0 gives AdamW. bias_corr* = 1 - beta^t.
-int device_adam_step(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
-                     float lr, float beta1, float beta2, float eps, float weight_decay,
-                     float bias_corr1, float bias_corr2, int decoupled);
+// 0 if [p, p + bytes) lies in dev's memory (or bytes is 0); else says
+// "OP: WHAT P (+BYTES bytes) is not device memory of virtual GPU N (a host
+// pointer passed to the device?)" and returns VGPU_EINVAL: what a GPU would
+// fault on, the simulation refuses.
+int device_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
+                       const char *op);
 
 #endif

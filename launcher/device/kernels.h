@@ -1,6 +1,8 @@
-// kernels.h: the elementwise device math, written once as plain functions of
-// an index. The CPU backend calls them in a loop; the CUDA backend calls them
-// from one __global__ wrapper each, so the CPU tests test the GPU math too.
+// kernels.h: the collectives' element math (typed reductions, half-precision
+// conversions), written once as plain functions of an index: the ring's host
+// loops call them, and so do its CUDA kernels, so the CPU tests test the
+// GPU's arithmetic too. KERNEL_FN is how device math is written everywhere
+// (the model's operations: math/math_ops.h).
 #ifndef VGPU_KERNELS_H
 #define VGPU_KERNELS_H
 
@@ -14,129 +16,6 @@
 #else
 #define KERNEL_FN static inline
 #endif
-
-// out[i] = table[codes[i]]: 8-bit samples to values by their 256-entry table.
-KERNEL_FN void kernel_decode_u8(size_t i, float *out, const uint8_t *codes, const float *table)
-{
-    out[i] = table[codes[i]];
-}
-
-// out[i] += bias[i % cols], then max(out[i], 0) when relu; i over rows * cols.
-// One pass for a hidden layer's bias and activation.
-KERNEL_FN void kernel_bias_add(size_t i, float *out, const float *bias, int cols, int relu)
-{
-    float x = out[i] + bias[i % (size_t)cols];
-    out[i] = relu && !(x > 0.0f) ? 0.0f : x; // as x > 0 ? x : 0, NaN included
-}
-
-// dbias[c] = sum over rows of dout[r, c]; c over cols. Sums rows in order,
-// so the result does not depend on how columns are spread over threads.
-KERNEL_FN void kernel_bias_grad(size_t c, float *dbias, const float *dout, int rows, int cols)
-{
-    float sum = 0.0f;
-    for (int r = 0; r < rows; r++)
-        sum += dout[(size_t)r * (size_t)cols + c];
-    dbias[c] = sum;
-}
-
-// Both operands are read unconditionally, so the select compiles without a
-// branch: a mispredicted branch per element made this 8% of a CPU step.
-KERNEL_FN void kernel_relu_backward(size_t i, float *din, const float *dout, const float *out)
-{
-    float d = dout[i];
-    din[i] = out[i] > 0.0f ? d : 0.0f;
-}
-
-// One row of softmax cross-entropy (row over rows). Stable: subtracts the
-// row max before exponentiating. stats row: {loss, correct, in top-5}.
-// Returns 0, or -1 if the label is out of range (the row is then left as is).
-KERNEL_FN int kernel_softmax_xent(size_t row, float *dlogits, float *stats, const float *logits,
-                                  const int32_t *labels, int classes, float grad_scale)
-{
-    const float *z = logits + row * (size_t)classes;
-    int32_t y = labels[row];
-    if (y < 0 || y >= classes)
-        return -1;
-    float zmax = z[0], zy = z[y];
-    for (int j = 1; j < classes; j++)
-        zmax = z[j] > zmax ? z[j] : zmax;
-    // Rank of the true class: how many logits beat it (ties count for the
-    // earlier index, as argmax picks the first maximum).
-    int better = 0;
-    for (int j = 0; j < classes; j++)
-        better += z[j] > zy || (z[j] == zy && j < y);
-    // The exponentials are kept in dlogits (when given) for the gradient:
-    // one expf per logit instead of two. Logits are not read after this loop,
-    // so dlogits may be the logits buffer itself.
-    float *d = dlogits ? dlogits + row * (size_t)classes : NULL;
-    float sum = 0.0f;
-    for (int j = 0; j < classes; j++) {
-        float e = expf(z[j] - zmax);
-        if (d)
-            d[j] = e;
-        sum += e;
-    }
-    // A row whose loss is not finite (NaN or infinite logits) is wrong: NaN
-    // compares false, so it would otherwise rank first.
-    float loss = logf(sum) - (zy - zmax);
-    int finite = isfinite(loss);
-    stats[row * 3 + 0] = loss;
-    stats[row * 3 + 1] = finite && better == 0 ? 1.0f : 0.0f;
-    stats[row * 3 + 2] = finite && better < 5 ? 1.0f : 0.0f;
-    if (d)
-        for (int j = 0; j < classes; j++)
-            d[j] = (d[j] / sum - (j == y ? 1.0f : 0.0f)) * grad_scale;
-    return 0;
-}
-
-// y = a * x + b * y.
-KERNEL_FN void kernel_axpby(size_t i, float *y, float a, const float *x, float b)
-{
-    y[i] = a * x[i] + b * y[i];
-}
-
-// SGD with momentum (PyTorch's form: v = mu * v + g; p -= lr * v) and L2 decay.
-KERNEL_FN void kernel_sgd_step(size_t i, float *param, const float *grad, float *velocity, float lr,
-                               float momentum, float weight_decay)
-{
-    float g = grad[i] + weight_decay * param[i];
-    float v = momentum * velocity[i] + g;
-    velocity[i] = v;
-    param[i] -= lr * v;
-}
-
-// Adam (decoupled = 0: L2 decay added to the gradient) or AdamW (decoupled
-// decay applied to the parameter), in PyTorch's arrangement: with bias_corr =
-// 1 - beta^t, step_size = lr / bias_corr1 and inv_sqrt_bc2 = 1 / sqrt(bias_corr2)
-// (kernel_adam_coefs, once per step), an element costs one sqrt and one
-// division instead of three divisions and a sqrt.
-struct adam_coefs {
-    float step_size, inv_sqrt_bc2, lr_decay;
-};
-
-KERNEL_FN struct adam_coefs kernel_adam_coefs(float lr, float weight_decay, float bias_corr1,
-                                              float bias_corr2)
-{
-    struct adam_coefs c = {lr / bias_corr1, 1.0f / sqrtf(bias_corr2), lr * weight_decay};
-    return c;
-}
-
-KERNEL_FN void kernel_adam_step(size_t i, float *param, const float *grad, float *m, float *v,
-                                float beta1, float beta2, float eps, float weight_decay,
-                                struct adam_coefs c, int decoupled)
-{
-    float g = grad[i];
-    if (!decoupled)
-        g += weight_decay * param[i];
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float delta = c.step_size * (mi / (sqrtf(vi) * c.inv_sqrt_bc2 + eps));
-    if (decoupled)
-        delta += c.lr_decay * param[i];
-    param[i] -= delta;
-}
 
 // The typed collectives' reduction, the ring's on the host and on a device
 // (op: comm.h's enum comm_reduce_op, same numbers, ring_core.c checks them):

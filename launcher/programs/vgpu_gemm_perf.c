@@ -13,6 +13,7 @@
 #include "cpu_gemm.h"
 #include "device_internal.h"
 #include "log.h"
+#include "math_ops.h"
 #include "util.h"
 
 #define MAX_LIBS 4
@@ -59,7 +60,7 @@ static void call_dnnl_(const struct lib *l, int ta, int tb, int m, int n, int k,
 static void call_device_(const struct lib *l, int ta, int tb, int m, int n, int k, float alpha,
                          const float *a, const float *b, float beta, float *c)
 {
-    if (device_gemm(l->ctx, ta, tb, m, n, k, alpha, a, b, beta, c) < 0)
+    if (math_gemm(l->ctx, ta, tb, m, n, k, alpha, a, b, beta, c) < 0)
         abort();
 }
 
@@ -325,7 +326,7 @@ static int open_libs_(struct bench *bn)
             printf("# %-8s: not installed (%s)\n", l->name, dlerror());
     }
 
-    // The device op: this build's library behind device_gemm, on a CPU
+    // The device op: this build's library behind math_gemm, on a CPU
     // virtual GPU (operands must live in device memory).
     bn->use_dev = wants_(&bn->o, "device");
     int maxb = 0;
@@ -346,7 +347,7 @@ static int open_libs_(struct bench *bn)
         l->name = "device";
         l->call = call_device_;
         l->ctx = &bn->dev;
-        snprintf(l->about, sizeof l->about, "device_gemm of this build: %s", cpu_gemm_library());
+        snprintf(l->about, sizeof l->about, "math_gemm of this build: %s", cpu_gemm_library());
     }
     if (!bn->n_libs) {
         fprintf(stderr, "vgpu_gemm_perf: no library to measure\n");

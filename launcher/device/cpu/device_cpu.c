@@ -2,7 +2,8 @@
 // (shm_share.h) mapped twice: a PROT_NONE view whose addresses are handed out as
 // device pointers (host code that dereferences one faults, as on a GPU, except
 // inside a host function: cpu_host_func_) and a read-write view that the
-// device's kernels and same-host peers use.
+// device's kernels (the math module's CPU bodies, math/cpu/) and same-host
+// peers use.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,9 +17,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "cpu_gemm.h"
 #include "device_internal.h"
-#include "kernels.h"
 #include "hostmem.h"
 #include "log.h"
 #include "util.h"
@@ -288,7 +287,6 @@ static int cpu_reserve_(device_t *dev, uint64_t cap_bytes)
     if (rc < 0)
         goto fail;
     watch_view_(dev, im);
-    cpu_gemm_set_threads(dev->blas_threads);
     return 0;
 fail:
     dev->impl = im;
@@ -330,9 +328,6 @@ int device_cpu_share(const device_t *dev, struct shm_handle *out)
     return 0;
 }
 
-// Host view of a device pointer the public wrappers have already checked.
-#define V_(p) ((float *)device_cpu_view(dev, (p)))
-#define CV_(p) ((const float *)device_cpu_view(dev, (p)))
 
 static int cpu_copy_h2d_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
@@ -387,210 +382,6 @@ static int cpu_host_func_(device_t *dev, void (*fn)(void *arg), void *arg)
     return 0;
 }
 
-// ---- math ----
-
-static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                     const float *a, const float *b, float beta, float *c)
-{
-    return cpu_gemm(trans_a, trans_b, m, n, k, alpha, CV_(a), CV_(b), beta, V_(c));
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define CPU_X86_AVX512_ 1
-
-// kernel_decode_u8 on 16 codes at a time, the table held in 16 registers:
-// eight two-register permutes pick by the code's low 5 bits, and bits 5-7
-// choose among them in three rounds of blends; only bits move, so the values
-// are the table's exactly. Returns how many it did. Half the time of the
-// scalar loop (perf, np=1 on Fashion-MNIST: 2.3% of the run against 4.7%).
-__attribute__((target("avx512f"))) static size_t
-decode_u8_avx512_(float *out, const uint8_t *codes, const float *table, size_t n)
-{
-    __m512 t[16];
-    for (int k = 0; k < 16; k++)
-        t[k] = _mm512_loadu_ps(table + 16 * k);
-    const __m512i bit5 = _mm512_set1_epi32(32), bit6 = _mm512_set1_epi32(64),
-                  bit7 = _mm512_set1_epi32(128);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m128i c8;
-        memcpy(&c8, codes + i, sizeof c8);
-        const __m512i idx = _mm512_cvtepu8_epi32(c8);
-        __m512 r[8];
-        for (int k = 0; k < 8; k++)
-            r[k] = _mm512_permutex2var_ps(t[2 * k], idx, t[2 * k + 1]);
-        const __mmask16 m5 = _mm512_test_epi32_mask(idx, bit5),
-                        m6 = _mm512_test_epi32_mask(idx, bit6),
-                        m7 = _mm512_test_epi32_mask(idx, bit7);
-        for (int k = 0; k < 4; k++)
-            r[k] = _mm512_mask_blend_ps(m5, r[2 * k], r[2 * k + 1]);
-        for (int k = 0; k < 2; k++)
-            r[k] = _mm512_mask_blend_ps(m6, r[2 * k], r[2 * k + 1]);
-        _mm512_storeu_ps(out + i, _mm512_mask_blend_ps(m7, r[0], r[1]));
-    }
-    return i;
-}
-#endif
-
-static int cpu_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
-                          size_t n)
-{
-    float *o = V_(out);
-    const uint8_t *c = device_cpu_view(dev, codes);
-    const float *tb = CV_(table);
-    size_t i = 0;
-#ifdef CPU_X86_AVX512_
-    if (__builtin_cpu_supports("avx512f"))
-        i = decode_u8_avx512_(o, c, tb, n);
-#endif
-    for (; i < n; i++)
-        kernel_decode_u8(i, o, c, tb);
-    return 0;
-}
-
-// The elementwise loops call the kernels.h kernels, except where a per-element
-// kernel keeps the compiler from vectorising: bias_add (a modulo per element)
-// and bias_grad (strided column sums) are the same arithmetic, row by row.
-
-static int cpu_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols, int relu)
-{
-    float *o = V_(out);
-    const float *bv = CV_(bias);
-    for (size_t r = 0; r < (size_t)rows; r++) { // as kernel_bias_add
-        float *restrict row = o + r * (size_t)cols;
-        if (relu)
-            for (size_t c = 0; c < (size_t)cols; c++) {
-                float x = row[c] + bv[c];
-                row[c] = x > 0.0f ? x : 0.0f;
-            }
-        else
-            for (size_t c = 0; c < (size_t)cols; c++)
-                row[c] += bv[c];
-    }
-    return 0;
-}
-
-static int cpu_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
-{
-    float *restrict db = V_(dbias);
-    const float *d = CV_(dout);
-    // As kernel_bias_grad: per column, rows added in order from 0; but
-    // reading dout row by row (contiguous, vectorisable).
-    memset(db, 0, (size_t)cols * sizeof(float));
-    for (size_t r = 0; r < (size_t)rows; r++) {
-        const float *row = d + r * (size_t)cols;
-        for (size_t c = 0; c < (size_t)cols; c++)
-            db[c] += row[c];
-    }
-    return 0;
-}
-
-static int cpu_relu_backward_(device_t *dev, float *din, const float *dout, const float *out,
-                              size_t n)
-{
-    float *di = V_(din);
-    const float *d = CV_(dout), *o = CV_(out);
-    for (size_t i = 0; i < n; i++)
-        kernel_relu_backward(i, di, d, o);
-    return 0;
-}
-
-static int cpu_softmax_xent_(device_t *dev, float *dlogits, float *stats, const float *logits,
-                             const int32_t *labels, int rows, int classes, float grad_scale)
-{
-    float *dl = dlogits ? V_(dlogits) : NULL, *st = V_(stats);
-    const float *z = CV_(logits);
-    const int32_t *y = device_cpu_view(dev, labels);
-    for (size_t r = 0; r < (size_t)rows; r++)
-        if (kernel_softmax_xent(r, dl, st, z, y, classes, grad_scale) < 0) {
-            log_error("softmax_xent: label %d of row %zu is outside [0, %d)", y[r], r, classes);
-            return VGPU_EINVAL;
-        }
-    return 0;
-}
-
-static int cpu_axpby_(device_t *dev, float *y, float a, const float *x, float b, size_t n)
-{
-    float *yv = V_(y);
-    const float *xv = CV_(x);
-    for (size_t i = 0; i < n; i++)
-        kernel_axpby(i, yv, a, xv, b);
-    return 0;
-}
-
-static int cpu_sgd_step_(device_t *dev, float *param, const float *grad, float *velocity, size_t n,
-                         float lr, float momentum, float weight_decay)
-{
-    float *p = V_(param), *v = V_(velocity);
-    const float *g = CV_(grad);
-    for (size_t i = 0; i < n; i++)
-        kernel_sgd_step(i, p, g, v, lr, momentum, weight_decay);
-    return 0;
-}
-
-#ifdef CPU_X86_AVX512_
-// kernel_adam_step on 16 floats at a time; returns how many it did (the
-// caller finishes the tail). The compiler keeps the kernel's loop scalar
-// (sqrtf may set errno), and Adam took 1.6 ms of an 8.6 ms step (np=1,
-// batch 256); this takes about 0.3 ms, the time to stream the four arrays.
-// Same operations in the same order as the kernel (mul and add kept apart,
-// correctly rounded sqrt and div): bitwise the kernel's results
-// (tests/test_device_cpu.c checks). GCC would contract mul and add into FMA
-// across statements; clang contracts only within one expression and has no
-// optimize attribute.
-#ifdef __clang__
-#define ADAM_AVX512_FN_ __attribute__((target("avx512f")))
-#else
-#define ADAM_AVX512_FN_ __attribute__((target("avx512f"), optimize("fp-contract=off")))
-#endif
-ADAM_AVX512_FN_ static size_t
-adam_avx512_(float *p, const float *g, float *m, float *v, size_t n, float beta1, float beta2,
-             float eps, float weight_decay, struct adam_coefs c, int decoupled)
-{
-    const __m512 b1 = _mm512_set1_ps(beta1), b2 = _mm512_set1_ps(beta2);
-    const __m512 one_b1 = _mm512_set1_ps(1.0f - beta1), one_b2 = _mm512_set1_ps(1.0f - beta2);
-    const __m512 ve = _mm512_set1_ps(eps), wd = _mm512_set1_ps(weight_decay);
-    const __m512 step = _mm512_set1_ps(c.step_size), rs2 = _mm512_set1_ps(c.inv_sqrt_bc2);
-    const __m512 lr_wd = _mm512_set1_ps(c.lr_decay);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 gi = _mm512_loadu_ps(g + i), pi = _mm512_loadu_ps(p + i);
-        if (!decoupled)
-            gi = _mm512_add_ps(gi, _mm512_mul_ps(wd, pi));
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
-                                  _mm512_mul_ps(one_b1, gi));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(one_b2, gi), gi));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        __m512 den = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(vi), rs2), ve);
-        __m512 delta = _mm512_mul_ps(step, _mm512_div_ps(mi, den));
-        if (decoupled)
-            delta = _mm512_add_ps(delta, _mm512_mul_ps(lr_wd, pi));
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, delta));
-    }
-    return i;
-}
-#endif
-
-static int cpu_adam_step_(device_t *dev, float *param, const float *grad, float *m, float *v,
-                          size_t n, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float bias_corr1, float bias_corr2, int decoupled)
-{
-    float *p = V_(param), *mv = V_(m), *vv = V_(v);
-    const float *g = CV_(grad);
-    const struct adam_coefs c = kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2);
-    size_t i = 0;
-#ifdef CPU_X86_AVX512_
-    if (__builtin_cpu_supports("avx512f"))
-        i = adam_avx512_(p, g, mv, vv, n, beta1, beta2, eps, weight_decay, c, decoupled);
-#endif
-    for (; i < n; i++)
-        kernel_adam_step(i, p, g, mv, vv, beta1, beta2, eps, weight_decay, c, decoupled);
-    return 0;
-}
-
 const struct device_ops device_cpu_ops = {
     .kind = DEVICE_KIND_CPU,
     .name = "cpu",
@@ -602,13 +393,4 @@ const struct device_ops device_cpu_ops = {
     .memset_zero = cpu_memset_zero_,
     .sync = cpu_sync_,
     .host_func = cpu_host_func_,
-    .gemm = cpu_gemm_,
-    .decode_u8 = cpu_decode_u8_,
-    .bias_add = cpu_bias_add_,
-    .bias_grad = cpu_bias_grad_,
-    .relu_backward = cpu_relu_backward_,
-    .softmax_xent = cpu_softmax_xent_,
-    .axpby = cpu_axpby_,
-    .sgd_step = cpu_sgd_step_,
-    .adam_step = cpu_adam_step_,
 };

@@ -1,8 +1,8 @@
 // device_cuda.cu: the CUDA virtual GPU: one cudaMalloc of the whole cap (the
-// arena sub-allocates it), a stream, a cuBLAS handle, and one __global__
-// wrapper per kernel from kernels.h. Compiled and linked in CI; it has never
-// run on a GPU in this project's CI (there is none there).
-#include <cublas_v2.h>
+// arena sub-allocates it), a stream, copies, IPC, the ring's reduction
+// kernels (kernels.h), and the GPU discovery of the driver layer. The
+// model's math on it is math/cuda/math_cuda.cu's. Compiled and linked in CI;
+// it runs only on the GPU machines a session is lent (docs/gpu-runs/).
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +10,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "cuda_check.h"
 
 extern "C" {
 #include "device_internal.h"
@@ -20,45 +22,13 @@ extern "C" {
 #include "log.h"
 }
 
-// A failing CUDA or cuBLAS call (a broken context, a bad launch) is said
-// with its place and returned as VGPU_EIO from the device operation: the
-// library returns statuses, and vgpu_train ends the job on one (a sticky
-// CUDA error leaves the device unusable; nothing here retries).
-#define CUDA_CHECK(call) TRY(cuda_check_((call), #call, __FILE__, __LINE__))
-#define CUBLAS_CHECK(call) TRY(cublas_check_((call), #call, __FILE__, __LINE__))
-
-static int cuda_check_(cudaError_t rc, const char *what, const char *file, int line)
-{
-    if (rc == cudaSuccess)
-        return 0;
-    log_error("%s:%d: %s failed: %s (%s)", file, line, what, cudaGetErrorName(rc),
-              cudaGetErrorString(rc));
-    return VGPU_EIO;
-}
-
-static int cublas_check_(cublasStatus_t rc, const char *what, const char *file, int line)
-{
-    if (rc == CUBLAS_STATUS_SUCCESS)
-        return 0;
-    log_error("%s:%d: %s failed: cuBLAS status %d", file, line, what, (int)rc);
-    return VGPU_EIO;
-}
-
 struct cuda_impl {
     void *region;          // the whole cap, from one cudaMalloc
     cudaStream_t stream;
-    cublasHandle_t blas;
-    int *bad_label;        // device flag set by softmax_xent on a label out of range
-    int *bad_label_host;   // its copy (page-locked), read when softmax_xent returns
     struct ring_mem_ops ring; // the ring's operations on this device's stream
 };
 
 static struct cuda_impl *impl_(device_t *dev) { return (struct cuda_impl *)dev->impl; }
-
-// A program may call vgpu from any thread, and may make another GPU current
-// itself: each operation makes its device current first (cuBLAS's handle and
-// the stream belong to it; cudaSetDevice is a no-op when it already is).
-#define USE_DEVICE(dev) CUDA_CHECK(cudaSetDevice((dev)->info.index))
 
 // ---- the driver layer (gpu_driver.h) ----
 //
@@ -248,15 +218,6 @@ static int cuda_reserve_(device_t *dev, uint64_t cap_bytes)
     dev->impl = im;
     CUDA_CHECK(cudaSetDevice(dev->info.index));
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
-    CUBLAS_CHECK(cublasCreate(&im->blas));
-    CUBLAS_CHECK(cublasSetStream(im->blas, im->stream));
-    CUDA_CHECK(cudaMalloc(&im->bad_label, sizeof(int)));
-    CUDA_CHECK(cudaMallocHost(&im->bad_label_host, sizeof(int)));
-    *im->bad_label_host = 0;
-    // On the stream every kernel runs on: the legacy stream does not order
-    // with a non-blocking one.
-    CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));
     cudaError_t rc = cudaMalloc(&im->region, cap_bytes);
     if (rc != cudaSuccess) {
         cudaGetLastError();
@@ -285,12 +246,6 @@ static void cuda_release_(device_t *dev)
         return;
     if (im->region)
         cudaFree(im->region);
-    if (im->bad_label)
-        cudaFree(im->bad_label);
-    if (im->bad_label_host)
-        cudaFreeHost(im->bad_label_host);
-    if (im->blas)
-        cublasDestroy(im->blas);
     if (im->stream)
         cudaStreamDestroy(im->stream);
     free(im);
@@ -359,157 +314,6 @@ static int cuda_host_func_(device_t *dev, void (*fn)(void *arg), void *arg)
     return 0;
 }
 
-// ---- math ----
-
-static int cuda_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                      const float *a, const float *b, float beta, float *c)
-{
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
-    USE_DEVICE(dev);
-    CUBLAS_CHECK(cublasSgemm(impl_(dev)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-                             trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
-    return 0;
-}
-
-#define THREADS 256
-
-static unsigned blocks_(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-__global__ void decode_u8_kernel(float *out, const uint8_t *codes, const float *table, size_t n)
-{
-    GRID_STRIDE(i, n) kernel_decode_u8(i, out, codes, table);
-}
-
-__global__ void bias_add_kernel(float *out, const float *bias, size_t n, int cols, int relu)
-{
-    GRID_STRIDE(i, n) kernel_bias_add(i, out, bias, cols, relu);
-}
-
-__global__ void bias_grad_kernel(float *dbias, const float *dout, int rows, int cols)
-{
-    GRID_STRIDE(c, (size_t)cols) kernel_bias_grad(c, dbias, dout, rows, cols);
-}
-
-__global__ void relu_backward_kernel(float *din, const float *dout, const float *out, size_t n)
-{
-    GRID_STRIDE(i, n) kernel_relu_backward(i, din, dout, out);
-}
-
-__global__ void softmax_xent_kernel(float *dlogits, float *stats, const float *logits,
-                                    const int32_t *labels, int rows, int classes, float grad_scale,
-                                    int *bad_label)
-{
-    GRID_STRIDE(r, (size_t)rows)
-    if (kernel_softmax_xent(r, dlogits, stats, logits, labels, classes, grad_scale) < 0)
-        *bad_label = 1;
-}
-
-__global__ void axpby_kernel(float *y, float a, const float *x, float b, size_t n)
-{
-    GRID_STRIDE(i, n) kernel_axpby(i, y, a, x, b);
-}
-
-__global__ void sgd_step_kernel(float *p, const float *g, float *v, size_t n, float lr, float mu,
-                                float wd)
-{
-    GRID_STRIDE(i, n) kernel_sgd_step(i, p, g, v, lr, mu, wd);
-}
-
-__global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, size_t n, float b1,
-                                 float b2, float eps, float wd, struct adam_coefs c, int decoupled)
-{
-    GRID_STRIDE(i, n) kernel_adam_step(i, p, g, m, v, b1, b2, eps, wd, c, decoupled);
-}
-
-// Checks the launch itself; execution errors surface at the next sync.
-#define LAUNCH(kernel, n, ...)                                                       \
-    do {                                                                             \
-        USE_DEVICE(dev);                                                             \
-        kernel<<<blocks_(n), THREADS, 0, impl_(dev)->stream>>>(__VA_ARGS__);         \
-        CUDA_CHECK(cudaGetLastError());                                              \
-    } while (0)
-
-static int cuda_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
-                           size_t n)
-{
-    LAUNCH(decode_u8_kernel, n, out, codes, table, n);
-    return 0;
-}
-
-static int cuda_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols,
-                          int relu)
-{
-    size_t n = (size_t)rows * cols;
-    LAUNCH(bias_add_kernel, n, out, bias, n, cols, relu);
-    return 0;
-}
-
-static int cuda_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
-{
-    LAUNCH(bias_grad_kernel, (size_t)cols, dbias, dout, rows, cols);
-    return 0;
-}
-
-static int cuda_relu_backward_(device_t *dev, float *din, const float *dout, const float *out,
-                               size_t n)
-{
-    LAUNCH(relu_backward_kernel, n, din, dout, out, n);
-    return 0;
-}
-
-static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const float *logits,
-                              const int32_t *labels, int rows, int classes, float grad_scale)
-{
-    struct cuda_impl *im = impl_(dev);
-    LAUNCH(softmax_xent_kernel, (size_t)rows, dlogits, stats, logits, labels, rows, classes,
-           grad_scale, im->bad_label);
-    // The verdict is read here, as the CPU device gives it: read at a later
-    // synchronisation it could surface inside a collective on this rank
-    // only, and strand the others there until the timeout. (One wait for
-    // the stream a call; a step makes one call a micro-batch.)
-    CUDA_CHECK(cudaMemcpyAsync(im->bad_label_host, im->bad_label, sizeof(int),
-                               cudaMemcpyDeviceToHost, im->stream));
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));
-    if (*im->bad_label_host) {
-        *im->bad_label_host = 0;
-        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), im->stream));
-        CUDA_CHECK(cudaStreamSynchronize(im->stream));
-        log_error("softmax_xent: a label is outside [0, %d)", classes);
-        return VGPU_EINVAL;
-    }
-    return 0;
-}
-
-static int cuda_axpby_(device_t *dev, float *y, float a, const float *x, float b, size_t n)
-{
-    LAUNCH(axpby_kernel, n, y, a, x, b, n);
-    return 0;
-}
-
-static int cuda_sgd_step_(device_t *dev, float *param, const float *grad, float *velocity,
-                          size_t n, float lr, float momentum, float weight_decay)
-{
-    LAUNCH(sgd_step_kernel, n, param, grad, velocity, n, lr, momentum, weight_decay);
-    return 0;
-}
-
-static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float *m, float *v,
-                           size_t n, float lr, float beta1, float beta2, float eps,
-                           float weight_decay, float bias_corr1, float bias_corr2, int decoupled)
-{
-    LAUNCH(adam_step_kernel, n, param, grad, m, v, n, beta1, beta2, eps, weight_decay,
-           kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2), decoupled);
-    return 0;
-}
-
 // ---- the ring over device memory (ring_mem.h, comm_ring.c) ----
 //
 // Ranks that share one GPU map each other's arena (CUDA IPC of the one
@@ -541,30 +345,32 @@ static int ring_reduce_(void *ctx, void *dst, const void *mine, const void *thei
     if (!n)
         return 0;
     const size_t len = (size_t)n;
+    const cudaStream_t st = impl_(dev)->stream;
+    USE_DEVICE(dev);
     switch (dtype) { // comm.h's numbers: float32, float64, int32, int64, float16, bfloat16
     case 0:
-        LAUNCH(ring_reduce_f32_kernel, len, (float *)dst, (const float *)mine,
-               (const float *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_f32_kernel, len, (float *)dst, (const float *)mine,
+                    (const float *)theirs, len, op, avg_div);
         break;
     case 1:
-        LAUNCH(ring_reduce_f64_kernel, len, (double *)dst, (const double *)mine,
-               (const double *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_f64_kernel, len, (double *)dst, (const double *)mine,
+                    (const double *)theirs, len, op, avg_div);
         break;
     case 2:
-        LAUNCH(ring_reduce_i32_kernel, len, (int32_t *)dst, (const int32_t *)mine,
-               (const int32_t *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_i32_kernel, len, (int32_t *)dst, (const int32_t *)mine,
+                    (const int32_t *)theirs, len, op, avg_div);
         break;
     case 3:
-        LAUNCH(ring_reduce_i64_kernel, len, (int64_t *)dst, (const int64_t *)mine,
-               (const int64_t *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_i64_kernel, len, (int64_t *)dst, (const int64_t *)mine,
+                    (const int64_t *)theirs, len, op, avg_div);
         break;
     case 4:
-        LAUNCH(ring_reduce_f16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
-               (const uint16_t *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_f16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
+                    (const uint16_t *)theirs, len, op, avg_div);
         break;
     case 5:
-        LAUNCH(ring_reduce_bf16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
-               (const uint16_t *)theirs, len, op, avg_div);
+        CUDA_LAUNCH(st, ring_reduce_bf16_kernel, len, (uint16_t *)dst, (const uint16_t *)mine,
+                    (const uint16_t *)theirs, len, op, avg_div);
         break;
     default:
         return VGPU_EINVAL;
@@ -669,15 +475,6 @@ static const struct device_ops device_cuda_ops = {
     /* .host_func = */ cuda_host_func_,
     /* .pin_host = */ cuda_pin_host_,
     /* .unpin_host = */ cuda_unpin_host_,
-    /* .gemm = */ cuda_gemm_,
-    /* .decode_u8 = */ cuda_decode_u8_,
-    /* .bias_add = */ cuda_bias_add_,
-    /* .bias_grad = */ cuda_bias_grad_,
-    /* .relu_backward = */ cuda_relu_backward_,
-    /* .softmax_xent = */ cuda_softmax_xent_,
-    /* .axpby = */ cuda_axpby_,
-    /* .sgd_step = */ cuda_sgd_step_,
-    /* .adam_step = */ cuda_adam_step_,
     /* .stream = */ cuda_stream_,
     /* .ring_mem = */ cuda_ring_mem_,
     /* .ipc_export = */ cuda_ipc_export_,

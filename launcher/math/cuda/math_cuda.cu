@@ -1,0 +1,238 @@
+// math_cuda.cu: the model's math on a CUDA virtual GPU (math_ops.h): one
+// __global__ wrapper a element function, launched on the device's stream,
+// and GEMM through cuBLAS (loaded when first used: cublas_lib.c) on the same
+// stream. A device's math state (the cuBLAS handle, the label flag) is made
+// at its first operation, so a program that only moves data and reduces
+// (collectives, an NCCL program) never loads cuBLAS.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#include "cuda_check.h"
+
+extern "C" {
+#include "device_internal.h" // device_stream
+#include "math_ops.h"
+}
+
+#define CUBLAS_CHECK(call) TRY(cublas_check_((call), #call, __FILE__, __LINE__))
+
+static int cublas_check_(cublasStatus_t rc, const char *what, const char *file, int line)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    log_error("%s:%d: %s failed: cuBLAS status %d", file, line, what, (int)rc);
+    return VGPU_EIO;
+}
+
+struct math_cuda {
+    cublasHandle_t blas;   // on the device's stream
+    int *bad_label;        // device flag set by softmax_xent on a label out of range
+    int *bad_label_host;   // its copy (page-locked), read when softmax_xent returns
+};
+
+static cudaStream_t stream_(const device_t *dev) { return (cudaStream_t)device_stream(dev); }
+
+static void release_(device_t *dev)
+{
+    struct math_cuda *st = (struct math_cuda *)dev->math;
+    if (!st)
+        return;
+    cudaSetDevice(dev->info.index);
+    if (st->bad_label)
+        cudaFree(st->bad_label);
+    if (st->bad_label_host)
+        cudaFreeHost(st->bad_label_host);
+    if (st->blas)
+        cublasDestroy(st->blas);
+    free(st);
+    dev->math = NULL;
+}
+
+static int make_state_(device_t *dev, struct math_cuda *st)
+{
+    CUBLAS_CHECK(cublasCreate(&st->blas));
+    CUBLAS_CHECK(cublasSetStream(st->blas, stream_(dev)));
+    CUDA_CHECK(cudaMalloc(&st->bad_label, sizeof(int)));
+    CUDA_CHECK(cudaMallocHost(&st->bad_label_host, sizeof(int)));
+    *st->bad_label_host = 0;
+    // On the stream every kernel runs on: the legacy stream does not order
+    // with a non-blocking one.
+    CUDA_CHECK(cudaMemsetAsync(st->bad_label, 0, sizeof(int), stream_(dev)));
+    CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+    return 0;
+}
+
+// The device's math state, made current; made at the first call. A state
+// that failed half-way is released and made again by the next call.
+static int state_(device_t *dev, struct math_cuda **out)
+{
+    USE_DEVICE(dev);
+    if (!dev->math) {
+        struct math_cuda *st = (struct math_cuda *)calloc(1, sizeof *st);
+        if (!st)
+            return VGPU_ENOMEM;
+        dev->math = st;
+        dev->math_release = release_;
+        int rc = make_state_(dev, st);
+        if (rc < 0) {
+            release_(dev);
+            return rc;
+        }
+    }
+    *out = (struct math_cuda *)dev->math;
+    return 0;
+}
+
+static int cuda_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, const float *b, float beta, float *c)
+{
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+    struct math_cuda *st;
+    TRY(state_(dev, &st));
+    CUBLAS_CHECK(cublasSgemm(st->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                             trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
+    return 0;
+}
+
+__global__ void decode_u8_kernel(float *out, const uint8_t *codes, const float *table, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_decode_u8(i, out, codes, table);
+}
+
+__global__ void bias_add_kernel(float *out, const float *bias, size_t n, int cols, int relu)
+{
+    GRID_STRIDE(i, n) kernel_bias_add(i, out, bias, cols, relu);
+}
+
+__global__ void bias_grad_kernel(float *dbias, const float *dout, int rows, int cols)
+{
+    GRID_STRIDE(c, (size_t)cols) kernel_bias_grad(c, dbias, dout, rows, cols);
+}
+
+__global__ void relu_backward_kernel(float *din, const float *dout, const float *out, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_relu_backward(i, din, dout, out);
+}
+
+__global__ void softmax_xent_kernel(float *dlogits, float *stats, const float *logits,
+                                    const int32_t *labels, int rows, int classes, float grad_scale,
+                                    int *bad_label)
+{
+    GRID_STRIDE(r, (size_t)rows)
+    if (kernel_softmax_xent(r, dlogits, stats, logits, labels, classes, grad_scale) < 0)
+        *bad_label = 1;
+}
+
+__global__ void axpby_kernel(float *y, float a, const float *x, float b, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_axpby(i, y, a, x, b);
+}
+
+__global__ void sgd_step_kernel(float *p, const float *g, float *v, size_t n, float lr, float mu,
+                                float wd)
+{
+    GRID_STRIDE(i, n) kernel_sgd_step(i, p, g, v, lr, mu, wd);
+}
+
+__global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, size_t n, float b1,
+                                 float b2, float eps, float wd, struct adam_coefs c, int decoupled)
+{
+    GRID_STRIDE(i, n) kernel_adam_step(i, p, g, m, v, b1, b2, eps, wd, c, decoupled);
+}
+
+// Makes the device current and launches on its stream.
+#define LAUNCH(kernel, n, ...)                                                               \
+    do {                                                                                     \
+        USE_DEVICE(dev);                                                                     \
+        CUDA_LAUNCH(stream_(dev), kernel, n, __VA_ARGS__);                                   \
+    } while (0)
+
+static int cuda_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const float *table,
+                           size_t n)
+{
+    LAUNCH(decode_u8_kernel, n, out, codes, table, n);
+    return 0;
+}
+
+static int cuda_bias_add_(device_t *dev, float *out, const float *bias, int rows, int cols,
+                          int relu)
+{
+    size_t n = (size_t)rows * cols;
+    LAUNCH(bias_add_kernel, n, out, bias, n, cols, relu);
+    return 0;
+}
+
+static int cuda_bias_grad_(device_t *dev, float *dbias, const float *dout, int rows, int cols)
+{
+    LAUNCH(bias_grad_kernel, (size_t)cols, dbias, dout, rows, cols);
+    return 0;
+}
+
+static int cuda_relu_backward_(device_t *dev, float *din, const float *dout, const float *out,
+                               size_t n)
+{
+    LAUNCH(relu_backward_kernel, n, din, dout, out, n);
+    return 0;
+}
+
+static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const float *logits,
+                              const int32_t *labels, int rows, int classes, float grad_scale)
+{
+    struct math_cuda *im;
+    TRY(state_(dev, &im));
+    LAUNCH(softmax_xent_kernel, (size_t)rows, dlogits, stats, logits, labels, rows, classes,
+           grad_scale, im->bad_label);
+    // The verdict is read here, as the CPU device gives it: read at a later
+    // synchronisation it could surface inside a collective on this rank
+    // only, and strand the others there until the timeout. (One wait for
+    // the stream a call; a step makes one call a micro-batch.)
+    CUDA_CHECK(cudaMemcpyAsync(im->bad_label_host, im->bad_label, sizeof(int),
+                               cudaMemcpyDeviceToHost, stream_(dev)));
+    CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+    if (*im->bad_label_host) {
+        *im->bad_label_host = 0;
+        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), stream_(dev)));
+        CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+        log_error("softmax_xent: a label is outside [0, %d)", classes);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+static int cuda_axpby_(device_t *dev, float *y, float a, const float *x, float b, size_t n)
+{
+    LAUNCH(axpby_kernel, n, y, a, x, b, n);
+    return 0;
+}
+
+static int cuda_sgd_step_(device_t *dev, float *param, const float *grad, float *velocity,
+                          size_t n, float lr, float momentum, float weight_decay)
+{
+    LAUNCH(sgd_step_kernel, n, param, grad, velocity, n, lr, momentum, weight_decay);
+    return 0;
+}
+
+static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float *m, float *v,
+                           size_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, float bias_corr1, float bias_corr2, int decoupled)
+{
+    LAUNCH(adam_step_kernel, n, param, grad, m, v, n, beta1, beta2, eps, weight_decay,
+           kernel_adam_coefs(lr, weight_decay, bias_corr1, bias_corr2), decoupled);
+    return 0;
+}
+
+static const struct math_ops math_cuda_ops_ = {
+    /* .gemm = */ cuda_gemm_,
+    /* .decode_u8 = */ cuda_decode_u8_,
+    /* .bias_add = */ cuda_bias_add_,
+    /* .bias_grad = */ cuda_bias_grad_,
+    /* .relu_backward = */ cuda_relu_backward_,
+    /* .softmax_xent = */ cuda_softmax_xent_,
+    /* .axpby = */ cuda_axpby_,
+    /* .sgd_step = */ cuda_sgd_step_,
+    /* .adam_step = */ cuda_adam_step_,
+};
+
+extern "C" const struct math_ops *math_cuda_ops(void) { return &math_cuda_ops_; }
