@@ -1,5 +1,7 @@
 // comm.h: collectives between the job's virtual GPUs. Backends (ring, mpi,
-// nccl) are struct comm_ops tables; the worker sees only comm_t.
+// nccl) are struct comm_ops tables (comm_internal.h), chosen in choose.c;
+// programs reach them through libvgpu's public API (vgpu/vgpu.h), never
+// through this header.
 //
 // Contract: every rank of the communicator calls the same collectives in the
 // same order with the same sizes. Buffers are device buffers of the comm's

@@ -1,6 +1,8 @@
 // runtime.h: what turns N MPI processes into N virtual GPUs: bootstrap,
-// configuration agreement, device binding, the communicator, the job table.
-// The worker sees this header, device.h and comm.h, never MPI/CUDA/NCCL.
+// configuration agreement, device binding, the communicator, the job table,
+// the job's timeline. libvgpu's API (api/) is its one user in the library;
+// programs, vgpu_train included, see only the public headers, never this
+// one nor MPI/CUDA/NCCL.
 #ifndef VGPU_RUNTIME_H
 #define VGPU_RUNTIME_H
 
