@@ -1,7 +1,7 @@
 // runtime_internal.h: the runtime's MPI side, shared by its files
 // (bootstrap.c: joining and leaving the job; control.c: the control plane;
-// runtime.c: devices, binding and the communicator) and the timeline
-// (observe/runtime_trace.c). The worker never sees it.
+// runtime.c: devices, binding and the communicator; runtime_trace.c: the
+// timeline). Programs never see it.
 #ifndef VGPU_RUNTIME_INTERNAL_H
 #define VGPU_RUNTIME_INTERNAL_H
 
