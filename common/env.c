@@ -73,6 +73,10 @@ static const struct env_var vars_[] = {
     {"VGPU_TEST_NCCL_VERSION", "VERSION",
      "test hook: this rank reports NCCL VERSION (e.g. 23000 for 2.30; 0 for none) to the job's "
      "backend choice instead of the one it loads (a build with NCCL only)"},
+    {"VGPU_TEST_DEVICE", "NAME",
+     "test hook: the test-only device backend NAME (testmem: host memory without a host view, "
+     "so the collectives copy through staging as on a GPU) stands for the CPU, in a build with "
+     "the tests"},
     {"VGPU_CUDA_VISIBLE_DEVICES_PINNED", "PIN|BEFORE",
      "set by vgpurun-rank, not by users: the CUDA_VISIBLE_DEVICES it pinned and the value it "
      "replaced, which a vgpu program puts back to bind itself"},

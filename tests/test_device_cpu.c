@@ -151,10 +151,10 @@ static void test_shared_arena(void **state)
     device_t a;
     assert_int_equal(device_open(&a, &info, 0, "h", CAP_BYTES, 1), 0);
     struct shm_handle h;
-    assert_int_equal(device_cpu_share(&a, &h), 0);
+    assert_int_equal(device_share(&a, &h), 0);
     assert_int_equal(h.pid, getpid());
     assert_int_equal(h.bytes, CAP_BYTES);
-    float *view = device_cpu_view(&a, a.arena.base);
+    float *view = device_host_view(&a, a.arena.base);
     view[7] = 42.0f;
     pid_t child = fork();
     if (child == 0) {
@@ -182,7 +182,7 @@ static void test_shared_arena(void **state)
     assert_true(shm_share_map(&other, 0, &m) < 0);
     assert_null(m);
     device_close(&a);
-    assert_int_equal(device_cpu_share(&a, &h), VGPU_EINVAL);
+    assert_int_equal(device_share(&a, &h), VGPU_EINVAL);
 }
 
 // ---- memory ----
@@ -447,7 +447,7 @@ static void test_host_func(void **state)
     device_t *dev = *state;
     float host[5] = {1, 2, 3, 4, 5}, back[5] = {0};
     float *d = upload_(dev, host, 5);
-    struct host_func_arg_ a = {d, 5, !device_is_cuda(dev), 0};
+    struct host_func_arg_ a = {d, 5, device_host_addressable(dev), 0};
     assert_int_equal(device_host_func(dev, host_func_double_, &a), 0);
     assert_int_equal(device_sync(dev), 0);
     assert_int_equal(a.calls, 1);

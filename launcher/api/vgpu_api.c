@@ -156,7 +156,7 @@ const char *vgpu_device_kind(const vgpu_t *v)
 int vgpu_cuda_device(const vgpu_t *v)
 {
     device_t *d = api_device((vgpu_t *)v);
-    return d && device_is_cuda(d) ? d->info.index : -1;
+    return d && device_caps(d) & DEVICE_CAP_CUDA ? d->info.index : -1;
 }
 
 const char *vgpu_backend(const vgpu_t *v)

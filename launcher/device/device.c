@@ -1,93 +1,123 @@
-// device.c: the backend-independent half of a virtual GPU: the capped arena,
+// device.c: the backend-independent half of a virtual GPU: the registry of
+// backends (what each kind is: name, caps, discovery), the capped arena,
 // pointer checks, copy counters, and dispatch to the backend's ops.
 #include <stdio.h>
 #include <string.h>
 
 #include "device_internal.h"
-#include "gpu_driver.h"
+#include "env.h"
 #include "log.h"
 #include "util.h"
 
-// The registry: every backend of this binary, one a kind. A backend that is
-// not built answers NULL (its folder's absent.c).
-static const struct device_ops *registry_(int i)
+// ---- the registry ----
+//
+// Every backend of this binary: one line a backend, in the order
+// devices.kind = auto and device_kind_with look (the first GPU kind wins).
+// Its folder (device/<name>/, every sub-folder of device/ is added to the
+// build) defines device_<name>_backend(), answering its table, or NULL
+// from the folder's absent.c where it is not built. CUDA's absent.c answers
+// a table that still describes the kind (name, caps, discovery through the
+// driver layer, which simulates GPUs) without memory operations.
+#define DEVICE_BACKENDS(X) X(cpu) X(cuda)
+
+#define DECLARE_(name) const struct device_ops *device_##name##_backend(void);
+#define ENTRY_(name) device_##name##_backend,
+DEVICE_BACKENDS(DECLARE_)
+static const struct device_ops *(*const registry_[])(void) = {DEVICE_BACKENDS(ENTRY_)};
+#define REGISTRY_SIZE (sizeof registry_ / sizeof registry_[0])
+
+// The table that describes `kind`, built or not: the first of the kind in
+// registry order, except that a test-only backend answers only, and first,
+// where VGPU_TEST_DEVICE names it.
+static const struct device_ops *describe_(enum device_kind kind)
 {
-    switch (i) {
-    case 0: return &device_cpu_ops;
-    case 1: return device_cuda_backend();
-    default: return NULL;
+    const char *test = env_read("VGPU_TEST_DEVICE");
+    const struct device_ops *found = NULL;
+    for (size_t i = 0; i < REGISTRY_SIZE; i++) {
+        const struct device_ops *t = registry_[i]();
+        if (!t || t->kind != kind)
+            continue;
+        if (t->caps & DEVICE_CAP_TEST) {
+            if (test && !strcmp(test, t->name))
+                return t;
+        } else if (!found) {
+            found = t;
+        }
     }
+    return found;
 }
-#define REGISTRY_SIZE 2
 
 const struct device_ops *device_backend(enum device_kind kind)
 {
-    for (int i = 0; i < REGISTRY_SIZE; i++)
-        if (registry_(i) && registry_(i)->kind == kind)
-            return registry_(i);
-    return NULL;
+    const struct device_ops *t = describe_(kind);
+    return t && t->reserve ? t : NULL; // no memory operations: not built
 }
 
 const char *device_kind_name(enum device_kind kind)
 {
-    switch (kind) {
-    case DEVICE_KIND_AUTO: return "auto";
-    case DEVICE_KIND_CPU: return "cpu";
-    case DEVICE_KIND_CUDA: return "cuda";
-    }
-    return "?";
+    const struct device_ops *t = describe_(kind);
+    return t ? t->name : kind == DEVICE_KIND_AUTO ? "auto" : "?";
 }
 
-// A simulated GPU does its math on the CPU backend.
+const char *device_kind_label(enum device_kind kind)
+{
+    const struct device_ops *t = describe_(kind);
+    return t && t->label ? t->label : "?";
+}
+
+unsigned device_kind_caps(enum device_kind kind)
+{
+    const struct device_ops *t = describe_(kind);
+    return t ? t->caps : 0;
+}
+
+int device_kind_host_addressable(enum device_kind kind)
+{
+    const struct device_ops *t = describe_(kind);
+    return t && t->host_view;
+}
+
+enum device_kind device_kind_with(unsigned caps)
+{
+    for (size_t i = 0; i < REGISTRY_SIZE; i++) {
+        const struct device_ops *t = registry_[i]();
+        if (t && (t->caps & caps) == caps && describe_(t->kind) == t)
+            return t->kind;
+    }
+    return DEVICE_KIND_AUTO;
+}
+
+// A simulated GPU does its math on the backend that stands for the CPU.
 static const struct device_ops *ops_for_(const struct device_info *info)
 {
-    return info->simulated ? &device_cpu_ops : device_backend(info->kind);
+    return device_backend(info->simulated ? DEVICE_KIND_CPU : info->kind);
 }
 
 int device_discover(enum device_kind kind, struct device_info *out, int max, int *count, char *err,
                     size_t err_bytes)
 {
     *count = 0;
-    if (kind == DEVICE_KIND_CPU) {
-        if (max < 1)
-            return VGPU_EINVAL;
-        TRY(device_cpu_discover_(out));
-        *count = 1;
-        return 0;
-    }
-    if (kind == DEVICE_KIND_CUDA) {
-        const struct gpu_driver *drv = gpu_driver();
-        if (!drv)
-            return VGPU_EUNSUPPORTED;
-        struct gpu_props props[GPU_MAX];
-        int n = 0;
-        int rc = drv->scan(props, GPU_MAX < max ? GPU_MAX : max, &n, err, err_bytes);
-        if (rc < 0)
-            return rc; // err says which device and why
-        for (int i = 0; i < n; i++) {
-            struct device_info *d = &out[i];
-            memset(d, 0, sizeof *d);
-            d->kind = DEVICE_KIND_CUDA;
-            d->index = props[i].ordinal;
-            snprintf(d->name, sizeof d->name, "%s", props[i].name);
-            snprintf(d->uuid, sizeof d->uuid, "%s", props[i].uuid);
-            snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", props[i].pci_bus_id);
-            d->total_bytes = props[i].total_bytes;
-            d->free_bytes = props[i].free_bytes;
-            d->compute_mode = props[i].compute_mode;
-            d->mig = props[i].mig;
-            d->free_unknown = props[i].free_unknown;
-            d->client_limit_bytes = props[i].client_limit_bytes;
-            d->mps = props[i].mps;
-            d->simulated = drv->simulated;
-        }
-        *count = n;
-        return 0;
-    }
-    return VGPU_EINVAL;
+    const struct device_ops *t = describe_(kind);
+    if (!t || !t->discover)
+        return VGPU_EINVAL;
+    return t->discover(out, max, count, err, err_bytes);
 }
 
-int device_is_cuda(const device_t *dev) { return dev && dev->ops && dev->ops->kind == DEVICE_KIND_CUDA; }
+unsigned device_caps(const device_t *dev) { return dev && dev->ops ? dev->ops->caps : 0; }
+
+void *device_host_view(const device_t *dev, const void *ptr)
+{
+    return dev && dev->ops && dev->ops->host_view ? dev->ops->host_view(dev, ptr) : NULL;
+}
+
+int device_share(const device_t *dev, struct shm_handle *out)
+{
+    return dev && dev->ops && dev->ops->share ? dev->ops->share(dev, out) : VGPU_EINVAL;
+}
+
+int device_host_addressable(const device_t *dev) { return dev && dev->ops && dev->ops->host_view; }
+
+int device_can_ipc(const device_t *dev) { return dev && dev->ops && dev->ops->ipc_export; }
 
 void *device_stream(const device_t *dev)
 {

@@ -1,6 +1,9 @@
 // device.h: a virtual GPU: memory-capped device memory, explicit copies, a
-// stream, discovery. Backends (cpu, cuda) are struct device_ops tables. The
-// math a model computes with is the math module's (math/math_ops.h).
+// stream. Backends are struct device_ops tables in a registry (device.c):
+// each says what its kind is (discovery, capabilities, a host view or none),
+// so that the runtime and the collectives ask the device instead of naming a
+// backend. The math a model computes with is the math module's
+// (math/math_ops.h).
 //
 // Contract shared by every function here:
 // - pointers called "device" must come from device_alloc on the same device;
@@ -25,7 +28,7 @@ typedef struct device device_t;
 
 // A physical device as discovered (a GPU, or the host for CPU simulation).
 struct device_info {
-    enum device_kind kind; // DEVICE_KIND_CPU | DEVICE_KIND_CUDA
+    enum device_kind kind; // the backend's kind (device_kind_name)
     int index;             // ordinal among visible devices of that kind
     char name[96];         // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
     uint64_t total_bytes;  // device memory (CPU: host RAM)
@@ -48,6 +51,20 @@ struct device_counters {
 
 #define DEVICE_IPC_HANDLE_BYTES 64
 struct ring_mem_ops;
+struct shm_handle;
+
+// What the runtime and the collectives may rely on of a device kind (its
+// backend's device_ops.caps; a backend that is not built still describes its
+// kind: cuda/absent.c). Whether device memory is host-addressable is not a
+// bit: it is whether the backend has a host_view operation.
+#define DEVICE_CAP_GPU (1u << 0)  // an accelerator: every rank scans the devices it sees (UUIDs,
+                                  // compute modes, MPS or contexts taking turns), a context costs
+                                  // memory beside the cap, and where none is visible the CPU
+                                  // stands in (devices.kind = auto)
+#define DEVICE_CAP_CUDA (1u << 1) // its memory and stream are CUDA's: NCCL can drive it, and
+                                  // vgpu_cuda_device names its CUDA ordinal
+#define DEVICE_CAP_TEST (1u << 2) // built for the tests only; the registry answers it for its
+                                  // kind only where VGPU_TEST_DEVICE names it
 
 struct device_ops {
     enum device_kind kind;
@@ -68,7 +85,7 @@ struct device_ops {
     int (*pin_host)(device_t *dev, void *ptr, size_t bytes);
     void (*unpin_host)(device_t *dev, void *ptr);
     // Optional, NULL where the backend has none (the CPU: its memory is
-    // shared through device_cpu_share and the ring reads it in place).
+    // shared through its share operation and the ring reads it in place).
     // The native stream every kernel and copy runs on (a cudaStream_t).
     void *(*stream)(const device_t *dev);
     // The ring over device memory (comm_ring.c): its memory operations on
@@ -78,6 +95,18 @@ struct device_ops {
     int (*ipc_export)(const device_t *dev, unsigned char handle[DEVICE_IPC_HANDLE_BYTES]);
     int (*ipc_open)(device_t *dev, const unsigned char handle[DEVICE_IPC_HANDLE_BYTES], void **base);
     void (*ipc_close)(device_t *dev, void *base);
+    // ---- what the kind is: the registry's and the runtime's questions ----
+    unsigned caps;     // DEVICE_CAP_* bits
+    const char *label; // the kind in prose ("CUDA", "CPU"): "no CUDA GPU is visible"
+    // This process's physical devices of the kind (device_discover's contract).
+    int (*discover)(struct device_info *out, int max, int *count, char *err, size_t err_bytes);
+    // Optional, NULL where device memory is not host-addressable (CUDA):
+    // the host address of a device pointer (NULL outside the arena), and
+    // what a same-host peer needs to map the arena (shm_share_map; 0 or
+    // VGPU_EINVAL). The collectives reach such memory in place; without
+    // them they copy through host staging, as on a GPU.
+    void *(*host_view)(const device_t *dev, const void *ptr);
+    int (*share)(const device_t *dev, struct shm_handle *out);
 };
 
 struct device {
@@ -100,17 +129,31 @@ struct device {
 };
 
 // The backend registry: the backend of a kind; NULL if unknown or not built
-// into this binary.
+// into this binary. A test-only backend (DEVICE_CAP_TEST) stands for its
+// kind where the environment variable VGPU_TEST_DEVICE names it, and never
+// otherwise.
 const struct device_ops *device_backend(enum device_kind kind);
-// "cpu", "cuda" ("auto" and "?" for what no device has).
+// The backend's name: "cpu", "cuda" ("auto" and "?" for what no device has).
 const char *device_kind_name(enum device_kind kind);
+// The kind in prose: "CPU", "CUDA" ("?" for what no device has).
+const char *device_kind_label(enum device_kind kind);
+// The kind's DEVICE_CAP_* bits (0 for auto or an unknown kind), built or not.
+unsigned device_kind_caps(enum device_kind kind);
+// Whether the kind's device memory is host-addressable (its backend has a
+// host view); 0 for auto or an unknown kind.
+int device_kind_host_addressable(enum device_kind kind);
+// The first kind in registry order whose caps include every bit of `caps`
+// (DEVICE_CAP_GPU: the GPU that devices.kind = auto looks for), or
+// DEVICE_KIND_AUTO where none has them.
+enum device_kind device_kind_with(unsigned caps);
 
-// Physical devices of `kind` (cpu or cuda) this process sees. Fills up
-// to max entries and sets *count (0 for cuda when there is no driver or no
-// GPU: not an error). For cuda the driver layer answers (gpu_driver.h: CUDA,
-// or the simulated topology of VGPU_SIM_GPUS). Returns VGPU_EUNSUPPORTED for
-// cuda when no GPU support is built and none is simulated, VGPU_EIO for a GPU
-// that is present but failing (err names it).
+// Physical devices of `kind` this process sees: the backend's discover
+// operation. Fills up to max entries and sets *count (0 for a GPU kind when
+// there is no driver or no GPU: not an error). For cuda the driver layer
+// answers (gpu_driver.h: CUDA, or the simulated topology of VGPU_SIM_GPUS).
+// Returns VGPU_EINVAL for a kind no backend has (or max < 1 on the CPU),
+// VGPU_EUNSUPPORTED for cuda when no GPU support is built and none is
+// simulated, VGPU_EIO for a GPU that is present but failing (err names it).
 int device_discover(enum device_kind kind, struct device_info *out, int max, int *count, char *err,
                     size_t err_bytes);
 
@@ -123,8 +166,11 @@ int device_open(device_t *dev, const struct device_info *info, int rank, const c
 // Frees everything; device_close(NULL) is a no-op.
 void device_close(device_t *dev);
 
-// The backend's name ("cpu" or "cuda").
+// The kind's name ("cpu" or "cuda"; a simulated GPU's is "cuda").
 const char *device_kind(const device_t *dev);
+// The opened backend's DEVICE_CAP_* bits (a simulated GPU's are the CPU's:
+// its memory and math are); 0 for a device that is not open.
+unsigned device_caps(const device_t *dev);
 
 // Allocates from the capped arena. Over the cap: logs
 // "device memory cap exceeded: requested X, in use Y of CAP (virtual GPU v on

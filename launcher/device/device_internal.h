@@ -1,35 +1,30 @@
-// device_internal.h: backend tables and the CPU backend's shared-arena view,
-// shared by the runtime, the collectives and the perf tools (the ring maps
-// same-host peers' arenas).
+// device_internal.h: the backend registry, and what the runtime, the
+// collectives and the perf tools ask of a device beyond device.h: its host
+// view, the arena shared with same-host peers (the ring maps them), its
+// optional GPU operations.
 #ifndef VGPU_DEVICE_INTERNAL_H
 #define VGPU_DEVICE_INTERNAL_H
 
 #include "device.h"
 #include "shm_share.h"
 
+// The CPU backend's table and its host view and share operations
+// (device_cpu.c). Outside the backend, ask device_host_view and
+// device_share, which work on whatever device has them.
 extern const struct device_ops device_cpu_ops;
-// The CUDA backend's table, NULL where this binary has no CUDA (its
-// folder's absent.c says so).
-const struct device_ops *device_cuda_backend(void);
-
-// CPU discovery (see device_discover): one device, the host. GPUs are
-// discovered through the driver layer (gpu_driver.h).
-int device_cpu_discover_(struct device_info *out);
-
-// CPU backend. Device memory is a memfd (shm_share.h) mapped twice: the
-// "device" view (PROT_NONE, the addresses handed out, so a host dereference
-// faults as on a GPU) and a read-write "host view" used by the device's own
-// kernels and by the collectives.
-//
-// Host view of a device pointer on a CPU device; NULL if dev is not a CPU
-// device or ptr is not inside its arena.
 void *device_cpu_view(const device_t *dev, const void *ptr);
-// What a same-host peer needs to map the arena (shm_share_map); returns 0,
-// or VGPU_EINVAL if dev is not an open CPU device.
 int device_cpu_share(const device_t *dev, struct shm_handle *out);
 
-// Whether the device is a CUDA device (memory not host-mappable).
-int device_is_cuda(const device_t *dev);
+// The backend's host view of a device pointer: NULL where device memory is
+// not host-addressable (CUDA, the test device) or ptr is not in the arena.
+void *device_host_view(const device_t *dev, const void *ptr);
+// What a same-host peer needs to map the arena (shm_share_map); returns 0,
+// or VGPU_EINVAL if dev is not open or its memory cannot be shared so.
+int device_share(const device_t *dev, struct shm_handle *out);
+// Whether the opened device's memory is host-addressable (a host view).
+int device_host_addressable(const device_t *dev);
+// Whether neighbours can open its arena (an IPC handle: device_ipc_export).
+int device_can_ipc(const device_t *dev);
 
 // The backend's optional operations (device_ops), or what stands for them
 // where it has none: the native stream (NULL), the ring's memory operations

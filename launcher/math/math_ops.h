@@ -48,8 +48,9 @@ struct math_ops {
                      float bias_corr1, float bias_corr2, int decoupled);
 };
 
-// The math of dev's backend (math_ops.c's registry); NULL, said, where this
-// binary has none for it (the entries below return VGPU_EUNSUPPORTED).
+// The math for dev (math_ops.c's registry: by what its memory is); NULL,
+// said, where this binary has none for it (the entries below then return
+// VGPU_EUNSUPPORTED).
 const struct math_ops *math_for(const device_t *dev);
 // The backends' tables (a backend not built answers NULL: cuda/absent.c).
 const struct math_ops *math_cpu_ops(void);

@@ -73,7 +73,8 @@ static int bind_gpu_(const struct vgpurun_rank_id *id)
     struct device_info seen[MAX_GPUS], usable[MAX_GPUS];
     int count = 0, n = 0;
     char err[512] = "";
-    if (device_discover(DEVICE_KIND_CUDA, seen, MAX_GPUS, &count, err, sizeof err) < 0 || count <= 0)
+    if (device_discover(device_kind_with(DEVICE_CAP_CUDA), seen, MAX_GPUS, &count, err, sizeof err) < 0 ||
+        count <= 0)
         return 0;
     for (int i = 0; i < count; i++)
         if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent

@@ -8,7 +8,8 @@
 #include "status.h"
 #include "util.h"
 
-static int is_cuda_(const struct device_info *d) { return d->kind == DEVICE_KIND_CUDA; }
+// A GPU: contexts and buffers beside the caps, which take a share of free memory.
+static int is_gpu_(const struct device_info *d) { return (device_kind_caps(d->kind) & DEVICE_CAP_GPU) != 0; }
 
 // a + b, or UINT64_MAX when that does not fit.
 static uint64_t add_sat_(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -137,7 +138,7 @@ int binding_compute(const struct binding_request *req, struct binding *out, char
             cap = req->memory_limit;
         } else if (req->memory_fraction > 0) {
             cap = (uint64_t)(req->memory_fraction * (double)dv->free_bytes / (double)k);
-        } else if (is_cuda_(dv)) {
+        } else if (is_gpu_(dv)) {
             // Outside the caps: each rank's context, and where the backend
             // may run with k ranks on the device, its buffers (NCCL's), so
             // that it finds its room.

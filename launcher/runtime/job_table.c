@@ -37,6 +37,10 @@ int job_table_count_mig(const struct job_row *rows, int n)
 
 static const char *s_(long k) { return k == 1 ? "" : "s"; }
 
+// A GPU kind (the CPU stands in otherwise): "physical GPU" lines, idle GPUs,
+// contexts taking turns.
+static int gpu_(enum device_kind kind) { return (device_kind_caps(kind) & DEVICE_CAP_GPU) != 0; }
+
 // "vgpu: " + text, wrapped at spaces to JOB_TABLE_COLUMNS, continuation
 // lines indented under the text.
 static void print_wrapped_(FILE *f, const char *text)
@@ -70,7 +74,7 @@ static void print_idle_(FILE *f, const struct job_row *rows, int n)
         int first = 1;
         for (int q = 0; q < r && first; q++)
             first = rows[q].node_index != rows[r].node_index;
-        if (!first || rows[r].kind != DEVICE_KIND_CUDA)
+        if (!first || !gpu_(rows[r].kind))
             continue;
         int used = 0;
         for (int q = r; q < n; q++) {
@@ -107,8 +111,8 @@ static void short_host_(char *out, size_t out_bytes, const char *host, int width
 void job_table_print(FILE *f, const struct job_row *rows, int n, const struct job_table_facts *facts)
 {
     char line[1024], a[32], b[32];
-    const int cuda = rows[0].kind == DEVICE_KIND_CUDA, h = facts->hosts;
-    if (cuda) {
+    const int gpu = gpu_(rows[0].kind), h = facts->hosts;
+    if (gpu) {
         const int p = job_table_count_devices(rows, n, 1), mig = job_table_count_mig(rows, n);
         char instances[48] = "";
         if (mig)
@@ -121,7 +125,7 @@ void job_table_print(FILE *f, const struct job_row *rows, int n, const struct jo
                  n, s_(n), n, s_(n), h, s_(h));
     }
     print_wrapped_(f, line);
-    if (cuda && facts->simulated)
+    if (gpu && facts->simulated)
         print_wrapped_(f, "VGPU_SIM_GPUS: CPU math behind the GPUs' description");
     snprintf(line, sizeof line, "collectives: %s (%s)", facts->backend, facts->backend_reason);
     print_wrapped_(f, line);
@@ -135,7 +139,7 @@ void job_table_print(FILE *f, const struct job_row *rows, int n, const struct jo
     }
     int turns = 0; // the most ranks that take turns on one GPU (no MPS)
     for (int r = 0; r < n; r++)
-        if (rows[r].kind == DEVICE_KIND_CUDA && !rows[r].mps && rows[r].ranks_on_device > turns)
+        if (gpu_(rows[r].kind) && !rows[r].mps && rows[r].ranks_on_device > turns)
             turns = rows[r].ranks_on_device;
     if (turns > 1) {
         snprintf(line, sizeof line,

@@ -20,7 +20,7 @@ struct job_row {
     int nccl_version; // NCCL this rank loads (0 = none)
     int host_devices; // devices binding could use on this rank's host
     char host[64];
-    enum device_kind kind; // DEVICE_KIND_CPU | DEVICE_KIND_CUDA
+    enum device_kind kind; // the device's kind (device_kind_caps, device_kind_name)
     char name[96];       // the device's name
     char uuid[48];       // the device's (a MIG instance's own)
     char pci_bus_id[32]; // the physical GPU's (MIG instances of one GPU share it); "" on CPUs

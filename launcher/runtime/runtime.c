@@ -42,9 +42,9 @@ struct scan_ {
 // their lists, and the union (by UUID, in the order the ranks list them,
 // PROHIBITED devices left out) is what binding places ranks on, with each
 // rank's view as a mask. Fills host->devs/ndev/visible/mps and *mine (this
-// rank's scan). Returns 0 (GPUs), 1 (no GPU: the CPU stands in), 2 (CPU
-// asked for), or a negative status with a message in err (the same on every
-// rank of the host).
+// rank's scan). Returns 0 (GPUs), 1 (no GPU: the CPU stands in), 2 (a kind
+// that is not a GPU asked for: the CPU), or a negative status with a message
+// in err (the same on every rank of the host).
 struct host_devices {
     struct device_info devs[MAX_DEVICES];
     int ndev;
@@ -52,18 +52,27 @@ struct host_devices {
     int mps;
 };
 
+// The GPU kind a job looks for: the one asked for, or for devices.kind =
+// auto the registry's first GPU kind (CUDA).
+static enum device_kind gpu_kind_(const struct runtime *rt)
+{
+    const enum device_kind want = rt->cfg.devices.kind;
+    return want == DEVICE_KIND_AUTO ? device_kind_with(DEVICE_CAP_GPU) : want;
+}
+
 static int discover_(struct runtime *rt, struct host_devices *host, struct scan_ *mine, char *err,
                      size_t err_bytes)
 {
-    const enum device_kind want = rt->cfg.devices.kind;
+    const enum device_kind want = rt->cfg.devices.kind, gpu = gpu_kind_(rt);
     memset(mine, 0, sizeof *mine);
-    if (want == DEVICE_KIND_CPU) {
+    if (!(device_kind_caps(gpu) & DEVICE_CAP_GPU)) { // the host itself: each rank sees it alike
         int n = 0;
-        int rc = device_discover(DEVICE_KIND_CPU, host->devs, MAX_DEVICES, &n, err, err_bytes);
+        int rc = device_discover(want == DEVICE_KIND_AUTO ? DEVICE_KIND_CPU : want, host->devs,
+                                 MAX_DEVICES, &n, err, err_bytes);
         host->ndev = n;
         return rc < 0 ? rc : 2;
     }
-    mine->rc = device_discover(DEVICE_KIND_CUDA, mine->devs, MAX_DEVICES, &mine->count, mine->msg,
+    mine->rc = device_discover(gpu, mine->devs, MAX_DEVICES, &mine->count, mine->msg,
                                sizeof mine->msg);
     const struct gpu_driver *drv = gpu_driver();
     mine->mps = drv && drv->mps_active();
@@ -116,18 +125,22 @@ static int discover_(struct runtime *rt, struct host_devices *host, struct scan_
             host->devs[i].index = i; // the host's numbering; ordinals stay per rank
         return 0;
     }
-    if (want == DEVICE_KIND_CUDA && mine->rc == VGPU_EUNSUPPORTED)
+    const char *name = device_kind_name(gpu), *label = device_kind_label(gpu);
+    if (want != DEVICE_KIND_AUTO && mine->rc == VGPU_EUNSUPPORTED)
         return util_errorf(err, err_bytes, VGPU_ENODEV,
-                           "devices.kind = cuda, but this vgpu was built without CUDA (rebuild "
-                           "with -DVGPU_CUDA=ON) or use devices.kind = auto|cpu");
-    if (want == DEVICE_KIND_CUDA)
+                           "devices.kind = %s, but this vgpu was built without %s (rebuild "
+                           "with -DVGPU_%s=ON) or use devices.kind = auto|cpu",
+                           name, label, label);
+    if (want != DEVICE_KIND_AUTO && prohibited_only)
         return util_errorf(err, err_bytes, VGPU_ENODEV,
-                           prohibited_only
-                               ? "devices.kind = cuda, but every GPU on %s is in PROHIBITED compute "
-                                 "mode (nvidia-smi -q | grep 'Compute Mode'); use devices.kind = auto|cpu"
-                               : "devices.kind = cuda, but no CUDA GPU is visible on %s "
-                                 "(CUDA_VISIBLE_DEVICES, driver?); use devices.kind = auto|cpu",
-                           rt->host);
+                           "devices.kind = %s, but every GPU on %s is in PROHIBITED compute "
+                           "mode (nvidia-smi -q | grep 'Compute Mode'); use devices.kind = auto|cpu",
+                           name, rt->host);
+    if (want != DEVICE_KIND_AUTO)
+        return util_errorf(err, err_bytes, VGPU_ENODEV,
+                           "devices.kind = %s, but no %s GPU is visible on %s "
+                           "(%s_VISIBLE_DEVICES, driver?); use devices.kind = auto|cpu",
+                           name, label, rt->host, label);
     int n = 0;
     rc = device_discover(DEVICE_KIND_CPU, host->devs, MAX_DEVICES, &n, err, err_bytes);
     host->ndev = n;
@@ -213,7 +226,7 @@ static int agree_worst_(struct runtime *rt, int rc)
 struct placement_ {
     struct binding mine;    // its device (the host's numbering), ranks on it, its cap
     struct device_info dev; // that device, with this rank's own ordinal for it
-    int cuda;               // GPUs (not the CPU standing in)
+    int gpu;                // GPUs (not the CPU standing in)
     int host_mps;           // the host's GPUs run under MPS
     int host_ndev;          // devices on the host
 };
@@ -240,7 +253,7 @@ static int agree_nccl_facts_(struct runtime *rt, int discovered, const struct nc
 // leave its buffers room. This host's view: MIG here rules it out.
 static int nccl_ranks_here_(const struct runtime *rt, const struct runtime_open_args *args,
                             const struct host_devices *host, const struct nccl_facts_ *nf,
-                            int cuda)
+                            int gpu)
 {
     const int requested = rt->cfg.comm.backend;
     if (requested != BACKEND_AUTO && requested != BACKEND_NCCL)
@@ -248,18 +261,20 @@ static int nccl_ranks_here_(const struct runtime *rt, const struct runtime_open_
     int host_mig = 0;
     for (int i = 0; i < host->ndev; i++)
         host_mig |= host->devs[i].mig;
+    const enum device_kind kind = host->ndev > 0 ? host->devs[0].kind : DEVICE_KIND_AUTO;
+    const int cuda = gpu && (device_kind_caps(kind) & DEVICE_CAP_CUDA);
     const struct comm_choice_facts may = {.nccl_built = nf->built, .nccl_version = nf->version,
                                           .all_cuda = cuda, .multi_rank_env = nf->multi_rank_env,
                                           .max_ctas_set = nf->max_ctas_set, .mps = host->mps,
                                           .mig = host_mig, .all_to_all = args->tree_all_reduce,
-                                          .staged = cuda};
+                                          .staged = gpu && !device_kind_host_addressable(kind)};
     return comm_nccl_ranks_per_gpu(&may);
 }
 
 // Every rank of the host binds from the same inputs; this rank takes its
 // own entry. Returns 0 or a status with err set.
 static int bind_(const struct runtime *rt, const struct runtime_open_args *args,
-                 const struct host_devices *host, int cuda, int nccl_ranks, struct binding *mine,
+                 const struct host_devices *host, int gpu, int nccl_ranks, struct binding *mine,
                  char *err, size_t err_bytes)
 {
     const struct config *cfg = &rt->cfg;
@@ -275,11 +290,11 @@ static int bind_(const struct runtime *rt, const struct runtime_open_args *args,
         .memory_fraction = cfg->devices.memory_fraction,
         .map = cfg->devices.map.count ? cfg->devices.map.v : NULL,
         .map_count = cfg->devices.map.count,
-        .overhead_bytes = cuda ? CUDA_CONTEXT_OVERHEAD : 0,
+        .overhead_bytes = gpu ? CUDA_CONTEXT_OVERHEAD : 0,
         .backend_extra_bytes = nccl_ranks ? NCCL_BUFFER_BUDGET : 0,
         .backend_max_ranks = nccl_ranks,
         .min_bytes = args->min_bytes,
-        .visible = cuda ? host->visible : NULL,
+        .visible = gpu ? host->visible : NULL,
         .mps = host->mps,
     };
     const int rc = binding_compute(&req, bind, err, err_bytes);
@@ -308,31 +323,32 @@ static int place_(struct runtime *rt, const struct runtime_open_args *args, stru
     host->visible = visible;
     int rc = discover_(rt, host, scan, err, sizeof err);
     if (rc == 1 && rt->rank == 0 && !args->quiet)
-        printf("vgpu: no CUDA GPU visible: using CPU-simulated virtual GPUs\n");
+        printf("vgpu: no %s GPU visible: using CPU-simulated virtual GPUs\n",
+               device_kind_label(gpu_kind_(rt)));
     const int nf_rc = agree_nccl_facts_(rt, rc, here, nf);
     if (nf_rc < 0) { // MPI is left alone now; scan may be a pending gather's buffer
         free(host);
         free(visible);
         return nf_rc;
     }
-    pl->cuda = rc == 0;
+    pl->gpu = rc == 0;
     // Free memory no one could tell (no NVML): said once a host.
-    for (int i = 0; pl->cuda && rt->local_rank == 0 && i < host->ndev; i++)
+    for (int i = 0; pl->gpu && rt->local_rank == 0 && i < host->ndev; i++)
         if (host->devs[i].free_unknown) {
             log_warn("NVML (libnvidia-ml.so.1) is not available: free GPU memory is unknown, so "
                      "the caps assume each GPU's whole memory is free");
             break;
         }
     if (rc >= 0)
-        rc = bind_(rt, args, host, pl->cuda, nccl_ranks_here_(rt, args, host, *nf, pl->cuda),
+        rc = bind_(rt, args, host, pl->gpu, nccl_ranks_here_(rt, args, host, *nf, pl->gpu),
                    &pl->mine, err, sizeof err);
     if (rc >= 0) {
         // This rank opens the bound device by its own ordinal for it.
         pl->dev = host->devs[pl->mine.device];
-        for (int i = 0; pl->cuda && i < scan->count; i++)
+        for (int i = 0; pl->gpu && i < scan->count; i++)
             if (!strcmp(scan->devs[i].uuid, pl->dev.uuid))
                 pl->dev.index = scan->devs[i].index;
-        pl->host_mps = host->mps && pl->cuda;
+        pl->host_mps = host->mps && pl->gpu;
         pl->host_ndev = host->ndev;
     } else if (rt->local_rank == 0 && err[0]) {
         log_error("%s", err);
@@ -344,7 +360,7 @@ static int place_(struct runtime *rt, const struct runtime_open_args *args, stru
         return agree_worst_(rt, rc);
     // CUDA shows a process one MIG instance: ranks that were given none of
     // their own all land on the first one.
-    if (pl->cuda && pl->dev.mig && pl->mine.ranks_on_device > 1 && rt->local_rank == 0 &&
+    if (pl->gpu && pl->dev.mig && pl->mine.ranks_on_device > 1 && rt->local_rank == 0 &&
         !args->quiet)
         log_warn("%d ranks share MIG instance %s: CUDA shows a process one MIG instance, so "
                  "give each rank its own (CUDA_VISIBLE_DEVICES=MIG-... a rank, as Slurm's MIG "
@@ -440,13 +456,13 @@ static int choose_backend_(struct runtime *rt, const struct runtime_open_args *a
         .all_to_all = args->tree_all_reduce,
     };
     for (int r = 0; r < rt->size; r++) {
-        facts.all_cuda &= rows[r].kind == DEVICE_KIND_CUDA;
+        facts.all_cuda &= (device_kind_caps(rows[r].kind) & DEVICE_CAP_CUDA) != 0;
         facts.max_ranks_per_gpu = rows[r].ranks_on_device > facts.max_ranks_per_gpu
                                       ? rows[r].ranks_on_device
                                       : facts.max_ranks_per_gpu;
         facts.mps |= rows[r].mps;
         facts.mig |= rows[r].mig;
-        facts.staged |= rows[r].kind == DEVICE_KIND_CUDA;
+        facts.staged |= !device_kind_host_addressable(rows[r].kind);
     }
     facts.staged |= env_get()->ring_staging == 1; // the same on every rank: launchers export it
     int rc = comm_choose_backend(config_enum_name("comm", "backend", rt->cfg.comm.backend), &facts,

@@ -108,7 +108,7 @@ static int mpi_create_(comm_t *c, const struct comm_args *args)
             m->half_op[k][op] = MPI_OP_NULL; // a handle, not necessarily 0
     // VGPU_MPI_STAGING=1 takes the GPU's data path (copies through host
     // staging) on CPU devices too, so that tests run it without a GPU.
-    m->staged = device_is_cuda(args->dev) || env_get()->mpi_staging;
+    m->staged = !device_host_addressable(args->dev) || env_get()->mpi_staging;
     int rc = comm_mpi_dup_bounded(c, args->mpi_comm, &m->comm, "mpi backend set-up (MPI_Comm_idup)");
     if (rc == 0)
         rc = half_ops_create_(m);
@@ -168,9 +168,9 @@ static int mpi_all_reduce_(comm_t *c, const void *send, void *recv, size_t count
                 TRY(device_copy_to_host(c->dev, r, (const char *)send + at, bytes));
             s = MPI_IN_PLACE;
         } else {
-            r = bytes ? (char *)device_cpu_view(c->dev, recv) + at : NULL;
+            r = bytes ? (char *)device_host_view(c->dev, recv) + at : NULL;
             s = send == recv ? MPI_IN_PLACE
-                             : bytes ? (const char *)device_cpu_view(c->dev, send) + at : NULL;
+                             : bytes ? (const char *)device_host_view(c->dev, send) + at : NULL;
         }
         TRY(check_(MPI_Allreduce(s, r, (int)len, mpi_type_(t), mpi_op_(m, t, op), m->comm),
                    "MPI_Allreduce"));
@@ -190,7 +190,7 @@ static int mpi_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
     do {
         const size_t len = bytes - done < MPI_PIECE_BYTES ? bytes - done : MPI_PIECE_BYTES;
         char *dev_ptr = (char *)buf + done;
-        char *h = m->staged ? m->host : len ? device_cpu_view(c->dev, dev_ptr) : NULL;
+        char *h = m->staged ? m->host : len ? device_host_view(c->dev, dev_ptr) : NULL;
         if (m->staged && len && c->rank == root)
             TRY(device_copy_to_host(c->dev, h, dev_ptr, len));
         TRY(check_(MPI_Bcast(h, (int)len, MPI_BYTE, root, m->comm), "MPI_Bcast"));
@@ -226,8 +226,8 @@ static int mpi_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes
                 rc = device_copy_to_device(c->dev, (char *)recv + (size_t)q * bytes + done,
                                            h + (size_t)q * len, len);
         } else {
-            char *r = len ? (char *)device_cpu_view(c->dev, recv) + done : NULL;
-            const char *s = len ? (const char *)device_cpu_view(c->dev, send) + done : NULL;
+            char *r = len ? (char *)device_host_view(c->dev, recv) + done : NULL;
+            const char *s = len ? (const char *)device_host_view(c->dev, send) + done : NULL;
             const void *sarg = len && s == r + (size_t)c->rank * bytes ? MPI_IN_PLACE : s;
             rc = check_(MPI_Allgather(sarg, (int)len, MPI_BYTE, r, 1, strided, m->comm),
                         "MPI_Allgather");
@@ -274,8 +274,8 @@ static int mpi_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes
                 rc = device_copy_to_device(c->dev, (char *)recv + (size_t)q * bytes + done,
                                            hr + (size_t)q * len, len);
         } else {
-            const char *s = (const char *)device_cpu_view(c->dev, send) + done;
-            char *r = (char *)device_cpu_view(c->dev, recv) + done;
+            const char *s = (const char *)device_host_view(c->dev, send) + done;
+            char *r = (char *)device_host_view(c->dev, recv) + done;
             rc = all_to_all_bounded_(c, s, r, strided);
         }
         MPI_Type_free(&strided);

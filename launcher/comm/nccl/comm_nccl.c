@@ -151,7 +151,7 @@ static int check_(int mpi_rc, const char *call) { return comm_mpi_check(mpi_rc, 
 
 static int nccl_create_(comm_t *c, const struct comm_args *args)
 {
-    if (!device_is_cuda(args->dev)) {
+    if (!(device_caps(args->dev) & DEVICE_CAP_CUDA)) {
         log_error("nccl: rank %d has a %s device; NCCL needs a GPU (use comm.backend = ring)",
                   c->rank, device_kind_name(args->dev->info.kind));
         return VGPU_EUNSUPPORTED;

@@ -192,8 +192,8 @@ static int choose_window_(comm_t *c, const struct comm_args *args, struct ring_c
 {
     const int n = c->size;
     struct ring_device_fact fact = {.node = args->node_index,
-                                    .cuda = device_is_cuda(rc->dev),
-                                    .mig = rc->dev->info.mig,
+                                    .cuda = !device_host_addressable(rc->dev),
+                                    .mig = rc->dev->info.mig || !device_can_ipc(rc->dev),
                                     .mps = rc->dev->info.mps,
                                     .limited = rc->dev->info.client_limit_bytes != 0};
     snprintf(fact.uuid, sizeof fact.uuid, "%s", rc->dev->info.uuid);
@@ -256,9 +256,9 @@ static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_c
         mine.dev_bytes = rc->core.win_bytes;
         status = device_ipc_export(rc->dev, mine.ipc);
     } else if (status == 0) {
-        rc->core.win = device_cpu_view(rc->dev, rc->dev->arena.base);
+        rc->core.win = device_host_view(rc->dev, rc->dev->arena.base);
         rc->core.win_bytes = rc->dev->arena.cap_bytes;
-        status = device_cpu_share(rc->dev, &mine.win);
+        status = device_share(rc->dev, &mine.win);
     }
     status = comm_agree(c, rc->mpi, status, "ring windows");
     if (status == 0)
@@ -598,7 +598,7 @@ static char *view_(struct ring_comm *rc, const void *dev_ptr)
 {
     if (!dev_ptr)
         return NULL;
-    return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_cpu_view(rc->dev, dev_ptr);
+    return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_host_view(rc->dev, dev_ptr);
 }
 
 static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,

@@ -53,7 +53,8 @@ static void read_cpu_name_(char *buf, size_t bytes)
     fclose(f);
 }
 
-int device_cpu_discover_(struct device_info *out)
+// One device: the host.
+static int cpu_discover_one_(struct device_info *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = DEVICE_KIND_CPU;
@@ -382,6 +383,16 @@ static int cpu_host_func_(device_t *dev, void (*fn)(void *arg), void *arg)
     return 0;
 }
 
+static int cpu_discover_(struct device_info *out, int max, int *count, char *err, size_t err_bytes)
+{
+    (void)err, (void)err_bytes;
+    if (max < 1)
+        return VGPU_EINVAL;
+    TRY(cpu_discover_one_(out));
+    *count = 1;
+    return 0;
+}
+
 const struct device_ops device_cpu_ops = {
     .kind = DEVICE_KIND_CPU,
     .name = "cpu",
@@ -393,4 +404,11 @@ const struct device_ops device_cpu_ops = {
     .memset_zero = cpu_memset_zero_,
     .sync = cpu_sync_,
     .host_func = cpu_host_func_,
+    .caps = 0, // host memory: a host view, shared with same-host peers
+    .label = "CPU",
+    .discover = cpu_discover_,
+    .host_view = device_cpu_view,
+    .share = device_cpu_share,
 };
+
+const struct device_ops *device_cpu_backend(void) { return &device_cpu_ops; }

@@ -15,6 +15,7 @@
 
 extern "C" {
 #include "device_internal.h"
+#include "device_cuda.h"
 #include "ring_mem.h"
 #include "gpu_driver.h"
 #include "util.h"
@@ -480,6 +481,11 @@ static const struct device_ops device_cuda_ops = {
     /* .ipc_export = */ cuda_ipc_export_,
     /* .ipc_open = */ cuda_ipc_open_,
     /* .ipc_close = */ cuda_ipc_close_,
+    /* .caps = */ DEVICE_CUDA_CAPS,
+    /* .label = */ DEVICE_CUDA_LABEL,
+    /* .discover = */ device_cuda_discover,
+    /* .host_view = */ NULL, // device memory is not host-addressable
+    /* .share = */ NULL,
 };
 
 extern "C" const struct device_ops *device_cuda_backend(void) { return &device_cuda_ops; }

@@ -22,8 +22,8 @@ static void prepare_(device_t *dev)
 }
 
 // Host view of a device pointer the entries (math_ops.h) have already checked.
-#define V_(p) ((float *)device_cpu_view(dev, (p)))
-#define CV_(p) ((const float *)device_cpu_view(dev, (p)))
+#define V_(p) ((float *)device_host_view(dev, (p)))
+#define CV_(p) ((const float *)device_host_view(dev, (p)))
 
 static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, const float *b, float beta, float *c)
@@ -74,7 +74,7 @@ static int cpu_decode_u8_(device_t *dev, float *out, const uint8_t *codes, const
                           size_t n)
 {
     float *o = V_(out);
-    const uint8_t *c = device_cpu_view(dev, codes);
+    const uint8_t *c = device_host_view(dev, codes);
     const float *tb = CV_(table);
     size_t i = 0;
 #ifdef CPU_X86_AVX512_
@@ -138,7 +138,7 @@ static int cpu_softmax_xent_(device_t *dev, float *dlogits, float *stats, const 
 {
     float *dl = dlogits ? V_(dlogits) : NULL, *st = V_(stats);
     const float *z = CV_(logits);
-    const int32_t *y = device_cpu_view(dev, labels);
+    const int32_t *y = device_host_view(dev, labels);
     for (size_t r = 0; r < (size_t)rows; r++)
         if (kernel_softmax_xent(r, dl, st, z, y, classes, grad_scale) < 0) {
             log_error("softmax_xent: label %d of row %zu is outside [0, %d)", y[r], r, classes);
