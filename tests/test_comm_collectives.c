@@ -9,6 +9,9 @@
 // through host staging, the CUDA path: the ring's segments, mpi's buffer), --timeout S, and the fault
 // mode --sleep-rank R: rank R never enters the collective, the others must
 // fail with VGPU_ETIMEOUT (the test then aborts the job, as the runtime would).
+// Under VGPU_TEST_DEVICE=testmem the ranks' devices are the test-only device
+// without a host view (launcher/device/testmem/), which the backends must
+// reach through copies as on a GPU: the device is checked to be that one.
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
@@ -135,7 +138,21 @@ static int update_range_(void *arg, size_t first, size_t n)
     struct update_ctx *u = arg;
     for (size_t i = first; i < first + n; i++)
         u->updated[i]++;
-    return math_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
+    const char *test_device = getenv("VGPU_TEST_DEVICE");
+    if (!test_device || !*test_device) // the test-only device has no math: the host does it
+        return math_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
+    float *g = malloc(2 * n * sizeof(float) + 1), *p = g + n;
+    int rc = g ? 0 : VGPU_ENOMEM;
+    if (rc == 0 && n)
+        rc = device_copy_to_host(u->dev, g, u->grads + first, n * sizeof(float));
+    if (rc == 0 && n)
+        rc = device_copy_to_host(u->dev, p, u->params + first, n * sizeof(float));
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        p[i] -= g[i];
+    if (rc == 0 && n)
+        rc = device_copy_to_device(u->dev, u->params + first, p, n * sizeof(float));
+    free(g);
+    return rc;
 }
 
 static void test_all_reduce_update_(comm_t *c, device_t *dev, size_t count)
@@ -165,7 +182,8 @@ static void test_all_reduce_update_(comm_t *c, device_t *dev, size_t count)
         wrong += host[i] != 1000.0f + (float)(i % 97) - sum;
     }
     MPI_Allreduce(updated, total, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    const int sharded = strcmp(comm_backend_name(c), "ring") == 0 && !getenv("VGPU_RING_STAGING");
+    const int sharded = strcmp(comm_backend_name(c), "ring") == 0 && !getenv("VGPU_RING_STAGING") &&
+                        device_host_addressable(dev);
     long long bad_cover = 0;
     for (size_t i = 0; i < count; i++)
         bad_cover += total[i] != (sharded ? 1 : size_);
@@ -451,8 +469,9 @@ static void check_no_names_(int open, const char *when)
     }
     if (f)
         fclose(f);
-    if (open)
-        CHECK(arena >= 2, "the arena is not a memfd mapped twice %s", when);
+    if (open) // the test-only device's arena is plain memory, no memfd
+        CHECK(arena >= 2 || getenv("VGPU_TEST_DEVICE"), "the arena is not a memfd mapped twice %s",
+              when);
     else
         CHECK(any == 0, "%d vgpu memfd mappings are left %s", any, when);
 }
@@ -562,6 +581,15 @@ int main(int argc, char **argv)
     CALL(device_discover(DEVICE_KIND_CPU, &info, 1, &ndev, NULL, 0));
     device_t dev;
     CALL(device_open(&dev, &info, rank_, host, cap, 1));
+    const char *test_device = getenv("VGPU_TEST_DEVICE");
+    if (test_device && !*test_device)
+        test_device = NULL;
+    if (test_device) {
+        if (strcmp(device_kind(&dev), test_device) != 0) // a build without the tests' backends
+            FATAL(2, "VGPU_TEST_DEVICE=%s, but the device is %s", test_device, device_kind(&dev));
+        CHECK(!device_host_addressable(&dev) && !device_host_view(&dev, dev.arena.base),
+              "the %s device has a host view", test_device);
+    }
     const int node = fake_hosts > 0 ? rank_ % fake_hosts : node_index_();
     struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev,
                              .timeout_s = timeout_s, .slice_bytes = slice,
@@ -629,8 +657,9 @@ int main(int argc, char **argv)
         test_all_reduce_update_(c, &dev, counts[k]);
 
     // The deterministic all-reduce: on the ring through host windows only (a
-    // staged ring has no all-to-all; mpi stages it as it would on a GPU).
-    if (!getenv("VGPU_RING_STAGING") || strcmp(backend, "ring") != 0) {
+    // staged ring has no all-to-all; mpi stages it as it would on a GPU). Its
+    // sums are device math, which the test-only device does not have.
+    if ((!getenv("VGPU_RING_STAGING") || strcmp(backend, "ring") != 0) && !test_device) {
         const size_t tree_counts[] = {0, 1, 1000, (1u << 17) + 3};
         const int totals[] = {1, 3, 8, 12};
         for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)
@@ -657,8 +686,8 @@ int main(int argc, char **argv)
 
     long long all = total_(failures_);
     if (rank_ == 0)
-        printf("test_comm_collectives: backend %s, %d ranks%s%s: %s (%lld failed checks)\n",
-               backend, size_,
+        printf("test_comm_collectives: backend %s, %d ranks%s%s%s%s: %s (%lld failed checks)\n",
+               backend, size_, test_device ? ", device " : "", test_device ? test_device : "",
                fake_hosts ? ", fake hosts"
                : !strcmp(backend, "ring") && size_ > 1 && !getenv("VGPU_RING_STAGING")
                    ? " (and a pass over MPI links)" : "",

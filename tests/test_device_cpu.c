@@ -91,6 +91,28 @@ static void test_discover(void **state)
     assert_int_equal(count, 0);
     assert_non_null(device_backend(DEVICE_KIND_CPU));
     assert_null(device_backend((enum device_kind)99));
+    // What each kind is, built or not (the registry, device.c): CUDA is the
+    // GPU auto looks for, its memory has no host view; the CPU's has.
+    assert_string_equal(device_kind_name(DEVICE_KIND_CUDA), "cuda");
+    assert_string_equal(device_kind_name(DEVICE_KIND_AUTO), "auto");
+    assert_string_equal(device_kind_name((enum device_kind)99), "?");
+    assert_int_equal(device_kind_caps(DEVICE_KIND_CUDA), DEVICE_CAP_GPU | DEVICE_CAP_CUDA);
+    assert_int_equal(device_kind_caps(DEVICE_KIND_CPU), 0);
+    assert_int_equal(device_kind_with(DEVICE_CAP_GPU), DEVICE_KIND_CUDA);
+    assert_true(device_kind_host_addressable(DEVICE_KIND_CPU));
+    assert_false(device_kind_host_addressable(DEVICE_KIND_CUDA));
+    // The test-only device stands for the CPU only where VGPU_TEST_DEVICE
+    // names it (a build with the tests has it).
+    setenv("VGPU_TEST_DEVICE", "testmem", 1);
+    assert_string_equal(device_kind_name(DEVICE_KIND_CPU), "testmem");
+    assert_false(device_kind_host_addressable(DEVICE_KIND_CPU));
+    assert_int_equal(device_kind_caps(DEVICE_KIND_CPU), DEVICE_CAP_TEST);
+    assert_int_equal(device_kind_with(DEVICE_CAP_TEST), DEVICE_KIND_CPU);
+    setenv("VGPU_TEST_DEVICE", "nosuch", 1);
+    assert_string_equal(device_kind_name(DEVICE_KIND_CPU), "cpu");
+    unsetenv("VGPU_TEST_DEVICE");
+    assert_string_equal(device_kind_name(DEVICE_KIND_CPU), "cpu");
+    assert_int_equal(device_kind_with(DEVICE_CAP_TEST), DEVICE_KIND_AUTO);
 
     count = -1;
     int rc = device_discover(DEVICE_KIND_CUDA, info, 4, &count, NULL, 0);

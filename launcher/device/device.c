@@ -18,7 +18,7 @@
 // from the folder's absent.c where it is not built. CUDA's absent.c answers
 // a table that still describes the kind (name, caps, discovery through the
 // driver layer, which simulates GPUs) without memory operations.
-#define DEVICE_BACKENDS(X) X(cpu) X(cuda)
+#define DEVICE_BACKENDS(X) X(cpu) X(cuda) X(testmem)
 
 #define DECLARE_(name) const struct device_ops *device_##name##_backend(void);
 #define ENTRY_(name) device_##name##_backend,
