@@ -302,12 +302,24 @@ static void all_links_(struct ring_world *w, char *wins, int n, struct ring_link
                                     .win = wins + (size_t)q * WIN_BYTES, .win_bytes = WIN_BYTES};
 }
 
+// The sizes ring_algo.c's table gives n ranks on one host, and the latency
+// path's scratch for them, as comm_ring.c sets them up.
+static void tune_(struct ring_tune *tune, struct ring_shot *shot, int n, int over, int direct,
+                  enum ring_algo forced)
+{
+    const struct ring_algo_facts f = {.ranks = n, .one_host = 1, .oversubscribed = over,
+                                      .direct = direct, .forced = forced};
+    ring_algo_tune(tune, &f);
+    shot->cap_bytes = ring_algo_scratch_bytes(tune);
+}
+
 // One rank's whole test; returns the number of wrong results. deferred: its
 // windows are touched as a device's are (through ring_mem_ops). shot: the
 // latency path with the algorithm forced (NULL: the ring always). direct:
 // every window is mapped writable (the direct all-reduce).
 static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t slice,
-                       int deferred, struct ring_shot *shot, int direct)
+                       int deferred, struct ring_shot *shot, int direct,
+                       const struct ring_tune *tune)
 {
     static struct deferred queue;
     const struct ring_mem_ops ops = {deferred_reduce_, deferred_copy_, deferred_settle_, &queue};
@@ -331,6 +343,7 @@ static long rank_main_(struct ring_world *w, char *wins, int n, int me, uint64_t
     r.spin_count = 50;
     r.mem = deferred ? &ops : NULL;
     r.shot = shot;
+    r.tune = *tune;
     struct ring_link all[8];
     all_links_(w, wins, n, all);
     r.all = direct ? all : NULL;
@@ -399,7 +412,8 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
     // Auto as comm_ring.c sets it up on one host: one-shot, then direct.
     const int direct = algo == RING_ALGO_DIRECT || algo == RING_ALGO_AUTO;
     struct ring_shot shot = {.slot = w->slot};
-    ring_shot_sizes(n, 1, direct, algo, &shot.cap_bytes, &shot.one_shot_bytes);
+    struct ring_tune tune;
+    tune_(&tune, &shot, n, 1, direct, algo);
     shot.stride = ring_shot_stride(shot.cap_bytes, n);
     shot.buf_bytes = shot.stride / 2;
     shot.scratch = shot.cap_bytes ? shared_alloc_((size_t)n * shot.stride) : NULL;
@@ -409,7 +423,7 @@ static void run_ring_algo_(int n, uint64_t slice, int deferred, enum ring_algo a
         assert_true(pids[me] >= 0);
         if (pids[me] == 0) {
             long wrong = rank_main_(w, wins, n, me, slice, deferred,
-                                    shot.cap_bytes ? &shot : NULL, direct);
+                                    shot.cap_bytes ? &shot : NULL, direct, &tune);
             if (wrong)
                 fprintf(stderr, "ring n=%d slice=%llu%s %s rank %d: %ld wrong\n", n,
                         (unsigned long long)slice, deferred ? " (deferred)" : "",
@@ -479,6 +493,8 @@ static void test_direct_bad_buffer(void **state)
         struct ring_link all[N];
         all_links_(w, wins, N, all);
         r.all = all;
+        struct ring_shot none = {0}; // direct forced: no latency path
+        tune_(&r.tune, &none, N, 1, 1, RING_ALGO_DIRECT);
         r.left = all[(me + N - 1) % N];
         r.right = all[(me + 1) % N];
         const uint64_t count = 4096;
@@ -521,6 +537,8 @@ static void test_direct_mismatch(void **state)
         struct ring_link all[2];
         all_links_(w, wins, 2, all);
         r.all = all;
+        struct ring_shot none = {0}; // direct forced: no latency path
+        tune_(&r.tune, &none, 2, 1, 1, RING_ALGO_DIRECT);
         r.left = all[1 - me];
         r.right = all[1 - me];
         float *buf = (float *)r.win;
@@ -575,7 +593,7 @@ static void test_ring_wait_timeout(void **state)
     munmap(w, sizeof *w);
 }
 
-// The choice by size at the measured crossovers (ring_shot.c), at both
+// The choice by size at the measured crossovers (ring_algo.c), at both
 // sides of each, and where it never applies: first without the direct
 // all-reduce (forced otherwise, or too many ranks), then with it.
 static void test_shot_choice(void **state)
@@ -612,8 +630,7 @@ static void test_shot_choice(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r.size = cases[i].n;
-        ring_shot_sizes(cases[i].n, cases[i].over, 0, cases[i].forced, &shot.cap_bytes,
-                        &shot.one_shot_bytes);
+        tune_(&r.tune, &shot, cases[i].n, cases[i].over, 0, cases[i].forced);
         enum ring_algo got = ring_algo_for(&r, cases[i].bytes);
         if (got != cases[i].want)
             fail_msg("case %zu: n=%d %s %llu bytes: %s, want %s", i, cases[i].n,
@@ -623,7 +640,7 @@ static void test_shot_choice(void **state)
     }
     // Device windows (r.mem) and a single rank never take it.
     const struct ring_mem_ops ops = {0};
-    ring_shot_sizes(4, 1, 0, RING_ALGO_AUTO, &shot.cap_bytes, &shot.one_shot_bytes);
+    tune_(&r.tune, &shot, 4, 1, 0, RING_ALGO_AUTO);
     r.size = 4;
     r.mem = &ops;
     assert_int_equal(ring_algo_for(&r, 8), RING_ALGO_RING);
@@ -643,8 +660,7 @@ static void test_shot_choice(void **state)
                         {2, 1, 65536}, {3, 1, 16384}, {4, 1, 8192}};
     for (size_t i = 0; i < sizeof direct_cases / sizeof direct_cases[0]; i++) {
         r.size = direct_cases[i].n;
-        ring_shot_sizes(r.size, direct_cases[i].over, 1, RING_ALGO_AUTO, &shot.cap_bytes,
-                        &shot.one_shot_bytes);
+        tune_(&r.tune, &shot, r.size, direct_cases[i].over, 1, RING_ALGO_AUTO);
         const uint64_t b = direct_cases[i].one_shot;
         if (ring_algo_for(&r, b) != RING_ALGO_ONE_SHOT ||
             ring_algo_for(&r, b + 1) != RING_ALGO_DIRECT ||
@@ -655,7 +671,7 @@ static void test_shot_choice(void **state)
                      ring_algo_name(ring_algo_for(&r, b + 1)));
     }
     r.size = 2;
-    ring_shot_sizes(2, 0, 1, RING_ALGO_DIRECT, &shot.cap_bytes, &shot.one_shot_bytes);
+    tune_(&r.tune, &shot, 2, 0, 1, RING_ALGO_DIRECT);
     assert_int_equal(ring_algo_for(&r, 0), RING_ALGO_DIRECT);
     r.mem = &ops;
     assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);

@@ -353,27 +353,29 @@ static int share_control_(comm_t *c, struct ring_comm *rc, int leader, int local
     return status;
 }
 
-// The latency path's sizes (ring_shot.c) and whether the direct all-reduce
-// runs (ring_direct.c), the smallest of every rank's (a rank's
-// VGPU_RING_ALGO may differ), for jobs on one host with host windows.
+// Which all-reduce takes which sizes (ring_algo.c's table), the smallest of
+// every rank's (a rank's VGPU_RING_ALGO may differ), and whether the direct
+// all-reduce runs: every rank's windows are then mapped writable (map_all_).
+// Only jobs on one host with host windows have any but the ring.
 static int shot_setup_(comm_t *c, struct ring_comm *rc, int local_size)
 {
-    uint64_t cap = 0, one = 0, direct = 0;
-    const enum ring_algo forced = (enum ring_algo)(env_get()->ring_algo - 1);
-    const int applies = local_size == c->size && c->size > 1 && rc->kind != RING_WINDOW_DEVICE;
-    if (applies)
-        direct = c->size <= RING_DIRECT_MAX_RANKS &&
-                 (forced == RING_ALGO_AUTO || forced == RING_ALGO_DIRECT);
+    struct ring_algo_facts f = {
+        .ranks = c->size,
+        .one_host = local_size == c->size && rc->kind != RING_WINDOW_DEVICE,
+        .oversubscribed = rc->oversubscribed,
+        .forced = ring_algo_forced()};
+    uint64_t direct = (uint64_t)ring_algo_direct_wanted(&f);
     // Direct first: the sizes depend on whether it runs (everywhere or nowhere).
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &direct, "ring set-up (latency path)");
-    if (applies)
-        ring_shot_sizes(c->size, rc->oversubscribed, (int)direct, forced, &cap, &one);
-    if (status == 0)
-        status = comm_mpi_min_u64_bounded(c, rc->mpi, &cap, "ring set-up (latency path)");
-    if (status == 0)
-        status = comm_mpi_min_u64_bounded(c, rc->mpi, &one, "ring set-up (latency path)");
-    rc->shot.cap_bytes = cap;
-    rc->shot.one_shot_bytes = one;
+    f.direct = (int)direct;
+    struct ring_tune tune;
+    ring_algo_tune(&tune, &f);
+    for (int a = 0; status == 0 && a < RING_ALGO_COUNT; a++) // the ring: what the rest leave
+        if (a != RING_ALGO_RING)
+            status = comm_mpi_min_u64_bounded(c, rc->mpi, &tune.end_bytes[a],
+                                              "ring set-up (latency path)");
+    rc->core.tune = tune;
+    rc->shot.cap_bytes = ring_algo_scratch_bytes(&tune);
     rc->direct = (int)direct;
     return status;
 }

@@ -1,6 +1,12 @@
-// ring_internal.h: the ring collectives' engine, which runs on host memory
-// and knows nothing of devices or of how the segments were set up (comm_ring.c
-// does that). Shared by comm_ring.c and the engine's unit test.
+// ring_internal.h: the ring collectives' engine, which runs on its windows
+// (host memory, or device memory through ring_mem.h) and knows nothing of
+// devices or of how the segments were set up (comm_ring.c does that). Shared
+// by the engine's files, the backend's (comm_ring.c, ring_calls.c) and the
+// engine's unit tests. The engine in layers: ring_core.c's primitives (waits,
+// transfers, reductions); the algorithms, a file each, built of them
+// (ring_ring.c, ring_shot.c, ring_direct.c; and ring_gather.c's all-gather and
+// broadcast); ring_algo.c's table, the one place that chooses among the
+// all-reduces and calls them.
 //
 // Every rank sits at one position of a ring; it only ever READS from its left
 // neighbour and is only ever read by its right neighbour. A same-host
@@ -55,24 +61,28 @@ struct ring_link {
 // which all of them map: a collective copies its input there, announces
 // it (one step), and every rank reduces straight out of the others'
 // scratch. Two buffers a rank, used in turn (see ring_shot.c for why two
-// suffice).
+// suffice). Which sizes it carries: ring_algo.c.
 struct ring_shot {
     struct ring_slot *slot;  // position q's control slot is slot[q] (one host: positions are slots)
     char *scratch;           // position q's scratch at scratch + q * stride
     uint64_t stride;         // bytes between two positions' scratch areas
     uint64_t buf_bytes;      // one of its two buffers, bytes (header, input, output)
     uint64_t cap_bytes;      // the largest collective it carries, bytes
-    uint64_t one_shot_bytes; // up to this many bytes one-shot, above two-shot, bytes
     uint64_t calls;          // collectives it has carried, count
 };
 
-// The sizes up to which collectives among n ranks of one host go one-shot,
-// and two-shot (above one_shot_bytes); direct: the direct all-reduce takes
-// what is above (else the ring); forced: VGPU_RING_ALGO's choice
-// (RING_ALGO_AUTO: by the measured crossovers). cap_bytes 0: never.
-enum ring_algo;
-void ring_shot_sizes(int n, int oversubscribed, int direct, enum ring_algo forced,
-                     uint64_t *cap_bytes, uint64_t *one_shot_bytes);
+// The all-reduce algorithms (ring_algo.c: which takes which call).
+// VGPU_RING_ALGO names one (RING_ALGO_AUTO: by the table).
+enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT,
+                 RING_ALGO_DIRECT, RING_ALGO_COUNT };
+
+// Which sizes each algorithm takes on one ring (ring_algo_tune, then the
+// smallest of every rank's): algorithm a takes a call of fewer than
+// end_bytes[a] bytes (UINT64_MAX: every size; 0: none) that no algorithm
+// before it in ring_algo.c's order took; the ring takes the rest.
+struct ring_tune {
+    uint64_t end_bytes[RING_ALGO_COUNT]; // by enum ring_algo, bytes
+};
 
 // Bytes of scratch one rank needs for collectives of up to cap_bytes among
 // n ranks (its stride).
@@ -107,6 +117,7 @@ struct ring_core {
     double yield_s;          // then yields between polls for this long before sleeping, s
     int broken;              // a wait timed out: the ring state is unusable
     double waited_s;         // time spent waiting for a same-host neighbour's progress, seconds
+    struct ring_tune tune;   // which algorithm takes which all-reduce (ring_algo.c); zero: the ring
     struct ring_shot *shot;  // the latency path; NULL where it does not apply
     const struct ring_link *all; // every position's link, its window mapped writable (the
                              // direct all-reduce: one host, host windows); [size], all[pos]
@@ -116,9 +127,10 @@ struct ring_core {
     const int *world;        // the job's rank of each rank, for the flight recorder; NULL: the same
 };
 
-// Transfers over MPI links in flight at once: the all-reduce's sends of
-// two steps (by parity) and one receive.
-#define RING_XFERS 3
+// Transfers over MPI links in flight at once (RING_XFERS): the
+// all-reduce's sends of two steps, alternating between two slots so that one
+// step's may still be in flight while the next is posted, and one receive.
+enum { RING_XFER_SEND_EVEN, RING_XFER_SEND_ODD, RING_XFER_RECV, RING_XFERS };
 
 // A step to or from a remote neighbour goes as messages of at most
 // msg_bytes (0: the step's bytes in one message), all posted at once. Why:
@@ -140,6 +152,9 @@ uint64_t ring_round_elems(const struct ring_core *r, size_t elem_bytes);
 // [*lo, *hi) of chunk c (0..parts-1) of a round of n elements: balanced, and
 // aligned to 16 elements so that two ranks never write one cache line.
 void ring_chunk(uint64_t n, int parts, int c, uint64_t *lo, uint64_t *hi);
+
+// ---- the collectives (all-reduce, barrier: ring_algo.c; the update form:
+// ring_ring.c; all-gather, broadcast: ring_gather.c) ----
 
 // The collectives on the windows (host memory, or device memory through
 // r->mem). Pointers lie inside r->win (their offsets are published to the
@@ -170,17 +185,72 @@ int ring_core_broadcast(struct ring_core *r, char *buf, uint64_t bytes, int root
 // Returns once every rank has entered the barrier.
 int ring_core_barrier(struct ring_core *r);
 
+// ---- the choice (ring_algo.c) ----
+
+// What the choice depends on besides a call's size: the same on every rank
+// once the set-up has agreed them.
+struct ring_algo_facts {
+    int ranks;             // in the ring
+    int one_host;          // every rank on this host, with host windows (the latency
+                           // path and direct read the others' memory)
+    int oversubscribed;    // this machine runs more of the job's ranks than it has cores
+    int direct;            // every rank's window mapped writable here (agreed)
+    enum ring_algo forced; // VGPU_RING_ALGO (RING_ALGO_AUTO: by measurement)
+};
+// The sizes each algorithm takes with these facts (*out zero: the ring alone).
+void ring_algo_tune(struct ring_tune *out, const struct ring_algo_facts *f);
+// Whether this rank would have direct run (f->direct ignored): the set-up
+// maps every window where every rank would.
+int ring_algo_direct_wanted(const struct ring_algo_facts *f);
+// The largest all-reduce the latency path's scratch must hold, bytes (0: none).
+uint64_t ring_algo_scratch_bytes(const struct ring_tune *t);
+// VGPU_RING_ALGO as this rank reads it.
+enum ring_algo ring_algo_forced(void);
 // The algorithm ring_core_all_reduce uses for `bytes` (all ranks choose alike).
-enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT,
-                 RING_ALGO_DIRECT };
 enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes);
 const char *ring_algo_name(enum ring_algo a);
 
-// ---- the engine's steps, for ring_shot.c ----
+// ---- the all-reduce algorithms, a file each ----
+
+// An algorithm's all-reduce: ring_core_all_reduce's contract, r not broken.
+typedef int (*ring_all_reduce_fn)(struct ring_core *r, const char *send, char *recv,
+                                  uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
+
+// The ring (ring_ring.c): reduce-scatter then all-gather; any ring, any size.
+int ring_ring_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                         enum comm_dtype t, enum comm_reduce_op op);
+
+// The latency path (ring_shot.c): usable where r->shot is set up with
+// scratch for `bytes`, on host windows.
+int ring_shot_usable(const struct ring_core *r, uint64_t bytes);
+int ring_one_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                             enum comm_dtype t, enum comm_reduce_op op);
+int ring_two_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                             enum comm_dtype t, enum comm_reduce_op op);
+
+// The direct all-reduce (ring_direct.c): usable when every rank is on this
+// host with host windows, each mapped writable here (r->all), and there are
+// at most RING_DIRECT_MAX_RANKS of them.
+#define RING_DIRECT_MAX_RANKS 64
+// A rank that fails inside a direct all-reduce says so in its slot's
+// `stride`, so that no peer still checking writes into its buffers.
+#define RING_LEFT_CALL UINT64_MAX
+int ring_direct_usable(const struct ring_core *r, uint64_t bytes);
+int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                           enum comm_dtype t, enum comm_reduce_op op);
+
+// ---- the primitives the algorithms are built of (ring_core.c) ----
+
+// a mod n, in [0, n).
+static inline int ring_mod(int64_t a, int n) { return (int)(((a % n) + n) % n); }
 
 // Waits until the rank `rank` whose slot this is has completed `target`
 // steps (bounded by r->timeout_s; VGPU_ETIMEOUT breaks the ring).
 int ring_wait(struct ring_core *r, struct ring_slot *slot, int rank, uint64_t target);
+// The same for a same-host neighbour.
+int ring_wait_link(struct ring_core *r, const struct ring_link *l, uint64_t target);
+// Waits for what this rank issued (nothing to wait for on host memory).
+int ring_settle(struct ring_core *r);
 // Enters a collective of `kind` (enum ring_kind): publishes its buffers
 // (inside r->win, or NULL) and `stride` (all-gather: bytes between rank
 // blocks; all-reduce: its size), then "arrived" (one step).
@@ -201,19 +271,24 @@ int ring_copy(struct ring_core *r, void *dst, const void *src, uint64_t bytes);
 // neighbours must fail, not read past a mapping. Returns 0 or VGPU_ECOMM.
 int ring_peer_ptr(struct ring_core *r, const struct ring_link *l, uint64_t off, uint64_t bytes,
                   const char **out);
-// The one- and two-shot all-reduce (ring_algo_for chose it).
-int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *send, char *recv,
-                         uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
 
-// The direct all-reduce (ring_direct.c): usable when every rank is on this
-// host with host windows, each mapped writable here (r->all), and there are
-// at most RING_DIRECT_MAX_RANKS of them.
-#define RING_DIRECT_MAX_RANKS 64
-// A rank that fails inside a direct all-reduce says so in its slot's
-// `stride`, so that no peer still checking writes into its buffers.
-#define RING_LEFT_CALL UINT64_MAX
-int ring_direct_usable(const struct ring_core *r);
-int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                           enum comm_dtype t, enum comm_reduce_op op);
+// A transfer: one step's messages to or from a remote neighbour.
+struct ring_xfer {
+    MPI_Request *req; // parts requests (MPI_REQUEST_NULL once complete)
+    int parts;        // messages posted, count
+};
+// Transfer slot k (RING_XFER_*), with no messages (none at all on a ring
+// without MPI links: it has no requests).
+struct ring_xfer ring_xfer_slot(struct ring_core *r, int k);
+// Posts bytes of buf to the right neighbour, or from the left one into buf
+// (in messages of r->msg_bytes; 0 bytes: one empty message, which still
+// carries the step's "I am done"). 0 or VGPU_ECOMM.
+int ring_xfer_send(struct ring_core *r, struct ring_xfer *x, const void *buf, uint64_t bytes);
+int ring_xfer_recv(struct ring_core *r, struct ring_xfer *x, void *buf, uint64_t bytes);
+// Completes a transfer with rank `peer` within the timeout: 0,
+// VGPU_ETIMEOUT or VGPU_ECOMM (the ring is broken).
+int ring_xfer_wait(struct ring_core *r, struct ring_xfer *x, int peer);
+// Receives bytes from the remote left into buf and waits for them.
+int ring_recv_left(struct ring_core *r, void *buf, uint64_t bytes);
 
 #endif

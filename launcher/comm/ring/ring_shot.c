@@ -1,6 +1,7 @@
 // ring_shot.c: the ring backend's latency path, the one-shot and two-shot
 // all-reduce among ranks of one host, through scratch buffers in the host's
-// control segment (ring_internal.h's struct ring_shot).
+// control segment (ring_internal.h's struct ring_shot). Which sizes they
+// carry is ring_algo.c's table.
 //
 // One-shot: copy the input into my scratch, announce it (one step), wait
 // until every rank has announced, then reduce all n inputs, in position
@@ -40,60 +41,6 @@ static uint64_t out_bytes_(uint64_t cap_bytes, int n) { return align_(cap_bytes 
 uint64_t ring_shot_stride(uint64_t cap_bytes, int n)
 {
     return 2 * (SHOT_HEADER_BYTES + align_(cap_bytes) + out_bytes_(cap_bytes, n));
-}
-
-// Measured on a 2-core AMD EPYC (docs/COLLECTIVES.md: Choosing the
-// algorithm, scripts/bench_allreduce_algos.sh). With the direct all-reduce
-// (ring_direct.c: one hand-over more than one-shot, no copy through
-// scratch) it takes over from one-shot at 1 KiB with a core a rank; with
-// ranks sharing cores every hand-over costs a context switch and one-shot
-// wins longer: up to 64 KiB at np 2 (measured with both ranks on one core),
-// 16 KiB at np 3, 8 KiB at np 4; two-shot never. Without it (forced
-// otherwise, or more ranks than it takes), against the ring: one-shot up to
-// 8 KiB with a core a rank; sharing cores, 32 KiB at np 2 and 4, 128 KiB at
-// np 3 (where two-shot never won), and two-shot at np 4 up to 512 KiB,
-// where the ring's halved traffic starts to count.
-void ring_shot_sizes(int n, int oversubscribed, int direct, enum ring_algo forced,
-                     uint64_t *cap_bytes, uint64_t *one_shot_bytes)
-{
-    const uint64_t forced_cap = 4ull << 20;
-    if (forced == RING_ALGO_ONE_SHOT || forced == RING_ALGO_TWO_SHOT) {
-        *cap_bytes = forced_cap;
-        *one_shot_bytes = forced == RING_ALGO_ONE_SHOT ? forced_cap : 0;
-    } else if (forced == RING_ALGO_RING || forced == RING_ALGO_DIRECT || n < 2) {
-        *cap_bytes = *one_shot_bytes = 0;
-    } else if (direct) {
-        *cap_bytes = *one_shot_bytes = !oversubscribed ? 1u << 10
-                                       : n == 2        ? 64u << 10
-                                       : n == 3        ? 16u << 10
-                                                       : 8u << 10;
-    } else if (!oversubscribed) {
-        *cap_bytes = *one_shot_bytes = 8u << 10;
-    } else if (n <= 3) {
-        *cap_bytes = *one_shot_bytes = n == 3 ? 128u << 10 : 32u << 10;
-    } else {
-        *one_shot_bytes = 32u << 10;
-        *cap_bytes = 512u << 10;
-    }
-}
-
-enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes)
-{
-    const struct ring_shot *s = r->shot;
-    // Scratch is host memory: device windows keep the ring.
-    if (s && s->cap_bytes && !r->mem && r->size >= 2 && bytes <= s->cap_bytes)
-        return bytes <= s->one_shot_bytes ? RING_ALGO_ONE_SHOT : RING_ALGO_TWO_SHOT;
-    return ring_direct_usable(r) ? RING_ALGO_DIRECT : RING_ALGO_RING;
-}
-
-const char *ring_algo_name(enum ring_algo a)
-{
-    switch (a) {
-    case RING_ALGO_ONE_SHOT: return "one-shot";
-    case RING_ALGO_TWO_SHOT: return "two-shot";
-    case RING_ALGO_DIRECT: return "direct";
-    default: return "ring";
-    }
 }
 
 // Position q's buffer for the current call.
@@ -149,8 +96,16 @@ static int reduce_inputs_(struct ring_core *r, enum comm_dtype t, enum comm_redu
     return 0;
 }
 
-int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *send, char *recv,
-                         uint64_t count, enum comm_dtype t, enum comm_reduce_op op)
+int ring_shot_usable(const struct ring_core *r, uint64_t bytes)
+{
+    const struct ring_shot *s = r->shot;
+    // Scratch is host memory: device windows keep the ring.
+    return s && s->cap_bytes && !r->mem && r->size >= 2 && bytes <= s->cap_bytes;
+}
+
+// Either algorithm (two: two-shot).
+static int shot_all_reduce_(struct ring_core *r, int two, const char *send, char *recv,
+                            uint64_t count, enum comm_dtype t, enum comm_reduce_op op)
 {
     if (r->broken)
         return VGPU_ECOMM;
@@ -169,7 +124,7 @@ int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *s
     TRY(ring_publish(r, base + 1));
     TRY(wait_all_(r, base + 1, &mine));
 
-    if (algo == RING_ALGO_ONE_SHOT) {
+    if (!two) {
         if (count)
             TRY(reduce_inputs_(r, t, op, recv, 0, count));
     } else {
@@ -187,4 +142,16 @@ int ring_shot_all_reduce(struct ring_core *r, enum ring_algo algo, const char *s
     }
     s->calls++;
     return 0;
+}
+
+int ring_one_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                             enum comm_dtype t, enum comm_reduce_op op)
+{
+    return shot_all_reduce_(r, 0, send, recv, count, t, op);
+}
+
+int ring_two_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                             enum comm_dtype t, enum comm_reduce_op op)
+{
+    return shot_all_reduce_(r, 1, send, recv, count, t, op);
 }
