@@ -1,8 +1,11 @@
-// comm_ring.c: the ring collective backend: bootstrap (shared control
-// segment, peers' windows mapped), what a window is (a CPU arena, a host
-// staging segment that device buffers are copied through, or a GPU arena
-// the ranks sharing that GPU map into each other with CUDA IPC: decided by
-// ring_facts.c's ring_window_kind), and diagnostics.
+// comm_ring.c: the ring collective backend: its table of operations, and a
+// communicator's set-up and teardown: bootstrap (shared control segment,
+// peers' windows mapped), what a window is (a CPU arena, a host staging
+// segment that device buffers are copied through, or a GPU arena the ranks
+// sharing that GPU map into each other with CUDA IPC: decided by
+// ring_facts.c's ring_window_kind), the agreements every rank's choice of
+// algorithm rests on (ring_algo.c), and diagnostics. The per-call path is
+// ring_calls.c.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +20,7 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
-#include "ring_internal.h"
+#include "ring_comm.h"
 #include "ring_sub.h"
 #include "shm_share.h"
 #include "status.h"
@@ -66,34 +69,6 @@ struct ring_peer {
     unsigned char ipc[DEVICE_IPC_HANDLE_BYTES]; // (device windows) its arena's IPC handle
 };
 
-struct ring_comm {
-    struct ring_core core;     // first: report_ gets back here from the core
-    MPI_Comm mpi;              // duplicate of the communicator
-    device_t *dev;
-    struct ring_peer *peers;   // by rank, [size]
-    int *order;                // ring position -> rank, [size]
-    int *pos_of;               // rank -> ring position, [size]
-    int *slot_of;              // rank -> slot index on its host, [size]
-    int oversubscribed;        // this machine runs more ranks than it has cores
-    struct ring_ctl *ctl;      // the host's control segment
-    size_t ctl_bytes;
-    enum ring_window kind;     // what the windows are (ring_window_kind)
-    int staging;               // device buffers pass through `stage`
-    char *stage;               // (staging) this rank's window
-    uint64_t stage_bytes;
-    void *left_map;            // the left neighbour's window, mapped read-only (not direct)
-    size_t left_map_bytes;
-    struct ring_link *all;     // (direct) every position's link, windows mapped writable, [size]
-    void *left_dev;            // (device windows) the left's arena, opened by IPC
-    uint64_t piece_bytes;      // unit of one engine pass, bytes
-    struct ring_shot shot;     // the latency path (every rank on this host, host windows)
-    int direct;                // every rank on this host, host windows: the direct all-reduce
-    size_t shot_at;            // where its scratch starts in the control segment, bytes (0: none)
-    int *world;                // the job's rank of each rank, [size]; NULL: the same
-    struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
-    comm_t *small;             // (device windows) a staged ring for small all-reduces; NULL: none
-    uint64_t small_bytes;      // up to this size they take it, bytes
-};
 
 // The job's name of rank q (a sub-ring's ranks are numbered in it).
 static int name_(const struct ring_comm *rc, int q) { return rc->world ? rc->world[q] : q; }
@@ -592,199 +567,16 @@ static void ring_destroy_(comm_t *c)
     c->impl = NULL;
 }
 
-// ---- collectives: device buffers to host windows ----
-
-// Where the engine reaches a device buffer: a CPU device's host view, or on
-// device windows the device pointer itself.
-static char *view_(struct ring_comm *rc, const void *dev_ptr)
-{
-    if (!dev_ptr)
-        return NULL;
-    return rc->kind == RING_WINDOW_DEVICE ? (char *)dev_ptr : device_host_view(rc->dev, dev_ptr);
-}
-
-static int ring_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
-                            enum comm_dtype t, enum comm_reduce_op op)
-{
-    struct ring_comm *rc = c->impl;
-    if (ring_hier_applies(rc->hier, op))
-        return ring_hier_all_reduce(rc->hier, send, recv, count, t, op);
-    if (rc->small && count * comm_dtype_size(t) <= rc->small_bytes)
-        return rc->small->ops->all_reduce(rc->small, send, recv, count, t, op);
-    const uint64_t es = comm_dtype_size(t), piece = rc->piece_bytes / es;
-    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
-    for (uint64_t i = 0; i < pieces; i++) {
-        const uint64_t lo = i * piece;
-        const uint64_t len = count - lo < piece ? count - lo : piece;
-        const size_t bytes = len * es, at = lo * es;
-        if (rc->staging) {
-            char *s = rc->stage;
-            if (bytes)
-                TRY(device_copy_to_host(rc->dev, s, (const char *)send + at, bytes));
-            TRY(ring_core_all_reduce(&rc->core, s, s, len, t, op));
-            if (bytes)
-                TRY(device_copy_to_device(rc->dev, (char *)recv + at, s, bytes));
-        } else {
-            char *s = view_(rc, send), *d = view_(rc, recv);
-            TRY(ring_core_all_reduce(&rc->core, bytes ? s + at : NULL, bytes ? d + at : NULL, len,
-                                     t, op));
-        }
-    }
-    return 0;
-}
-
-// The engine reports ranges from the start of one piece; the caller's are
-// from the start of the whole buffer.
-struct piece_update {
-    comm_update_fn update;
-    void *ctx;
-    uint64_t piece_lo;
-};
-
-static int piece_update_(void *arg, uint64_t lo, uint64_t n)
-{
-    struct piece_update *pu = arg;
-    return pu->update(pu->ctx, (size_t)(pu->piece_lo + lo), (size_t)n);
-}
-
-static int ring_all_reduce_update_(comm_t *c, float *grads, float *params, size_t count,
-                                   comm_update_fn update, void *ctx)
-{
-    struct ring_comm *rc = c->impl;
-    if (rc->staging) { // through staging windows: the plain form
-        TRY(ring_all_reduce_(c, grads, grads, count, COMM_FLOAT32, COMM_SUM));
-        return count ? update(ctx, 0, count) : 0;
-    }
-    const uint64_t piece = rc->piece_bytes / sizeof(float);
-    const uint64_t pieces = count ? (count + piece - 1) / piece : 1;
-    float *g = (float *)view_(rc, grads), *p = (float *)view_(rc, params);
-    for (uint64_t i = 0; i < pieces; i++) {
-        const uint64_t lo = i * piece;
-        const uint64_t len = count - lo < piece ? count - lo : piece;
-        struct piece_update pu = {update, ctx, lo};
-        TRY(ring_core_all_reduce_update(&rc->core, len ? g + lo : NULL, len ? p + lo : NULL, len,
-                                        piece_update_, &pu));
-    }
-    return 0;
-}
-
-static int ring_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
-{
-    struct ring_comm *rc = c->impl;
-    const uint64_t piece = rc->piece_bytes;
-    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
-    const int root_pos = rc->pos_of[root];
-    for (uint64_t i = 0; i < pieces; i++) {
-        const uint64_t lo = i * piece;
-        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
-        char *dbuf = len ? (char *)buf + lo : NULL;
-        if (rc->staging) {
-            if (len && c->rank == root)
-                TRY(device_copy_to_host(rc->dev, rc->stage, dbuf, len));
-            TRY(ring_core_broadcast(&rc->core, rc->stage, len, root_pos));
-            if (len && c->rank != root)
-                TRY(device_copy_to_device(rc->dev, dbuf, rc->stage, len));
-        } else {
-            TRY(ring_core_broadcast(&rc->core, len ? view_(rc, dbuf) : NULL, len, root_pos));
-        }
-    }
-    return 0;
-}
-
-static int ring_all_gather_(comm_t *c, const void *send, void *recv, size_t bytes)
-{
-    struct ring_comm *rc = c->impl;
-    const int n = c->size, me = c->rank;
-    uint64_t piece = rc->piece_bytes / (uint64_t)n & ~(uint64_t)63;
-    const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
-    for (uint64_t i = 0; i < pieces; i++) {
-        const uint64_t lo = i * piece;
-        const uint64_t len = bytes - lo < piece ? bytes - lo : piece;
-        if (rc->staging) {
-            char *s = rc->stage;
-            if (len)
-                TRY(device_copy_to_host(rc->dev, s + (uint64_t)me * len, (const char *)send + lo,
-                                        len));
-            TRY(ring_core_all_gather(&rc->core, s + (uint64_t)me * len, s, len, len));
-            for (int q = 0; len && q < n; q++)
-                TRY(device_copy_to_device(rc->dev, (char *)recv + (uint64_t)q * bytes + lo,
-                                          s + (uint64_t)q * len, len));
-        } else {
-            const char *s = len ? view_(rc, send) + lo : NULL;
-            char *d = len ? view_(rc, recv) + lo : NULL;
-            TRY(ring_core_all_gather(&rc->core, s, d, len, bytes));
-        }
-    }
-    return 0;
-}
-
-// The deterministic all-reduce's exchange. Every block goes to a different
-// rank, so there is nothing to pipeline around a ring: MPI's all-to-all on
-// the host windows (shared memory between same-host ranks, TCP between hosts),
-// waited for with the bound comm.timeout_s.
-static int ring_all_to_all_(comm_t *c, const void *send, void *recv, size_t bytes)
-{
-    struct ring_comm *rc = c->impl;
-    if (rc->kind != RING_WINDOW_HOST) {
-        log_error("ring backend: all-to-all needs host-addressable device memory (CPU devices); "
-                  "use comm.backend = mpi");
-        return VGPU_EUNSUPPORTED;
-    }
-    const size_t piece = 1ull << 30; // MPI counts are ints
-    for (size_t done = 0; done < bytes || done == 0; done += piece) {
-        const size_t len = bytes - done < piece ? bytes - done : piece;
-        MPI_Datatype strided;
-        TRY(comm_mpi_strided_type("ring", len, bytes, &strided));
-        const char *s = len ? view_(rc, send) + done : NULL;
-        char *r = len ? view_(rc, recv) + done : NULL;
-        MPI_Request req;
-        int status = check_(MPI_Ialltoall(s, len ? 1 : 0, strided, r, len ? 1 : 0, strided,
-                                          rc->mpi, &req),
-                            "MPI_Ialltoall");
-        if (status == 0)
-            status = comm_mpi_wait_bounded(c, &req, "all-to-all");
-        MPI_Type_free(&strided);
-        TRY(status);
-        if (bytes == 0)
-            break;
-    }
-    return 0;
-}
-
-static int ring_barrier_(comm_t *c)
-{
-    struct ring_comm *rc = c->impl;
-    return ring_core_barrier(&rc->core);
-}
-
-static double ring_waited_(const comm_t *c)
-{
-    const struct ring_comm *rc = c->impl;
-    return rc->core.waited_s + ring_hier_waited(rc->hier) +
-           (rc->small ? rc->small->ops->waited(rc->small) : 0);
-}
-
-static const char *ring_algo_(const comm_t *c, size_t bytes)
-{
-    const struct ring_comm *rc = c->impl;
-    if (rc->hier) // (a sum's; an average takes the flat ring)
-        return "hierarchical";
-    if (rc->small && bytes <= rc->small_bytes)
-        return rc->small->ops->algo(rc->small, bytes);
-    const uint64_t piece = rc->piece_bytes; // the engine runs a piece at a time
-    return ring_algo_name(ring_algo_for(&rc->core, bytes < piece ? bytes : piece));
-}
-
 const struct comm_ops comm_ring_ops = {
     .name = "ring",
     .create = ring_create_,
-    .all_reduce = ring_all_reduce_,
-    .broadcast = ring_broadcast_,
-    .all_gather = ring_all_gather_,
-    .all_to_all = ring_all_to_all_,
-    .all_reduce_update = ring_all_reduce_update_,
-    .barrier = ring_barrier_,
+    .all_reduce = ring_comm_all_reduce,
+    .broadcast = ring_comm_broadcast,
+    .all_gather = ring_comm_all_gather,
+    .all_to_all = ring_comm_all_to_all,
+    .all_reduce_update = ring_comm_all_reduce_update,
+    .barrier = ring_comm_barrier,
     .destroy = ring_destroy_,
-    .waited = ring_waited_,
-    .algo = ring_algo_,
+    .waited = ring_comm_waited,
+    .algo = ring_comm_algo,
 };
