@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "kernels.h"
 #include "ring_internal.h"
 #include "shm_flag.h"
@@ -677,6 +678,91 @@ static void test_shot_choice(void **state)
     assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
 }
 
+// ring_algo.c's tables at the edges of every range, for rank counts at and
+// beside each row's bounds: one-shot up to `one` bytes, two-shot above it up
+// to `two`, then `above` (-1: no latency path). A bound moved by one byte, a
+// row that takes other rank counts, or VGPU_RING_ALGO mapped onto another
+// row fails here.
+static void test_algo_table(void **state)
+{
+    (void)state;
+    enum { AUTO = RING_ALGO_AUTO, RING = RING_ALGO_RING, ONE = RING_ALGO_ONE_SHOT,
+           TWO = RING_ALGO_TWO_SHOT, DIRECT = RING_ALGO_DIRECT };
+    const int64_t none = -1, mib4 = 4 << 20;
+    const struct {
+        int forced, over, direct, n;
+        int64_t one, two;
+        int above;
+    } cases[] = {
+        {AUTO, 0, 1, 2, 1024, 1024, DIRECT},    {AUTO, 0, 1, 3, 1024, 1024, DIRECT},
+        {AUTO, 0, 1, 64, 1024, 1024, DIRECT},   {AUTO, 1, 1, 2, 65536, 65536, DIRECT},
+        {AUTO, 1, 1, 3, 16384, 16384, DIRECT},  {AUTO, 1, 1, 4, 8192, 8192, DIRECT},
+        {AUTO, 1, 1, 5, 8192, 8192, DIRECT},    {AUTO, 1, 1, 64, 8192, 8192, DIRECT},
+        {AUTO, 0, 0, 2, 8192, 8192, RING},      {AUTO, 0, 0, 5, 8192, 8192, RING},
+        {AUTO, 0, 0, 65, 8192, 8192, RING},     {AUTO, 1, 0, 2, 32768, 32768, RING},
+        {AUTO, 1, 0, 3, 131072, 131072, RING},  {AUTO, 1, 0, 4, 32768, 524288, RING},
+        {AUTO, 1, 0, 5, 32768, 524288, RING},   {AUTO, 1, 0, 65, 32768, 524288, RING},
+        {AUTO, 1, 0, 1, none, none, RING},      {AUTO, 0, 1, 1, none, none, RING},
+        {ONE, 0, 0, 2, mib4, mib4, RING},       {ONE, 1, 0, 65, mib4, mib4, RING},
+        {TWO, 0, 0, 2, 0, mib4, RING},          {TWO, 1, 0, 4, 0, mib4, RING},
+        {RING, 1, 0, 4, none, none, RING},      {RING, 0, 0, 2, none, none, RING},
+        {DIRECT, 1, 1, 3, none, none, DIRECT},  {DIRECT, 0, 1, 64, none, none, DIRECT},
+        {DIRECT, 1, 0, 3, none, none, RING},
+    };
+    struct ring_shot shot = {0};
+    struct ring_link all[1] = {{0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ring_core r = {.size = cases[i].n, .shot = &shot,
+                              .all = cases[i].direct ? all : NULL};
+        tune_(&r.tune, &shot, cases[i].n, cases[i].over, cases[i].direct,
+              (enum ring_algo)cases[i].forced);
+        const int64_t one = cases[i].one, two = cases[i].two;
+        assert_int_equal(shot.cap_bytes, two < 0 ? 0 : (uint64_t)two);
+        const int64_t probes[] = {0, one, one + 1, two, two + 1, 1 << 30};
+        for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++) {
+            const int64_t b = probes[k];
+            if (b < 0)
+                continue;
+            const int want = b <= one ? ONE : b <= two ? TWO : cases[i].above;
+            const enum ring_algo got = ring_algo_for(&r, (uint64_t)b);
+            if ((int)got != want)
+                fail_msg("case %zu: n=%d %s%s VGPU_RING_ALGO=%s, %lld bytes: %s, want %s", i,
+                         cases[i].n, cases[i].over ? "oversubscribed" : "a core each",
+                         cases[i].direct ? ", direct" : "",
+                         cases[i].forced == AUTO ? "auto" : ring_algo_name(cases[i].forced),
+                         (long long)b, ring_algo_name(got), ring_algo_name(want));
+        }
+        // Direct runs where every rank would have it: auto or forced, 2 to 64 ranks.
+        const struct ring_algo_facts f = {.ranks = cases[i].n, .one_host = 1,
+                                          .oversubscribed = cases[i].over,
+                                          .forced = (enum ring_algo)cases[i].forced};
+        assert_int_equal(ring_algo_direct_wanted(&f), (cases[i].forced == AUTO ||
+                                                       cases[i].forced == DIRECT) &&
+                                                          cases[i].n >= 2 && cases[i].n <= 64);
+        // Ranks on several hosts, or on device windows: the ring alone.
+        struct ring_algo_facts apart = f;
+        apart.one_host = 0;
+        apart.direct = cases[i].direct;
+        struct ring_tune t;
+        ring_algo_tune(&t, &apart);
+        for (int a = 0; a < RING_ALGO_COUNT; a++)
+            assert_int_equal(t.end_bytes[a], 0);
+        assert_int_equal(ring_algo_direct_wanted(&apart), 0);
+    }
+    // VGPU_RING_ALGO's values name the algorithms they force.
+    const char *const names[] = {"ring", "one-shot", "two-shot", "direct"};
+    for (int k = 0; k < 4; k++) {
+        setenv("VGPU_RING_ALGO", names[k], 1);
+        env_reset();
+        assert_string_equal(ring_algo_name(ring_algo_forced()), names[k]);
+    }
+    setenv("VGPU_RING_ALGO", "auto", 1);
+    env_reset();
+    assert_int_equal(ring_algo_forced(), RING_ALGO_AUTO);
+    unsetenv("VGPU_RING_ALGO");
+    env_reset();
+}
+
 static void test_ring_schedule(void **state)
 {
     (void)state;
@@ -729,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_ring_schedule),
         cmocka_unit_test(test_ring_schedule_deferred),
         cmocka_unit_test(test_shot_choice),
+        cmocka_unit_test(test_algo_table),
         cmocka_unit_test(test_shot_schedule),
         cmocka_unit_test(test_direct_schedule),
         cmocka_unit_test(test_direct_mismatch),
