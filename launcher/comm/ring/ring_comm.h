@@ -12,7 +12,7 @@ struct ring_peer; // what every rank tells every other at create (comm_ring.c)
 struct ring_hier; // ring_sub.h
 
 struct ring_comm {
-    struct ring_core core;     // first: report_ gets back here from the core
+    struct ring_core core;     // first: comm_ring.c's report_ gets back here from the core
     MPI_Comm mpi;              // duplicate of the communicator
     device_t *dev;
     struct ring_peer *peers;   // by rank, [size]

@@ -1,9 +1,11 @@
-// ring_mem.h: how the ring engine touches memory. The schedule (ring_core.c)
-// is one for every kind of window; what differs is how a chunk is reduced or
-// copied. Host memory (CPU devices, staging windows) is the engine's own
-// loops and memcpy, seen by the neighbours as soon as it is written (ops ==
-// NULL). Device memory that the ranks map into each other (CUDA IPC of one
-// GPU's arenas) is a kernel and asynchronous copies on the device's stream:
+// ring_mem.h: how the ring engine touches memory. The ring's schedules
+// (ring_ring.c, ring_gather.c) are one for every kind of window; what differs
+// is how a chunk is reduced or copied (ring_core.c's ring_reduce, ring_copy,
+// ring_settle; the one-host algorithms run on host windows only). Host
+// memory (CPU devices, staging windows) is the engine's own loops and
+// memcpy, seen by the neighbours as soon as it is written (ops == NULL).
+// Device memory that the ranks map into each other (CUDA IPC of one GPU's
+// arenas) is a kernel and asynchronous copies on the device's stream:
 // nothing is written until the stream gets there, so `settle` waits for it.
 // The engine calls settle before every publish of its progress, the host
 // hand-shake its neighbours wait on: what a neighbour is told is done is done.
