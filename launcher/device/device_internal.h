@@ -8,13 +8,6 @@
 #include "device.h"
 #include "shm_share.h"
 
-// The CPU backend's table and its host view and share operations
-// (device_cpu.c). Outside the backend, ask device_host_view and
-// device_share, which work on whatever device has them.
-extern const struct device_ops device_cpu_ops;
-void *device_cpu_view(const device_t *dev, const void *ptr);
-int device_cpu_share(const device_t *dev, struct shm_handle *out);
-
 // The backend's host view of a device pointer: NULL where device memory is
 // not host-addressable (CUDA, the test device) or ptr is not in the arena.
 void *device_host_view(const device_t *dev, const void *ptr);

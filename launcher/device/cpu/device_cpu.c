@@ -312,7 +312,11 @@ static void cpu_release_(device_t *dev)
     dev->impl = NULL;
 }
 
-void *device_cpu_view(const device_t *dev, const void *ptr)
+static const struct device_ops device_cpu_ops;
+
+// The host view of a device pointer (device_ops.host_view); NULL outside
+// this device's arena.
+static void *cpu_view_(const device_t *dev, const void *ptr)
 {
     if (!dev || dev->ops != &device_cpu_ops || !arena_contains(&dev->arena, ptr))
         return NULL;
@@ -320,7 +324,8 @@ void *device_cpu_view(const device_t *dev, const void *ptr)
     return im->host_view + ((const char *)ptr - im->device_view);
 }
 
-int device_cpu_share(const device_t *dev, struct shm_handle *out)
+// What a same-host peer needs to map the arena (device_ops.share).
+static int cpu_share_(const device_t *dev, struct shm_handle *out)
 {
     const struct cpu_impl *im = dev && dev->ops == &device_cpu_ops ? dev->impl : NULL;
     if (!im)
@@ -332,25 +337,25 @@ int device_cpu_share(const device_t *dev, struct shm_handle *out)
 
 static int cpu_copy_h2d_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
-    memcpy(device_cpu_view(dev, dst), src, bytes);
+    memcpy(cpu_view_(dev, dst), src, bytes);
     return 0;
 }
 
 static int cpu_copy_d2h_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
-    memcpy(dst, device_cpu_view(dev, src), bytes);
+    memcpy(dst, cpu_view_(dev, src), bytes);
     return 0;
 }
 
 static int cpu_copy_d2d_(device_t *dev, void *dst, const void *src, size_t bytes)
 {
-    memmove(device_cpu_view(dev, dst), device_cpu_view(dev, src), bytes);
+    memmove(cpu_view_(dev, dst), cpu_view_(dev, src), bytes);
     return 0;
 }
 
 static int cpu_memset_zero_(device_t *dev, void *dst, size_t bytes)
 {
-    memset(device_cpu_view(dev, dst), 0, bytes);
+    memset(cpu_view_(dev, dst), 0, bytes);
     return 0;
 }
 
@@ -393,7 +398,7 @@ static int cpu_discover_(struct device_info *out, int max, int *count, char *err
     return 0;
 }
 
-const struct device_ops device_cpu_ops = {
+static const struct device_ops device_cpu_ops = {
     .kind = DEVICE_KIND_CPU,
     .name = "cpu",
     .reserve = cpu_reserve_,
@@ -407,8 +412,8 @@ const struct device_ops device_cpu_ops = {
     .caps = 0, // host memory: a host view, shared with same-host peers
     .label = "CPU",
     .discover = cpu_discover_,
-    .host_view = device_cpu_view,
-    .share = device_cpu_share,
+    .host_view = cpu_view_,
+    .share = cpu_share_,
 };
 
 const struct device_ops *device_cpu_backend(void) { return &device_cpu_ops; }
