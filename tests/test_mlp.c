@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "log.h"
-#include "mlp.h"
+#include "models/mlp/mlp.h"
 #include "optim.h"
 #include "status.h"
 #include "test_rank.h"

@@ -8,17 +8,15 @@
 #include "log.h"
 #include "status.h"
 
-extern const struct model_ops model_mlp; // mlp.c
+// Every model's table (models/<name>/), by model.type: models/models.h's
+// list is the only place a model is named.
+#define MODEL_EXTERN_(name, text, ops) extern const struct model_ops ops;
+MODELS(MODEL_EXTERN_)
+#undef MODEL_EXTERN_
 
-// One row per value of model.type (config.h's CONFIG_MODELS), in its order.
-static const struct model_ops *const models_[] = {
-    [MODEL_MLP] = &model_mlp,
-};
-
-#define MODEL_COUNT_(name, text) +1
-_Static_assert(sizeof models_ / sizeof models_[0] == 0 CONFIG_MODELS(MODEL_COUNT_),
-               "every model.type value needs its row in models_");
-#undef MODEL_COUNT_
+#define MODEL_ROW_(name, text, ops) [name] = &ops,
+static const struct model_ops *const models_[] = {MODELS(MODEL_ROW_)};
+#undef MODEL_ROW_
 
 int model_layout(struct model *m, const struct train_config *cfg, const struct dataset *train,
                  int max_rows)

@@ -1,9 +1,8 @@
 // model.h: the trainer's model interface: a table of operations each model
-// implements (mlp.c's is the one today), chosen by model.type, over device
-// buffers in a layout every model shares. The trainer calls models only
-// through the model_* functions here. A second model is one new file with
-// its table, its value in config.h's CONFIG_MODELS and its row in model.c's
-// registry.
+// implements (models/mlp/'s is the one today), chosen by model.type, over
+// device buffers in a layout every model shares. The trainer calls models
+// only through the model_* functions here. A second model is a folder
+// models/<name>/ with its table and one line in models/models.h.
 #ifndef VGPU_MODEL_H
 #define VGPU_MODEL_H
 

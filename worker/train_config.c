@@ -13,7 +13,7 @@ static const char *const optimizers_[] = {CONFIG_OPTIMIZERS(CONFIG_ENUM_TEXT) NU
 static const char *const schedules_[] = {CONFIG_SCHEDULES(CONFIG_ENUM_TEXT) NULL};
 static const char *const balances_[] = {CONFIG_BALANCES(CONFIG_ENUM_TEXT) NULL};
 static const char *const datasets_[] = {CONFIG_DATASETS(CONFIG_ENUM_TEXT) NULL};
-static const char *const models_[] = {CONFIG_MODELS(CONFIG_ENUM_TEXT) NULL};
+static const char *const models_[] = {MODELS(CONFIG_MODEL_TEXT) NULL};
 // The engine stores an enum key's value through an int.
 _Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as int");
 
@@ -24,8 +24,7 @@ _Static_assert(sizeof(enum optim_kind) == sizeof(int), "enum keys are stored as 
 // The schema: one row per key. The reference printed by --help-config and the
 // comments in configs/*.ini come from here.
 static const struct config_key keys_[] = {
-    {"model", "type", CONFIG_ENUM, F_(model, type), 0, "mlp", 0, 0, models_,
-     "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy"},
+    {"model", "type", CONFIG_ENUM, F_(model, type), 0, "mlp", 0, 0, models_, MODEL_TYPE_DOC},
     {"model", "hidden", CONFIG_INT_LIST, F_(model, hidden), 0, "256,128", 1, 65536, NULL,
      "hidden layer widths of the MLP, e.g. 256,128"},
 

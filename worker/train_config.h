@@ -11,12 +11,12 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "models/models.h"
 
 #define CONFIG_OPTIMIZERS(X) X(OPTIM_SGD, "sgd") X(OPTIM_ADAM, "adam") X(OPTIM_ADAMW, "adamw")
 #define CONFIG_SCHEDULES(X) \
     X(SCHEDULE_CONSTANT, "constant") X(SCHEDULE_STEP, "step") X(SCHEDULE_COSINE, "cosine")
 #define CONFIG_BALANCES(X) X(BALANCE_STATIC, "static") X(BALANCE_DYNAMIC, "dynamic")
-#define CONFIG_MODELS(X) X(MODEL_MLP, "mlp")
 #define CONFIG_DATASETS(X) \
     X(DATASET_FASHION_MNIST, "fashion-mnist") X(DATASET_MNIST_IDX, "mnist-idx") X(DATASET_SYNTHETIC, "synthetic")
 
@@ -24,7 +24,10 @@ enum optim_kind { CONFIG_OPTIMIZERS(CONFIG_ENUM_CONSTANT) };
 enum lr_schedule { CONFIG_SCHEDULES(CONFIG_ENUM_CONSTANT) };
 enum batch_balance { CONFIG_BALANCES(CONFIG_ENUM_CONSTANT) };
 enum dataset_kind { CONFIG_DATASETS(CONFIG_ENUM_CONSTANT) };
-enum model_kind { CONFIG_MODELS(CONFIG_ENUM_CONSTANT) };
+// model.type's values: one per line of models/models.h.
+#define CONFIG_MODEL_CONSTANT(name, text, ops) name,
+#define CONFIG_MODEL_TEXT(name, text, ops) text,
+enum model_kind { MODELS(CONFIG_MODEL_CONSTANT) };
 
 // data.path's default: the Debian package's directory. Only there does a
 // missing dataset fall back to the synthetic one (data.fallback_synthetic).
@@ -33,7 +36,7 @@ enum model_kind { CONFIG_MODELS(CONFIG_ENUM_CONSTANT) };
 // Plain old data (broadcast as bytes where needed).
 struct train_config {
     struct {
-        enum model_kind type;      // the model trained (worker/model.h's registry)
+        enum model_kind type;      // the model trained (worker/models/models.h's list)
         struct config_int_list hidden; // hidden layer widths
     } model;
     struct {

@@ -1,4 +1,4 @@
-// mlp.h: a multi-layer perceptron (Linear -> ReLU ... -> Linear) with
+// models/mlp/mlp.h: a multi-layer perceptron (Linear -> ReLU ... -> Linear) with
 // softmax cross-entropy, on device memory. All parameters live in one flat
 // device buffer and all gradients in another, so one collective covers them.
 #ifndef VGPU_MLP_H

@@ -1,4 +1,4 @@
-// mlp.c: MLP forward and backward on device ops, and the MLP as the
+// models/mlp/mlp.c: MLP forward and backward on device ops, and the MLP as the
 // trainer's model (model.h's table, model_mlp).
 #include "mlp.h"
 
