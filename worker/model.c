@@ -18,14 +18,31 @@ MODELS(MODEL_EXTERN_)
 static const struct model_ops *const models_[] = {MODELS(MODEL_ROW_)};
 #undef MODEL_ROW_
 
+const struct model_ops *model_find(int type)
+{
+    if (type < 0 || (size_t)type >= sizeof models_ / sizeof models_[0])
+        return NULL;
+    return models_[type];
+}
+
+const struct model_metrics *model_metrics_for(const struct train_config *cfg)
+{
+    const struct model_ops *ops = model_find((int)cfg->model.type);
+    return ops ? ops->metrics : NULL;
+}
+
+const struct model_metrics *model_metrics_of(const struct model *m)
+{
+    return m->ops->metrics;
+}
+
 int model_layout(struct model *m, const struct train_config *cfg, const struct dataset *train,
                  int max_rows)
 {
     memset(m, 0, sizeof *m);
-    const int kind = (int)cfg->model.type;
-    if (kind < 0 || (size_t)kind >= sizeof models_ / sizeof models_[0] || !models_[kind])
+    m->ops = model_find((int)cfg->model.type);
+    if (!m->ops)
         return VGPU_ECONFIG;
-    m->ops = models_[kind];
     int rc = m->ops->layout(m, cfg, train, max_rows);
     if (rc < 0)
         model_free(m, NULL);

@@ -13,6 +13,7 @@
 
 #include "train_config.h"
 #include "dataset.h"
+#include "model_metrics.h"
 
 #define MODEL_MAX_SHAPE 18 // numbers a model's shape may have (a checkpoint records them)
 
@@ -33,7 +34,7 @@ struct model {
     float *grads;                  // device [param_count]: the gradient of the last backward
     float *input;                  // device [max_rows, input_width]: a batch's samples
     int32_t *labels;               // device [max_rows]: their classes
-    float *stats;                  // device [max_rows, VGPU_XENT_STATS]: loss, correct, top5
+    float *stats;                  // device [max_rows, ops->metrics->n_stats]: each row's statistics
 };
 
 // A named piece of the flat parameters (a layer's weight or bias), for the
@@ -48,6 +49,9 @@ struct model_tensor {
 // What a model implements. Every method is required.
 struct model_ops {
     const char *name;              // its model.type value
+    // What a row of stats holds and the figures made of it (a static table;
+    // model_metrics_check passes it).
+    const struct model_metrics *metrics;
     // Sizes only, no device work: the shape cfg and the data (features,
     // classes) call for, for batches of up to max_rows; fills m's sizes and
     // m->impl. VGPU_EINVAL for a shape this model cannot have.
@@ -65,11 +69,11 @@ struct model_ops {
     void (*init_params)(const struct model *m, float *host_params, uint64_t seed);
     // Forward pass of `rows` samples in input.
     int (*forward)(struct model *m, vgpu_t *dev, int rows);
-    // After forward: the loss on labels, stats[rows], and the gradient of
+    // After forward: the loss on labels, each row's stats, and the gradient of
     // sum(loss) * grad_scale into grads[param_count] (device), overwriting it
     // (zeros when rows is 0).
     int (*backward)(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
-    // After forward: the loss and top-1/top-5 stats only (evaluation).
+    // After forward: each row's stats only, no gradient (evaluation).
     int (*eval_stats)(struct model *m, vgpu_t *dev, int rows);
     // The floating-point operations of a forward (backward 0) or backward
     // (1) pass of `rows` samples: its matrix products, a multiply-add
@@ -81,6 +85,14 @@ struct model_ops {
     int (*tensor_count)(const struct model *m);
     void (*tensor)(const struct model *m, int index, struct model_tensor *out);
 };
+
+// model.type's table (a value of models/models.h's list), or NULL.
+const struct model_ops *model_find(int type);
+// The figures of cfg's model.type (before any layout: the summary of a run
+// stopped early has them), or NULL.
+const struct model_metrics *model_metrics_for(const struct train_config *cfg);
+// m's (after model_layout).
+const struct model_metrics *model_metrics_of(const struct model *m);
 
 // The model cfg's model.type names (its layout: sizes only, no device work;
 // model_free(m, NULL) releases it). Returns 0, VGPU_ECONFIG for a type this

@@ -87,7 +87,7 @@ static int stop_for_preemption_(struct trainer *t, struct train_result *res)
 // The test-set evaluation after an epoch (number: 1-based); lr is the last step's.
 static int evaluate_epoch_(struct trainer *t, struct train_result *res, long number, double lr)
 {
-    TRY(train_evaluate(t, &res->test_loss, &res->test_acc, &res->test_top5));
+    TRY(train_evaluate(t, res->eval));
     train_report_eval(t, res, number, lr);
     return 0;
 }
@@ -255,9 +255,12 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
     };
     memset(result, 0, sizeof *result);
     result->data = data->name;
+    result->metrics = model_metrics_for(&job->cfg);
     // Not measured until an evaluation runs (a run preempted before its first
     // epoch ends reports nan, not 0).
-    result->train_loss = result->test_loss = result->test_acc = result->test_top5 = NAN;
+    result->train_loss = NAN;
+    for (int i = 0; i < MODEL_MAX_METRICS; i++)
+        result->eval[i] = NAN;
     vgpu_startup_stage(job->v, "setting up the model");
     train_test_pause("open", job->rank);
     int rc = trainer_prepare(&t);

@@ -8,6 +8,7 @@
 
 #include "dataset.h"
 #include "job.h"
+#include "model_metrics.h"
 #include "train_sizing.h"
 
 struct train_options {
@@ -22,8 +23,9 @@ struct train_result {
     double epochs;             // epochs trained: completed ones plus the share of the
                                // current one (0.5 = half of the first)
     long steps;                // optimizer steps done
-    double train_loss;         // mean loss over the last logging window
-    double test_loss, test_acc, test_top5; // last evaluation
+    double train_loss;         // mean loss over the last logging window (the model's figure 0)
+    const struct model_metrics *metrics; // the model's figures (model.type's; NULL: unknown)
+    double eval[MODEL_MAX_METRICS]; // the last evaluation's figures, in metrics' order
     double samples_per_s;      // training throughput, global samples per second
     uint32_t params_crc;       // CRC32 of the final parameter bytes
     double verify_max_rel;     // --verify: largest relative difference of a tensor

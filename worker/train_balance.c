@@ -58,7 +58,7 @@ void train_balance_count(struct trainer *t, double seconds, long rows)
 // One step's compute on training samples first[0..rows), timed as a step's is.
 static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
 {
-    double stats[VGPU_XENT_STATS] = {0};
+    double stats[MODEL_MAX_STATS] = {0};
     return train_compute_rows(t, first, rows, 1.0f, stats, 1, seconds);
 }
 

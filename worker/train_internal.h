@@ -45,8 +45,8 @@ struct step_ops {
     // NULL: none.
     int (*prepare)(struct trainer *t);
     // One optimizer step on global batch b at learning rate lr (gradient,
-    // all-reduce, update); adds this rank's share of the loss sum, correct
-    // count and samples into t->window.
+    // all-reduce, update); adds this rank's share of the rows' statistics and
+    // the rows into the progress window (train_report_count).
     int (*step)(struct trainer *t, const struct batch_slice *b, float lr);
     // Makes the optimizer state complete on every rank (it is current only in
     // a rank's own ranges after sharded steps). NULL: it always is.
@@ -68,7 +68,7 @@ struct replay {
     struct sampler sampler;        // the same global batches, for one rank
     float *parts;                  // device [micro_batches, param_count]: micro-batch gradients
     float **leaves;                // host [micro_batches]: pointers into parts for the tree sum
-    double *stats;                 // host [micro_batches, VGPU_XENT_STATS]: unused stats
+    double *stats;                 // host [micro_batches, n_stats]: unused stats
 };
 
 // ---- the trainer's parts, each written by one file ----
@@ -91,7 +91,7 @@ struct trainer_staging {
     float *dev_lut;            // device [256]: the code -> value table of lut_set
     const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
     int32_t *host_labels;      // host [rows_cap]: labels of a piece
-    float *host_stats;         // host [rows_cap, VGPU_XENT_STATS]: loss, correct, top5
+    float *host_stats;         // host [rows_cap, n_stats]: the rows' statistics (model_metrics.h)
     long rows_cap;             // rows the staging holds
 };
 
@@ -100,19 +100,20 @@ struct trainer_micro {
     int per_rank[TRAIN_MAX_RANKS]; // micro-batches each rank computes
     int first;                 // this rank's first micro-batch
     float *parts;              // device [its micro-batches, param_count]: their gradients
-    double *stats;             // host [micro_batches, VGPU_XENT_STATS]: per micro-batch
+    double *stats;             // host [micro_batches, n_stats]: per micro-batch
 };
 
 // What the user sees (train_report.c): progress, the metrics CSV.
 struct trainer_report {
     FILE *metrics;             // rank 0: the --metrics CSV (NULL = none)
     int metrics_errno;         // rank 0: why writing it failed (0 = it did not)
-    double window[3];          // loss sum, correct, samples since the last progress line
-    double last_loss;          // mean loss of the last progress window (all ranks)
+    double window[MODEL_MAX_STATS + 1]; // since the last progress line: the model's
+                               // statistics summed [n_stats], then the rows
+    double last_loss;          // the loss (figure 0) of the last progress window (all ranks)
     int warned_nonfinite;      // rank 0 has warned that the loss is NaN or infinite
     int live;                  // rank 0 draws a progress bar rather than lines
     int bar_open;              // a bar frame is on the terminal's line (no newline yet)
-    double *log_slots;         // [3 + ranks]: a progress line's sums and peak memories
+    double *log_slots;         // [n_stats + 1 + ranks]: a progress line's sums and peak memories
     struct step_clock clock_mark; // the clock at the last metrics row
 };
 
@@ -194,12 +195,13 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
                     const uint32_t *indices, long count);
 // This rank's compute on training samples indices[0..count): forward,
 // backward (the loss sum's gradient times grad_scale into m->grads) and the
-// stats, added into acc[VGPU_XENT_STATS]. With `timed`: waits for the device,
+// rows' statistics, added into acc[n_stats]. With `timed`: waits for the device,
 // applies the VGPU_INJECT_SLOW hook and sets *seconds.
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
                        double *acc, int timed, double *seconds);
-// Test-set loss, accuracy and top-5 (a collective; the same bits for any N).
-int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5);
+// The model's figures on the test set into values[n_metrics] (a collective;
+// the same bits for any N).
+int train_evaluate(struct trainer *t, double *values);
 
 // ---- train_balance.c ----
 // Under train.balance = dynamic: allocates the balancer and the exchange's
@@ -243,8 +245,9 @@ int train_resume(struct trainer *t, const char *path);
 // VGPU_PROGRESS). train_report_free also closes a metrics file left open.
 int train_report_prepare(struct trainer *t);
 void train_report_free(struct trainer *t);
-// Adds a step's statistics (this rank's share) to the progress window.
-void train_report_count(struct trainer *t, double loss_sum, double correct, double samples);
+// Adds statistics summed over rows (this rank's share: stats[n_stats], or
+// NULL for none) and a count of rows to the progress window.
+void train_report_count(struct trainer *t, const double *stats, double rows);
 // The --metrics CSV header, opened by rank 0; when resuming, an existing
 // metrics CSV is continued (anything else there is refused). Returns
 // VGPU_ECONFIG for a path that cannot be opened or is not such a file,

@@ -55,7 +55,8 @@ static void format_mem_(char *buf, size_t bytes, const double *peak_bytes, int n
 int train_report_prepare(struct trainer *t)
 {
     const struct job *job = t->job;
-    t->report.log_slots = calloc(3 + (size_t)job->size, sizeof *t->report.log_slots);
+    t->report.log_slots = calloc((size_t)model_metrics_of(&t->model)->n_stats + 1 + (size_t)job->size,
+                                 sizeof *t->report.log_slots);
     if (!t->report.log_slots)
         return VGPU_ENOMEM;
     // Under mpirun a rank's stdout is a pseudo-terminal even when the user's
@@ -77,11 +78,12 @@ void train_report_free(struct trainer *t)
     t->report.metrics = NULL;
 }
 
-void train_report_count(struct trainer *t, double loss_sum, double correct, double samples)
+void train_report_count(struct trainer *t, const double *stats, double rows)
 {
-    t->report.window[0] += loss_sum;
-    t->report.window[1] += correct;
-    t->report.window[2] += samples;
+    const int ns = model_metrics_of(&t->model)->n_stats;
+    for (int k = 0; stats && k < ns; k++)
+        t->report.window[k] += stats[k];
+    t->report.window[ns] += rows;
 }
 
 void train_describe_split(const struct trainer *t, char *buf, size_t bytes)
@@ -108,12 +110,23 @@ static void metrics_flush_(struct trainer *t)
               t->opts->metrics_path, t->step, strerror(t->report.metrics_errno));
 }
 
-#define METRICS_HEADER_V1 "kind,epoch,step,lr,loss,accuracy,top5,samples_per_s,elapsed_s"
-// v2: train rows add rank 0's step-time breakdown over their window (ms per step).
-#define METRICS_HEADER METRICS_HEADER_V1 ",compute_ms,wait_ms,move_ms,optim_ms\n"
+// The CSV's header: "kind,epoch,step,lr", the model's columns (the MLP's:
+// loss,accuracy,top5), "samples_per_s,elapsed_s" (v1 ended there); v2's
+// train rows add rank 0's step-time breakdown over their window (ms per step).
+static void metrics_header_(const struct trainer *t, char *v1, char *v2, size_t bytes)
+{
+    char columns[256];
+    model_metrics_format(columns, sizeof columns, model_metrics_of(&t->model), NULL,
+                         METRICS_CSV_HEADER);
+    snprintf(v1, bytes, "kind,epoch,step,lr%s,samples_per_s,elapsed_s\n", columns);
+    snprintf(v2, bytes, "kind,epoch,step,lr%s,samples_per_s,elapsed_s,compute_ms,wait_ms,move_ms,"
+             "optim_ms\n", columns);
+}
 
 int train_open_metrics(struct trainer *t, const char *path, int resuming)
 {
+    char header_v1[384], header[384];
+    metrics_header_(t, header_v1, header, sizeof header);
     // A resumed run continues the file its first part wrote (a `resume` row
     // marks the seam, train_metrics_resumed); a new run starts it afresh.
     t->report.metrics = fopen(path, resuming ? "a+" : "w");
@@ -121,9 +134,9 @@ int train_open_metrics(struct trainer *t, const char *path, int resuming)
         log_error("cannot write metrics to %s: %s", path, strerror(errno));
         return VGPU_ECONFIG; // a bad --metrics path: exit 2, as other bad input
     }
-    char first[sizeof METRICS_HEADER + 1] = "";
+    char first[sizeof header + 1] = "";
     if (resuming && fgets(first, sizeof first, t->report.metrics) &&
-        strcmp(first, METRICS_HEADER_V1 "\n") == 0) {
+        strcmp(first, header_v1) == 0) {
         log_error("--metrics %s was written by an older vgpu_train (no step-time columns); "
                   "give the resumed run a new file",
                   path);
@@ -131,7 +144,7 @@ int train_open_metrics(struct trainer *t, const char *path, int resuming)
         t->report.metrics = NULL;
         return VGPU_ECONFIG;
     }
-    if (resuming && first[0] && strcmp(first, METRICS_HEADER) != 0) {
+    if (resuming && first[0] && strcmp(first, header) != 0) {
         log_error("--metrics %s: the file exists and is not a vgpu_train metrics CSV (its first "
                   "line is not the header); name another file", path);
         fclose(t->report.metrics);
@@ -139,7 +152,7 @@ int train_open_metrics(struct trainer *t, const char *path, int resuming)
         return VGPU_ECONFIG;
     }
     if (!first[0]) // new or empty
-        fputs(METRICS_HEADER, t->report.metrics);
+        fputs(header, t->report.metrics);
     metrics_flush_(t);
     return t->report.metrics_errno ? VGPU_EIO : 0;
 }
@@ -150,8 +163,11 @@ void train_metrics_resumed(struct trainer *t, long epoch)
         return;
     // Rows of the first part past this step were not kept by the
     // checkpoint: the resumed run's rows after this one replace them.
-    fprintf(t->report.metrics, "resume,%ld,%ld,%.6g,,,,,0.000,,,,\n", epoch + 1, t->step,
-            optim_lr_at(t->cfg, t->step, t->total_steps));
+    char empty[64];
+    model_metrics_format(empty, sizeof empty, model_metrics_of(&t->model), NULL,
+                         METRICS_CSV_EMPTY);
+    fprintf(t->report.metrics, "resume,%ld,%ld,%.6g%s,,0.000,,,,\n", epoch + 1, t->step,
+            optim_lr_at(t->cfg, t->step, t->total_steps), empty);
     metrics_flush_(t);
 }
 
@@ -192,7 +208,7 @@ static void format_duration_(char *buf, size_t bytes, double seconds)
 // One frame of the bar, redrawn in place: cut to the terminal's width (a
 // frame that wraps cannot be redrawn and the frames pile up) and cleared to
 // the end of the line; fixed-width fields, so nothing shifts between frames.
-static void draw_bar_(struct trainer *t, long epoch, double lr, double loss, double acc,
+static void draw_bar_(struct trainer *t, long epoch, double lr, const double *values,
                       double sps, const char *mem)
 {
     const long total = t->total_steps ? t->total_steps : 1;
@@ -207,22 +223,26 @@ static void draw_bar_(struct trainer *t, long epoch, double lr, double loss, dou
     format_duration_(left, sizeof left, eta);
     // The fields in order of use; at a narrow terminal whole fields are left
     // out from the tail (a field cut in the middle reads as a bare "lr").
-    char digits[24], field[9][128];
+    char digits[24], field[7 + MODEL_MAX_METRICS][128];
     const int step_w = snprintf(digits, sizeof digits, "%ld", total);
     const int epoch_w = snprintf(digits, sizeof digits, "%ld", t->cfg->train.epochs);
-    snprintf(field[0], sizeof field[0], "[%s] %3d%%", bar, (int)(100 * t->step / total));
-    snprintf(field[1], sizeof field[1], "epoch %*ld/%ld", epoch_w, epoch + 1, t->cfg->train.epochs);
-    snprintf(field[2], sizeof field[2], "step %*ld/%ld", step_w, t->step, total);
-    snprintf(field[3], sizeof field[3], "loss %.4f", loss);
-    snprintf(field[4], sizeof field[4], "acc %.4f", acc);
-    snprintf(field[5], sizeof field[5], "%s<%s", elapsed, left);
-    snprintf(field[6], sizeof field[6], "%7.0f samples/s", sps);
-    snprintf(field[7], sizeof field[7], "lr %.2e", lr);
-    snprintf(field[8], sizeof field[8], "mem %.100s", mem);
+    int n = 0;
+    snprintf(field[n++], sizeof field[0], "[%s] %3d%%", bar, (int)(100 * t->step / total));
+    snprintf(field[n++], sizeof field[0], "epoch %*ld/%ld", epoch_w, epoch + 1,
+             t->cfg->train.epochs);
+    snprintf(field[n++], sizeof field[0], "step %*ld/%ld", step_w, t->step, total);
+    const struct model_metrics *mm = model_metrics_of(&t->model);
+    for (int i = 0; i < mm->n_metrics; i++) // the model's training figures ("loss", "acc")
+        if (mm->metric[i].train)
+            snprintf(field[n++], sizeof field[0], "%.40s %.4f", mm->metric[i].train, values[i]);
+    snprintf(field[n++], sizeof field[0], "%s<%s", elapsed, left);
+    snprintf(field[n++], sizeof field[0], "%7.0f samples/s", sps);
+    snprintf(field[n++], sizeof field[0], "lr %.2e", lr);
+    snprintf(field[n++], sizeof field[0], "mem %.100s", mem);
     const int cols = terminal_columns_() - 1; // the last column would wrap on some terminals
     int len = 0;
     line[0] = '\0';
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < n; i++) {
         const int need = (len ? 1 : 0) + (int)strlen(field[i]);
         if (len + need > cols || len + need >= (int)sizeof line)
             break;
@@ -251,14 +271,14 @@ static void clear_bar_(struct trainer *t)
 }
 
 // Rank 0's progress output for one window: a bar on a terminal, else a line.
-static void print_progress_(struct trainer *t, long epoch, double lr, int final, double loss,
-                            double acc, double sps, const double *peaks)
+static void print_progress_(struct trainer *t, long epoch, double lr, int final,
+                            const double *values, double sps, const double *peaks)
 {
     const int n = t->job->size;
-    char mem[256], split[160] = "";
+    char mem[256], split[160] = "", figures[256];
     format_mem_(mem, sizeof mem, peaks, n);
     if (t->report.live) {
-        draw_bar_(t, epoch, lr, loss, acc, sps, mem);
+        draw_bar_(t, epoch, lr, values, sps, mem);
         if (final && t->step >= t->total_steps) // the run's last bar stays; an epoch's
             close_bar_(t);                      // gives way to its eval line
     } else {
@@ -269,8 +289,10 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
             memcpy(split, "  split ", 9);
             format_ranks_(split + 8, sizeof split - 8, counts, n, 1.0, "%.0f");
         }
-        printf("epoch %3ld  step %6ld/%-6ld  loss %.4f  acc %.4f  lr %.2e  %8.0f samples/s  mem %s%s\n",
-               epoch + 1, t->step, t->total_steps, loss, acc, lr, sps, mem, split);
+        model_metrics_format(figures, sizeof figures, model_metrics_of(&t->model), values,
+                             METRICS_PROGRESS);
+        printf("epoch %3ld  step %6ld/%-6ld%s  lr %.2e  %8.0f samples/s  mem %s%s\n", epoch + 1,
+               t->step, t->total_steps, figures, lr, sps, mem, split);
     }
     fflush(stdout);
 }
@@ -278,18 +300,23 @@ static void print_progress_(struct trainer *t, long epoch, double lr, int final,
 int train_log_progress(struct trainer *t, long epoch, double lr, int final)
 {
     const int n = t->job->size;
+    const struct model_metrics *mm = model_metrics_of(&t->model);
+    const int w = mm->n_stats + 1; // the window: statistics, then rows
     double *sums = t->report.log_slots;
-    memset(sums, 0, (3 + (size_t)n) * sizeof *sums);
-    memcpy(sums, t->report.window, sizeof t->report.window);
-    sums[3 + t->job->rank] = (double)job_peak_bytes(t->dev);
-    job_sum_doubles(t->job, sums, 3 + n);
+    memset(sums, 0, ((size_t)w + (size_t)n) * sizeof *sums);
+    memcpy(sums, t->report.window, (size_t)w * sizeof *sums);
+    sums[w + t->job->rank] = (double)job_peak_bytes(t->dev);
+    job_sum_doubles(t->job, sums, w + n);
     memset(t->report.window, 0, sizeof t->report.window);
-    if (sums[2] == 0) { // nothing new since the last frame; the run's last bar still ends
+    const double rows = sums[mm->n_stats];
+    if (rows == 0) { // nothing new since the last frame; the run's last bar still ends
         if (final && t->job->rank == 0 && t->step >= t->total_steps)
             close_bar_(t);
         return 0;
     }
-    double loss = sums[0] / sums[2], acc = sums[1] / sums[2];
+    double values[MODEL_MAX_METRICS];
+    model_metrics_values(mm, sums, rows, values);
+    const double loss = values[0];
     double sps = t->train_seconds > 0 ? t->samples_done / t->train_seconds : 0;
     t->report.last_loss = loss;
     if (t->job->rank != 0)
@@ -306,11 +333,12 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
         const double comm = now->comm_s - mark->comm_s;
         const double wait = now->wait_s - mark->wait_s;
         const double inside = now->optim_in_comm_s - mark->optim_in_comm_s;
-        char wait_ms[32] = "";
+        char wait_ms[32] = "", figures[256];
         if (now->wait_known)
             snprintf(wait_ms, sizeof wait_ms, "%.3f", 1e3 * wait / steps);
-        fprintf(t->report.metrics, "train,%ld,%ld,%.6g,%.6f,%.6f,,%.1f,%.3f,%.3f,%s,%.3f,%.3f\n",
-                epoch + 1, t->step, lr, loss, acc, sps, t->train_seconds,
+        model_metrics_format(figures, sizeof figures, mm, values, METRICS_CSV_TRAIN);
+        fprintf(t->report.metrics, "train,%ld,%ld,%.6g%s,%.1f,%.3f,%.3f,%s,%.3f,%.3f\n",
+                epoch + 1, t->step, lr, figures, sps, t->train_seconds,
                 1e3 * (now->compute_s - mark->compute_s) / steps, wait_ms,
                 1e3 * fmax(0, comm - wait - inside) / steps,
                 1e3 * (now->optim_s - mark->optim_s) / steps);
@@ -318,7 +346,7 @@ int train_log_progress(struct trainer *t, long epoch, double lr, int final)
         t->report.clock_mark = t->clock;
     }
     if (!t->opts->quiet)
-        print_progress_(t, epoch, lr, final, loss, acc, sps, sums + 3);
+        print_progress_(t, epoch, lr, final, values, sps, sums + w);
     return 0;
 }
 
@@ -327,13 +355,16 @@ void train_report_eval(struct trainer *t, const struct train_result *res, long n
     if (t->job->rank != 0)
         return;
     clear_bar_(t);
-    if (!t->opts->quiet)
-        printf("eval  epoch %3ld  test_loss %.4f  test_acc %.4f  top5 %.4f\n", number,
-               res->test_loss, res->test_acc, res->test_top5);
+    const struct model_metrics *mm = model_metrics_of(&t->model);
+    char figures[256];
+    if (!t->opts->quiet) {
+        model_metrics_format(figures, sizeof figures, mm, res->eval, METRICS_EVAL);
+        printf("eval  epoch %3ld%s\n", number, figures);
+    }
     if (t->report.metrics && !t->report.metrics_errno) {
-        fprintf(t->report.metrics, "eval,%ld,%ld,%.6g,%.6f,%.6f,%.6f,,%.3f,,,,\n", number,
-                t->step, lr,
-                res->test_loss, res->test_acc, res->test_top5, t->train_seconds);
+        model_metrics_format(figures, sizeof figures, mm, res->eval, METRICS_CSV_EVAL);
+        fprintf(t->report.metrics, "eval,%ld,%ld,%.6g%s,,%.3f,,,,\n", number, t->step, lr,
+                figures, t->train_seconds);
         metrics_flush_(t);
     }
     fflush(stdout);
@@ -449,20 +480,22 @@ int train_print_summary(struct job *job, const struct train_result *res, int ver
         // One token per field (key=value, no spaces): "a,b,c", or "lo..hi"
         // past 8 ranks; epochs whole, or to two places when a run stopped
         // inside one.
-        char mem[256], epochs[32];
+        char mem[256], epochs[32], figures[256] = "";
         format_ranks_(mem, sizeof mem, peaks, job->size, MIB_, "%.1fM");
+        if (res->metrics) // the model's own (the MLP's: test_loss, test_acc)
+            model_metrics_format(figures, sizeof figures, res->metrics, res->eval,
+                                 METRICS_SUMMARY);
         snprintf(epochs, sizeof epochs, res->epochs == floor(res->epochs) ? "%.0f" : "%.2f",
                  res->epochs);
         printf("vgpu_train: done ranks=%d devices=%dx%s/%dvgpu backend=%s data=%s epochs=%s "
                "steps=%ld "
-               "train_loss=%.4f test_loss=%.4f test_acc=%.4f samples_per_s=%.0f wall_s=%.1f%s "
+               "train_loss=%.4f%s samples_per_s=%.0f wall_s=%.1f%s "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
                job->size, vgpu_physical_devices(job->v),
                vgpu_simulated(job->v) ? "cuda-sim" : vgpu_device_kind(job->v),
                job->size,
                vgpu_backend(job->v), res->data ? res->data : "?", epochs, res->steps,
-               res->train_loss,
-               res->test_loss, res->test_acc, res->samples_per_s, wall_s, step_ms, mem,
+               res->train_loss, figures, res->samples_per_s, wall_s, step_ms, mem,
                res->split[0] ? " split=" : "", res->split, res->params_crc, status);
         fflush(stdout);
     }

@@ -226,7 +226,7 @@ static int warm_up_(struct trainer *t)
         return VGPU_ENOMEM;
     for (long i = 0; i < n_first; i++)
         first[i] = (uint32_t)i;
-    double stats[VGPU_XENT_STATS] = {0}, seconds;
+    double stats[MODEL_MAX_STATS] = {0}, seconds;
     int rc = 0;
     if (rows > 0)
         TRY_GOTO(train_compute_rows(t, first, rows, 1.0f, stats, 1, &seconds), rc, out);

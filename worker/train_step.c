@@ -26,7 +26,9 @@ int train_staging_prepare(struct trainer *t, int max_rows)
         t->staging.host_rows = malloc(values * sizeof(float));
     }
     t->staging.host_labels = malloc((size_t)t->staging.rows_cap * sizeof(int32_t));
-    t->staging.host_stats = malloc((size_t)t->staging.rows_cap * VGPU_XENT_STATS * sizeof(float));
+    const size_t stats_bytes =
+        (size_t)t->staging.rows_cap * (size_t)model_metrics_of(&t->model)->n_stats * sizeof(float);
+    t->staging.host_stats = malloc(stats_bytes);
     if (!(t->staging.host_rows || t->staging.host_codes) || !t->staging.host_labels ||
         !t->staging.host_stats)
         return VGPU_ENOMEM;
@@ -36,8 +38,7 @@ int train_staging_prepare(struct trainer *t, int max_rows)
     vgpu_host_register(t->dev, t->staging.host_rows, values * sizeof(float));
     vgpu_host_register(t->dev, t->staging.host_labels,
                        (size_t)t->staging.rows_cap * sizeof(int32_t));
-    vgpu_host_register(t->dev, t->staging.host_stats,
-                       (size_t)t->staging.rows_cap * VGPU_XENT_STATS * sizeof(float));
+    vgpu_host_register(t->dev, t->staging.host_stats, stats_bytes);
     return 0;
 }
 
@@ -88,17 +89,18 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
                                   (size_t)count * sizeof(int32_t));
 }
 
-// Sums the stats of `rows` samples of model m into acc[0..2] (loss, correct,
-// top5), row by row in order.
+// Sums the statistics of `rows` rows of model m into acc[n_stats], row by
+// row in order.
 static int add_stats_(struct trainer *t, struct model *m, long rows, double *acc)
 {
     if (rows <= 0)
         return 0;
+    const int ns = model_metrics_of(m)->n_stats;
     TRY(vgpu_memcpy_dtoh(t->dev, t->staging.host_stats, m->stats,
-                         (size_t)rows * VGPU_XENT_STATS * sizeof(float)));
+                         (size_t)rows * (size_t)ns * sizeof(float)));
     for (long i = 0; i < rows; i++)
-        for (int k = 0; k < VGPU_XENT_STATS; k++)
-            acc[k] += t->staging.host_stats[i * VGPU_XENT_STATS + k];
+        for (int k = 0; k < ns; k++)
+            acc[k] += t->staging.host_stats[i * ns + k];
     return 0;
 }
 
@@ -221,14 +223,14 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
 {
     struct model *m = &t->model;
     // This rank's compute, timed (before any wait for the others) when it is measured.
-    double stats[VGPU_XENT_STATS] = {0}, seconds = 0;
+    double stats[MODEL_MAX_STATS] = {0}, seconds = 0;
     const int timed = t->balance.on || t->env->slow_rank == t->job->rank;
     const double c0 = util_now_s();
     TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
                            stats, timed, &seconds));
     t->clock.compute_s += util_now_s() - c0;
     t->clock.steps++;
-    train_report_count(t, stats[0], stats[1], (double)b->count);
+    train_report_count(t, stats, (double)b->count);
     if (t->balance.on)
         train_balance_count(t, seconds, b->count);
     const struct vgpu_comm_stats before = comm_stats_(t->job->v);
@@ -304,7 +306,8 @@ static int deterministic_prepare_(struct trainer *t)
     int mine = t->micro.per_rank[job->rank];
     TRY(job_alloc_floats(t->dev, (size_t)(mine ? mine : 1) * t->model.param_count,
                          &t->micro.parts));
-    t->micro.stats = calloc((size_t)cfg->train.micro_batches * VGPU_XENT_STATS, sizeof(double));
+    t->micro.stats = calloc((size_t)cfg->train.micro_batches *
+                                (size_t)model_metrics_of(&t->model)->n_stats, sizeof(double));
     if (!t->micro.stats)
         return VGPU_ENOMEM;
     if (job->rank == 0 && cfg->train.micro_batches % job->size && !cfg->train.batch_weights.count)
@@ -348,7 +351,8 @@ static int micro_gradients_(struct trainer *t, struct model *m, const struct bat
         TRY_GOTO(model_backward(m, t->dev, (int)rows[mb], 1.0f / (float)b->global_count,
                                 parts + (size_t)k * m->param_count), rc, out);
         TRY_GOTO(end_phase_(t, vgpu_span_backward, span, rows[mb]), rc, out);
-        TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + VGPU_XENT_STATS * mb), rc, out);
+        TRY_GOTO(add_stats_(t, m, rows[mb], micro_stats + (size_t)mb * model_metrics_of(m)->n_stats),
+                 rc, out);
     }
 out:
     free(rows);
@@ -362,7 +366,8 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
 {
     struct model *m = &t->model;
     const long M = t->cfg->train.micro_batches;
-    memset(t->micro.stats, 0, (size_t)M * VGPU_XENT_STATS * sizeof(double));
+    const int ns = model_metrics_of(m)->n_stats;
+    memset(t->micro.stats, 0, (size_t)M * (size_t)ns * sizeof(double));
     const double c0 = util_now_s();
     TRY(micro_gradients_(t, m, b, t->micro.first, t->micro.per_rank[t->job->rank], t->micro.parts,
                          t->micro.stats));
@@ -377,12 +382,11 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
                              t->job->v));
     clock_comm_(t, &before);
     t->clock.wait_known = 0; // the tree's exchange is MPI's all-to-all: waits are not told apart
-    job_sum_doubles(t->job, t->micro.stats, (int)(M * VGPU_XENT_STATS));
+    job_sum_doubles(t->job, t->micro.stats, (int)(M * ns));
     if (t->job->rank == 0) { // micro-batch by micro-batch, in order
         for (long mb = 0; mb < M; mb++)
-            train_report_count(t, t->micro.stats[mb * VGPU_XENT_STATS],
-                               t->micro.stats[mb * VGPU_XENT_STATS + 1], 0);
-        train_report_count(t, 0, 0, (double)b->global_count);
+            train_report_count(t, t->micro.stats + mb * ns, 0);
+        train_report_count(t, NULL, (double)b->global_count);
     }
     return clocked_optim_step_(t, lr);
 }
@@ -396,7 +400,7 @@ static int deterministic_replay_gradient_(struct trainer *t, struct replay *r,
     if (!r->parts) { // the first batch: scratch for the rest of the replay
         TRY(job_alloc_floats(t->dev, (size_t)M * ref->param_count, &r->parts));
         r->leaves = malloc((size_t)M * sizeof *r->leaves);
-        r->stats = calloc((size_t)M * VGPU_XENT_STATS, sizeof *r->stats);
+        r->stats = calloc((size_t)M * (size_t)model_metrics_of(ref)->n_stats, sizeof *r->stats);
         if (!r->leaves || !r->stats)
             return VGPU_ENOMEM;
     }
@@ -422,13 +426,15 @@ const struct step_ops train_step_deterministic = {
 // Fixed chunks of EVAL_CHUNK rows, chunk j on rank j % N. Each chunk's sums
 // land in their own slot (the other ranks add zeros, which is exact) and are
 // added in chunk order, so the result has the same bits for any rank count.
-int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
+int train_evaluate(struct trainer *t, double *values)
 {
     vgpu_mark_phase(t->dev, vgpu_phase_eval);
     const uint64_t span = vgpu_span_begin();
     const struct dataset *ds = &t->data->test;
+    const struct model_metrics *mm = model_metrics_of(&t->model);
+    const int ns = mm->n_stats;
     const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
-    double *slots = calloc((size_t)(chunks ? chunks : 1) * 3, sizeof *slots);
+    double *slots = calloc((size_t)(chunks ? chunks : 1) * (size_t)ns, sizeof *slots);
     uint32_t *idx = malloc(EVAL_CHUNK * sizeof *idx);
     int rc = !slots || !idx ? VGPU_ENOMEM : 0;
     for (long j = t->job->rank; rc == 0 && j < chunks; j += t->job->size) {
@@ -438,18 +444,15 @@ int train_evaluate(struct trainer *t, double *loss, double *acc, double *top5)
         TRY_GOTO(train_load_rows(t, &t->model, ds, idx, rows), rc, out);
         TRY_GOTO(model_forward(&t->model, t->dev, (int)rows), rc, out);
         TRY_GOTO(model_eval_stats(&t->model, t->dev, (int)rows), rc, out);
-        TRY_GOTO(add_stats_(t, &t->model, rows, slots + 3 * j), rc, out);
+        TRY_GOTO(add_stats_(t, &t->model, rows, slots + ns * j), rc, out);
     }
     if (rc == 0)
-        job_sum_doubles(t->job, slots, (int)(3 * chunks));
-    double sums[3] = {0, 0, 0};
+        job_sum_doubles(t->job, slots, (int)(ns * chunks));
+    double sums[MODEL_MAX_STATS] = {0};
     for (long j = 0; rc == 0 && j < chunks; j++)
-        for (int k = 0; k < 3; k++)
-            sums[k] += slots[3 * j + k];
-    const double n = ds->count ? (double)ds->count : 1;
-    *loss = sums[0] / n;
-    *acc = sums[1] / n;
-    *top5 = sums[2] / n;
+        for (int k = 0; k < ns; k++)
+            sums[k] += slots[ns * j + k];
+    model_metrics_values(mm, sums, ds->count ? (double)ds->count : 1, values);
 out:
     free(idx);
     free(slots);

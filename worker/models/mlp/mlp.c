@@ -283,6 +283,7 @@ static void model_tensor_(const struct model *m, int index, struct model_tensor 
 
 const struct model_ops model_mlp = {
     .name = "mlp",
+    .metrics = &model_metrics_xent, // its stats are softmax_xent's
     .layout = model_layout_,
     .device_bytes = model_device_bytes_,
     .alloc = model_alloc_,
