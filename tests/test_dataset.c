@@ -760,6 +760,65 @@ static void test_truncate_and_free(void **state)
     dataset_free(&ref);
 }
 
+// ---- sequences ----
+
+// Byte sequences with next-byte labels: sample i is bytes [i * context, ...)
+// and its labels the bytes one further on; gathered by any sampler's
+// indices as tokens (bytes or widened) with a label a position.
+static void test_sequences(void **state)
+{
+    (void)state;
+    const char *text = "the quick brown fox jumps over the lazy dog"; // 43 bytes
+    const size_t bytes = strlen(text);
+    const int context = 8;
+    struct dataset ds;
+    assert_int_equal(dataset_make_sequences(&ds, (const uint8_t *)text, bytes, context), 0);
+    assert_int_equal(ds.count, (long)((bytes - 1) / context)); // 5: the last byte only a label
+    assert_int_equal(ds.features, context);
+    assert_int_equal(ds.label_width, context);
+    assert_int_equal(dataset_label_width(&ds), context);
+    assert_int_equal(ds.classes, 256);
+    assert_true(ds.tokens && ds.codes && !ds.images);
+    const uint32_t idx[3] = {4, 0, 2};
+    uint8_t codes[3 * 8];
+    int32_t tokens[3 * 8], labels[3 * 8];
+    dataset_gather_codes(&ds, idx, 3, codes);
+    dataset_gather_tokens(&ds, idx, 3, tokens);
+    dataset_gather_labels(&ds, idx, 3, labels);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < context; j++) {
+            const size_t at = (size_t)idx[i] * context + (size_t)j;
+            assert_int_equal(codes[i * context + j], (uint8_t)text[at]);
+            assert_int_equal(tokens[i * context + j], (uint8_t)text[at]);
+            assert_int_equal(labels[i * context + j], (uint8_t)text[at + 1]);
+        }
+    // A token's value is the token; standardising leaves token sets alone.
+    assert_true(dataset_value(&ds, 1) == (float)'h');
+    dataset_standardize(&ds, NULL);
+    assert_true(dataset_value(&ds, 1) == (float)'h');
+    // Truncation keeps whole rows of labels.
+    dataset_truncate(&ds, 2);
+    const uint32_t kept[2] = {1, 0};
+    dataset_gather_labels(&ds, kept, 2, labels);
+    assert_int_equal(labels[context - 1], (uint8_t)text[2 * context]);
+    assert_int_equal(labels[2 * context - 1], (uint8_t)text[context]);
+    dataset_free(&ds);
+    // Too little text for one sample, or no context.
+    assert_int_equal(dataset_make_sequences(&ds, (const uint8_t *)text, 8, 8), VGPU_EINVAL);
+    assert_null(ds.codes);
+    assert_int_equal(dataset_make_sequences(&ds, (const uint8_t *)text, 9, 8), 0);
+    assert_int_equal(ds.count, 1);
+    dataset_free(&ds);
+    assert_int_equal(dataset_make_sequences(&ds, (const uint8_t *)text, bytes, 0), VGPU_EINVAL);
+    // Image sets have one label a sample.
+    assert_int_equal(dataset_make_synthetic(&ds, 10, 4, 3, 1, 0), 0);
+    assert_int_equal(dataset_label_width(&ds), 1);
+    dataset_gather_labels(&ds, idx + 1, 2, labels);
+    assert_int_equal(labels[0], ds.labels[0]);
+    assert_int_equal(labels[1], ds.labels[2]);
+    dataset_free(&ds);
+}
+
 // ---- the real Fashion-MNIST ----
 
 static const char *fashion_dir_(void)
@@ -868,6 +927,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_standardize),
         cmocka_unit_test(test_coded_values),
         cmocka_unit_test(test_truncate_and_free),
+        cmocka_unit_test(test_sequences),
     };
     return cmocka_run_group_tests_name("data", tests, make_tmpdir_, remove_tmpdir_);
 }

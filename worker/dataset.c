@@ -334,6 +334,7 @@ static int load_pair_(struct dataset *ds, const struct idx_file_ *im, const stru
     ds->cols = im->h.cols;
     ds->features = im->h.rows * im->h.cols;
     ds->classes = DATA_IDX_CLASSES;
+    ds->label_width = 1;
     ds->codes = pixels;
     for (int b = 0; b < 256; b++)
         ds->lut[b] = (float)b / 255.0f;
@@ -497,6 +498,7 @@ int dataset_make_synthetic(struct dataset *ds, long count, int features, int cla
     ds->cols = features;
     ds->features = features;
     ds->classes = classes;
+    ds->label_width = 1;
     ds->images = images;
     ds->labels = labels;
     return 0;
@@ -539,6 +541,58 @@ void dataset_gather_codes(const struct dataset *ds, const uint32_t *indices, lon
     gather_rows_(ds->codes, (size_t)ds->features, indices, n, out);
 }
 
+void dataset_gather_tokens(const struct dataset *ds, const uint32_t *indices, long n, int32_t *out)
+{
+    const size_t f = (size_t)ds->features;
+    for (long i = 0; i < n; i++) {
+        const uint8_t *row = ds->codes + (size_t)indices[i] * f;
+        for (size_t j = 0; j < f; j++)
+            out[(size_t)i * f + j] = row[j];
+    }
+}
+
+void dataset_gather_labels(const struct dataset *ds, const uint32_t *indices, long n, int32_t *out)
+{
+    const int width = dataset_label_width(ds);
+    if (width > 1) {
+        gather_rows_(ds->labels, (size_t)width * sizeof(int32_t), indices, n, out);
+        return;
+    }
+    for (long i = 0; i < n; i++)
+        out[i] = ds->labels[indices[i]];
+}
+
+int dataset_make_sequences(struct dataset *ds, const uint8_t *text, size_t bytes, int context)
+{
+    memset(ds, 0, sizeof(*ds));
+    if (context < 1 || bytes < (size_t)context + 1)
+        return VGPU_EINVAL;
+    const long count = (long)((bytes - 1) / (size_t)context);
+    const size_t n = (size_t)count * (size_t)context;
+    uint8_t *codes = malloc(n);
+    int32_t *labels = malloc(n * sizeof(int32_t));
+    if (!codes || !labels) {
+        free(codes);
+        free(labels);
+        return VGPU_ENOMEM;
+    }
+    memcpy(codes, text, n);
+    for (size_t k = 0; k < n; k++)
+        labels[k] = text[k + 1];
+    ds->count = count;
+    ds->rows = 1;
+    ds->cols = context;
+    ds->features = context;
+    ds->classes = 256;
+    ds->codes = codes;
+    ds->tokens = 1;
+    ds->label_width = context;
+    for (int b = 0; b < 256; b++)
+        ds->lut[b] = (float)b;
+    ds->labels = labels;
+    return 0;
+}
+
 // ---- public: preprocessing ----
 
 void dataset_pixel_stats(const struct dataset *ds, double *mean, double *std)
@@ -579,6 +633,8 @@ static void apply_standardize_(struct dataset *ds, double mean, double std)
 
 void dataset_standardize(struct dataset *train, struct dataset *test)
 {
+    if (train->tokens) // token ids are not measurements
+        return;
     double mean, std;
     dataset_pixel_stats(train, &mean, &std);
     if (!(std > 0.0))
@@ -600,7 +656,8 @@ void dataset_truncate(struct dataset *ds, long count)
     uint8_t *codes = ds->codes ? realloc(ds->codes, values) : NULL;
     if (codes)
         ds->codes = codes;
-    int32_t *labels = realloc(ds->labels, (size_t)count * sizeof(int32_t));
+    int32_t *labels =
+        realloc(ds->labels, (size_t)count * (size_t)dataset_label_width(ds) * sizeof(int32_t));
     if (labels)
         ds->labels = labels;
 }

@@ -9,21 +9,35 @@
 #define DATA_MAX_SIDE 4096 // pixels; larger rows/cols in an IDX header are refused
 #define DATA_IDX_CLASSES 10 // classes of every IDX dataset this loader reads (MNIST, Fashion-MNIST)
 
-// Values are held one of two ways: as floats (`images`; the synthetic set),
-// or as 8-bit codes with a 256-entry table (`codes`, `lut`; IDX files), a
-// quarter of the memory: value k is lut[codes[k]]. Read them through
+// A sample (a row) is an image or a sequence of tokens. Values are held one
+// of three ways: as floats (`images`; the synthetic set), as 8-bit codes
+// with a 256-entry table (`codes`, `lut`; IDX files), a quarter of the
+// memory: value k is lut[codes[k]], or as 8-bit token ids (`codes` with
+// `tokens` set: a sequence's bytes, read as they are). Read values through
 // dataset_value / dataset_gather, or move the codes themselves
-// (dataset_gather_codes) and decode them where they are used.
+// (dataset_gather_codes, dataset_gather_tokens) and decode them where they
+// are used. A sample has one label (its class) or one a position (a
+// sequence's next tokens): label_width.
 struct dataset {
     long count;       // samples
-    int rows, cols;   // image size, pixels (28 x 28 for MNIST; 1 x features for synthetic)
-    int features;     // rows * cols, values per sample
-    int classes;      // label range is [0, classes)
+    int rows, cols;   // image size, pixels (28 x 28 for MNIST; 1 x features for synthetic and
+                      // sequences)
+    int features;     // rows * cols, values per sample (a sequence: its context, tokens)
+    int classes;      // label range is [0, classes) (token sets: the token range too)
     float *images;    // [count, features] values, host memory, owned; NULL when coded
-    uint8_t *codes;   // [count, features] pixel codes, owned; NULL when `images` holds the values
+    uint8_t *codes;   // [count, features] pixel codes or tokens, owned; NULL when `images` holds
+                      // the values
+    int tokens;       // 1: codes are token ids (no table; lut[b] = b)
+    int label_width;  // labels a sample: 1, or features (one a position); 0 reads as 1
     float lut[256];   // code -> value: pixel / 255 in [0, 1], standardised if asked
-    int32_t *labels;  // [count], owned
+    int32_t *labels;  // [count, label_width], owned
 };
+
+// Labels a sample: 1 (a class) or features (one a position).
+static inline int dataset_label_width(const struct dataset *ds)
+{
+    return ds->label_width > 0 ? ds->label_width : 1;
+}
 
 // Value k of the flat [count, features] array.
 static inline float dataset_value(const struct dataset *ds, size_t k)
@@ -34,9 +48,16 @@ static inline float dataset_value(const struct dataset *ds, size_t k)
 // Writes the values of samples indices[0..n) into out[n, features], in order.
 void dataset_gather(const struct dataset *ds, const uint32_t *indices, long n, float *out);
 
-// Coded sets only: writes the codes of samples indices[0..n) into
-// out[n, features], in order.
+// Coded sets only (pixel codes or tokens): writes the codes of samples
+// indices[0..n) into out[n, features], in order.
 void dataset_gather_codes(const struct dataset *ds, const uint32_t *indices, long n, uint8_t *out);
+
+// Token sets only: the tokens of samples indices[0..n), widened, into
+// out[n, features], in order.
+void dataset_gather_tokens(const struct dataset *ds, const uint32_t *indices, long n, int32_t *out);
+
+// The labels of samples indices[0..n) into out[n, label_width], in order.
+void dataset_gather_labels(const struct dataset *ds, const uint32_t *indices, long n, int32_t *out);
 
 // Reads an IDX3 image file and an IDX1 label file (each plain or gzip) into
 // *ds as codes, pixels scaled to [0, 1] by the table, classes = DATA_IDX_CLASSES. *ds is overwritten
@@ -83,13 +104,21 @@ int dataset_load_dir_bounded(struct dataset *train, struct dataset *test, const 
 int dataset_make_synthetic(struct dataset *ds, long count, int features, int classes,
                            uint64_t seed, int split);
 
+// Sequences of `context` bytes of text[bytes] with next-byte labels: sample
+// i is text[i * context, (i + 1) * context) and its labels the bytes one
+// further on, so consecutive samples do not overlap and the last byte is
+// only a label. A token set: classes 256, label_width = features = context.
+// Returns 0, VGPU_EINVAL (context < 1, or bytes too few for one sample) or
+// VGPU_ENOMEM; *ds is left zeroed on error.
+int dataset_make_sequences(struct dataset *ds, const uint8_t *text, size_t bytes, int context);
+
 // Mean and population standard deviation over every value of ds (accumulated
 // in double, in index order, so the result is deterministic).
 void dataset_pixel_stats(const struct dataset *ds, double *mean, double *std);
 
 // Standardises train and test with the TRAIN set's single scalar mean and std
 // (the usual MNIST preprocessing): x = (x - mean) / std. A constant train set
-// (std 0) is only centred. test may be NULL.
+// (std 0) is only centred. test may be NULL. Token sets are left as they are.
 void dataset_standardize(struct dataset *train, struct dataset *test);
 
 // Keeps only the first `count` samples; a no-op when count <= 0 or >= ds->count.

@@ -19,6 +19,24 @@
 
 struct model_ops;
 
+// What one row of a batch holds on the device (a row is one sample: an
+// image, or a sequence of tokens). The trainer stages rows of the data into
+// it without knowing which (train_input_path: how a data set's rows reach
+// each input type).
+enum model_input {
+    MODEL_INPUT_F32, // float values: a float set's as they are, or 8-bit codes decoded on the
+                     // device by their table
+    MODEL_INPUT_I32, // int32 token ids: a token set's, widened on the host
+    MODEL_INPUT_U8,  // uint8 token ids: a token set's, as they are
+};
+
+struct model_batch {
+    enum model_input input;        // the element type of model.input
+    int input_width;               // elements a row: an image's features, a sequence's context
+    int labels_per_row;            // int32 labels a row: 1 (a class a sample) or input_width
+                                   // (one a position: a sequence's next tokens)
+};
+
 // One model: its sizes and the device buffers the trainer fills and reads.
 // All parameters live in one flat buffer and all gradients in another, so
 // one collective covers them. The implementation owns every buffer.
@@ -28,12 +46,13 @@ struct model {
     int shape[MODEL_MAX_SHAPE];    // the numbers that fix the layout (the MLP: layer widths);
     int n_shape;                   // a checkpoint records them, a resume compares them
     size_t param_count;            // floats in params and in grads
-    int max_rows;                  // the largest batch a pass takes, samples
-    int input_width;               // floats of one sample in input
+    int max_rows;                  // the largest batch a pass takes, rows (samples)
+    struct model_batch batch;      // what a row of input and labels holds
     float *params;                 // device [param_count]
     float *grads;                  // device [param_count]: the gradient of the last backward
-    float *input;                  // device [max_rows, input_width]: a batch's samples
-    int32_t *labels;               // device [max_rows]: their classes
+    void *input;                   // device [max_rows, batch.input_width] of batch.input's type:
+                                   // a batch's rows
+    int32_t *labels;               // device [max_rows, batch.labels_per_row]: their labels
     float *stats;                  // device [max_rows, ops->metrics->n_stats]: each row's statistics
 };
 
@@ -53,8 +72,8 @@ struct model_ops {
     // model_metrics_check passes it).
     const struct model_metrics *metrics;
     // Sizes only, no device work: the shape cfg and the data (features,
-    // classes) call for, for batches of up to max_rows; fills m's sizes and
-    // m->impl. VGPU_EINVAL for a shape this model cannot have.
+    // classes) call for, for batches of up to max_rows; fills m's sizes,
+    // m->batch and m->impl. VGPU_EINVAL for a shape this model cannot have.
     int (*layout)(struct model *m, const struct train_config *cfg, const struct dataset *train,
                   int max_rows);
     // Device bytes alloc takes, plus an optimizer with opt_state_per_param
@@ -67,7 +86,7 @@ struct model_ops {
     // Initial parameters into a HOST array of param_count floats; a pure
     // function of seed.
     void (*init_params)(const struct model *m, float *host_params, uint64_t seed);
-    // Forward pass of `rows` samples in input.
+    // Forward pass of `rows` rows in input.
     int (*forward)(struct model *m, vgpu_t *dev, int rows);
     // After forward: the loss on labels, each row's stats, and the gradient of
     // sum(loss) * grad_scale into grads[param_count] (device), overwriting it

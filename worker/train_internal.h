@@ -83,14 +83,17 @@ struct step_clock {
 };
 
 // Batch staging (train_step.c): what a piece of a batch passes through on
-// its way to the model's input.
+// its way to the model's input, in rows (a row = one sample: an image or a
+// sequence); which buffers depends on the input path (train_input_path).
 struct trainer_staging {
-    float *host_rows;          // host [rows_cap, features]: float rows (float sets)
-    uint8_t *host_codes;       // host [rows_cap, features]: 8-bit codes (coded sets)
-    uint8_t *dev_codes;        // device: the codes, decoded there into the model's input
-    float *dev_lut;            // device [256]: the code -> value table of lut_set
+    int path;                  // enum train_input_path: the training set's rows to the model
+    float *host_rows;          // host [rows_cap, features]: float rows (COPY)
+    uint8_t *host_codes;       // host [rows_cap, features]: 8-bit codes (DECODE) or tokens (TOKENS)
+    int32_t *host_tokens;      // host [rows_cap, features]: tokens widened (WIDEN)
+    uint8_t *dev_codes;        // device: the codes, decoded there into the model's input (DECODE)
+    float *dev_lut;            // device [256]: the code -> value table of lut_set (DECODE)
     const struct dataset *lut_set; // the set whose table dev_lut holds (NULL = none yet)
-    int32_t *host_labels;      // host [rows_cap]: labels of a piece
+    int32_t *host_labels;      // host [rows_cap, labels_per_row]: labels of a piece
     float *host_stats;         // host [rows_cap, n_stats]: the rows' statistics (model_metrics.h)
     long rows_cap;             // rows the staging holds
 };
@@ -185,12 +188,14 @@ int trainer_start(struct trainer *t);
 void trainer_free(struct trainer *t);
 
 // ---- train_step.c ----
-// The staging for pieces of max_rows rows (host buffers; for coded sets the
-// device's codes and value table). train_step_free frees it and the mode's
-// buffers.
+// The staging for pieces of max_rows rows of the training and test sets
+// into t->model (host buffers; for pixel codes the device's codes and value
+// table). VGPU_ECONFIG (said) when the model cannot take the data's rows.
+// train_step_free frees it and the mode's buffers.
 int train_staging_prepare(struct trainer *t, int max_rows);
 void train_step_free(struct trainer *t);
-// Copies rows indices[0..count) of ds into model m's input and labels.
+// Copies rows indices[0..count) of ds into model m's input and labels (ds:
+// the training or the test set, m: t->model or a model of its type).
 int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds,
                     const uint32_t *indices, long count);
 // This rank's compute on training samples indices[0..count): forward,

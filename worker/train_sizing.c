@@ -62,6 +62,21 @@ long train_staging_rows(const struct train_config *cfg, int max_rows, int verify
     return verify && cfg->train.batch_size > max_rows ? cfg->train.batch_size : max_rows;
 }
 
+int train_input_path(const struct model_batch *b, const struct dataset *ds)
+{
+    if (b->input_width != ds->features || b->labels_per_row != dataset_label_width(ds))
+        return VGPU_EINVAL;
+    switch (b->input) {
+    case MODEL_INPUT_F32:
+        return ds->tokens ? VGPU_EINVAL : ds->codes ? TRAIN_INPUT_DECODE : TRAIN_INPUT_COPY;
+    case MODEL_INPUT_I32:
+        return ds->tokens ? TRAIN_INPUT_WIDEN : VGPU_EINVAL;
+    case MODEL_INPUT_U8:
+        return ds->tokens ? TRAIN_INPUT_TOKENS : VGPU_EINVAL;
+    }
+    return VGPU_EINVAL;
+}
+
 uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
                             int verify)
 {
@@ -69,10 +84,15 @@ uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset
     if (nranks > TRAIN_MAX_RANKS ||
         model_layout(&layout, cfg, train, train_max_rows(cfg, nranks)) < 0)
         return 0;
+    const int path = train_input_path(&layout.batch, train);
+    if (path < 0) {
+        model_free(&layout, NULL);
+        return 0;
+    }
     const int state = optim_state_per_param(cfg->train.optimizer);
     const uint64_t param_bytes = layout.param_count * sizeof(float);
     uint64_t bytes = model_device_bytes(&layout, state);
-    if (train->codes) // the batch's codes and their value table
+    if (path == TRAIN_INPUT_DECODE) // the batch's codes and their value table
         bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) *
                      (uint64_t)train->features +
                  VGPU_MALLOC_ALIGN + sizeof train->lut + VGPU_MALLOC_ALIGN;

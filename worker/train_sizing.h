@@ -11,6 +11,8 @@
 #include "train_config.h"
 #include "dataset.h"
 
+struct model_batch;
+
 #define TRAIN_MAX_RANKS 1024   // ranks one job may have
 #define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
 
@@ -34,9 +36,22 @@ void train_micro_split(const struct train_config *cfg, int nranks, int *per_rank
 // chunk (max_rows), or whole global batches for --verify's replay.
 long train_staging_rows(const struct train_config *cfg, int max_rows, int verify);
 
+// How a data set's rows reach a model's input (model.h's struct model_batch).
+enum train_input_path {
+    TRAIN_INPUT_COPY = 1, // float values, copied as they are
+    TRAIN_INPUT_DECODE,   // 8-bit codes, copied and decoded on the device by their table
+    TRAIN_INPUT_TOKENS,   // token ids, copied as bytes (a uint8 input)
+    TRAIN_INPUT_WIDEN,    // token ids, widened to int32 on the host and copied
+};
+
+// The path from ds's rows to a model taking batches b, or VGPU_EINVAL when
+// b cannot take them: a row of another width, another number of labels, or
+// values where it takes tokens (or tokens where it takes values).
+int train_input_path(const struct model_batch *b, const struct dataset *ds);
+
 // Device bytes a rank needs for this job (for the binding's cap check);
 // verify adds rank 0's single-device replay. 0 when the job cannot be sized
-// (too many ranks or layers).
+// (too many ranks or layers, or a model that cannot take the data's rows).
 uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
                             int verify);
 

@@ -13,31 +13,67 @@
 
 // ---- batches onto the device ----
 
+// The input a model takes, in words, for the message of a mismatch.
+static const char *input_name_(enum model_input input)
+{
+    return input == MODEL_INPUT_F32 ? "values" : input == MODEL_INPUT_I32 ? "int32 tokens"
+                                                                          : "uint8 tokens";
+}
+
+// The model takes the data's rows (both sets' the same way), or says why not.
+static int check_input_(const struct trainer *t)
+{
+    const struct model_batch *b = &t->model.batch;
+    const struct dataset *train = &t->data->train, *test = &t->data->test;
+    const int path = train_input_path(b, train);
+    if (path > 0 && (test->count == 0 || train_input_path(b, test) == path))
+        return path;
+    if (t->job->rank == 0)
+        log_error("model.type = %s takes rows of %d %s with %d label%s each; the data's rows "
+                  "are %d %s with %d label%s each (data.dataset = %s)",
+                  t->model.ops->name, b->input_width, input_name_(b->input), b->labels_per_row,
+                  b->labels_per_row == 1 ? "" : "s", train->features,
+                  train->tokens ? "tokens" : "values", dataset_label_width(train),
+                  dataset_label_width(train) == 1 ? "" : "s",
+                  train_config_enum_name("data", "dataset", (int)t->cfg->data.dataset));
+    return VGPU_ECONFIG;
+}
+
 int train_staging_prepare(struct trainer *t, int max_rows)
 {
     const struct dataset *train = &t->data->train;
+    const int path = check_input_(t);
+    if (path < 0)
+        return path;
+    t->staging.path = path;
     t->staging.rows_cap = train_staging_rows(t->cfg, max_rows, t->opts->verify);
     const size_t values = (size_t)t->staging.rows_cap * (size_t)train->features;
-    if (train->codes) {
+    const size_t label_bytes =
+        (size_t)t->staging.rows_cap * (size_t)t->model.batch.labels_per_row * sizeof(int32_t);
+    const size_t stats_bytes =
+        (size_t)t->staging.rows_cap * (size_t)model_metrics_of(&t->model)->n_stats * sizeof(float);
+    if (path == TRAIN_INPUT_DECODE) {
         t->staging.host_codes = malloc(values);
         TRY(vgpu_malloc(t->dev, (void **)&t->staging.dev_codes, values));
         TRY(vgpu_malloc(t->dev, (void **)&t->staging.dev_lut, sizeof train->lut));
+    } else if (path == TRAIN_INPUT_TOKENS) {
+        t->staging.host_codes = malloc(values);
+    } else if (path == TRAIN_INPUT_WIDEN) {
+        t->staging.host_tokens = malloc(values * sizeof(int32_t));
     } else {
         t->staging.host_rows = malloc(values * sizeof(float));
     }
-    t->staging.host_labels = malloc((size_t)t->staging.rows_cap * sizeof(int32_t));
-    const size_t stats_bytes =
-        (size_t)t->staging.rows_cap * (size_t)model_metrics_of(&t->model)->n_stats * sizeof(float);
+    t->staging.host_labels = malloc(label_bytes);
     t->staging.host_stats = malloc(stats_bytes);
-    if (!(t->staging.host_rows || t->staging.host_codes) || !t->staging.host_labels ||
-        !t->staging.host_stats)
+    if (!(t->staging.host_rows || t->staging.host_codes || t->staging.host_tokens) ||
+        !t->staging.host_labels || !t->staging.host_stats)
         return VGPU_ENOMEM;
     // Every step copies through these: page-locked on a GPU (a failure is
     // only slower, and said once).
     vgpu_host_register(t->dev, t->staging.host_codes, values);
     vgpu_host_register(t->dev, t->staging.host_rows, values * sizeof(float));
-    vgpu_host_register(t->dev, t->staging.host_labels,
-                       (size_t)t->staging.rows_cap * sizeof(int32_t));
+    vgpu_host_register(t->dev, t->staging.host_tokens, values * sizeof(int32_t));
+    vgpu_host_register(t->dev, t->staging.host_labels, label_bytes);
     vgpu_host_register(t->dev, t->staging.host_stats, stats_bytes);
     return 0;
 }
@@ -53,10 +89,12 @@ void train_step_free(struct trainer *t)
         vgpu_free(t->dev, t->staging.dev_codes);
     vgpu_host_unregister(t->dev, t->staging.host_rows);
     vgpu_host_unregister(t->dev, t->staging.host_codes);
+    vgpu_host_unregister(t->dev, t->staging.host_tokens);
     vgpu_host_unregister(t->dev, t->staging.host_labels);
     vgpu_host_unregister(t->dev, t->staging.host_stats);
     free(t->staging.host_rows);
     free(t->staging.host_codes);
+    free(t->staging.host_tokens);
     free(t->staging.host_labels);
     free(t->staging.host_stats);
 }
@@ -70,7 +108,8 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
     // last batch's copies have read them, which the step's statistics copy
     // has usually made sure of already: no extra wait then.
     TRY(vgpu_wait_host_reads(t->dev));
-    if (ds->codes) {
+    switch (t->staging.path) { // the test set's is the training set's (check_input_)
+    case TRAIN_INPUT_DECODE:
         if (t->staging.lut_set != ds) { // the test set's table after the train set's, or back
             TRY(vgpu_memcpy_htod(t->dev, t->staging.dev_lut, ds->lut, sizeof ds->lut));
             t->staging.lut_set = ds;
@@ -78,15 +117,25 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
         dataset_gather_codes(ds, indices, count, t->staging.host_codes);
         TRY(vgpu_memcpy_htod_async(t->dev, t->staging.dev_codes, t->staging.host_codes, values));
         TRY(vgpu_decode_u8(t->dev, m->input, t->staging.dev_codes, t->staging.dev_lut, values));
-    } else {
+        break;
+    case TRAIN_INPUT_TOKENS:
+        dataset_gather_codes(ds, indices, count, t->staging.host_codes);
+        TRY(vgpu_memcpy_htod_async(t->dev, m->input, t->staging.host_codes, values));
+        break;
+    case TRAIN_INPUT_WIDEN:
+        dataset_gather_tokens(ds, indices, count, t->staging.host_tokens);
+        TRY(vgpu_memcpy_htod_async(t->dev, m->input, t->staging.host_tokens,
+                                   values * sizeof(int32_t)));
+        break;
+    default:
         dataset_gather(ds, indices, count, t->staging.host_rows);
         TRY(vgpu_memcpy_htod_async(t->dev, m->input, t->staging.host_rows,
                                    values * sizeof(float)));
     }
-    for (long i = 0; i < count; i++)
-        t->staging.host_labels[i] = ds->labels[indices[i]];
+    dataset_gather_labels(ds, indices, count, t->staging.host_labels);
     return vgpu_memcpy_htod_async(t->dev, m->labels, t->staging.host_labels,
-                                  (size_t)count * sizeof(int32_t));
+                                  (size_t)count * (size_t)m->batch.labels_per_row *
+                                      sizeof(int32_t));
 }
 
 // Sums the statistics of `rows` rows of model m into acc[n_stats], row by

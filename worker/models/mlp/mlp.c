@@ -199,7 +199,9 @@ static int model_layout_(struct model *m, const struct train_config *cfg, const 
     m->n_shape = n;
     m->param_count = mlp->param_count;
     m->max_rows = max_rows;
-    m->input_width = dims[0];
+    // An image's values a row, and its class.
+    m->batch = (struct model_batch){.input = MODEL_INPUT_F32, .input_width = dims[0],
+                                    .labels_per_row = 1};
     return 0;
 }
 
