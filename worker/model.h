@@ -1,8 +1,12 @@
 // model.h: the trainer's model interface: a table of operations each model
-// implements (models/mlp/'s is the one today), chosen by model.type, over
-// device buffers in a layout every model shares. The trainer calls models
-// only through the model_* functions here. A second model is a folder
-// models/<name>/ with its table and one line in models/models.h.
+// implements, chosen by model.type, over device buffers in a layout every
+// model shares, for batches of rows (a row is one sample: an image, or a
+// sequence of tokens) whose shape the model declares (struct model_batch),
+// with statistics and figures it declares too (model_metrics.h). The trainer
+// calls models only through the model_* functions here. Models live in
+// models/<name>/ (the MLP: models/mlp/); a new one is its folder, with its
+// table, and one line in models/models.h (docs/ARCHITECTURE.md, "The
+// trainer", lists what it implements and touches).
 #ifndef VGPU_MODEL_H
 #define VGPU_MODEL_H
 
