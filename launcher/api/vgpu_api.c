@@ -347,6 +347,12 @@ int vgpu_get_comm_stats(const vgpu_t *v, struct vgpu_comm_stats *out)
     return 0;
 }
 
+const char *vgpu_all_reduce_algorithm(const vgpu_t *v, size_t bytes)
+{
+    comm_t *c = api_comm((vgpu_t *)v);
+    return c ? comm_algo_name(c, bytes) : "none";
+}
+
 // ---- host collectives ----
 
 int vgpu_host_all_reduce(const void *sendbuff, void *recvbuff, size_t count,

@@ -290,6 +290,12 @@ struct vgpu_comm_stats {
     int wait_known;
 };
 int vgpu_get_comm_stats(const vgpu_t *v, struct vgpu_comm_stats *out);
+// The algorithm an all-reduce of `bytes` takes on this rank's backend, as a
+// benchmark's table names it (NCCL says so only in NCCL_DEBUG's tuning
+// lines): the ring backend's "one-shot", "two-shot", "direct", "ring" or
+// "hierarchical"; "mpi" and "nccl" for theirs. A static string; "none" when
+// v has no collectives (NULL, before vgpu_open, after a plan).
+const char *vgpu_all_reduce_algorithm(const vgpu_t *v, size_t bytes);
 
 // ---- what the rank is doing: the flight recorder and the timeline ----
 // The program's phases and steps, shown by the flight recorder (vgpu-flight,
