@@ -42,9 +42,9 @@ run() { # np backend run-number [extra options]
 # each column over the runs (the lower middle one of an even count) and the
 # wrong results of all of them.
 medians() {
-  awk '!/^#/ && NF >= 12 {
+  awk '!/^#/ && NF >= 13 {
          if (!($1 in n)) order[++sizes] = $1
-         k = ++n[$1]; oop[$1, k] = $5; ip[$1, k] = $9; alg[$1] = $13; bad[$1] += $8 + $12 }
+         k = ++n[$1]; oop[$1, k] = $6; ip[$1, k] = $10; alg[$1] = $14; bad[$1] += $9 + $13 }
        function median(a, s, c,   i, j, t, v) {
          for (i = 1; i <= c; i++) v[i] = a[s, i]
          for (i = 2; i <= c; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
@@ -79,7 +79,7 @@ for np in $nps; do
   # Joined: size | mpi oop ip algorithm wrong | ring oop ip algorithm wrong | tree busbw.
   # The ring's busbw is that of its median out-of-place time.
   join --nocheck-order "$tmp/$np-mpi.rows" "$tmp/$np-ring.rows" |
-    join --nocheck-order - <(awk '!/^#/ && NF >= 12 { print $1, $7 }' "$tmp/$np-tree.txt") |
+    join --nocheck-order - <(awk '!/^#/ && NF >= 13 { print $1, $8 }' "$tmp/$np-tree.txt") |
     awk -v np="$np" '{ printf "%10d | %8.1f %8.1f %6.2fx | %8.1f %8.1f %6.2fx | %7.2f %7.2f | %s\n",
                   $1, $2, $6, $2 / ($6 > 0 ? $6 : 1e-9), $3, $7, $3 / ($7 > 0 ? $7 : 1e-9),
                   ($6 > 0 ? $1 / $6 / 1e3 * 2 * (np - 1) / np : 0), $10, $8 }'

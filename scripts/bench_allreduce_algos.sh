@@ -21,7 +21,7 @@ run() { # np backend algo
     --warmup_iters "${WARMUP:-10}" --check 1 >"$tmp/$3.txt" 2>&1 ||
     { cat "$tmp/$3.txt" >&2; echo "bench_allreduce_algos: np=$1 $2 $3 FAILED" >&2; exit 1; }
   # size, out-of-place and in-place time (us), wrong results, algorithm
-  awk '!/^#/ && NF >= 12 { print $1, $5, $9, $8 + $12, $13 }' "$tmp/$3.txt" >"$tmp/$3.rows"
+  awk '!/^#/ && NF >= 13 { print $1, $6, $10, $9 + $13, $14 }' "$tmp/$3.txt" >"$tmp/$3.rows"
 }
 
 echo "# all-reduce time in us (out of place / in place), float sum; * = the fastest ring algorithm"

@@ -38,7 +38,7 @@ for _ in 1 2 3; do
             -b 8 -e 4M -f 4 -n 20 -w 5 -c 0 2>&1) ||
     { printf '%s\n' "$table" >&2; echo "project_calibrate: vgpu_allreduce_perf failed" >&2; exit 1; }
   fit=$(printf '%s\n' "$table" |
-    awk '$1 ~ /^[0-9]+$/ && NF >= 7 { n++; if (n == 1) small = $5 * 1e-6; s1 = s2; t1 = t2; s2 = $1; t2 = $5 * 1e-6 }
+    awk '$1 ~ /^[0-9]+$/ && NF >= 13 { n++; if (n == 1) small = $6 * 1e-6; s1 = s2; t1 = t2; s2 = $1; t2 = $6 * 1e-6 }
          END {
            if (n < 3 || t2 <= t1) exit 1
            # alpha: half the smallest size'"'"'s time (its bytes are nothing);

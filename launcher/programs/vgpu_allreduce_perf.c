@@ -1,21 +1,26 @@
 // vgpu_allreduce_perf.c: all-reduce bandwidth benchmark in the manner of
-// nccl-tests' all_reduce_perf, for the ring and mpi backends on CPU devices.
-// It sets itself up without the runtime: MPI, one CPU virtual GPU per rank,
-// a communicator.
+// nccl-tests' all_reduce_perf, on libvgpu's public API alone (vgpu/vgpu.h;
+// vgpu/vgpu_ops.h for the deterministic all-reduce), as any program of a
+// user's: it starts through vgpu_join/vgpu_open, so it measures whatever the
+// job binds (CPU-simulated devices, VGPU_SIM_GPUS's GPUs, real GPUs) with
+// whatever backend the job's config chooses (ring, mpi, nccl: --set
+// comm.backend=..., or --backend). MPI only for the fence before a timed
+// round (MPI_Barrier, as nccl-tests): vgpu's host collectives nap while they
+// wait, which would stagger the ranks' starts.
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "comm_internal.h"
-#include "config.h"
-#include "device_internal.h"
-#include "kernels.h"
-#include "log.h"
-#include "util.h"
+#include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ops.h>
+
+#define MAX_SETS 32 // --set overrides, with the ones the options below make
 
 struct bench_opts {
     uint64_t min_bytes;   // -b
@@ -25,21 +30,39 @@ struct bench_opts {
     double min_ms;        // --min_ms: ... or more, until the timed calls take this long
     int warmup;           // -w: untimed iterations per size
     int check;            // -c: verify results
-    enum comm_reduce_op op;   // -o
-    enum comm_dtype dtype;    // -d
-    char backend[16];
-    double timeout_s;     // -t
-    uint64_t slice_bytes; // --slice: ring pipelining granularity (0 = default)
+    vgpu_op_t op;         // -o
+    vgpu_datatype_t dtype; // -d
     int sleep_rank;       // --sleep-rank: this rank stalls before the first collective
     double sleep_s;       // --sleep: for how long, seconds
     int tree;             // --tree M: the deterministic all-reduce of M partials (0 = off)
     int fresh;            // --fresh: rewrite the input before every call, untimed
+    int copy_bw;          // --copy_bw: measure a device-to-device copy first
+    const char *sets[MAX_SETS]; // "section.key=value" for vgpu_join, in order
+    int n_sets;
+    char set_text[3][96]; // the texts of -t, --backend and --slice's overrides
 };
+
+static const char *const dtype_names_[] = {"float32", "float64", "int32", "int64", "float16",
+                                           "bfloat16"};
+static const size_t dtype_bytes_[] = {4, 8, 4, 8, 2, 2};
+static const char *const op_names_[] = {"sum", "avg", "prod", "min", "max"};
+#define N_OPS 5
+
+// Usage errors are said once, by the launcher's rank 0 (before joining, no
+// rank is known otherwise).
+static int loud_;
+#define complain_(...)                                     \
+    do {                                                   \
+        if (loud_) {                                       \
+            fputs("vgpu_allreduce_perf: ", stderr);        \
+            fprintf(stderr, __VA_ARGS__);                  \
+        }                                                  \
+    } while (0)
 
 static void usage_(FILE *f)
 {
     fprintf(f,
-            "usage: vgpu_allreduce_perf [options]   (run under mpirun)\n"
+            "usage: vgpu_allreduce_perf [options]   (run under mpirun or vgpurun)\n"
             "  -b, --minbytes SIZE   smallest size (default 8; K/M/G suffixes)\n"
             "  -e, --maxbytes SIZE   largest size (default 64M)\n"
             "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
@@ -53,9 +76,15 @@ static void usage_(FILE *f)
             "  -o, --op OP           sum, avg, prod, min or max (default sum)\n"
             "  -d, --datatype TYPE   float (float32), double (float64), int32, int64,\n"
             "                        float16 (half) or bfloat16 (default float)\n"
-            "      --backend ring|mpi  collective backend (default ring)\n"
-            "  -t, --timeout S       bound on every collective wait, seconds (default 60)\n"
-            "      --slice SIZE      ring slice per step (default: the backend's, 1M)\n"
+            "      --set KEY=VALUE   a setting of the job's, as vgpu_train's --set (repeatable):\n"
+            "                        devices.kind=cpu, devices.memory_limit=1G, comm.backend=nccl...\n"
+            "                        (docs/CONFIG.md; the VGPU_* variables apply as for any job)\n"
+            "      --backend NAME    comm.backend: ring, mpi, nccl or auto (default: the job's\n"
+            "                        choice, auto: the ring on CPU devices)\n"
+            "  -t, --timeout S       comm.timeout_s: bound on every collective wait (default 60)\n"
+            "      --slice SIZE      comm.slice_bytes: ring slice per step (default 1M)\n"
+            "      --copy_bw         first time a device-to-device copy of --maxbytes on rank 0's\n"
+            "                        device (-n copies; GB/s of bytes read plus written)\n"
             "      --sleep-rank R    fault injection: rank R sleeps before the first call\n"
             "      --sleep S         ... for S seconds (default 3600)\n"
             "      --tree M          time the deterministic all-reduce instead: M partials of\n"
@@ -66,78 +95,127 @@ static void usage_(FILE *f)
             "  -h, --help\n");
 }
 
+// A size with an optional K, M, G or T suffix (powers of 1024; "KiB", "MB"
+// too); fractions of a unit are rounded down to whole bytes. -1: not one.
+static int parse_size_(const char *text, uint64_t *bytes)
+{
+    char *end;
+    if (*text == '-' || *text == '+')
+        return -1;
+    double v = strtod(text, &end), mult = 1;
+    if (end == text || !isfinite(v) || v < 0)
+        return -1;
+    switch (*end) {
+    case 'K': case 'k': mult = 1024.0; end++; break;
+    case 'M': case 'm': mult = 1024.0 * 1024; end++; break;
+    case 'G': case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': case 't': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    const double b = mult > 1 ? floor(v * mult) : v;
+    if (*end || b != floor(b) || b >= 18446744073709551615.0)
+        return -1;
+    *bytes = (uint64_t)b;
+    return 0;
+}
+
+// Adds "key=value" to the overrides (text lives in o or argv).
+static int add_set_(struct bench_opts *o, const char *text)
+{
+    if (o->n_sets == MAX_SETS) {
+        complain_("more than %d settings\n", MAX_SETS);
+        return -1;
+    }
+    o->sets[o->n_sets++] = text;
+    return 0;
+}
+
+// Parses the command line; -1 on a bad one (said), 1 for --help.
 static int parse_opts_(int argc, char **argv, struct bench_opts *o)
 {
     *o = (struct bench_opts){.min_bytes = 8, .max_bytes = 64 << 20, .factor = 2,
-                             .iters = 20, .warmup = 5, .check = 1, .op = COMM_SUM,
-                             .backend = "ring", .timeout_s = 60, .sleep_rank = -1,
-                             .sleep_s = 3600};
+                             .iters = 20, .warmup = 5, .check = 1, .op = vgpu_sum,
+                             .dtype = vgpu_float32, .sleep_rank = -1, .sleep_s = 3600};
+    double timeout_s = 60;
+    const char *backend = NULL, *slice = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
     static const struct option longopts[] = {
         {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
         {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
         {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
         {"op", required_argument, 0, 'o'},         {"datatype", required_argument, 0, 'd'},
-        {"backend", required_argument, 0, 'B'},
+        {"backend", required_argument, 0, 'B'},    {"set", required_argument, 0, 's'},
         {"timeout", required_argument, 0, 't'},    {"slice", required_argument, 0, 'S'},
         {"sleep-rank", required_argument, 0, 'R'}, {"sleep", required_argument, 0, 'Z'},
         {"tree", required_argument, 0, 'T'},       {"min_ms", required_argument, 0, 'M'},
-        {"fresh", no_argument, 0, 'F'},            {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"fresh", no_argument, 0, 'F'},            {"copy_bw", no_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     int ch;
+    opterr = loud_;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:t:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'b':
         case 'e':
-        case 'S': {
-            uint64_t v;
-            if (config_parse_size(optarg, &v) < 0) {
-                fprintf(stderr, "vgpu_allreduce_perf: bad size '%s'\n", optarg);
-                return VGPU_EINVAL;
+            if (parse_size_(optarg, ch == 'b' ? &o->min_bytes : &o->max_bytes) < 0) {
+                complain_("bad size '%s'\n", optarg);
+                return -1;
             }
-            *(ch == 'b' ? &o->min_bytes : ch == 'e' ? &o->max_bytes : &o->slice_bytes) = v;
             break;
-        }
         case 'f': o->factor = atof(optarg); break;
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
         case 'o': {
             int k = 0;
-            while (k < COMM_OP_COUNT && strcmp(optarg, comm_op_name((enum comm_reduce_op)k)))
+            while (k < N_OPS && strcmp(optarg, op_names_[k]))
                 k++;
-            if (k == COMM_OP_COUNT) {
-                fprintf(stderr, "vgpu_allreduce_perf: -o takes sum, avg, prod, min or max, not "
+            if (k == N_OPS) {
+                complain_("-o takes sum, avg, prod, min or max, not "
                                 "'%s'\n", optarg);
-                return VGPU_EINVAL;
+                return -1;
             }
-            o->op = (enum comm_reduce_op)k;
+            o->op = (vgpu_op_t)k;
             break;
         }
         case 'd':
             if (!strcmp(optarg, "float") || !strcmp(optarg, "float32"))
-                o->dtype = COMM_FLOAT32;
+                o->dtype = vgpu_float32;
             else if (!strcmp(optarg, "double") || !strcmp(optarg, "float64"))
-                o->dtype = COMM_FLOAT64;
+                o->dtype = vgpu_float64;
             else if (!strcmp(optarg, "int32") || !strcmp(optarg, "int"))
-                o->dtype = COMM_INT32;
+                o->dtype = vgpu_int32;
             else if (!strcmp(optarg, "int64"))
-                o->dtype = COMM_INT64;
+                o->dtype = vgpu_int64;
             else if (!strcmp(optarg, "float16") || !strcmp(optarg, "half"))
-                o->dtype = COMM_FLOAT16;
+                o->dtype = vgpu_float16;
             else if (!strcmp(optarg, "bfloat16"))
-                o->dtype = COMM_BFLOAT16;
+                o->dtype = vgpu_bfloat16;
             else {
-                fprintf(stderr, "vgpu_allreduce_perf: -d takes float, double, int32, int64, "
+                complain_("-d takes float, double, int32, int64, "
                                 "float16 or bfloat16, not '%s'\n", optarg);
-                return VGPU_EINVAL;
+                return -1;
             }
             break;
-        case 'B': snprintf(o->backend, sizeof o->backend, "%s", optarg); break;
-        case 't': o->timeout_s = atof(optarg); break;
+        case 'B': backend = optarg; break;
+        case 'S': slice = optarg; break;
+        case 's':
+            if (n_sets == MAX_SETS - 3) {
+                complain_("more than %d --set\n", MAX_SETS - 3);
+                return -1;
+            }
+            sets[n_sets++] = optarg;
+            break;
+        case 't': timeout_s = atof(optarg); break;
         case 'R': o->sleep_rank = atoi(optarg); break;
         case 'Z': o->sleep_s = atof(optarg); break;
         case 'T': o->tree = atoi(optarg); break;
         case 'F': o->fresh = 1; break;
+        case 'C': o->copy_bw = 1; break;
         case 'M': {
             char *end;
             o->min_ms = strtod(optarg, &end);
@@ -145,45 +223,91 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
                 o->min_ms = -1; // refused below
             break;
         }
-        case 'h': usage_(stdout); exit(0);
-        default: usage_(stderr); return VGPU_EINVAL;
+        case 'h': return 1;
+        default:
+            if (loud_)
+                usage_(stderr);
+            return -1;
         }
     }
     if (optind < argc || o->min_bytes > o->max_bytes || o->factor <= 1 || o->iters < 1 ||
-        o->warmup < 0 || o->timeout_s <= 0 || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096 ||
+        o->warmup < 0 || !(timeout_s > 0) || o->max_bytes == 0 || o->tree < 0 || o->tree > 4096 ||
         !(o->min_ms >= 0 && o->min_ms <= 60000)) {
-        fprintf(stderr, "vgpu_allreduce_perf: need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
+        complain_("need -b <= -e, -e > 0, -f > 1, -n >= 1, -w >= 0, "
                         "-t > 0, --min_ms 0 to 60000 and no extra arguments\n");
-        return VGPU_EINVAL;
+        return -1;
     }
-    if (o->tree && (o->dtype != COMM_FLOAT32 || o->op != COMM_SUM)) {
-        fprintf(stderr, "vgpu_allreduce_perf: --tree sums float32 (no -d or -o)\n");
-        return VGPU_EINVAL;
+    if (o->tree && (o->dtype != vgpu_float32 || o->op != vgpu_sum)) {
+        complain_("--tree sums float32 (no -d or -o)\n");
+        return -1;
     }
-    if (strcmp(o->backend, "ring") && strcmp(o->backend, "mpi")) {
-        fprintf(stderr, "vgpu_allreduce_perf: --backend takes ring or mpi, not '%s'\n",
-                o->backend);
-        return VGPU_EINVAL;
+    // The job's settings: the options' first, so that a --set of the same key wins.
+    snprintf(o->set_text[0], sizeof o->set_text[0], "comm.timeout_s=%.17g", timeout_s);
+    add_set_(o, o->set_text[0]);
+    if (backend) {
+        snprintf(o->set_text[1], sizeof o->set_text[1], "comm.backend=%s", backend);
+        add_set_(o, o->set_text[1]);
     }
+    if (slice) {
+        snprintf(o->set_text[2], sizeof o->set_text[2], "comm.slice_bytes=%s", slice);
+        add_set_(o, o->set_text[2]);
+    }
+    for (int i = 0; i < n_sets; i++)
+        add_set_(o, sets[i]);
     return 0;
 }
 
-// Host index: ranks that share memory (one MPI_COMM_TYPE_SHARED group) get
-// the same number, numbered by their lowest world rank.
-static int node_index_(int rank, int size)
+static double now_s_(void)
 {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-    int leader = rank;
-    MPI_Bcast(&leader, 1, MPI_INT, 0, node);
-    MPI_Comm_free(&node);
-    int *leaders = malloc((size_t)size * sizeof *leaders);
-    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
-    int index = 0;
-    for (int q = 0; q < size; q++)
-        index += leaders[q] == q && q < leader;
-    free(leaders);
-    return index;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---- the values: exact in any order of reduction ----
+
+static uint32_t f32_bits_(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+// float -> IEEE binary16, rounded to nearest even (the device's rounding).
+static uint16_t to_f16_(float f)
+{
+    const uint32_t u = f32_bits_(f), sign = u >> 16 & 0x8000u, mag = u & 0x7fffffffu;
+    if (mag > 0x7f800000u) // NaN, kept quiet
+        return (uint16_t)(sign | 0x7e00u | (mag >> 13 & 0x3ffu));
+    if (mag >= 0x477ff000u) // 65520 and up: infinity
+        return (uint16_t)(sign | 0x7c00u);
+    if (mag >= 0x38800000u) // normal: rebias 127 -> 15, keep 10 bits, round to even
+        return (uint16_t)(sign | (mag - 0x38000000u + 0xfffu + (mag >> 13 & 1u)) >> 13);
+    float a; // subnormal: in units of 2^-24 (exact scaling), rounded to even
+    memcpy(&a, &mag, sizeof a);
+    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+}
+
+// float -> bfloat16 (float's upper half), rounded to nearest even.
+static uint16_t to_bf16_(float f)
+{
+    const uint32_t u = f32_bits_(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)(u >> 16 | 0x40u);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+// Element i of buf (type t, host memory) = v.
+static void put_(void *buf, size_t i, vgpu_datatype_t t, int64_t v)
+{
+    switch (t) {
+    case vgpu_float32: ((float *)buf)[i] = (float)v; break;
+    case vgpu_float64: ((double *)buf)[i] = (double)v; break;
+    case vgpu_int32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case vgpu_int64: ((int64_t *)buf)[i] = v; break;
+    case vgpu_float16: ((uint16_t *)buf)[i] = to_f16_((float)v); break;
+    case vgpu_bfloat16: ((uint16_t *)buf)[i] = to_bf16_((float)v); break;
+    }
 }
 
 // Small integers: their sum is exact in any order, so each element's
@@ -194,18 +318,18 @@ static float value_(int rank, size_t i) { return (float)((rank * 7 + i) % 13); }
 // holds exactly (8 significant bits: up to 256) for up to 128 ranks;
 // products of 1s and 2s are powers of two (float16 overflows to infinity
 // past 2^15, and so does the expected value).
-static int64_t typed_value_(int rank, size_t i, enum comm_reduce_op op, enum comm_dtype t)
+static int64_t typed_value_(int rank, size_t i, vgpu_op_t op, vgpu_datatype_t t)
 {
-    if (op == COMM_PROD)
+    if (op == vgpu_prod)
         return (int64_t)((rank + i) % 2 + 1);
-    const int half = t == COMM_FLOAT16 || t == COMM_BFLOAT16;
+    const int half = t == vgpu_float16 || t == vgpu_bfloat16;
     return (int64_t)((rank * 7 + i) % (half ? 3 : 13));
 }
 
 static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
 {
     for (size_t i = 0; i < count; i++)
-        comm_host_put(buf, i, o->dtype, typed_value_(rank, i, o->op, o->dtype));
+        put_(buf, i, o->dtype, typed_value_(rank, i, o->op, o->dtype));
 }
 
 // Whether element i of buf is what the reduction over size ranks gives.
@@ -214,29 +338,29 @@ static int right_(const void *buf, size_t i, int size, const struct bench_opts *
     int64_t acc = typed_value_(0, i, o->op, o->dtype);
     for (int q = 1; q < size; q++) {
         const int64_t v = typed_value_(q, i, o->op, o->dtype);
-        acc = o->op == COMM_PROD ? acc * v
-            : o->op == COMM_MIN  ? (v < acc ? v : acc)
-            : o->op == COMM_MAX  ? (v > acc ? v : acc)
+        acc = o->op == vgpu_prod ? acc * v
+            : o->op == vgpu_min  ? (v < acc ? v : acc)
+            : o->op == vgpu_max  ? (v > acc ? v : acc)
                                  : acc + v;
     }
-    const int avg = o->op == COMM_AVG;
+    const int avg = o->op == vgpu_avg;
     switch (o->dtype) {
-    case COMM_FLOAT32:
+    case vgpu_float32:
         return ((const float *)buf)[i] == (avg ? (float)acc / (float)size : (float)acc);
-    case COMM_FLOAT64:
+    case vgpu_float64:
         return ((const double *)buf)[i] == (avg ? (double)acc / (double)size : (double)acc);
-    case COMM_INT32:
+    case vgpu_int32:
         return ((const int32_t *)buf)[i] == (int32_t)(avg ? acc / size : acc);
-    case COMM_FLOAT16: // the exact sum, divided in float and rounded (the avg step)
-        return ((const uint16_t *)buf)[i] ==
-               kernel_f32_to_f16(avg ? (float)acc / (float)size : (float)acc);
-    case COMM_BFLOAT16:
-        return ((const uint16_t *)buf)[i] ==
-               kernel_f32_to_bf16(avg ? (float)acc / (float)size : (float)acc);
+    case vgpu_float16: // the exact sum, divided in float and rounded (the avg step)
+        return ((const uint16_t *)buf)[i] == to_f16_(avg ? (float)acc / (float)size : (float)acc);
+    case vgpu_bfloat16:
+        return ((const uint16_t *)buf)[i] == to_bf16_(avg ? (float)acc / (float)size : (float)acc);
     default:
         return ((const int64_t *)buf)[i] == (avg ? acc / size : acc);
     }
 }
+
+// ---- the deterministic all-reduce's partials ----
 
 static float expected_tree_(int partials, size_t i)
 {
@@ -246,34 +370,84 @@ static float expected_tree_(int partials, size_t i)
     return sum;
 }
 
-// The deterministic all-reduce of o->tree partials (value_(m, i) for partial
-// m), split as evenly as they go: every rank holds parts_per_rank[rank] of them.
-static int tree_call_(comm_t *c, const struct bench_opts *o, float *parts, float *out, size_t count)
+// Partials held by rank r: o->tree split as evenly as they go.
+static int tree_parts_(const struct bench_opts *o, int r, int size)
 {
-    int per_rank[1024];
-    const int size = comm_size(c);
-    for (int r = 0; r < size && r < 1024; r++)
-        per_rank[r] = o->tree / size + (r < o->tree % size);
-    return comm_all_reduce_tree(c, parts, per_rank, out, count);
+    return o->tree / size + (r < o->tree % size);
 }
 
-static void tree_fill_(comm_t *c, const struct bench_opts *o, float *host, size_t count)
+// Rank `rank`'s partials (value_(m, i) for global partial m), back to back.
+static void tree_fill_(const struct bench_opts *o, int rank, int size, float *host, size_t count)
 {
-    const int rank = comm_rank(c), size = comm_size(c);
     int first = 0;
     for (int r = 0; r < rank; r++)
-        first += o->tree / size + (r < o->tree % size);
-    const int mine = o->tree / size + (rank < o->tree % size);
-    for (int k = 0; k < mine; k++)
+        first += tree_parts_(o, r, size);
+    for (int k = 0; k < tree_parts_(o, rank, size); k++)
         for (size_t i = 0; i < count; i++)
             host[(size_t)k * count + i] = value_(first + k, i);
 }
 
-static void die_(comm_t *c, int rc, const char *what)
+// ---- the benchmark ----
+
+struct bench {
+    vgpu_t *v;
+    const struct bench_opts *o;
+    int rank, size;
+    int *parts_per_rank; // --tree: every rank's partials
+    void *host;          // host staging: the inputs, and a result to check
+    char *dsend, *drecv; // device buffers (dsend: all of a rank's partials with --tree)
+};
+
+// Every failure ends the job: the others are waiting in a collective.
+static void die_(const struct bench *b, int rc, const char *what)
 {
-    log_error("%s failed: %s", what, status_str(rc));
-    (void)c;
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    fprintf(stderr, "[rank %d] vgpu_allreduce_perf: %s failed: %s\n", b->rank, what,
+            vgpu_status_string(rc));
+    vgpu_abort(b->v, 2);
+}
+
+// The slowest rank's value (times), or the ranks' sum (wrong elements).
+static double job_max_(const struct bench *b, double x)
+{
+    double m = 0;
+    int rc = vgpu_host_all_reduce(&x, &m, 1, vgpu_float64, vgpu_max, b->v);
+    if (rc < 0)
+        die_(b, rc, "vgpu_host_all_reduce");
+    return m;
+}
+
+static long long job_sum_(const struct bench *b, long long x)
+{
+    int64_t in = x, sum = 0;
+    int rc = vgpu_host_all_reduce(&in, &sum, 1, vgpu_int64, vgpu_sum, b->v);
+    if (rc < 0)
+        die_(b, rc, "vgpu_host_all_reduce");
+    return (long long)sum;
+}
+
+static void fence_(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+static int call_once_(const struct bench *b, char *out, size_t count)
+{
+    if (b->o->tree)
+        return vgpu_all_reduce_tree((const float *)b->dsend, b->parts_per_rank, (float *)out,
+                                    count, b->v);
+    return vgpu_all_reduce(b->dsend, out, count, b->o->dtype, b->o->op, b->v);
+}
+
+// The inputs of a call: this rank's values (or partials) into dsend; the bytes.
+static size_t input_bytes_(const struct bench *b, size_t count)
+{
+    const int mine = b->o->tree ? tree_parts_(b->o, b->rank, b->size) : 1;
+    return (size_t)mine * count * dtype_bytes_[b->o->dtype];
+}
+
+static void fill_input_(const struct bench *b, size_t count)
+{
+    if (b->o->tree)
+        tree_fill_(b->o, b->rank, b->size, b->host, count);
+    else
+        fill_(b->host, count, b->rank, b->o);
 }
 
 // The round of timed calls that a column's time comes from.
@@ -285,25 +459,18 @@ struct timed_round {
 // Times `iters` calls (max over ranks, microseconds per call; *timed says
 // which round that is from) and, with check, counts wrong elements of one
 // more call on fresh data (summed over ranks).
-static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void *host,
-                      char *dsend, char *drecv, size_t count, int in_place, double *us,
+static void run_case_(const struct bench *b, size_t count, int in_place, double *us,
                       struct timed_round *timed, long long *wrong)
 {
-    const int rank = comm_rank(c), size = comm_size(c);
-    const size_t es = comm_dtype_size(o->dtype), bytes = count * es;
-    char *out = in_place && !o->tree ? dsend : drecv;
-    const int mine = o->tree ? o->tree / size + (rank < o->tree % size) : 1;
-    if (o->tree)
-        tree_fill_(c, o, host, count);
-    else
-        fill_(host, count, rank, o);
-    int rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes);
-#define CALL_ONCE_() (o->tree ? tree_call_(c, o, (float *)dsend, (float *)out, count) \
-                              : comm_all_reduce_typed(c, dsend, out, count, o->dtype, o->op))
+    const struct bench_opts *o = b->o;
+    const size_t bytes = count * dtype_bytes_[o->dtype], in_bytes = input_bytes_(b, count);
+    char *out = in_place && !o->tree ? b->dsend : b->drecv;
+    fill_input_(b, count);
+    int rc = vgpu_memcpy_htod(b->v, b->dsend, b->host, in_bytes);
     for (int i = 0; rc == 0 && i < o->warmup; i++)
-        rc = CALL_ONCE_();
-    if (rc < 0) // before the barrier: a rank that timed out must not wait there
-        die_(c, rc, "warm-up");
+        rc = call_once_(b, out, count);
+    if (rc < 0) // before the fence: a rank that timed out must not wait there
+        die_(b, rc, "warm-up");
     // -n calls, timed; with --min_ms, again with as many as the last round's
     // time a call says will last that long, until a round does (a slow first
     // round underestimates; at most 4 rounds). The count comes from the
@@ -312,23 +479,23 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
     // written its input (a rank still writing would count in the others' time).
     *timed = (struct timed_round){0};
     for (int n = o->iters, round = 1;; round++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = util_now_s(), inside = 0;
+        fence_();
+        double t0 = now_s_(), inside = 0;
         for (int i = 0; rc == 0 && i < n; i++) {
             if (o->fresh) {
-                rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes);
-                MPI_Barrier(MPI_COMM_WORLD);
-                t0 = util_now_s();
+                rc = vgpu_memcpy_htod(b->v, b->dsend, b->host, in_bytes);
+                fence_();
+                t0 = now_s_();
             }
             if (rc == 0)
-                rc = CALL_ONCE_();
+                rc = call_once_(b, out, count);
             if (o->fresh)
-                inside += util_now_s() - t0;
+                inside += now_s_() - t0;
         }
-        double t = (o->fresh ? inside : util_now_s() - t0) / n * 1e6;
+        double t = (o->fresh ? inside : now_s_() - t0) / n * 1e6;
         if (rc < 0)
-            die_(c, rc, "comm_all_reduce");
-        MPI_Allreduce(&t, us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            die_(b, rc, "vgpu_all_reduce");
+        *us = job_max_(b, t);
         timed->calls = n;
         if (*us * n >= o->min_ms * 1e3 || round == 4 || n == 10000000)
             break;
@@ -338,53 +505,81 @@ static void run_case_(comm_t *c, device_t *dev, const struct bench_opts *o, void
     }
     long long bad = 0;
     if (o->check) {
-        if (o->tree)
-            tree_fill_(c, o, host, count);
-        else
-            fill_(host, count, rank, o);
-        if ((rc = device_copy_to_device(dev, dsend, host, (size_t)mine * bytes)) < 0 ||
-            (out != dsend && (rc = device_zero(dev, out, bytes)) < 0) ||
-            (rc = CALL_ONCE_()) < 0 ||
-            (rc = device_copy_to_host(dev, host, out, bytes)) < 0)
-            die_(c, rc, "check");
+        fill_input_(b, count);
+        if ((rc = vgpu_memcpy_htod(b->v, b->dsend, b->host, in_bytes)) < 0 ||
+            (out != b->dsend && (rc = vgpu_memzero(b->v, out, bytes)) < 0) ||
+            (rc = call_once_(b, out, count)) < 0 ||
+            (rc = vgpu_memcpy_dtoh(b->v, b->host, out, bytes)) < 0)
+            die_(b, rc, "check");
         for (size_t i = 0; i < count; i++)
-            bad += o->tree ? ((float *)host)[i] != expected_tree_(o->tree, i)
-                           : !right_(host, i, size, o);
+            bad += o->tree ? ((float *)b->host)[i] != expected_tree_(o->tree, i)
+                           : !right_(b->host, i, b->size, o);
     }
-#undef CALL_ONCE_
-    MPI_Allreduce(&bad, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    *wrong = job_sum_(b, bad);
+}
+
+// A device-to-device copy of `bytes` on rank 0's device while the others
+// wait: GB/s of bytes read plus bytes written, the bound a same-device
+// collective moves its data against. 0 on the other ranks.
+static double copy_gbps_(const struct bench *b, size_t bytes, int iters)
+{
+    double gbps = 0;
+    int rc = 0;
+    fence_();
+    if (b->rank == 0) {
+        if ((rc = vgpu_memcpy_dtod(b->v, b->drecv, b->dsend, bytes)) == 0) // warm-up
+            rc = vgpu_synchronize(b->v);
+        const double t0 = now_s_();
+        for (int i = 0; rc == 0 && i < iters; i++)
+            rc = vgpu_memcpy_dtod(b->v, b->drecv, b->dsend, bytes);
+        if (rc == 0)
+            rc = vgpu_synchronize(b->v);
+        if (rc < 0)
+            die_(b, rc, "vgpu_memcpy_dtod");
+        gbps = 2.0 * (double)bytes * iters / (now_s_() - t0) / 1e9;
+    }
+    fence_();
+    return gbps;
 }
 
 // The table's title and column heads (rank 0), as nccl-tests prints them.
-static void print_header_(const struct bench_opts *o, int size, int hosts)
+static void print_header_(const struct bench *b, double copy_gbps)
 {
-    printf("# vgpu_allreduce_perf: %d ranks on %d host(s), backend %s, op %s, "
-           "iters %d%s, warmup %d, check %d%s%s\n",
-           size, hosts, o->backend, comm_op_name(o->op), o->iters,
-           o->min_ms > 0 ? " (or more: at least --min_ms of calls)" : "", o->warmup, o->check,
-           o->tree ? ", deterministic tree" : "", o->fresh ? ", fresh input every call" : "");
+    const struct bench_opts *o = b->o;
+    printf("# vgpu_allreduce_perf: %d ranks on %d host(s), device %s, %d physical device(s)%s, "
+           "backend %s, op %s, iters %d%s, warmup %d, check %d%s%s\n",
+           b->size, vgpu_host_count(b->v), vgpu_device_kind(b->v), vgpu_physical_devices(b->v),
+           vgpu_simulated(b->v) ? " (simulated GPUs)" : "", vgpu_backend(b->v), op_names_[o->op],
+           o->iters, o->min_ms > 0 ? " (or more: at least --min_ms of calls)" : "", o->warmup,
+           o->check, o->tree ? ", deterministic tree" : "",
+           o->fresh ? ", fresh input every call" : "");
     if (o->tree)
         printf("# tree: %d partials of each size split over the ranks, summed in the "
                "canonical tree (both columns)\n", o->tree);
-    printf("#%70s%36s\n", "out-of-place", "in-place");
-    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s  %s\n", "size", "count", "type",
-           "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-           "algorithm");
-    printf("#%11s %12s %8s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-           "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    if (o->copy_bw)
+        printf("# device-to-device copy on rank 0's device: %.1f GB/s (read + write, %llu "
+               "bytes)\n", copy_gbps, (unsigned long long)(o->max_bytes / dtype_bytes_[o->dtype] *
+                                                          dtype_bytes_[o->dtype]));
+    printf("#%77s%36s\n", "out-of-place", "in-place");
+    printf("#%11s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s  %s\n", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong", "algorithm");
+    printf("#%11s %12s %8s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     fflush(stdout);
 }
 
-// One size's row: out-of-place then in-place; each column adds half its bus
-// bandwidth to *bus_sum, so a row adds the mean of its two.
-static void print_row_(const struct bench_opts *o, int size, double bytes, size_t count,
-                       const double us[2], const long long wrong[2], const char *algo,
-                       double *bus_sum)
+// One size's row: out-of-place then in-place (root -1: an all-reduce has
+// none, as nccl-tests prints it); each column adds half its bus bandwidth to
+// *bus_sum, so a row adds the mean of its two.
+static void print_row_(const struct bench *b, double bytes, size_t count, const double us[2],
+                       const long long wrong[2], const char *algo, double *bus_sum)
 {
-    printf(" %11.0f %12zu %8s %6s", bytes, count, comm_dtype_name(o->dtype), comm_op_name(o->op));
+    printf(" %11.0f %12zu %8s %6s %6d", bytes, count, dtype_names_[b->o->dtype],
+           op_names_[b->o->op], -1);
     for (int ip = 0; ip < 2; ip++) {
         double algbw = bytes / us[ip] / 1e3; // GB/s
-        double busbw = algbw * 2.0 * (size - 1) / size;
+        double busbw = algbw * 2.0 * (b->size - 1) / b->size;
         *bus_sum += busbw / 2;
         printf(" %9.1f %8.2f %8.2f %6lld", us[ip], algbw, busbw, wrong[ip]);
     }
@@ -392,75 +587,83 @@ static void print_row_(const struct bench_opts *o, int size, double bytes, size_
     fflush(stdout);
 }
 
+static size_t aligned_(size_t bytes)
+{
+    return (bytes + VGPU_MALLOC_ALIGN - 1) / VGPU_MALLOC_ALIGN * VGPU_MALLOC_ALIGN;
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    char host[64] = "?";
-    gethostname(host, sizeof host - 1);
-    log_set_identity(rank, host);
+    loud_ = vgpu_launcher_rank() == 0;
     struct bench_opts o;
-    if (parse_opts_(argc, argv, &o) < 0) {
-        MPI_Finalize();
-        return 2;
+    const int parsed = parse_opts_(argc, argv, &o);
+    if (parsed != 0) { // --help, or a bad line: said once, before joining
+        if (parsed > 0 && loud_)
+            usage_(stdout);
+        return parsed > 0 ? 0 : 2;
     }
-    const int node = node_index_(rank, size);
-    int hosts = node + 1;
-    MPI_Allreduce(MPI_IN_PLACE, &hosts, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const size_t es = dtype_bytes_[o.dtype], max_count = o.max_bytes / es;
+    struct vgpu_options vo = {.overrides = o.sets, .n_overrides = o.n_sets, .quiet = 1,
+                              .largest_collective_bytes = o.max_bytes};
+    struct bench b = {.o = &o};
+    int rc = vgpu_join(&b.v, &argc, &argv, &vo);
+    if (rc < 0) {
+        complain_("vgpu_join: %s\n", vgpu_status_string(rc));
+        return 1;
+    }
+    b.rank = vgpu_rank(b.v);
+    b.size = vgpu_size(b.v);
+    // The device memory it takes: the inputs (every partial of this rank's
+    // with --tree, and the tree's scratch) and the output.
+    const int most = o.tree ? (o.tree + b.size - 1) / b.size : 1;
+    const size_t need = aligned_((size_t)most * max_count * es) + aligned_(max_count * es) +
+                        (o.tree ? aligned_(vgpu_tree_scratch_bytes(b.size, most, max_count)) : 0);
+    const struct vgpu_open_options oo = {.min_device_bytes = need,
+                                         .largest_collective_bytes = (size_t)most * o.max_bytes,
+                                         .deterministic = o.tree > 0, .quiet = 1};
+    if ((rc = vgpu_open(b.v, &oo)) < 0 || (rc = vgpu_started(b.v)) < 0) {
+        if (b.rank == 0)
+            fprintf(stderr, "vgpu_allreduce_perf: vgpu_open: %s\n", vgpu_status_string(rc));
+        vgpu_finalize(b.v);
+        return 1;
+    }
+    if (o.tree && !(b.parts_per_rank = malloc((size_t)b.size * sizeof *b.parts_per_rank)))
+        die_(&b, VGPU_ENOMEM, "host allocation");
+    for (int r = 0; o.tree && r < b.size; r++)
+        b.parts_per_rank[r] = tree_parts_(&o, r, b.size);
+    b.host = malloc((size_t)most * (max_count ? max_count : 1) * es);
+    if (!b.host)
+        die_(&b, VGPU_ENOMEM, "host allocation");
+    if ((rc = vgpu_malloc(b.v, (void **)&b.dsend, (size_t)most * max_count * es)) < 0 ||
+        (rc = vgpu_malloc(b.v, (void **)&b.drecv, max_count * es)) < 0)
+        die_(&b, rc, "buffer allocation");
 
-    struct device_info info;
-    int ndev = 0, rc;
-    if ((rc = device_discover(DEVICE_KIND_CPU, &info, 1, &ndev, NULL, 0)) < 0 || ndev < 1)
-        die_(NULL, rc, "device_discover");
-    device_t dev;
-    // Tree mode: the partials, plus the all-reduce's scratch.
-    const int most = o.tree ? (o.tree + size - 1) / size : 1;
-    const uint64_t cap = (uint64_t)(most + 1) * (o.max_bytes + ARENA_ALIGN) + ARENA_ALIGN +
-                         (o.tree ? comm_tree_scratch_bytes(size, most, o.max_bytes / sizeof(float)) +
-                                   ARENA_ALIGN : 0);
-    if ((rc = device_open(&dev, &info, rank, host, cap, 1)) < 0)
-        die_(NULL, rc, "device_open");
-    struct comm_args args = {.mpi_comm = MPI_COMM_WORLD, .dev = &dev,
-                             .timeout_s = o.timeout_s, .slice_bytes = o.slice_bytes,
-                             .node_index = node, .host = host};
-    comm_t *c = NULL;
-    if ((rc = comm_create(&c, comm_find_ops(o.backend), &args)) < 0)
-        die_(NULL, rc, "comm_create");
-
-    char *dsend, *drecv;
-    const size_t es = comm_dtype_size(o.dtype), max_count = o.max_bytes / es;
-    void *host_buf = malloc((size_t)most * (max_count ? max_count : 1) * es);
-    if (!host_buf || (rc = device_alloc(&dev, (size_t)most * max_count * es, (void **)&dsend)) < 0 ||
-        (rc = device_alloc(&dev, max_count * es, (void **)&drecv)) < 0)
-        die_(c, rc ? rc : VGPU_ENOMEM, "buffer allocation");
-
-    if (rank == 0)
-        print_header_(&o, size, hosts);
-    if (rank == o.sleep_rank) {
-        log_warn("fault injection: sleeping %.0f s before the first collective", o.sleep_s);
+    const double copy = o.copy_bw ? copy_gbps_(&b, max_count * es, o.iters) : 0;
+    if (b.rank == 0)
+        print_header_(&b, copy);
+    if (b.rank == o.sleep_rank) {
+        fprintf(stderr, "[rank %d] vgpu_allreduce_perf: fault injection: sleeping %.0f s before "
+                        "the first collective\n", b.rank, o.sleep_s);
         usleep((useconds_t)(o.sleep_s * 1e6));
     }
 
     double bus_sum = 0;
     int rows = 0;
     long long wrong_total = 0;
-    for (double b = (double)o.min_bytes; b <= (double)o.max_bytes; b *= o.factor) {
-        const size_t count = (size_t)b / es;
+    for (double s = (double)o.min_bytes; s <= (double)o.max_bytes; s *= o.factor) {
+        const size_t count = (size_t)s / es;
         const double bytes = (double)count * (double)es;
         double us[2];
         struct timed_round timed[2];
         long long wrong[2];
         for (int ip = 0; ip < 2; ip++)
-            run_case_(c, &dev, &o, host_buf, dsend, drecv, count, ip, &us[ip], &timed[ip],
-                      &wrong[ip]);
-        if (rank == 0)
-            print_row_(&o, size, bytes, count, us, wrong,
-                       o.tree ? "tree" : comm_algo_name(c, (size_t)bytes), &bus_sum);
+            run_case_(&b, count, ip, &us[ip], &timed[ip], &wrong[ip]);
+        if (b.rank == 0)
+            print_row_(&b, bytes, count, us, wrong,
+                       o.tree ? "tree" : vgpu_all_reduce_algorithm(b.v, (size_t)bytes), &bus_sum);
         // What the row's times rest on (--min_ms promises its length), and
         // the round before's time a call that sized it.
-        for (int ip = 0; rank == 0 && o.min_ms > 0 && ip < 2; ip++)
+        for (int ip = 0; b.rank == 0 && o.min_ms > 0 && ip < 2; ip++)
             printf("# timed %.0f B %s: %d calls in %.1f ms, sized from %.9g us a call\n", bytes,
                    ip ? "in-place" : "out-of-place", timed[ip].calls,
                    us[ip] * timed[ip].calls / 1e3, timed[ip].planned_us);
@@ -469,18 +672,21 @@ int main(int argc, char **argv)
         if (count == 0)
             break; // a factor cannot grow 0 bytes
     }
-    struct comm_stats st = comm_get_stats(c);
-    comm_destroy(c);
-    device_close(&dev);
-    free(host_buf);
-    int ok = wrong_total == 0;
-    if (rank == 0) {
+    struct vgpu_comm_stats st = {0};
+    vgpu_get_comm_stats(b.v, &st);
+    if ((rc = vgpu_free(b.v, b.dsend)) < 0 || (rc = vgpu_free(b.v, b.drecv)) < 0)
+        die_(&b, rc, "vgpu_free");
+    free(b.host);
+    free(b.parts_per_rank);
+    const int ok = wrong_total == 0;
+    if (b.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", wrong_total, ok ? "OK" : "FAILED");
         printf("# Avg bus bandwidth    : %.3f\n", rows ? bus_sum / rows : 0.0);
-        printf("# rank 0: %llu collectives, %.3f s inside them\n",
-               (unsigned long long)st.calls, st.seconds);
+        printf("# rank 0: %llu collectives, %.3f s inside them\n", (unsigned long long)st.calls,
+               st.seconds);
         printf("%s\n", ok ? "OK" : "FAILED");
+        fflush(stdout);
     }
-    MPI_Finalize();
-    return ok ? 0 : 1;
+    rc = vgpu_finalize(b.v);
+    return !ok ? 1 : rc < 0 ? 1 : 0;
 }

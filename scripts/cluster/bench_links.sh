@@ -45,7 +45,7 @@ busbw() {
     --minbytes "$size" --maxbytes "$size" --iters "${ITERS:-10}" --warmup_iters "${WARMUP:-2}" \
     --check 1 ${PERF_ARGS:-} >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; echo "bench_links: $1 FAILED" >&2; exit 1; }
   # From the time column (perf prints GB/s with two decimals).
-  awk -v n="$ranks" '!/^#/ && NF >= 12 { v = $1 / ($5 * 1e-6) * 2 * (n - 1) / n / 1e9; t = $5 }
+  awk -v n="$ranks" '!/^#/ && NF >= 13 { v = $1 / ($6 * 1e-6) * 2 * (n - 1) / n / 1e9; t = $6 }
                       END { printf "%.4f %.1f", v, t }' "$tmp/out"
 }
 

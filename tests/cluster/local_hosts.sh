@@ -82,7 +82,7 @@ ring_busbw() { # sets $busbw: GB/s of a 4 MiB ring all-reduce, from its time col
     -H "$NET.1:1,$NET.2:1,$NET.3:1" -- "$VGPU_BUILD_DIR/vgpu_allreduce_perf" --backend ring \
     --minbytes 4M --maxbytes 4M --iters 5 --warmup_iters 1 --check 1
   expect_rc 0
-  busbw=$(awk '!/^#/ && NF >= 12 { v = $1 / ($5 * 1e-6) * 4 / 3 / 1e9 } END { printf "%.4f", v }' <<<"$out")
+  busbw=$(awk '!/^#/ && NF >= 13 { v = $1 / ($6 * 1e-6) * 4 / 3 / 1e9 } END { printf "%.4f", v }' <<<"$out")
 }
 ring_busbw none
 free=$busbw

@@ -48,7 +48,7 @@ done
 if [ "${calls:-0}" -ge $((52 + total_final)) ]; then
   ok "$calls collectives: at least 2 x (5 + 20 + 1) + the final rounds' $total_final"
 else bad "${calls:-?} collectives: fewer than 2 x (5 + 20 + 1) + the final rounds' $total_final"; fi
-expect_out "^ +8 +2 +float32 +sum .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
+expect_out "^ +8 +2 +float32 +sum +-1 .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
 
 # Bounds: 0 to 60000 ms; 0 is -n alone.
 for v in -1 60001 x 5ms ""; do
@@ -72,11 +72,11 @@ if [ "${calls:-0}" = 52 ]; then ok "--min_ms 0: 52 collectives, as -n alone"; el
 run "16 MiB --fresh -n 110" 60 "$MPIRUN" -np 2 "$PERF" -b 16M -e 16M -n 110 -w 3 --fresh
 expect_rc 0
 expect_out "check 1, fresh input every call"
-expect_out "^ +16777216 +4194304 +float32 +sum .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
+expect_out "^ +16777216 +4194304 +float32 +sum +-1 .* 0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 "
 read -r calls secs <<<"$(calls_and_time)"
 if [ "${calls:-0}" = 228 ]; then ok "--fresh: 228 collectives (2 x (3 + 110 + 1))"
 else bad "--fresh: '${calls:-}' collectives, expected 228"; fi
-read -r oop ip <<<"$(awk '$1 == 16777216 { print $5, $9 }' <<<"$out")"
+read -r oop ip <<<"$(awk '$1 == 16777216 { print $6, $10 }' <<<"$out")"
 if awk -v o="${oop:-1e9}" -v i="${ip:-1e9}" -v s="${secs:-0}" \
      'BEGIN { t = 110 * (o + i); d = s * 1e6; exit !(d > 0 && t <= 1.15 * d && t >= 0.6 * d) }'; then
   ok "--fresh: 110 x ($oop + $ip) us within 0.6-1.15 x the $secs s inside collectives"
