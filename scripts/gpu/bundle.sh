@@ -12,7 +12,8 @@
 #                      loaded at run time) in GPU_ROOT/build with the source at
 #                      GPU_ROOT/src, GPU_ROOT being the fixed path where
 #                      check.sh unpacks it (CMake's test files and RPATHs hold
-#                      absolute paths); with scripts/gpu/vgpu_gpu_probe
+#                      absolute paths); check.sh's all-reduce and cap steps run
+#                      its vgpu_allreduce_perf and test_api_cap
 #   fashion-mnist/     the dataset configs/default.ini trains on
 #   MANIFEST.txt       what is in it: packages and versions, the git commit,
 #                      the build's configuration, sizes
@@ -78,12 +79,10 @@ if [ "$build" = 1 ]; then
     grep -E -A5 'error|Error' "$GPU_ROOT/build/build.log" | head -40 >&2
     echo "bundle.sh: build failed; full log in $GPU_ROOT/build/build.log" >&2; exit 1
   fi
-  # The probe, on libvgpu's public API as a user's program (tests/consumer).
-  cc -O2 -Wall -Wextra -std=gnu11 -I"$repo/launcher/include" -I"$repo/common/include" \
-    "$repo/scripts/gpu/vgpu_gpu_probe.c" -L"$GPU_ROOT/build" -lvgpu -Wl,-rpath,'$ORIGIN' \
-    -o "$GPU_ROOT/build/vgpu_gpu_probe"
 fi
-[ -x "$bdir/vgpu_train" ] || { echo "bundle.sh: no $bdir/vgpu_train" >&2; exit 1; }
+for p in vgpu_train vgpu_allreduce_perf test_api_cap; do
+  [ -x "$bdir/$p" ] || { echo "bundle.sh: no $bdir/$p" >&2; exit 1; }
+done
 if [ -z "$from" ]; then
   grep -q 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=90$' "$bdir/CMakeCache.txt" ||
     { echo "bundle.sh: $bdir is not a CUDA arch 90 build" >&2; exit 1; }

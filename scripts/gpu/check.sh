@@ -8,8 +8,9 @@
 # under its own time limit, never stopping at a failure: the GPU's facts,
 # NCCL's version, mpirun; the GPU tests (ctest -L gpu); the README's job with
 # 4 ranks on the one GPU beside 1 rank and the CPU-simulated run; a rank past
-# its cap; all-reduce bandwidth on the GPU (the ring over CUDA IPC, through
-# host staging, NCCL) beside the device's copy bandwidth; deterministic mode;
+# its cap; all-reduce bandwidth on the GPU (vgpu_allreduce_perf: the ring over
+# CUDA IPC, through host staging, NCCL) beside the device's copy bandwidth,
+# and on the host's CPU devices; deterministic mode;
 # a rank killed with kill -9; compute-sanitizer; MPS; PyTorch DDP with gloo
 # and nccl; probes. Full logs go to OUTDIR (8 files, each cut to 15 MiB);
 # the table comes last. The whole check keeps within VGPU_CHECK_BUDGET_S
@@ -158,13 +159,10 @@ if ! command -v ssh >/dev/null && ! command -v rsh >/dev/null; then
 fi
 # vader's single-copy (CMA, process_vm_readv) is refused in some sandboxes.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-TRAIN=$B/vgpu_train VGPURUN=$B/vgpurun PROBE=$B/vgpu_gpu_probe MPIRUN=$repo/scripts/mpirun.sh
+TRAIN=$B/vgpu_train VGPURUN=$B/vgpurun PERF=$B/vgpu_allreduce_perf CAP=$B/test_api_cap
+MPIRUN=$repo/scripts/mpirun.sh
 CFG=$repo/configs/default.ini SYN=$repo/configs/synthetic_small.ini
 DATASET=(--set "data.path=$DATA")
-if [ ! -x "$PROBE" ] && [ -x "$TRAIN" ]; then # a build that bundle.sh did not make: build the probe
-  cc -O2 -std=gnu11 -I"$repo/launcher/include" -I"$repo/common/include" "$repo/scripts/gpu/vgpu_gpu_probe.c" \
-    -L"$B" -lvgpu -Wl,-rpath,"$B" -o "$WORK/vgpu_gpu_probe" >>"$L_FACTS" 2>&1 && PROBE=$WORK/vgpu_gpu_probe
-fi
 
 # ---- facts: the machine, the GPU, NCCL, mpirun ----
 gpu=0
@@ -343,9 +341,9 @@ if time_left "projection (1 GPU)" 50; then
   else record "projection (1 GPU)" FAIL "calibration exit $cal_rc$([ "$cal_rc" != 0 ] && echo " ($cal_msg)"); $fig"; fi
 fi
 
-# ---- a rank past its cap ----
+# ---- a rank past its cap (tests/api_cap.c: libvgpu's public API, so it binds the GPU) ----
 if time_left "cap overrun"; then
-  run "$L_FAULTS" 60 "${SIM[@]}" "$MPIRUN" -np 4 "$PROBE" cap 2
+  run "$L_FAULTS" 60 "${SIM[@]}" "$MPIRUN" -np 4 "$CAP" 2
   msg=$(grep -m1 -E '^\[rank 2@[^]]+\] error: device memory cap exceeded: requested 32.0 MiB, in use 40.0 MiB of 64.0 MiB \(virtual GPU 2 on physical device cuda0\)' <<<"$out")
   crash=$(grep -m1 -iE 'CUDA error|cudaError|Segmentation|core dumped|illegal memory' <<<"$out")
   if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ -n "$msg" ] && [ -z "$crash" ] && ge 10 "$secs"; then
@@ -356,11 +354,15 @@ if time_left "cap overrun"; then
 fi
 
 # ---- all-reduce bandwidth on the GPU ----
+# vgpu_allreduce_perf binds what the job binds (the GPU here, the simulated one
+# in a dry run): nccl-tests' table, out of place and in place, every result
+# checked, and --copy_bw's device-to-device copy on rank 0's device.
 if [ "$quick" = 1 ]; then SIZES=(-b 64K -e 1M -n 3 -w 1)
 elif [ "$dry" = 1 ]; then SIZES=(-b 64K -e 4M -n 5 -w 2)
 else SIZES=(-b 64K -e 256M -n 20 -w 5); fi
-# allreduce STEP NP [env VAR=...] -- [--set ...]: the probe's all-reduce; the figure is the
-# largest size's bus bandwidth beside the device's copy bandwidth.
+# allreduce STEP NP [env VAR=...] -- [--set ...]: vgpu_allreduce_perf; the figure is
+# the largest size's bus bandwidth (out of place, then in place) beside the
+# device's copy bandwidth.
 allreduce() {
   local step=$1 np=$2 envs=() sets=()
   shift 2
@@ -368,19 +370,19 @@ allreduce() {
   [ $# -gt 0 ] && shift
   sets=("$@")
   time_left "$step" || return
-  run "$L_AR" 90 "${SIM[@]}" "${envs[@]}" "$MPIRUN" -np "$np" "$PROBE" allreduce "${SIZES[@]}" "${sets[@]}"
+  run "$L_AR" 90 "${SIM[@]}" "${envs[@]}" "$MPIRUN" -np "$np" "$PERF" "${SIZES[@]}" --copy_bw "${sets[@]}"
   local head last d2d
-  head=$(grep -m1 '^# vgpu_gpu_probe allreduce:' <<<"$out" | sed 's/^# vgpu_gpu_probe allreduce: //')
+  head=$(grep -m1 '^# vgpu_allreduce_perf:' <<<"$out" | sed 's/^# vgpu_allreduce_perf: //; s/, op .*//')
   last=$(grep -E '^ +[0-9]+ +[0-9]+ ' <<<"$out" | tail -1)
   d2d=$(grep -m1 -oE 'copy on rank 0.s device: [0-9.]+ GB/s' <<<"$out" | grep -oE '[0-9.]+ GB/s')
-  if [ "$rc" = 0 ] && grep -q '^# OK: #wrong 0' <<<"$out"; then
+  if [ "$rc" = 0 ] && grep -q '^# Out of bounds values : 0 OK$' <<<"$out" && grep -q '^OK$' <<<"$out"; then
     if [ "$gpu" = 1 ] && ! grep -q 'device cuda' <<<"$head"; then
       record "$step" FAIL "not on the GPU: $head"
     else
-      record "$step" PASS "$(awk '{ printf "%d MiB: busbw %s GB/s, %s us", $1 / 1048576, $5, $3 }' <<<"$last"); d2d copy $d2d; #wrong 0; $head"
+      record "$step" PASS "$(awk '{ printf "%d MiB: busbw %s GB/s (in place %s), %s us", $1 / 1048576, $8, $12, $6 }' <<<"$last"); d2d copy $d2d; #wrong 0; $head"
     fi
   else
-    record "$step" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_gpu_probe:' <<<"$out" | cut -c1-200)"
+    record "$step" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_allreduce_perf:' <<<"$out" | cut -c1-200)"
   fi
 }
 # The ring over CUDA IPC, asked for: without MPS the ranks' contexts take
@@ -397,12 +399,12 @@ elif [ "$dry" = 1 ]; then
 else
   record "allreduce nccl np=2 shared" "SKIP(NCCL ${NCCL_VER:-not found} < 2.30: no NCCL_MULTI_RANK_GPU_ENABLE)" ""
 fi
-# The project's own benchmark, for the host's side (it runs on CPU devices only).
-if time_left "vgpu_allreduce_perf np=2"; then
-  run "$L_AR" 60 "$MPIRUN" -np 2 "$B/vgpu_allreduce_perf" -b 64K -e "$([ "$dry" = 1 ] && echo 4M || echo 64M)"
-  if [ "$rc" = 0 ] && grep -q '^OK$' <<<"$out"; then
-    record "vgpu_allreduce_perf np=2" PASS "CPU devices (the tool has no GPU mode): $(grep -m1 'Avg bus bandwidth' <<<"$out" | sed 's/^# *//')"
-  else record "vgpu_allreduce_perf np=2" FAIL "exit $rc"; fi
+# The same benchmark on the host's CPU devices, beside the GPU's.
+if time_left "allreduce cpu np=2"; then
+  run "$L_AR" 60 "$MPIRUN" -np 2 "$PERF" -b 64K -e "$([ "$dry" = 1 ] && echo 4M || echo 64M)" --set devices.kind=cpu
+  if [ "$rc" = 0 ] && grep -q '^OK$' <<<"$out" && grep -q '^# vgpu_allreduce_perf: .*device cpu,' <<<"$out"; then
+    record "allreduce cpu np=2" PASS "CPU devices (devices.kind=cpu): $(grep -m1 'Avg bus bandwidth' <<<"$out" | sed 's/^# *//')"
+  else record "allreduce cpu np=2" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_allreduce_perf:' <<<"$out" | cut -c1-200)"; fi
 fi
 
 # ---- deterministic mode: the same parameters for 1, 2 and 4 ranks ----
@@ -526,9 +528,9 @@ if need_gpu "racecheck ring" && time_left "racecheck ring" 90; then
   if [ -z "$CS" ]; then record "racecheck ring" FAIL "no compute-sanitizer"
   else
     run "$L_SAN" 120 "$MPIRUN" -np 2 "$CS" --tool racecheck --kernel-name kns=ring_reduce --error-exitcode 99 \
-      "$PROBE" allreduce -b 64K -e 1M -n 2 -w 1 --set devices.memory_limit=1G
+      "$PERF" -b 64K -e 1M -f 4 -n 2 -w 1 --set devices.memory_limit=1G
     errs=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard|ERROR SUMMARY: [0-9]+ error' <<<"$out" | awk '{ s += $3; n++ } END { print s + 0 " in " n + 0 " ranks" }')
-    if [ "$rc" = 0 ] && grep -q '^# OK' <<<"$out"; then record "racecheck ring" PASS "ring_reduce kernels: $errs hazards/errors"
+    if [ "$rc" = 0 ] && grep -q '^OK$' <<<"$out"; then record "racecheck ring" PASS "ring_reduce kernels: $errs hazards/errors"
     else record "racecheck ring" FAIL "exit $rc, $errs: $(grep -m1 -E 'Error|error' <<<"$out" | cut -c1-160)"; fi
   fi
 fi

@@ -4,7 +4,7 @@
 # 2026-11-26-h100.md) found 4 ranks on one H100 5x slower than 4 CPU ranks:
 # the ranks' CUDA contexts take turns on the GPU (time-slicing) unless an MPS
 # server runs them in one. This compares, for the default job (500 steps,
-# np 4) and the probe's all-reduce (np 2 and 4, 8 KiB to 64 MiB):
+# np 4) and vgpu_allreduce_perf (np 2 and 4, 8 KiB to 64 MiB):
 #   time-sliced | MPS   x   ring over CUDA IPC | the ring staged through host memory
 # and, under an MPS pinned memory limit, caps with and without room for the
 # neighbour's arena, which the ring maps (CUDA IPC) and MPS counts against
@@ -45,11 +45,11 @@ train() { # LABEL ENV... : the default job, 500 steps, np 4 (EXTRA: more --set)
   sum=$(grep 'vgpu_train: done' <<<"$out" | tail -1)
   row "$label" "exit $rc wall $(field wall_s "$sum") s, step_ms $(field step_ms "$sum"), $(field samples_per_s "$sum") samples/s"
 }
-allreduce() { # LABEL NP ENV...: the probe's all-reduce; its time (us) at each size
+allreduce() { # LABEL NP ENV...: vgpu_allreduce_perf; its out-of-place time (us) at each size
   local label=$1 np=$2
   shift 2
-  run 60 env "$@" "$MPIRUN" -np "$np" "$B/vgpu_gpu_probe" allreduce -b 8K -e 64M -n 10 -w 3
-  row "$label" "exit $rc; us from 8K to 64M: $(awk '$1 ~ /^[0-9]+$/ && $1 >= 1024 && NF == 6 { printf "%s ", $3 }' <<<"$out")$(grep -o '#wrong [0-9]*\|OK: #wrong 0' <<<"$out" | tail -1)"
+  run 60 env "$@" "$MPIRUN" -np "$np" "$B/vgpu_allreduce_perf" -b 8K -e 64M -n 10 -w 3
+  row "$label" "exit $rc; us from 8K to 64M: $(awk '!/^#/ && $1 ~ /^[0-9]+$/ && NF >= 13 { printf "%s ", $6 }' <<<"$out")$(grep -m1 -o 'Out of bounds values : [0-9]* [A-Z]*' <<<"$out")"
 }
 
 echo "started $(date -u +%FT%TZ) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" | tee -a "$LOG"

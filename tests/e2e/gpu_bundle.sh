@@ -6,8 +6,8 @@
 # other optional package of the bundle, and ssh, bc and xz; the bundle is
 # unpacked under /tmp/vgpu-gpu (a tmpfs there) with scripts/gpu/env.sh, and
 # its mpirun runs a 2-rank vgpu_allreduce_perf, short 2-rank vgpu_train jobs
-# (mpirun and vgpurun), the probe, ctest -L gpu from the unpacked build's
-# test files, and scripts/gpu/check.sh --dry-run --quick.
+# (mpirun and vgpurun), ctest -L gpu from the unpacked build's test files,
+# and scripts/gpu/check.sh --dry-run --quick.
 # The bundle rehearsed: gpu-bundle/ when bundle.sh made one (what travels);
 # else a quick one of this build made here (bundle.sh --from-build).
 # Needs root and unshare; skipped, said, otherwise.
