@@ -50,7 +50,7 @@ static const struct env_var vars_[] = {
      "for ranks that share a GPU"},
     {"VGPU_PLAN", "1",
      "start up, print the job table (hosts, devices, caps, backend and why) and open nothing: "
-     "vgpu_init returns VGPU_EPLANNED, vgpu_planned says so (vgpurun --plan exports it)"},
+     "vgpu_init returns VGPU_EPLANNED, vgpu_is_planned says so (vgpurun --plan exports it)"},
     {"VGPU_TERMINAL", "1",
      "the job's output reaches a terminal, COLUMNS wide, though each rank's stdout is a pipe "
      "(vgpurun sets it on a terminal): a program may draw live output there"},

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 #define MAX_SETS 16
 

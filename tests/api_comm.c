@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 static int failed_;
 

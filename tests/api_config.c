@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 // The value of `key` in [section] of INI text ("" when absent), trimmed.
 static void find_value_(const char *text, const char *section, const char *key, char *out,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vgpu/vgpu_ext.h>
 #include <vgpu/vgpu_ops.h>
 
 static int checks_, failed_, rank_;
@@ -45,10 +46,10 @@ static void host_reductions_(vgpu_t *v, int n)
         double d = rank_ + 1;
         int32_t i = rank_ + 1, io = 0;
         int64_t l = rank_ + 1;
-        CHECK(vgpu_host_all_reduce(&f, &fo, 1, vgpu_float32, ops[o], v) == 0);
-        CHECK(vgpu_host_all_reduce(&d, &d, 1, vgpu_float64, ops[o], v) == 0);
-        CHECK(vgpu_host_all_reduce(&i, &io, 1, vgpu_int32, ops[o], v) == 0);
-        CHECK(vgpu_host_all_reduce(&l, &l, 1, vgpu_int64, ops[o], v) == 0);
+        CHECK(vgpu_ctrl_all_reduce(&f, &fo, 1, vgpu_float32, ops[o], v) == 0);
+        CHECK(vgpu_ctrl_all_reduce(&d, &d, 1, vgpu_float64, ops[o], v) == 0);
+        CHECK(vgpu_ctrl_all_reduce(&i, &io, 1, vgpu_int32, ops[o], v) == 0);
+        CHECK(vgpu_ctrl_all_reduce(&l, &l, 1, vgpu_int64, ops[o], v) == 0);
         const double w = want[o];
         CHECK(fo == (float)w && d == w);
         // integers: avg rounds toward zero
@@ -56,8 +57,8 @@ static void host_reductions_(vgpu_t *v, int n)
     }
     // Not a host type or op: refused before anything is sent.
     int32_t x = 0;
-    CHECK(vgpu_host_all_reduce(&x, &x, 1, (vgpu_datatype_t)99, vgpu_sum, v) == VGPU_EINVAL);
-    CHECK(vgpu_host_all_reduce(&x, &x, 1, vgpu_int32, (vgpu_op_t)99, v) == VGPU_EINVAL);
+    CHECK(vgpu_ctrl_all_reduce(&x, &x, 1, (vgpu_datatype_t)99, vgpu_sum, v) == VGPU_EINVAL);
+    CHECK(vgpu_ctrl_all_reduce(&x, &x, 1, vgpu_int32, (vgpu_op_t)99, v) == VGPU_EINVAL);
 }
 
 static void host_moves_(vgpu_t *v, int n)
@@ -65,11 +66,11 @@ static void host_moves_(vgpu_t *v, int n)
     struct { int32_t a; double b; char s[8]; } msg = {0}, want = {n - 1, 0.25 * (n - 1), "root"};
     if (rank_ == n - 1)
         msg = want;
-    CHECK(vgpu_host_broadcast(&msg, sizeof msg, n - 1, v) == 0);
+    CHECK(vgpu_ctrl_broadcast(&msg, sizeof msg, n - 1, v) == 0);
     CHECK(msg.a == want.a && msg.b == want.b && !strcmp(msg.s, "root"));
-    CHECK(vgpu_host_broadcast(&msg, sizeof msg, n, v) == VGPU_EINVAL); // no such root
+    CHECK(vgpu_ctrl_broadcast(&msg, sizeof msg, n, v) == VGPU_EINVAL); // no such root
     int32_t mine[2] = {rank_, -rank_}, all[2 * 8];
-    CHECK(vgpu_host_all_gather(mine, all, sizeof mine, v) == 0);
+    CHECK(vgpu_ctrl_all_gather(mine, all, sizeof mine, v) == 0);
     for (int r = 0; r < n; r++)
         CHECK(all[2 * r] == r && all[2 * r + 1] == -r);
 }
@@ -225,7 +226,7 @@ static void beyond_nccl_(vgpu_t *v, int n)
     CHECK(after.calls > before.calls && after.bytes > before.bytes);
     // Every element updated once over the job, from the summed gradient.
     double total = (double)u.updated;
-    CHECK(vgpu_host_all_reduce(&total, &total, 1, vgpu_float64, vgpu_sum, v) == 0);
+    CHECK(vgpu_ctrl_all_reduce(&total, &total, 1, vgpu_float64, vgpu_sum, v) == 0);
     // the ring shards the update; mpi and nccl update everything everywhere
     CHECK(total == (strcmp(vgpu_backend(v), "ring") ? (double)COUNT * n : COUNT));
     CHECK(vgpu_memcpy_dtoh(v, host, params, sizeof host) == 0);
@@ -304,15 +305,15 @@ int main(int argc, char **argv)
     CHECK(vgpu_open(v, &open) == VGPU_EINVAL); // once
     // A CPU-simulated device has no CUDA ordinal; a GPU has its own.
     CHECK(strcmp(vgpu_device_kind(v), "cpu") ? vgpu_cuda_device(v) >= 0 : vgpu_cuda_device(v) == -1);
-    CHECK(vgpu_started(v) == 0);
-    CHECK(vgpu_physical_devices(v) >= 1 && vgpu_host_count(v) >= 1 && vgpu_host(v)[0]);
+    CHECK(vgpu_startup_done(v) == 0);
+    CHECK(vgpu_physical_device_count(v) >= 1 && vgpu_host_count(v) >= 1 && vgpu_host_name(v)[0]);
     host_reductions_(v, n);
     host_moves_(v, n);
     host_function_(v);
     kernels_(v);
     beyond_nccl_(v, n);
     int32_t failed = failed_; // the job's
-    if (vgpu_host_all_reduce(&failed, &failed, 1, vgpu_int32, vgpu_sum, v) < 0)
+    if (vgpu_ctrl_all_reduce(&failed, &failed, 1, vgpu_int32, vgpu_sum, v) < 0)
         failed = -1;
     if (rank_ == 0)
         printf("api_trainer: %d ranks (%s, %s): %d checks a rank, %d failed\n", n,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 static vgpu_t *test_rank_;
 static void *test_rank_filler_;

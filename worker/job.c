@@ -14,24 +14,24 @@ static void must_(int rc, const char *what)
 
 void job_gather_all(struct job *job, const void *send, void *recv, size_t bytes)
 {
-    must_(vgpu_host_all_gather(send, recv, bytes, job->v), "host all-gather");
+    must_(vgpu_ctrl_all_gather(send, recv, bytes, job->v), "host all-gather");
 }
 
 void job_broadcast(struct job *job, void *buf, size_t bytes, int root)
 {
-    must_(vgpu_host_broadcast(buf, bytes, root, job->v), "host broadcast");
+    must_(vgpu_ctrl_broadcast(buf, bytes, root, job->v), "host broadcast");
 }
 
 int job_agree_min(struct job *job, int v)
 {
     int32_t out = 0, mine = v;
-    must_(vgpu_host_all_reduce(&mine, &out, 1, vgpu_int32, vgpu_min, job->v), "agreement");
+    must_(vgpu_ctrl_all_reduce(&mine, &out, 1, vgpu_int32, vgpu_min, job->v), "agreement");
     return out;
 }
 
 void job_sum_doubles(struct job *job, double *values, int count)
 {
-    must_(vgpu_host_all_reduce(values, values, (size_t)count, vgpu_float64, vgpu_sum, job->v),
+    must_(vgpu_ctrl_all_reduce(values, values, (size_t)count, vgpu_float64, vgpu_sum, job->v),
           "reduction");
 }
 

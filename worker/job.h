@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 #include "train_config.h"
 

@@ -280,7 +280,7 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
         train_test_pause("warmup", job->rank);
         rc = job_agree_min(job, train_stop_vote());
     }
-    vgpu_started(job->v); // from here every wait is a collective's, bounded itself
+    vgpu_startup_done(job->v); // from here every wait is a collective's, bounded itself
     if (rc == VGPU_EPREEMPTED)
         train_report_early_stop(job);
     if (rc == 0) {

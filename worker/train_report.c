@@ -491,8 +491,8 @@ int train_print_summary(struct job *job, const struct train_result *res, int ver
                "steps=%ld "
                "train_loss=%.4f%s samples_per_s=%.0f wall_s=%.1f%s "
                "peak_mem=%s%s%s params_crc=%08x status=%s\n",
-               job->size, vgpu_physical_devices(job->v),
-               vgpu_simulated(job->v) ? "cuda-sim" : vgpu_device_kind(job->v),
+               job->size, vgpu_physical_device_count(job->v),
+               vgpu_is_simulated(job->v) ? "cuda-sim" : vgpu_device_kind(job->v),
                job->size,
                vgpu_backend(job->v), res->data ? res->data : "?", epochs, res->steps,
                res->train_loss, figures, res->samples_per_s, wall_s, step_ms, mem,

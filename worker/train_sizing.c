@@ -1,6 +1,8 @@
 // train_sizing.c: the sizes of a training job's pieces (pure).
 #include "train_sizing.h"
 
+#include <vgpu/vgpu_ext.h> // vgpu_tree_scratch_bytes
+
 #include "balance.h"
 #include "model.h"
 #include "optim.h"

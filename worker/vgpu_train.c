@@ -259,7 +259,7 @@ int main(int argc, char **argv)
     job.size = vgpu_size(job.v);
     job.local_rank = vgpu_local_rank(job.v);
     job.local_size = vgpu_local_size(job.v);
-    log_set_identity(job.rank, vgpu_host(job.v));
+    log_set_identity(job.rank, vgpu_host_name(job.v));
     log_set_fatal_hook(end_job_);
     preempt_set_observer(vgpu_on_signal);
     if (share_config_(&job, &cli) < 0)
@@ -295,7 +295,7 @@ int main(int argc, char **argv)
         .plan_only = cli.plan,
     };
     rc = vgpu_open(job.v, &open_options);
-    if (rc < 0 || vgpu_planned(job.v)) {
+    if (rc < 0 || vgpu_is_planned(job.v)) {
         train_free_data(&data);
         return finish_(&job, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : rc < 0);
     }

@@ -92,17 +92,17 @@ int vgpu_open(vgpu_t *v, const struct vgpu_open_options *options)
     return rc;
 }
 
-int vgpu_planned(const vgpu_t *v) { return v ? v->rt.planned : 0; }
+int vgpu_is_planned(const vgpu_t *v) { return v ? v->rt.planned : 0; }
 
 int vgpu_init(vgpu_t **out, int *argc, char ***argv, const struct vgpu_options *options)
 {
     int rc = vgpu_join(out, argc, argv, options);
     if (rc < 0)
         return rc;
-    if ((rc = vgpu_open(*out, NULL)) == 0 && vgpu_planned(*out))
+    if ((rc = vgpu_open(*out, NULL)) == 0 && vgpu_is_planned(*out))
         rc = VGPU_EPLANNED; // a plan opens nothing the program could use
     if (rc == 0)
-        rc = vgpu_started(*out);
+        rc = vgpu_startup_done(*out);
     if (rc < 0) {
         vgpu_finalize(*out);
         *out = NULL;
@@ -128,7 +128,7 @@ int vgpu_startup_stage(vgpu_t *v, const char *what)
     return 0;
 }
 
-int vgpu_started(vgpu_t *v)
+int vgpu_startup_done(vgpu_t *v)
 {
     if (!v)
         return VGPU_EINVAL;
@@ -140,10 +140,10 @@ int vgpu_rank(const vgpu_t *v) { return v ? v->rt.rank : VGPU_EINVAL; }
 int vgpu_size(const vgpu_t *v) { return v ? v->rt.size : VGPU_EINVAL; }
 int vgpu_local_rank(const vgpu_t *v) { return v ? v->rt.local_rank : VGPU_EINVAL; }
 int vgpu_local_size(const vgpu_t *v) { return v ? v->rt.local_size : VGPU_EINVAL; }
-const char *vgpu_host(const vgpu_t *v) { return v ? v->rt.host : ""; }
+const char *vgpu_host_name(const vgpu_t *v) { return v ? v->rt.host : ""; }
 int vgpu_host_count(const vgpu_t *v) { return v ? v->rt.node_count : VGPU_EINVAL; }
-int vgpu_physical_devices(const vgpu_t *v) { return v ? v->rt.physical_devices : VGPU_EINVAL; }
-int vgpu_simulated(const vgpu_t *v) { return v ? v->rt.simulated : 0; }
+int vgpu_physical_device_count(const vgpu_t *v) { return v ? v->rt.physical_devices : VGPU_EINVAL; }
+int vgpu_is_simulated(const vgpu_t *v) { return v ? v->rt.simulated : 0; }
 const char *vgpu_config_text(const vgpu_t *v) { return v ? v->rt.config_text : NULL; }
 int vgpu_launcher_rank(void) { return runtime_launcher_rank(); }
 
@@ -355,7 +355,7 @@ const char *vgpu_all_reduce_algorithm(const vgpu_t *v, size_t bytes)
 
 // ---- host collectives ----
 
-int vgpu_host_all_reduce(const void *sendbuff, void *recvbuff, size_t count,
+int vgpu_ctrl_all_reduce(const void *sendbuff, void *recvbuff, size_t count,
                          vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v)
 {
     return v ? runtime_host_all_reduce(&v->rt, sendbuff, recvbuff, count,
@@ -363,12 +363,12 @@ int vgpu_host_all_reduce(const void *sendbuff, void *recvbuff, size_t count,
              : VGPU_EINVAL;
 }
 
-int vgpu_host_broadcast(void *buff, size_t bytes, int root, vgpu_t *v)
+int vgpu_ctrl_broadcast(void *buff, size_t bytes, int root, vgpu_t *v)
 {
     return v ? runtime_host_broadcast(&v->rt, buff, bytes, root) : VGPU_EINVAL;
 }
 
-int vgpu_host_all_gather(const void *sendbuff, void *recvbuff, size_t bytes, vgpu_t *v)
+int vgpu_ctrl_all_gather(const void *sendbuff, void *recvbuff, size_t bytes, vgpu_t *v)
 {
     return v ? runtime_host_all_gather(&v->rt, sendbuff, recvbuff, bytes) : VGPU_EINVAL;
 }

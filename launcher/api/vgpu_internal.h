@@ -4,6 +4,7 @@
 #define VGPU_API_INTERNAL_H
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 #include "comm.h"
 #include "device_internal.h"

@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 #include <vgpu/vgpu_ops.h>
+
+#include "allreduce_perf_values.h"
 
 #define MAX_SETS 32 // --set overrides, with the ones the options below make
 
@@ -134,6 +137,55 @@ static int add_set_(struct bench_opts *o, const char *text)
     return 0;
 }
 
+// -o NAME: the reduction; -1 on an unknown name (said).
+static int parse_op_(const char *name, vgpu_op_t *op)
+{
+    for (int k = 0; k < N_OPS; k++)
+        if (!strcmp(name, op_names_[k])) {
+            *op = (vgpu_op_t)k;
+            return 0;
+        }
+    complain_("-o takes sum, avg, prod, min or max, not '%s'\n", name);
+    return -1;
+}
+
+// -d NAME: the element type (nccl-tests' names and vgpu's); -1 on an
+// unknown name (said).
+static int parse_dtype_(const char *name, vgpu_datatype_t *t)
+{
+    static const struct {
+        const char *name, *alias;
+        vgpu_datatype_t type;
+    } types[] = {{"float", "float32", vgpu_float32},  {"double", "float64", vgpu_float64},
+                 {"int32", "int", vgpu_int32},        {"int64", "int64", vgpu_int64},
+                 {"float16", "half", vgpu_float16},   {"bfloat16", "bfloat16", vgpu_bfloat16}};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        if (!strcmp(name, types[k].name) || !strcmp(name, types[k].alias)) {
+            *t = types[k].type;
+            return 0;
+        }
+    complain_("-d takes float, double, int32, int64, float16 or bfloat16, not '%s'\n", name);
+    return -1;
+}
+
+// The job's settings: the options' first, so that a --set of the same key wins.
+static void job_settings_(struct bench_opts *o, double timeout_s, const char *backend,
+                          const char *slice, const char *const *sets, int n_sets)
+{
+    snprintf(o->set_text[0], sizeof o->set_text[0], "comm.timeout_s=%.17g", timeout_s);
+    add_set_(o, o->set_text[0]);
+    if (backend) {
+        snprintf(o->set_text[1], sizeof o->set_text[1], "comm.backend=%s", backend);
+        add_set_(o, o->set_text[1]);
+    }
+    if (slice) {
+        snprintf(o->set_text[2], sizeof o->set_text[2], "comm.slice_bytes=%s", slice);
+        add_set_(o, o->set_text[2]);
+    }
+    for (int i = 0; i < n_sets; i++)
+        add_set_(o, sets[i]);
+}
+
 // Parses the command line; -1 on a bad one (said), 1 for --help.
 static int parse_opts_(int argc, char **argv, struct bench_opts *o)
 {
@@ -170,36 +222,13 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
-        case 'o': {
-            int k = 0;
-            while (k < N_OPS && strcmp(optarg, op_names_[k]))
-                k++;
-            if (k == N_OPS) {
-                complain_("-o takes sum, avg, prod, min or max, not "
-                                "'%s'\n", optarg);
+        case 'o':
+            if (parse_op_(optarg, &o->op) < 0)
                 return -1;
-            }
-            o->op = (vgpu_op_t)k;
             break;
-        }
         case 'd':
-            if (!strcmp(optarg, "float") || !strcmp(optarg, "float32"))
-                o->dtype = vgpu_float32;
-            else if (!strcmp(optarg, "double") || !strcmp(optarg, "float64"))
-                o->dtype = vgpu_float64;
-            else if (!strcmp(optarg, "int32") || !strcmp(optarg, "int"))
-                o->dtype = vgpu_int32;
-            else if (!strcmp(optarg, "int64"))
-                o->dtype = vgpu_int64;
-            else if (!strcmp(optarg, "float16") || !strcmp(optarg, "half"))
-                o->dtype = vgpu_float16;
-            else if (!strcmp(optarg, "bfloat16"))
-                o->dtype = vgpu_bfloat16;
-            else {
-                complain_("-d takes float, double, int32, int64, "
-                                "float16 or bfloat16, not '%s'\n", optarg);
+            if (parse_dtype_(optarg, &o->dtype) < 0)
                 return -1;
-            }
             break;
         case 'B': backend = optarg; break;
         case 'S': slice = optarg; break;
@@ -241,19 +270,7 @@ static int parse_opts_(int argc, char **argv, struct bench_opts *o)
         complain_("--tree sums float32 (no -d or -o)\n");
         return -1;
     }
-    // The job's settings: the options' first, so that a --set of the same key wins.
-    snprintf(o->set_text[0], sizeof o->set_text[0], "comm.timeout_s=%.17g", timeout_s);
-    add_set_(o, o->set_text[0]);
-    if (backend) {
-        snprintf(o->set_text[1], sizeof o->set_text[1], "comm.backend=%s", backend);
-        add_set_(o, o->set_text[1]);
-    }
-    if (slice) {
-        snprintf(o->set_text[2], sizeof o->set_text[2], "comm.slice_bytes=%s", slice);
-        add_set_(o, o->set_text[2]);
-    }
-    for (int i = 0; i < n_sets; i++)
-        add_set_(o, sets[i]);
+    job_settings_(o, timeout_s, backend, slice, sets, n_sets);
     return 0;
 }
 
@@ -262,129 +279,6 @@ static double now_s_(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// ---- the values: exact in any order of reduction ----
-
-static uint32_t f32_bits_(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-// float -> IEEE binary16, rounded to nearest even (the device's rounding).
-static uint16_t to_f16_(float f)
-{
-    const uint32_t u = f32_bits_(f), sign = u >> 16 & 0x8000u, mag = u & 0x7fffffffu;
-    if (mag > 0x7f800000u) // NaN, kept quiet
-        return (uint16_t)(sign | 0x7e00u | (mag >> 13 & 0x3ffu));
-    if (mag >= 0x477ff000u) // 65520 and up: infinity
-        return (uint16_t)(sign | 0x7c00u);
-    if (mag >= 0x38800000u) // normal: rebias 127 -> 15, keep 10 bits, round to even
-        return (uint16_t)(sign | (mag - 0x38000000u + 0xfffu + (mag >> 13 & 1u)) >> 13);
-    float a; // subnormal: in units of 2^-24 (exact scaling), rounded to even
-    memcpy(&a, &mag, sizeof a);
-    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
-}
-
-// float -> bfloat16 (float's upper half), rounded to nearest even.
-static uint16_t to_bf16_(float f)
-{
-    const uint32_t u = f32_bits_(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)(u >> 16 | 0x40u);
-    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
-}
-
-// Element i of buf (type t, host memory) = v.
-static void put_(void *buf, size_t i, vgpu_datatype_t t, int64_t v)
-{
-    switch (t) {
-    case vgpu_float32: ((float *)buf)[i] = (float)v; break;
-    case vgpu_float64: ((double *)buf)[i] = (double)v; break;
-    case vgpu_int32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case vgpu_int64: ((int64_t *)buf)[i] = v; break;
-    case vgpu_float16: ((uint16_t *)buf)[i] = to_f16_((float)v); break;
-    case vgpu_bfloat16: ((uint16_t *)buf)[i] = to_bf16_((float)v); break;
-    }
-}
-
-// Small integers: their sum is exact in any order, so each element's
-// expected value is known exactly (products: 1s and 2s, exact to 2^24).
-static float value_(int rank, size_t i) { return (float)((rank * 7 + i) % 13); }
-
-// The half types: 0..2, so every partial sum stays an integer bfloat16
-// holds exactly (8 significant bits: up to 256) for up to 128 ranks;
-// products of 1s and 2s are powers of two (float16 overflows to infinity
-// past 2^15, and so does the expected value).
-static int64_t typed_value_(int rank, size_t i, vgpu_op_t op, vgpu_datatype_t t)
-{
-    if (op == vgpu_prod)
-        return (int64_t)((rank + i) % 2 + 1);
-    const int half = t == vgpu_float16 || t == vgpu_bfloat16;
-    return (int64_t)((rank * 7 + i) % (half ? 3 : 13));
-}
-
-static void fill_(void *buf, size_t count, int rank, const struct bench_opts *o)
-{
-    for (size_t i = 0; i < count; i++)
-        put_(buf, i, o->dtype, typed_value_(rank, i, o->op, o->dtype));
-}
-
-// Whether element i of buf is what the reduction over size ranks gives.
-static int right_(const void *buf, size_t i, int size, const struct bench_opts *o)
-{
-    int64_t acc = typed_value_(0, i, o->op, o->dtype);
-    for (int q = 1; q < size; q++) {
-        const int64_t v = typed_value_(q, i, o->op, o->dtype);
-        acc = o->op == vgpu_prod ? acc * v
-            : o->op == vgpu_min  ? (v < acc ? v : acc)
-            : o->op == vgpu_max  ? (v > acc ? v : acc)
-                                 : acc + v;
-    }
-    const int avg = o->op == vgpu_avg;
-    switch (o->dtype) {
-    case vgpu_float32:
-        return ((const float *)buf)[i] == (avg ? (float)acc / (float)size : (float)acc);
-    case vgpu_float64:
-        return ((const double *)buf)[i] == (avg ? (double)acc / (double)size : (double)acc);
-    case vgpu_int32:
-        return ((const int32_t *)buf)[i] == (int32_t)(avg ? acc / size : acc);
-    case vgpu_float16: // the exact sum, divided in float and rounded (the avg step)
-        return ((const uint16_t *)buf)[i] == to_f16_(avg ? (float)acc / (float)size : (float)acc);
-    case vgpu_bfloat16:
-        return ((const uint16_t *)buf)[i] == to_bf16_(avg ? (float)acc / (float)size : (float)acc);
-    default:
-        return ((const int64_t *)buf)[i] == (avg ? acc / size : acc);
-    }
-}
-
-// ---- the deterministic all-reduce's partials ----
-
-static float expected_tree_(int partials, size_t i)
-{
-    float sum = 0;
-    for (int q = 0; q < partials; q++)
-        sum += value_(q, i);
-    return sum;
-}
-
-// Partials held by rank r: o->tree split as evenly as they go.
-static int tree_parts_(const struct bench_opts *o, int r, int size)
-{
-    return o->tree / size + (r < o->tree % size);
-}
-
-// Rank `rank`'s partials (value_(m, i) for global partial m), back to back.
-static void tree_fill_(const struct bench_opts *o, int rank, int size, float *host, size_t count)
-{
-    int first = 0;
-    for (int r = 0; r < rank; r++)
-        first += tree_parts_(o, r, size);
-    for (int k = 0; k < tree_parts_(o, rank, size); k++)
-        for (size_t i = 0; i < count; i++)
-            host[(size_t)k * count + i] = value_(first + k, i);
 }
 
 // ---- the benchmark ----
@@ -410,18 +304,18 @@ static void die_(const struct bench *b, int rc, const char *what)
 static double job_max_(const struct bench *b, double x)
 {
     double m = 0;
-    int rc = vgpu_host_all_reduce(&x, &m, 1, vgpu_float64, vgpu_max, b->v);
+    int rc = vgpu_ctrl_all_reduce(&x, &m, 1, vgpu_float64, vgpu_max, b->v);
     if (rc < 0)
-        die_(b, rc, "vgpu_host_all_reduce");
+        die_(b, rc, "vgpu_ctrl_all_reduce");
     return m;
 }
 
 static long long job_sum_(const struct bench *b, long long x)
 {
     int64_t in = x, sum = 0;
-    int rc = vgpu_host_all_reduce(&in, &sum, 1, vgpu_int64, vgpu_sum, b->v);
+    int rc = vgpu_ctrl_all_reduce(&in, &sum, 1, vgpu_int64, vgpu_sum, b->v);
     if (rc < 0)
-        die_(b, rc, "vgpu_host_all_reduce");
+        die_(b, rc, "vgpu_ctrl_all_reduce");
     return (long long)sum;
 }
 
@@ -438,16 +332,16 @@ static int call_once_(const struct bench *b, char *out, size_t count)
 // The inputs of a call: this rank's values (or partials) into dsend; the bytes.
 static size_t input_bytes_(const struct bench *b, size_t count)
 {
-    const int mine = b->o->tree ? tree_parts_(b->o, b->rank, b->size) : 1;
+    const int mine = b->o->tree ? perf_tree_parts(b->o->tree, b->rank, b->size) : 1;
     return (size_t)mine * count * dtype_bytes_[b->o->dtype];
 }
 
 static void fill_input_(const struct bench *b, size_t count)
 {
     if (b->o->tree)
-        tree_fill_(b->o, b->rank, b->size, b->host, count);
+        perf_tree_fill(b->o->tree, b->rank, b->size, b->host, count);
     else
-        fill_(b->host, count, b->rank, b->o);
+        perf_fill(b->host, count, b->rank, b->o->dtype, b->o->op);
 }
 
 // The round of timed calls that a column's time comes from.
@@ -512,8 +406,8 @@ static void run_case_(const struct bench *b, size_t count, int in_place, double 
             (rc = vgpu_memcpy_dtoh(b->v, b->host, out, bytes)) < 0)
             die_(b, rc, "check");
         for (size_t i = 0; i < count; i++)
-            bad += o->tree ? ((float *)b->host)[i] != expected_tree_(o->tree, i)
-                           : !right_(b->host, i, b->size, o);
+            bad += o->tree ? ((float *)b->host)[i] != perf_expected_tree(o->tree, i)
+                           : !perf_right(b->host, i, b->size, o->dtype, o->op);
     }
     *wrong = job_sum_(b, bad);
 }
@@ -548,8 +442,8 @@ static void print_header_(const struct bench *b, double copy_gbps)
     const struct bench_opts *o = b->o;
     printf("# vgpu_allreduce_perf: %d ranks on %d host(s), device %s, %d physical device(s)%s, "
            "backend %s, op %s, iters %d%s, warmup %d, check %d%s%s\n",
-           b->size, vgpu_host_count(b->v), vgpu_device_kind(b->v), vgpu_physical_devices(b->v),
-           vgpu_simulated(b->v) ? " (simulated GPUs)" : "", vgpu_backend(b->v), op_names_[o->op],
+           b->size, vgpu_host_count(b->v), vgpu_device_kind(b->v), vgpu_physical_device_count(b->v),
+           vgpu_is_simulated(b->v) ? " (simulated GPUs)" : "", vgpu_backend(b->v), op_names_[o->op],
            o->iters, o->min_ms > 0 ? " (or more: at least --min_ms of calls)" : "", o->warmup,
            o->check, o->tree ? ", deterministic tree" : "",
            o->fresh ? ", fresh input every call" : "");
@@ -621,7 +515,7 @@ int main(int argc, char **argv)
     const struct vgpu_open_options oo = {.min_device_bytes = need,
                                          .largest_collective_bytes = (size_t)most * o.max_bytes,
                                          .deterministic = o.tree > 0, .quiet = 1};
-    if ((rc = vgpu_open(b.v, &oo)) < 0 || (rc = vgpu_started(b.v)) < 0) {
+    if ((rc = vgpu_open(b.v, &oo)) < 0 || (rc = vgpu_startup_done(b.v)) < 0) {
         if (b.rank == 0)
             fprintf(stderr, "vgpu_allreduce_perf: vgpu_open: %s\n", vgpu_status_string(rc));
         vgpu_finalize(b.v);
@@ -630,7 +524,7 @@ int main(int argc, char **argv)
     if (o.tree && !(b.parts_per_rank = malloc((size_t)b.size * sizeof *b.parts_per_rank)))
         die_(&b, VGPU_ENOMEM, "host allocation");
     for (int r = 0; o.tree && r < b.size; r++)
-        b.parts_per_rank[r] = tree_parts_(&o, r, b.size);
+        b.parts_per_rank[r] = perf_tree_parts(o.tree, r, b.size);
     b.host = malloc((size_t)most * (max_count ? max_count : 1) * es);
     if (!b.host)
         die_(&b, VGPU_ENOMEM, "host allocation");

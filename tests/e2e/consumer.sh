@@ -18,7 +18,7 @@ grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && san=(-fsani
 
 run "cmake --install" 120 cmake --install "$VGPU_BUILD_DIR" --prefix "$prefix"
 expect_rc 0
-for f in include/vgpu/vgpu.h include/vgpu/vgpu_ops.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
+for f in include/vgpu/vgpu.h include/vgpu/vgpu_ext.h include/vgpu/vgpu_ops.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
          bin/vgpu-flight lib/libvgpu.so lib/libvgpu.a lib/cmake/vgpu/vgpuConfig.cmake \
          lib/pkgconfig/vgpu.pc lib/pkgconfig/vgpu-static.pc; do
   if [ -e "$prefix/$f" ]; then ok "installed $f"; else bad "$f not installed"; fi
@@ -40,6 +40,25 @@ for sym in vgpu_launch_host_func vgpu_all_reduce_update vgpu_gemm vgpu_softmax_x
 done
 if [ -z "$missing" ]; then ok "exports vgpu.h's and vgpu_ops.h's functions"
 else bad "not exported:$missing"; fi
+
+# The core header is the NCCL/CUDA-shaped API alone: each installed header
+# compiles by itself, and what vgpu_ext.h adds (vgpu_timeline_write here) is
+# not declared by vgpu.h.
+hdr=$WORK/headers
+mkdir -p "$hdr"
+for h in vgpu vgpu_ext vgpu_ops status; do
+  printf '#include <vgpu/%s.h>\nint vgpu_header_compiles;\n' "$h" >"$hdr/$h.c"
+  run "$h.h alone" 60 cc -std=c11 -Wall -Werror -I"$prefix/include" -c "$hdr/$h.c" -o "$hdr/$h.o"
+  if [ "$rc" = 0 ]; then ok "vgpu/$h.h compiles by itself"; else bad "vgpu/$h.h does not compile by itself"; fi
+done
+printf '#include <vgpu/vgpu.h>\nint main(void) { return vgpu_timeline_write(0); }\n' >"$hdr/core.c"
+run "vgpu.h without vgpu_ext.h" 60 cc -std=c11 -Werror=implicit-function-declaration \
+  -I"$prefix/include" -c "$hdr/core.c" -o "$hdr/core.o"
+if [ "$rc" != 0 ] && grep -q vgpu_timeline_write <<<"$out"; then ok "vgpu.h alone does not declare vgpu_ext.h's functions"
+else bad "vgpu.h alone declares vgpu_timeline_write (exit $rc)"; fi
+core=$(grep -cE '^[a-z].*\bvgpu_[a-z_0-9]+\(' "$prefix/include/vgpu/vgpu.h")
+if [ "$core" -ge 25 ] && [ "$core" -le 35 ]; then ok "vgpu.h declares $core functions (25-35)"
+else bad "vgpu.h declares $core functions, not 25-35"; fi
 
 # The archive's defined global symbols: vgpu_* only.
 others=$(nm "$prefix/lib/libvgpu.a" | awk 'NF == 3 && $2 ~ /^[A-TV-Z]$/ { print $3 }' | grep -v '^vgpu_')

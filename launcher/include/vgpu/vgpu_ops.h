@@ -1,6 +1,7 @@
-// vgpu/vgpu_ops.h: operations on vgpu device memory beyond CUDA and NCCL, on
-// every device kind: GEMM, elementwise kernels, softmax cross-entropy,
-// optimizer steps, and the deterministic all-reduce (a fixed-order tree).
+// vgpu/vgpu_ops.h: vgpu_train's kernels on vgpu device memory, on every
+// device kind: GEMM, the MLP's elementwise kernels, softmax cross-entropy,
+// optimizer steps. They are the MLP's, not a general math library, and
+// change with vgpu_train.
 //
 // vgpu/vgpu.h is the NCCL/CUDA-shaped core; this header is what a small
 // trainer needs on top of it, written once for every device: CPU loops and
@@ -87,23 +88,6 @@ struct vgpu_adam {
 // first and second moments (zeros before step 1), n elements each.
 int vgpu_adam_step(vgpu_t *v, float *param, const float *grad, float *m, float *var, size_t n,
                    const struct vgpu_adam *adam);
-
-// ---- the deterministic all-reduce ----
-// The job holds `total` partial vectors of count floats (a micro-batch's
-// gradient each), rank r parts_per_rank[r] of them back to back in parts, in
-// rank order; every rank receives their sum in out, added in the canonical
-// tree of vgpu_tree_sum over the partials' global index, so the bits do not
-// depend on the rank count or the split. Collective. It needs the all-to-all
-// of a backend chosen with vgpu_open_options.deterministic; keeps device
-// scratch of vgpu_tree_scratch_bytes until vgpu_finalize.
-int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *out, size_t count,
-                         vgpu_t *v);
-// The device scratch vgpu_all_reduce_tree keeps (plan the cap with it).
-size_t vgpu_tree_scratch_bytes(int nranks, int max_parts_per_rank, size_t count);
-// leaves[0] = the sum of leaves[0..n), added pairwise with doubling strides
-// (leaf i += leaf i + s, s = 1, 2, 4, ...) on the device; the other leaves
-// are clobbered. One device computes vgpu_all_reduce_tree's reference so.
-int vgpu_tree_sum(vgpu_t *v, float *const *leaves, int n, size_t count);
 
 #ifdef __cplusplus
 }
