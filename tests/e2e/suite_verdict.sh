@@ -2,7 +2,7 @@
 # suite_verdict.sh: the suite's own machinery can fail. scripts/test.sh and
 # .ci/run, copied as they are into a throw-away project of a few shell
 # tests, must exit non-zero when a test fails, times out, cannot run, is
-# skipped without leave (CI allows only test_device_cuda), or when no test
+# skipped without leave (CI allows only the GPU tests), or when no test
 # matches; and zero when every test passes. One test of that project is
 # planted through VERDICT_PLANT (read at configure time: setup.sh configures
 # again on every run). scripts/ci_extra.sh (sanitizers, fuzzers of this
