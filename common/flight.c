@@ -185,6 +185,9 @@ static const char *const kind_names_[FLIGHT_KIND_COUNT] = {
     [FLIGHT_CTL_REDUCE] = "control-reduce",
     [FLIGHT_CTL_BARRIER] = "control-barrier",
     [FLIGHT_CTL_EXCHANGE] = "control-exchange",
+    [FLIGHT_REDUCE] = "reduce",
+    [FLIGHT_SEND] = "send",
+    [FLIGHT_RECV] = "recv",
 };
 static const char *const state_names_[] = {
     [FLIGHT_ISSUED] = "issued",

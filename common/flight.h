@@ -37,6 +37,12 @@ enum flight_kind {
     FLIGHT_CTL_REDUCE,
     FLIGHT_CTL_BARRIER,
     FLIGHT_CTL_EXCHANGE, // rank 0 with each rank in turn (clock sync, the trace's gather)
+    FLIGHT_REDUCE,       // to one root rank
+    // Point-to-point: timeline spans only (trace.h; their number is the
+    // peer's rank), never entries here: two ranks take part, and sequence
+    // numbers name calls that every rank makes.
+    FLIGHT_SEND,
+    FLIGHT_RECV,
     FLIGHT_KIND_COUNT
 };
 

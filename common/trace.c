@@ -171,7 +171,9 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
         break;
     case TRACE_COLLECTIVE:
     case TRACE_CONTROL:
-        fprintf(f, ",\"args\":{\"seq\":%" PRId64 ",\"bytes\":%" PRId64 "}", s->arg, s->arg2);
+        // Point-to-point has no recorder number: its argument is the peer.
+        fprintf(f, ",\"args\":{\"%s\":%" PRId64 ",\"bytes\":%" PRId64 "}",
+                s->kind == FLIGHT_SEND || s->kind == FLIGHT_RECV ? "peer" : "seq", s->arg, s->arg2);
         break;
     case TRACE_REDUCE_SCATTER:
     case TRACE_ALL_GATHER:

@@ -19,7 +19,7 @@ enum trace_what {
     TRACE_FORWARD,        // arg: rows; arg2: FLOPs the model counts for them (0: not counted)
     TRACE_BACKWARD,       // as TRACE_FORWARD
     TRACE_OPTIMIZER,      // arg, arg2: a sharded update's first parameter and count (0: all)
-    TRACE_COLLECTIVE,     // kind: enum flight_kind; arg: its number; arg2: bytes
+    TRACE_COLLECTIVE,     // kind: enum flight_kind; arg: its number (send, recv: the peer); arg2: bytes
     TRACE_REDUCE_SCATTER, // a ring all-reduce's phases (arg2: bytes of the round)
     TRACE_ALL_GATHER,
     TRACE_WAIT,           // waiting for a peer (arg: its rank, -1 unknown)

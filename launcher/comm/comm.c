@@ -56,8 +56,17 @@ int comm_create(comm_t **out, const struct comm_ops *ops, const struct comm_args
     flight_set_backend(ops->name);
     MPI_Comm_rank(args->mpi_comm, &c->rank);
     MPI_Comm_size(args->mpi_comm, &c->size);
+    if (args->world_ranks) {
+        c->world = malloc((size_t)c->size * sizeof *c->world);
+        if (!c->world) {
+            free(c);
+            return VGPU_ENOMEM;
+        }
+        memcpy(c->world, args->world_ranks, (size_t)c->size * sizeof *c->world);
+    }
     int rc = ops->create(c, args);
     if (rc < 0) {
+        free(c->world);
         free(c);
         return rc;
     }
@@ -75,6 +84,8 @@ void comm_destroy(comm_t *c)
         device_free(c->dev, c->verdict);
     if (c->ops && c->ops->destroy)
         c->ops->destroy(c);
+    comm_p2p_release(c);
+    free(c->world);
     free(c);
 }
 
@@ -82,6 +93,7 @@ const char *comm_backend_name(const comm_t *c) { return c && c->ops ? c->ops->na
 int comm_rank(const comm_t *c) { return c ? c->rank : -1; }
 int comm_size(const comm_t *c) { return c ? c->size : 0; }
 int comm_failed(const comm_t *c) { return c && c->failed; }
+int comm_rank_name(const comm_t *c, int q) { return c->world ? c->world[q] : q; }
 
 void comm_mark_failed(comm_t *c)
 {
@@ -136,13 +148,20 @@ static struct call_ enter_(enum flight_kind kind, uint64_t bytes)
     return (struct call_){.rec = trace_call_begin(kind, bytes), .t0 = util_now_s()};
 }
 
-// Ends it: recorder, timeline and statistics (payload `bytes`); returns rc.
-static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
+// The statistics of a call begun at t0 (payload `bytes`); a timeout or an
+// MPI failure fails the communicator.
+static void tally_(comm_t *c, double t0, size_t bytes, int rc)
 {
-    c->stats.seconds += util_now_s() - k->t0;
+    c->stats.seconds += util_now_s() - t0;
     c->stats.calls++;
     c->stats.bytes += bytes;
     c->failed |= rc == VGPU_ETIMEOUT || rc == VGPU_ECOMM;
+}
+
+// Ends it: recorder, timeline and statistics (payload `bytes`); returns rc.
+static int account_(comm_t *c, const struct call_ *k, size_t bytes, int rc)
+{
+    tally_(c, k->t0, bytes, rc);
     trace_call_end(&k->rec, TRACE_COLLECTIVE, rc);
     return rc;
 }
@@ -265,33 +284,45 @@ static int agree_any_(comm_t *c, int mine, int *any)
     return 0;
 }
 
+// Device scratch of `bytes` (> 0) for a call of the all-reduce's form on
+// ranks that need it (`need`): allocated there, then every rank learns
+// whether all have theirs, so that none goes into the all-reduce alone.
+// VGPU_EDEVMEM on every rank when one has no room; *ptr is set only on 0.
+static int scratch_agreed_(comm_t *c, int need, size_t bytes, void **ptr, const char *call,
+                           const char *why)
+{
+    void *p = NULL;
+    const int failed = need && (device_alloc(c->dev, bytes, &p) < 0 || !p);
+    int any = 0;
+    int rc = agree_any_(c, failed, &any);
+    if (rc == 0 && any) {
+        log_error("%s: %s has no room for the %zu-byte scratch the %s backend needs (%s)", call,
+                  failed ? "this rank" : "another rank", bytes, c->ops->name, why);
+        rc = VGPU_EDEVMEM;
+    }
+    if (rc < 0 && p)
+        device_free(c->dev, p);
+    *ptr = rc == 0 ? p : NULL;
+    return rc;
+}
+
 // Reduce-scatter as an all-reduce of the whole into scratch (a second copy
 // of send's size, for the call), keeping this rank's block (backends without
-// their own). The ranks agree that every one has its scratch first.
+// their own).
 static int reduce_scatter_by_all_reduce_(comm_t *c, const void *send, void *recv,
                                          size_t recv_count, enum comm_dtype t,
                                          enum comm_reduce_op op)
 {
     const size_t es = comm_dtype_size(t), block = recv_count * es;
     void *all = NULL;
-    const int failed = block && device_alloc(c->dev, block * (size_t)c->size, &all) < 0;
-    int any = 0;
-    int rc = agree_any_(c, failed, &any);
-    if (rc == 0 && any) {
-        log_error("comm_reduce_scatter: %s has no room for the %zu-byte scratch the %s backend "
-                  "needs (twice the send buffer in all)",
-                  failed ? "this rank" : "another rank", block * (size_t)c->size, c->ops->name);
-        rc = VGPU_EDEVMEM;
-    }
-    if (rc < 0) {
-        if (all)
-            device_free(c->dev, all);
-        return rc;
-    }
-    rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
+    if (block)
+        TRY(scratch_agreed_(c, 1, block * (size_t)c->size, &all, "comm_reduce_scatter",
+                            "twice the send buffer in all"));
+    int rc = c->ops->all_reduce(c, send, all, recv_count * (size_t)c->size, t, op);
     if (rc == 0 && block)
         rc = device_copy(c->dev, recv, (char *)all + (size_t)c->rank * block, block);
-    device_free(c->dev, all);
+    if (all)
+        device_free(c->dev, all);
     return rc;
 }
 
@@ -311,6 +342,77 @@ int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_cou
     account_(c, &call, total, rc);
     return rc;
 }
+
+// Reduce as the all-reduce (the same bits): into recv on root, into
+// scratch of send's size on the other ranks (backends without their own).
+static int reduce_by_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
+                                 enum comm_dtype t, enum comm_reduce_op op, int root)
+{
+    const size_t bytes = count * comm_dtype_size(t);
+    void *scratch = NULL;
+    if (bytes) // (every rank alike: count is the same everywhere)
+        TRY(scratch_agreed_(c, c->rank != root, bytes, &scratch, "comm_reduce",
+                            "a copy of the send buffer on the ranks but root"));
+    int rc = c->ops->all_reduce(c, send, c->rank == root ? recv : scratch, count, t, op);
+    if (scratch)
+        device_free(c->dev, scratch);
+    return rc;
+}
+
+int comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                enum comm_reduce_op op, int root)
+{
+    const size_t es = typed_size_(t, op, count);
+    if (!c || !es || root < 0 || root >= c->size)
+        return VGPU_EINVAL;
+    const size_t bytes = count * es;
+    TRY(check_buffer_(c, send, bytes, "send", "comm_reduce"));
+    if (c->rank == root)
+        TRY(check_buffer_(c, recv, bytes, "recv", "comm_reduce"));
+    const struct call_ call = enter_(FLIGHT_REDUCE, bytes);
+    int rc = c->ops->reduce ? c->ops->reduce(c, send, c->rank == root ? recv : NULL, count, t, op,
+                                             root)
+                            : reduce_by_all_reduce_(c, send, recv, count, t, op, root);
+    account_(c, &call, bytes, rc);
+    return rc;
+}
+
+// comm_send (send = 1) and comm_recv: checked, timed and counted like the
+// collectives, and a span of the timeline (kind send or recv, the peer's
+// job rank for its number); no flight recorder entry (only two ranks take
+// part, and the recorder numbers calls that every rank makes).
+static int p2p_(comm_t *c, void *buf, size_t bytes, int peer, int send)
+{
+    const char *call = send ? "comm_send" : "comm_recv";
+    if (!c)
+        return VGPU_EINVAL;
+    if (peer < 0 || peer >= c->size || peer == c->rank) {
+        log_error("%s: peer %d is %s", call, peer,
+                  peer == c->rank ? "this rank (a device copy does that; NCCL allows it only in a "
+                                    "group)"
+                                  : "not a rank of the communicator");
+        return VGPU_EINVAL;
+    }
+    TRY(check_buffer_(c, buf, bytes, "buf", call));
+    if (send ? !c->ops->send : !c->ops->recv) {
+        log_error("%s: the %s backend has no point-to-point", call, c->ops->name);
+        return VGPU_EUNSUPPORTED;
+    }
+    const uint64_t start_us = trace_begin();
+    const double t0 = util_now_s();
+    const int rc = send ? c->ops->send(c, buf, bytes, peer) : c->ops->recv(c, buf, bytes, peer);
+    tally_(c, t0, bytes, rc);
+    trace_end(TRACE_COLLECTIVE, send ? FLIGHT_SEND : FLIGHT_RECV, start_us,
+              comm_rank_name(c, peer), (int64_t)bytes);
+    return rc;
+}
+
+int comm_send(comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    return p2p_(c, (void *)buf, bytes, peer, 1);
+}
+
+int comm_recv(comm_t *c, void *buf, size_t bytes, int peer) { return p2p_(c, buf, bytes, peer, 0); }
 
 int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
 {

@@ -4,7 +4,8 @@
 // through this header.
 //
 // Contract: every rank of the communicator calls the same collectives in the
-// same order with the same sizes. Buffers are device buffers of the comm's
+// same order with the same sizes (point-to-point, comm_send and comm_recv,
+// involves only its two ranks). Buffers are device buffers of the comm's
 // device. Calls block until the result is in the output buffer. Every wait is
 // bounded by the configured timeout; a peer that does not arrive ends the job
 // with a message naming it. Functions return 0 or a negative status.
@@ -43,7 +44,7 @@ const char *comm_dtype_name(enum comm_dtype t);
 const char *comm_op_name(enum comm_reduce_op op);
 
 struct comm_stats {
-    uint64_t calls;        // collectives issued
+    uint64_t calls;        // collectives (and point-to-point calls) issued
     uint64_t bytes;        // payload bytes passed to collectives
     double seconds;        // time spent inside collectives
     // Of those, time spent waiting for peers to arrive (the ring: a same-host
@@ -73,6 +74,36 @@ int comm_all_reduce(comm_t *c, const float *send, float *recv, size_t count,
 // place).
 int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
                         enum comm_dtype t, enum comm_reduce_op op);
+// NCCL's reduce: recv on rank root = op over ranks of send, count elements
+// of type t (every type and operation of the all-reduce); recv is neither
+// read nor written on the other ranks (may be NULL there); send == recv on
+// root is the in-place form. The ring's reduce is its all-reduce (into
+// device scratch of the send's size on the ranks but root, the ranks
+// agreeing first that every one has it: VGPU_EDEVMEM on all of them if
+// not), so a reduce then a broadcast from root gives the all-reduce's bits;
+// mpi and nccl take their library's reduce (MPI_Reduce, ncclReduce), equal
+// to their all-reduce wherever the result is exact (integers, min, max,
+// sums of exactly representable partials) and possibly rounded otherwise
+// in float sums, products and averages. A root out of range, or a buffer
+// that is not this device's memory: VGPU_EINVAL.
+int comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                enum comm_reduce_op op, int root);
+// Point-to-point, as NCCL's ncclSend/ncclRecv outside a group: `bytes` of
+// buf (device memory) go to rank peer, which receives them with comm_recv
+// of the same size from this rank; only the two ranks take part (the
+// collectives' same-order contract does not cover these calls, but between
+// one pair messages arrive in the order sent). Both block until buf may be
+// reused (send) or holds the message (recv). A send may wait for the
+// matching recv (nothing is buffered by promise): ranks that exchange must
+// order their calls (e.g. even ranks send first). Every wait is bounded by
+// the timeout: VGPU_ETIMEOUT, with a message naming the peer, and the
+// communicator is failed as after any timeout. peer out of range or this
+// rank itself: VGPU_EINVAL (NCCL allows a self-send only inside a group;
+// a device copy does it). Counted in comm_get_stats (calls, bytes, time)
+// and in the timeline, but not in the flight recorder, whose numbers are
+// of calls every rank makes.
+int comm_send(comm_t *c, const void *buf, size_t bytes, int peer);
+int comm_recv(comm_t *c, void *buf, size_t bytes, int peer);
 // Copies `bytes` of root's buf into every rank's buf.
 int comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
 // recv = concatenation over ranks (in rank order) of each rank's `bytes` of send.

@@ -31,6 +31,13 @@ struct comm_ops {
     // all-reduces the whole and keeps this rank's block: twice the traffic).
     int (*reduce_scatter)(comm_t *c, const void *send, void *recv, size_t recv_count,
                           enum comm_dtype t, enum comm_reduce_op op);
+    // comm_reduce, arguments checked; NULL where the backend has none
+    // (comm.c then all-reduces, into device scratch on the ranks but root).
+    int (*reduce)(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                  enum comm_reduce_op op, int root);
+    // comm_send / comm_recv, arguments checked (peer is another rank of c).
+    int (*send)(comm_t *c, const void *buf, size_t bytes, int peer);
+    int (*recv)(comm_t *c, void *buf, size_t bytes, int peer);
     int (*broadcast)(comm_t *c, void *buf, size_t bytes, int root);
     int (*all_gather)(comm_t *c, const void *send, void *recv, size_t bytes);
     // comm_all_reduce_update's sharded form; NULL where the backend has none
@@ -62,7 +69,29 @@ struct comm {
     size_t tree_scratch_bytes;
     int32_t *verdict;        // one int on the device: the ranks agree through it (comm.c)
     int failed;              // a collective timed out or MPI failed: peers may never come
+    int *world;              // the job's rank of each rank, [size]; NULL: the same (messages)
+    char *p2p_host;          // host buffer of staged point-to-point pieces (mpi_p2p.c); NULL: none yet
+    int p2p_pinned;          // p2p_host is page-locked
 };
+
+// The job's rank of rank q of c, for messages.
+int comm_rank_name(const comm_t *c, int q);
+
+// The MPI tag of point-to-point messages on a backend's communicator: no
+// collective's traffic uses it (the ring's engine sends under its own,
+// ring_core.c's RING_TAG; everything else there is MPI collectives).
+#define COMM_P2P_TAG 0x7032
+// comm_send (send = 1) or comm_recv of `bytes` of buf with rank peer of c,
+// over MPI point-to-point on `mpi` (the backend's duplicate of the
+// communicator), in pieces, each wait bounded by c->timeout_s (VGPU_ETIMEOUT
+// naming the peer; a receive that timed out is cancelled). staged: copy
+// through a host buffer of c's (also where buf has no host view). 0 or a
+// negative status.
+int comm_mpi_p2p(comm_t *c, MPI_Comm mpi, void *buf, size_t bytes, int peer, int send,
+                 int staged);
+// Frees that host buffer (comm_destroy; kept after a failure, when a send
+// may still read it).
+void comm_p2p_release(comm_t *c);
 
 // buf[i] /= by for n elements of type t in host memory (COMM_AVG after a
 // sum; integers round toward zero).

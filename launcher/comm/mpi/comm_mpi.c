@@ -5,6 +5,7 @@
 // These calls are blocking MPI collectives, so their waits are bounded by the
 // MPI library (Open MPI ends the job when a rank dies), not by comm.timeout_s:
 // this backend is the yardstick the ring is measured and tested against.
+// (Point-to-point, mpi_p2p.c, and the all-to-all are bounded by it.)
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,53 @@ static int mpi_all_reduce_(comm_t *c, const void *send, void *recv, size_t count
     return 0;
 }
 
+// MPI_Reduce, in pieces as the all-reduce: root's result in place in its
+// (host view or staging) receive buffer; the other ranks only send.
+static int mpi_reduce_(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                       enum comm_reduce_op op, int root)
+{
+    struct mpi_comm *m = c->impl;
+    const int is_root = c->rank == root;
+    const size_t es = comm_dtype_size(t), piece = MPI_PIECE_BYTES / es;
+    size_t done = 0;
+    do { // at least once: count 0 is still a (trivial) collective
+        const size_t len = count - done < piece ? count - done : piece;
+        const size_t bytes = len * es, at = done * es;
+        char *r = NULL;
+        const void *s;
+        if (m->staged) {
+            if (bytes)
+                TRY(device_copy_to_host(c->dev, m->host, (const char *)send + at, bytes));
+            r = is_root ? m->host : NULL;
+            s = is_root ? MPI_IN_PLACE : m->host;
+        } else {
+            const char *sv = bytes ? (const char *)device_host_view(c->dev, send) + at : NULL;
+            r = is_root && bytes ? (char *)device_host_view(c->dev, recv) + at : NULL;
+            s = is_root && send == recv ? MPI_IN_PLACE : sv;
+        }
+        TRY(check_(MPI_Reduce(s, r, (int)len, mpi_type_(t), mpi_op_(m, t, op), root, m->comm),
+                   "MPI_Reduce"));
+        if (is_root && op == COMM_AVG)
+            comm_divide_host(r, len, t, c->size);
+        if (is_root && m->staged && bytes)
+            TRY(device_copy_to_device(c->dev, (char *)recv + at, r, bytes));
+        done += len;
+    } while (done < count);
+    return 0;
+}
+
+static int mpi_send_(comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    struct mpi_comm *m = c->impl;
+    return comm_mpi_p2p(c, m->comm, (void *)buf, bytes, peer, 1, m->staged);
+}
+
+static int mpi_recv_(comm_t *c, void *buf, size_t bytes, int peer)
+{
+    struct mpi_comm *m = c->impl;
+    return comm_mpi_p2p(c, m->comm, buf, bytes, peer, 0, m->staged);
+}
+
 static int mpi_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
 {
     struct mpi_comm *m = c->impl;
@@ -295,6 +343,9 @@ const struct comm_ops comm_mpi_ops = {
     .name = "mpi",
     .create = mpi_create_,
     .all_reduce = mpi_all_reduce_,
+    .reduce = mpi_reduce_,
+    .send = mpi_send_,
+    .recv = mpi_recv_,
     .broadcast = mpi_broadcast_,
     .all_gather = mpi_all_gather_,
     .all_to_all = mpi_all_to_all_,

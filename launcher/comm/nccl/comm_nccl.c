@@ -321,6 +321,29 @@ static int nccl_reduce_scatter_(comm_t *c, const void *send, void *recv, size_t 
               "ncclReduceScatter");
 }
 
+// recv is NULL on the ranks but root: NCCL reads it only there.
+static int nccl_reduce_(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                        enum comm_reduce_op op, int root)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m,
+              ncclReduce(send, recv, count, nccl_type_(t), nccl_op_(op), root, m->comm, m->stream),
+              "ncclReduce");
+}
+
+// Outside a group, as comm.h's send and recv: one transfer each.
+static int nccl_send_(comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclSend(buf, bytes, ncclChar, peer, m->comm, m->stream), "ncclSend");
+}
+
+static int nccl_recv_(comm_t *c, void *buf, size_t bytes, int peer)
+{
+    struct nccl_comm *m = c->impl;
+    NCCL_RUN_(c, m, ncclRecv(buf, bytes, ncclChar, peer, m->comm, m->stream), "ncclRecv");
+}
+
 static int nccl_broadcast_(comm_t *c, void *buf, size_t bytes, int root)
 {
     struct nccl_comm *m = c->impl;
@@ -347,6 +370,9 @@ static const struct comm_ops comm_nccl_ops = {
     .create = nccl_create_,
     .all_reduce = nccl_all_reduce_,
     .reduce_scatter = nccl_reduce_scatter_,
+    .reduce = nccl_reduce_,
+    .send = nccl_send_,
+    .recv = nccl_recv_,
     .broadcast = nccl_broadcast_,
     .all_gather = nccl_all_gather_,
     .barrier = nccl_barrier_,

@@ -26,6 +26,10 @@ static struct {
                                cudaStream_t);
     ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                    ncclComm_t, cudaStream_t);
+    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+                           ncclComm_t, cudaStream_t);
+    ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 } nccl_fn_;
 
 static void nccl_load_(void)
@@ -34,7 +38,8 @@ static void nccl_load_(void)
         "ncclGetVersion",      "ncclGetUniqueId",       "ncclCommInitRankConfig",
         "ncclCommDestroy",     "ncclCommAbort",         "ncclGetErrorString",
         "ncclCommGetAsyncError", "ncclAllReduce",       "ncclBroadcast",
-        "ncclAllGather",       "ncclReduceScatter",     "ncclCommFinalize"};
+        "ncclAllGather",       "ncclReduceScatter",     "ncclCommFinalize",
+        "ncclReduce",          "ncclSend",              "ncclRecv"};
     enum { N = sizeof names / sizeof *names };
     void *slots[N] = {0};
     lazy_lib_load(&nccl_, names, slots, N);
@@ -45,7 +50,9 @@ static void nccl_load_(void)
                      (void **)&nccl_fn_.abort,        (void **)&nccl_fn_.error_string,
                      (void **)&nccl_fn_.async_error,  (void **)&nccl_fn_.all_reduce,
                      (void **)&nccl_fn_.broadcast,    (void **)&nccl_fn_.all_gather,
-                     (void **)&nccl_fn_.reduce_scatter, (void **)&nccl_fn_.finalize};
+                     (void **)&nccl_fn_.reduce_scatter, (void **)&nccl_fn_.finalize,
+                     (void **)&nccl_fn_.reduce,       (void **)&nccl_fn_.send,
+                     (void **)&nccl_fn_.recv};
     for (int i = 0; i < N; i++)
         *dst[i] = slots[i];
 }
@@ -127,4 +134,23 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
 {
     return nccl_missing_() ? ncclSystemError
                            : nccl_fn_.all_gather(send, recv, count, type, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return nccl_missing_() ? ncclSystemError
+                           : nccl_fn_.reduce(send, recv, count, type, op, root, comm, stream);
+}
+
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    return nccl_missing_() ? ncclSystemError : nccl_fn_.send(buf, count, type, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    return nccl_missing_() ? ncclSystemError : nccl_fn_.recv(buf, count, type, peer, comm, stream);
 }

@@ -2,7 +2,8 @@
 // engine's windows (a CPU device's arena as it is, a GPU arena through CUDA
 // IPC, or copied through a host staging segment), in pieces that a window
 // holds; the all-reduce across hosts and the small one on device windows
-// handed to their sub-rings (ring_sub.c).
+// handed to their sub-rings (ring_sub.c). (Its reduce is comm.c's, on the
+// all-reduce; point-to-point is MPI's.)
 #include <stdint.h>
 
 #include "device_internal.h"
@@ -169,6 +170,28 @@ int ring_comm_all_to_all(comm_t *c, const void *send, void *recv, size_t bytes)
     }
     return 0;
 }
+
+// Point-to-point: MPI on the ring's communicator (mpi_p2p.c), through host
+// memory of the comm's unless buffers are host views (the staging window
+// is the engine's, which a neighbour may read at any time). A timeout or
+// an MPI failure breaks the ring as its own would: no later collective or
+// teardown waits for peers.
+static int p2p_(comm_t *c, void *buf, size_t bytes, int peer, int send)
+{
+    struct ring_comm *rc = c->impl;
+    const int status = comm_mpi_p2p(c, rc->mpi, buf, bytes, peer, send,
+                                    rc->kind != RING_WINDOW_HOST);
+    if (status == VGPU_ETIMEOUT || status == VGPU_ECOMM)
+        rc->core.broken = 1;
+    return status;
+}
+
+int ring_comm_send(comm_t *c, const void *buf, size_t bytes, int peer)
+{
+    return p2p_(c, (void *)buf, bytes, peer, 1);
+}
+
+int ring_comm_recv(comm_t *c, void *buf, size_t bytes, int peer) { return p2p_(c, buf, bytes, peer, 0); }
 
 int ring_comm_barrier(comm_t *c)
 {

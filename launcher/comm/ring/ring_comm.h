@@ -48,6 +48,8 @@ int ring_comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t c
 int ring_comm_broadcast(comm_t *c, void *buf, size_t bytes, int root);
 int ring_comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes);
 int ring_comm_all_to_all(comm_t *c, const void *send, void *recv, size_t bytes);
+int ring_comm_send(comm_t *c, const void *buf, size_t bytes, int peer);
+int ring_comm_recv(comm_t *c, void *buf, size_t bytes, int peer);
 int ring_comm_barrier(comm_t *c);
 double ring_comm_waited(const comm_t *c);
 const char *ring_comm_algo(const comm_t *c, size_t bytes);
