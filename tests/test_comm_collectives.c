@@ -2,13 +2,15 @@
 // under mpirun, one ctest per backend and rank count): all-reduce (float32,
 // and every type x operation), reduce-scatter, broadcast, all-gather and
 // barrier with exact expected values (the half types too), the unique-id exchange,
-// and that no shared-memory name of the job outlives comm_create.
+// and that no shared-memory name of the job outlives comm_create; reduce
+// and send/recv in comm_collectives_rooted.c.
 //
 // Options: --backend ring|mpi, --slice SIZE, --fake-hosts K (rank q claims
 // host q % K, so ring links between "hosts" use MPI), --staging (copy
 // through host staging, the CUDA path: the ring's segments, mpi's buffer), --timeout S, and the fault
-// mode --sleep-rank R: rank R never enters the collective, the others must
-// fail with VGPU_ETIMEOUT (the test then aborts the job, as the runtime would).
+// modes --sleep-rank R (rank R never enters the collective, the others must
+// fail with VGPU_ETIMEOUT; the test then aborts the job, as the runtime
+// would) and --recv-never (rank 0 receives from rank 1, which never sends).
 // Under VGPU_TEST_DEVICE=testmem the ranks' devices are the test-only device
 // without a host view (launcher/device/testmem/), which the backends must
 // reach through copies as on a GPU: the device is checked to be that one.
@@ -29,6 +31,7 @@
 #include "util.h"
 
 static int rank_, size_;
+#define BIG_FLOATS ((size_t)(1u << 20) + 7) // the largest float32 all-reduce, elements
 static long long failures_; // checks that failed on this rank
 
 #define CHECK(cond, fmt, ...)                                                    \
@@ -452,6 +455,8 @@ static void test_barrier_(comm_t *c)
     }
 }
 
+#include "comm_collectives_rooted.c"
+
 // The job's shared memory has no name: the arena (and, staging, the staging
 // window and the ring's control segment) are memfds, nothing is in /dev/shm.
 // open: whether the device and communicator are open (else nothing of them
@@ -532,6 +537,67 @@ static int node_index_(void)
     return index;
 }
 
+// Every collective, type and size on c (the ring's MPI-link pass aside).
+static void run_all_(comm_t *c, device_t *dev, const char *backend, const char *test_device)
+{
+    const size_t n = (size_t)size_;
+    const size_t counts[] = {0, 1, n - 1, n, n + 1, 1000, BIG_FLOATS};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            test_all_reduce_(c, dev, counts[k], in_place, COMM_SUM);
+            test_all_reduce_(c, dev, counts[k], in_place, COMM_AVG);
+        }
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        const size_t bytes = counts[k] * 4 + counts[k] % 3; // odd byte counts too
+        test_broadcast_(c, dev, bytes, 0);
+        test_broadcast_(c, dev, bytes, size_ - 1);
+        test_all_gather_(c, dev, bytes, 0);
+        test_all_gather_(c, dev, bytes, 1);
+    }
+    test_barrier_(c);
+    const size_t typed_counts[] = {0, 1, n + 1, 1000, 300007};
+    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+        for (int op = 0; op < COMM_OP_COUNT; op++)
+            for (size_t k = 0; k < sizeof typed_counts / sizeof typed_counts[0]; k++)
+                test_typed_all_reduce_(c, dev, typed_counts[k], (enum comm_dtype)t,
+                                       (enum comm_reduce_op)op, (int)(k % 2));
+    const size_t scatter_counts[] = {0, 1, 1000, 100003};
+    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+        for (size_t k = 0; k < sizeof scatter_counts / sizeof scatter_counts[0]; k++) {
+            test_reduce_scatter_(c, dev, scatter_counts[k], (enum comm_dtype)t, COMM_SUM, 0);
+            test_reduce_scatter_(c, dev, scatter_counts[k], (enum comm_dtype)t,
+                                 k % 2 ? COMM_MAX : COMM_AVG, 1);
+        }
+    test_rooted_(c, dev);
+
+    struct comm_stats st = comm_get_stats(c);
+    CHECK(st.calls == issued_calls_ && st.bytes == issued_bytes_,
+          "stats: %llu calls, %llu bytes; issued %llu calls, %llu bytes",
+          (unsigned long long)st.calls, (unsigned long long)st.bytes,
+          (unsigned long long)issued_calls_, (unsigned long long)issued_bytes_);
+
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        test_all_reduce_update_(c, dev, counts[k]);
+
+    // The deterministic all-reduce: on the ring through host windows only (a
+    // staged ring has no all-to-all; mpi stages it as it would on a GPU). Its
+    // sums are device math, which the test-only device does not have.
+    if ((!getenv("VGPU_RING_STAGING") || strcmp(backend, "ring") != 0) && !test_device) {
+        const size_t tree_counts[] = {0, 1, 1000, (1u << 17) + 3};
+        const int totals[] = {1, 3, 8, 12};
+        for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)
+            for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+                if (totals[t] >= size_ || totals[t] == 8)
+                    test_tree_(c, dev, tree_counts[k], totals[t], NULL);
+        // Uneven: rank 0 holds most, the last rank none (when there are two or more).
+        int split[64] = {0}, total = 0;
+        for (int r = 0; r < size_; r++)
+            total += split[r] = r == size_ - 1 && size_ > 1 ? 0 : (r == 0 ? 5 : 1);
+        test_tree_(c, dev, 1000, total, split);
+        test_tree_(c, dev, (1u << 17) + 3, total, split);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -543,13 +609,13 @@ int main(int argc, char **argv)
 
     const char *backend = "ring";
     uint64_t slice = 0;
-    int fake_hosts = 0, sleep_rank = -1;
+    int fake_hosts = 0, sleep_rank = -1, recv_never = 0;
     double timeout_s = 30;
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'b'}, {"slice", required_argument, 0, 's'},
         {"fake-hosts", required_argument, 0, 'f'}, {"staging", no_argument, 0, 'g'},
         {"timeout", required_argument, 0, 't'}, {"sleep-rank", required_argument, 0, 'r'},
-        {0, 0, 0, 0}};
+        {"recv-never", no_argument, 0, 'n'}, {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
@@ -565,17 +631,18 @@ int main(int argc, char **argv)
             break;
         case 't': timeout_s = atof(optarg); break;
         case 'r': sleep_rank = atoi(optarg); break;
+        case 'n': recv_never = 1; break;
         default: FATAL(2, "usage: test_comm_collectives [--backend B] [--slice S] "
-                          "[--fake-hosts K] [--staging] [--timeout S] [--sleep-rank R]");
+                          "[--fake-hosts K] [--staging] [--timeout S] [--sleep-rank R] "
+                          "[--recv-never]");
         }
     }
     const struct comm_ops *ops = comm_find_ops(backend);
     if (!ops)
         FATAL(2, "unknown backend %s", backend);
 
-    const size_t big = (1u << 20) + 7; // floats
     // + room for the deterministic all-reduce of up to 12 partials of 512 KiB.
-    const uint64_t cap = ((uint64_t)size_ + 4) * (big * sizeof(float) + 4096) + (48ull << 20);
+    const uint64_t cap = ((uint64_t)size_ + 4) * (BIG_FLOATS * sizeof(float) + 4096) + (48ull << 20);
     struct device_info info;
     int ndev = 0;
     CALL(device_discover(DEVICE_KIND_CPU, &info, 1, &ndev, NULL, 0));
@@ -603,83 +670,19 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     check_no_names_(1, "after comm_create");
 
-    if (sleep_rank >= 0) {
-        // Fault mode: sleep_rank never arrives; everyone else must time out.
-        float *d = NULL;
-        CALL(device_alloc_floats(&dev, 1024, &d));
-        if (rank_ == sleep_rank) {
-            sleep(3600);
-        }
-        double t0 = util_now_s();
-        int rc = comm_all_reduce(c, d, d, 1024, COMM_SUM);
-        double took = util_now_s() - t0;
-        fprintf(stderr, "[rank %d] comm_all_reduce -> %s after %.1f s\n", rank_, status_str(rc),
-                took);
-        MPI_Abort(MPI_COMM_WORLD, rc == VGPU_ETIMEOUT ? 3 : 4);
-    }
-
-    const size_t n = (size_t)size_;
-    const size_t counts[] = {0, 1, n - 1, n, n + 1, 1000, big};
-    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-        for (int in_place = 0; in_place < 2; in_place++) {
-            test_all_reduce_(c, &dev, counts[k], in_place, COMM_SUM);
-            test_all_reduce_(c, &dev, counts[k], in_place, COMM_AVG);
-        }
-    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-        const size_t bytes = counts[k] * 4 + counts[k] % 3; // odd byte counts too
-        test_broadcast_(c, &dev, bytes, 0);
-        test_broadcast_(c, &dev, bytes, size_ - 1);
-        test_all_gather_(c, &dev, bytes, 0);
-        test_all_gather_(c, &dev, bytes, 1);
-    }
-    test_barrier_(c);
-    const size_t typed_counts[] = {0, 1, n + 1, 1000, 300007};
-    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
-        for (int op = 0; op < COMM_OP_COUNT; op++)
-            for (size_t k = 0; k < sizeof typed_counts / sizeof typed_counts[0]; k++)
-                test_typed_all_reduce_(c, &dev, typed_counts[k], (enum comm_dtype)t,
-                                       (enum comm_reduce_op)op, (int)(k % 2));
-    const size_t scatter_counts[] = {0, 1, 1000, 100003};
-    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
-        for (size_t k = 0; k < sizeof scatter_counts / sizeof scatter_counts[0]; k++) {
-            test_reduce_scatter_(c, &dev, scatter_counts[k], (enum comm_dtype)t, COMM_SUM, 0);
-            test_reduce_scatter_(c, &dev, scatter_counts[k], (enum comm_dtype)t,
-                                 k % 2 ? COMM_MAX : COMM_AVG, 1);
-        }
-
-    struct comm_stats st = comm_get_stats(c);
-    CHECK(st.calls == issued_calls_ && st.bytes == issued_bytes_,
-          "stats: %llu calls, %llu bytes; issued %llu calls, %llu bytes",
-          (unsigned long long)st.calls, (unsigned long long)st.bytes,
-          (unsigned long long)issued_calls_, (unsigned long long)issued_bytes_);
-
-    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-        test_all_reduce_update_(c, &dev, counts[k]);
-
-    // The deterministic all-reduce: on the ring through host windows only (a
-    // staged ring has no all-to-all; mpi stages it as it would on a GPU). Its
-    // sums are device math, which the test-only device does not have.
-    if ((!getenv("VGPU_RING_STAGING") || strcmp(backend, "ring") != 0) && !test_device) {
-        const size_t tree_counts[] = {0, 1, 1000, (1u << 17) + 3};
-        const int totals[] = {1, 3, 8, 12};
-        for (size_t k = 0; k < sizeof tree_counts / sizeof tree_counts[0]; k++)
-            for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
-                if (totals[t] >= size_ || totals[t] == 8)
-                    test_tree_(c, &dev, tree_counts[k], totals[t], NULL);
-        // Uneven: rank 0 holds most, the last rank none (when there are two or more).
-        int split[64] = {0}, total = 0;
-        for (int r = 0; r < size_; r++)
-            total += split[r] = r == size_ - 1 && size_ > 1 ? 0 : (r == 0 ? 5 : 1);
-        test_tree_(c, &dev, 1000, total, split);
-        test_tree_(c, &dev, (1u << 17) + 3, total, split);
-    }
+    if (sleep_rank >= 0)
+        never_arrives_(c, &dev, sleep_rank);
+    if (recv_never)
+        never_sends_(c, &dev, timeout_s);
+    else
+        run_all_(c, &dev, backend, test_device);
 
     comm_destroy(c);
     // (pretend hosts only where every rank is on one real host)
     int one_host = node_index_() == 0;
     MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!strcmp(backend, "ring") && fake_hosts == 0 && size_ > 1 && !getenv("VGPU_RING_STAGING") &&
-        one_host)
+        one_host && !recv_never)
         mpi_link_pass_(&dev, host, timeout_s, slice);
     device_close(&dev);
     check_no_names_(0, "at the end");
@@ -688,7 +691,7 @@ int main(int argc, char **argv)
     if (rank_ == 0)
         printf("test_comm_collectives: backend %s, %d ranks%s%s%s%s: %s (%lld failed checks)\n",
                backend, size_, test_device ? ", device " : "", test_device ? test_device : "",
-               fake_hosts ? ", fake hosts"
+               fake_hosts ? ", fake hosts" : recv_never ? ", a recv that times out"
                : !strcmp(backend, "ring") && size_ > 1 && !getenv("VGPU_RING_STAGING")
                    ? " (and a pass over MPI links)" : "",
                getenv("VGPU_RING_STAGING") ? ", staging" : "", all ? "FAILED" : "OK", all);

@@ -74,14 +74,17 @@ static void json_moves_names_and_escapes(void **state)
 {
     (void)state;
     struct trace_rank ranks[2] = {
-        {.rank = 0, .host = "node\"a\\b\x01", .pid = 11, .offset_us = 0, .count = 2},
+        {.rank = 0, .host = "node\"a\\b\x01", .pid = 11, .offset_us = 0, .count = 3},
         {.rank = 1, .host = "nodeb", .pid = 22, .offset_us = -500, .uncertainty_us = 9, .count = 1,
          .dropped = 4},
     };
-    const struct trace_span mine[2] = {
+    const struct trace_span mine[3] = {
         {.start_us = 1000100, .dur_us = 50, .what = TRACE_STEP, .arg = 3},
         {.start_us = 1000110, .dur_us = 20, .what = TRACE_COLLECTIVE, .kind = FLIGHT_ALL_REDUCE,
          .arg = 9, .arg2 = 1024},
+        // point-to-point: its argument is the peer, not a recorder number
+        {.start_us = 1000140, .dur_us = 5, .what = TRACE_COLLECTIVE, .kind = FLIGHT_SEND,
+         .arg = 1, .arg2 = 7},
     };
     const struct trace_span theirs[1] = {
         {.start_us = 1000700, .dur_us = 30, .what = TRACE_WAIT, .arg = 0},
@@ -91,7 +94,7 @@ static void json_moves_names_and_escapes(void **state)
     FILE *f = open_memstream(&text, &bytes);
     assert_non_null(f);
     assert_int_equal(trace_json_begin(f, ranks, 2, "test \"1\""), 0);
-    assert_int_equal(trace_json_spans(f, &ranks[0], mine, 2, 1000000), 0);
+    assert_int_equal(trace_json_spans(f, &ranks[0], mine, 3, 1000000), 0);
     assert_int_equal(trace_json_spans(f, &ranks[1], theirs, 1, 1000000), 0);
     assert_int_equal(trace_json_end(f), 0);
     fclose(f);
@@ -107,6 +110,8 @@ static void json_moves_names_and_escapes(void **state)
                            "\"ts\":100,\"dur\":50,\"args\":{\"step\":3}}");
     assert_contains_(text, "{\"name\":\"all-reduce\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,"
                            "\"tid\":0,\"ts\":110,\"dur\":20,\"args\":{\"seq\":9,\"bytes\":1024}}");
+    assert_contains_(text, "{\"name\":\"send\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":0,"
+                           "\"tid\":0,\"ts\":140,\"dur\":5,\"args\":{\"peer\":1,\"bytes\":7}}");
     assert_contains_(text, "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":1,\"tid\":0,"
                            "\"ts\":200,\"dur\":30,\"args\":{\"peer\":0}}");
     size_t len = strlen(text);
