@@ -322,6 +322,32 @@ int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                (enum comm_reduce_op)op);
 }
 
+int vgpu_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
+                vgpu_op_t op, int root, vgpu_t *v)
+{
+    comm_t *c = api_comm(v);
+    if (!c)
+        return VGPU_EINVAL;
+    return comm_reduce(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
+                       (enum comm_reduce_op)op, root);
+}
+
+int vgpu_send(const void *sendbuff, size_t count, vgpu_datatype_t datatype, int peer, vgpu_t *v)
+{
+    int ok;
+    const size_t bytes = bytes_of_(count, datatype, &ok);
+    comm_t *c = api_comm(v);
+    return c && ok ? comm_send(c, sendbuff, bytes, peer) : VGPU_EINVAL;
+}
+
+int vgpu_recv(void *recvbuff, size_t count, vgpu_datatype_t datatype, int peer, vgpu_t *v)
+{
+    int ok;
+    const size_t bytes = bytes_of_(count, datatype, &ok);
+    comm_t *c = api_comm(v);
+    return c && ok ? comm_recv(c, recvbuff, bytes, peer) : VGPU_EINVAL;
+}
+
 int vgpu_barrier(vgpu_t *v)
 {
     comm_t *c = api_comm(v);

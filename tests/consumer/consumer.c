@@ -178,6 +178,74 @@ int main(int argc, char **argv)
     check_(wrong == 0, "all_gather int32");
     MUST(vgpu_barrier(v));
 
+    // Reduce to every root in turn (int64 sum, out of place; the other
+    // ranks pass NULL), then a float32 max in place on the last rank.
+    for (int root = 0; root < size_; root++) {
+        for (int i = 0; i < block; i++)
+            h[i] = value_(rank_, i + root);
+        MUST(vgpu_memcpy_htod(v, dsend, h, sizeof *h * (size_t)block));
+        MUST(vgpu_reduce(dsend, rank_ == root ? drecv : NULL, (size_t)block, vgpu_int64, vgpu_sum,
+                         root, v));
+        if (rank_ != root)
+            continue;
+        MUST(vgpu_memcpy_dtoh(v, h, drecv, sizeof *h * (size_t)block));
+        wrong = 0;
+        for (int i = 0; i < block; i++) {
+            long long sum = 0;
+            for (int q = 0; q < size_; q++)
+                sum += value_(q, i + root);
+            wrong += h[i] != sum;
+        }
+        check_(wrong == 0, "reduce int64 sum to each root");
+    }
+    float fmax_in[7], fmax_out[7];
+    for (int i = 0; i < 7; i++)
+        fmax_in[i] = (float)value_(rank_, i);
+    MUST(vgpu_memcpy_htod(v, dsend, fmax_in, sizeof fmax_in));
+    MUST(vgpu_reduce(dsend, dsend, 7, vgpu_float32, vgpu_max, size_ - 1, v));
+    if (rank_ == size_ - 1) {
+        MUST(vgpu_memcpy_dtoh(v, fmax_out, dsend, sizeof fmax_out));
+        wrong = 0;
+        for (int i = 0; i < 7; i++) {
+            long long most = value_(0, i);
+            for (int q = 1; q < size_; q++)
+                most = value_(q, i) > most ? value_(q, i) : most;
+            wrong += fmax_out[i] != (float)most;
+        }
+        check_(wrong == 0, "reduce float32 max in place on the last rank");
+    }
+
+    // Point-to-point round the ring: even ranks send first, odd ranks
+    // receive first, so no pair waits on itself; 199 int32s a message (the
+    // buffers hold 100 int64s a rank).
+    if (size_ > 1) {
+        const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_, n = 199;
+        int *out = malloc(sizeof *out * (size_t)n), *in = malloc(sizeof *in * (size_t)n);
+        for (int i = 0; i < n; i++)
+            out[i] = rank_ * 100000 + i;
+        MUST(vgpu_memcpy_htod(v, dsend, out, sizeof *out * (size_t)n));
+        if (rank_ % 2 == 0) {
+            MUST(vgpu_send(dsend, (size_t)n, vgpu_int32, right, v));
+            MUST(vgpu_recv(drecv, (size_t)n, vgpu_int32, left, v));
+        } else {
+            MUST(vgpu_recv(drecv, (size_t)n, vgpu_int32, left, v));
+            MUST(vgpu_send(dsend, (size_t)n, vgpu_int32, right, v));
+        }
+        MUST(vgpu_memcpy_dtoh(v, in, drecv, sizeof *in * (size_t)n));
+        wrong = 0;
+        for (int i = 0; i < n; i++)
+            wrong += in[i] != left * 100000 + i;
+        check_(wrong == 0, "send to the right, recv from the left");
+        free(out);
+        free(in);
+    }
+    check_(vgpu_send(dsend, 1, vgpu_int32, rank_, v) == VGPU_EINVAL, "a send to itself is VGPU_EINVAL");
+    check_(vgpu_recv(drecv, 1, vgpu_int32, size_, v) == VGPU_EINVAL,
+           "a peer out of range is VGPU_EINVAL");
+    check_(vgpu_reduce(dsend, drecv, 1, vgpu_int32, vgpu_sum, size_, v) == VGPU_EINVAL,
+           "a root out of range is VGPU_EINVAL");
+    MUST(vgpu_barrier(v));
+
     // Errors come back as statuses with messages; nothing exits.
     check_(vgpu_all_reduce(dsend, dsend, 1, (vgpu_datatype_t)99, vgpu_sum, v) == VGPU_EINVAL,
            "an unknown type is VGPU_EINVAL");

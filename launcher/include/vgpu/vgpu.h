@@ -191,6 +191,24 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 // when one rank has no room for it).
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
+// recvbuff on root = op over ranks of sendbuff (count elements); recvbuff is
+// not used on the other ranks (it may be NULL there); sendbuff == recvbuff
+// in place on root. The ring's is its all-reduce (the same bits; device
+// scratch of sendbuff's size on the ranks but root, VGPU_EDEVMEM on every
+// rank when one has no room); mpi and nccl take MPI_Reduce and ncclReduce,
+// whose float sums may round differently from their all-reduce's.
+int vgpu_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
+                vgpu_op_t op, int root, vgpu_t *v);
+// Point-to-point, as ncclSend/ncclRecv outside a group: count elements of
+// sendbuff go to rank peer, which receives them with vgpu_recv of the same
+// count and type from this rank. Only the two ranks take part; between one
+// pair messages arrive in the order sent. Both block until the buffer may
+// be reused (send) or holds the message (recv), and a send may wait for
+// its recv, so ranks that exchange order their calls (even ranks send
+// first, say). Bounded by comm.timeout_s (VGPU_ETIMEOUT, naming the peer).
+// peer out of range or this rank: VGPU_EINVAL.
+int vgpu_send(const void *sendbuff, size_t count, vgpu_datatype_t datatype, int peer, vgpu_t *v);
+int vgpu_recv(void *recvbuff, size_t count, vgpu_datatype_t datatype, int peer, vgpu_t *v);
 int vgpu_barrier(vgpu_t *v);
 
 #ifdef __cplusplus
