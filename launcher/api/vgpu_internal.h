@@ -1,5 +1,6 @@
 // vgpu_internal.h: the handle behind vgpu_t, shared by libvgpu's public
-// functions (vgpu_api.c: vgpu/vgpu.h; vgpu_ops.c: vgpu/vgpu_ops.h). Not installed.
+// functions (vgpu_api.c: vgpu/vgpu.h, vgpu/vgpu_ext.h; vgpu_ops.c: vgpu_train's
+// kernels, vgpu/vgpu_ops.h, and the tree all-reduce). Not installed.
 #ifndef VGPU_API_INTERNAL_H
 #define VGPU_API_INTERNAL_H
 

@@ -1,6 +1,7 @@
-// vgpu_ops.c: vgpu/vgpu_ops.h, libvgpu's operations beyond CUDA and NCCL,
-// on the device's backend (device.h: CPU loops and BLAS, or CUDA kernels and
-// cuBLAS) and the communicator's tree all-reduce. Argument checks here.
+// vgpu_ops.c: vgpu_train's kernels (trainer/vgpu/vgpu_ops.h, exported under
+// VGPU_PRIVATE_0, not installed) on the math module (math_ops.h: CPU loops
+// and BLAS, or CUDA kernels and cuBLAS), and vgpu_ext.h's deterministic
+// all-reduce on the communicator's tree. Argument checks here.
 #include <vgpu/vgpu_ops.h>
 
 #include <math.h>

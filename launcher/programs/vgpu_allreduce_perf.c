@@ -1,6 +1,6 @@
 // vgpu_allreduce_perf.c: all-reduce bandwidth benchmark in the manner of
 // nccl-tests' all_reduce_perf, on libvgpu's public API alone (vgpu/vgpu.h;
-// vgpu/vgpu_ops.h for the deterministic all-reduce), as any program of a
+// vgpu/vgpu_ext.h for the deterministic all-reduce), as any program of a
 // user's: it starts through vgpu_join/vgpu_open, so it measures whatever the
 // job binds (CPU-simulated devices, VGPU_SIM_GPUS's GPUs, real GPUs) with
 // whatever backend the job's config chooses (ring, mpi, nccl: --set
@@ -19,7 +19,6 @@
 
 #include <vgpu/vgpu.h>
 #include <vgpu/vgpu_ext.h>
-#include <vgpu/vgpu_ops.h>
 
 #include "allreduce_perf_values.h"
 

@@ -18,35 +18,42 @@ grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && san=(-fsani
 
 run "cmake --install" 120 cmake --install "$VGPU_BUILD_DIR" --prefix "$prefix"
 expect_rc 0
-for f in include/vgpu/vgpu.h include/vgpu/vgpu_ext.h include/vgpu/vgpu_ops.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
+for f in include/vgpu/vgpu.h include/vgpu/vgpu_ext.h include/vgpu/status.h bin/vgpurun bin/vgpurun-rank bin/vgpu_train \
          bin/vgpu-flight lib/libvgpu.so lib/libvgpu.a lib/cmake/vgpu/vgpuConfig.cmake \
          lib/pkgconfig/vgpu.pc lib/pkgconfig/vgpu-static.pc; do
   if [ -e "$prefix/$f" ]; then ok "installed $f"; else bad "$f not installed"; fi
 done
 soname=$(objdump -p "$prefix/lib/libvgpu.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
 if [ "$soname" = libvgpu.so.0 ]; then ok "soname $soname"; else bad "soname '$soname'"; fi
-# Defined dynamic symbols: vgpu_* and the version node (VGPU_0), nothing else.
-others=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | awk '{ print $NF }' | grep -v -e '^vgpu_' -e '^VGPU_0$')
+# Defined dynamic symbols: vgpu_* and the version nodes (VGPU_0, VGPU_PRIVATE_0), nothing else.
+others=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | awk '{ print $NF }' | grep -v -e '^vgpu_' -e '^VGPU_0$' -e '^VGPU_PRIVATE_0$')
 exported=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -c ' vgpu_')
 if [ -z "$others" ] && [ "$exported" -ge 20 ]; then ok "exports only vgpu_* ($exported symbols)"
 else out=$others; bad "exports besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
 
-# Both headers' functions are exported: the core's vgpu_launch_host_func and
-# vgpu_ops.h's kernels, optimizer steps and tree all-reduce.
+# Both public headers' functions are exported under VGPU_0; vgpu_train's
+# kernels (its header not installed) only under the private node, and
+# every one of them there.
+dyn=$(nm -D --defined-only --with-symbol-versions "$prefix/lib/libvgpu.so")
 missing=""
-for sym in vgpu_launch_host_func vgpu_all_reduce_update vgpu_gemm vgpu_softmax_xent vgpu_adam_step \
-           vgpu_all_reduce_tree; do
-  nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -qw "$sym" || missing="$missing $sym"
+for sym in vgpu_launch_host_func vgpu_reduce vgpu_send vgpu_all_reduce_update vgpu_all_reduce_tree; do
+  grep -q " $sym@@VGPU_0\$" <<<"$dyn" || missing="$missing $sym"
 done
-if [ -z "$missing" ]; then ok "exports vgpu.h's and vgpu_ops.h's functions"
-else bad "not exported:$missing"; fi
+if [ -z "$missing" ]; then ok "exports vgpu.h's and vgpu_ext.h's functions (VGPU_0)"
+else bad "not exported under VGPU_0:$missing"; fi
+if [ -e "$prefix/include/vgpu/vgpu_ops.h" ]; then bad "vgpu_train's kernels' header is installed"
+else ok "vgpu_train's kernels' header is not installed"; fi
+private=$(grep -c '@@VGPU_PRIVATE_0$' <<<"$dyn")
+public_kernels=$(grep -cE ' vgpu_(gemm|softmax_xent|adam_step)@@VGPU_0$' <<<"$dyn")
+if [ "$private" = 9 ] && [ "$public_kernels" = 0 ]; then ok "vgpu_train's 9 kernels only under VGPU_PRIVATE_0"
+else out=$(grep PRIVATE <<<"$dyn"); bad "$private symbols under VGPU_PRIVATE_0, $public_kernels kernels under VGPU_0"; fi
 
 # The core header is the NCCL/CUDA-shaped API alone: each installed header
 # compiles by itself, and what vgpu_ext.h adds (vgpu_timeline_write here) is
 # not declared by vgpu.h.
 hdr=$WORK/headers
 mkdir -p "$hdr"
-for h in vgpu vgpu_ext vgpu_ops status; do
+for h in vgpu vgpu_ext status; do
   printf '#include <vgpu/%s.h>\nint vgpu_header_compiles;\n' "$h" >"$hdr/$h.c"
   run "$h.h alone" 60 cc -std=c11 -Wall -Werror -I"$prefix/include" -c "$hdr/$h.c" -o "$hdr/$h.o"
   if [ "$rc" = 0 ]; then ok "vgpu/$h.h compiles by itself"; else bad "vgpu/$h.h does not compile by itself"; fi

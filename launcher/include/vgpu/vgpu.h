@@ -13,8 +13,7 @@
 // This header is the NCCL/CUDA-shaped core, all most programs need.
 // vgpu/vgpu_ext.h adds libvgpu's extensions (start-up in two steps, the
 // job's facts, control-plane collectives, the fused optimizer all-reduce,
-// the deterministic all-reduce, the flight recorder and the timeline);
-// vgpu/vgpu_ops.h is vgpu_train's kernels.
+// the deterministic all-reduce, the flight recorder and the timeline).
 //
 // Every function returns 0 or a negative status (vgpu/status.h), and
 // vgpu_status_string says what it means; none calls exit. Collectives are

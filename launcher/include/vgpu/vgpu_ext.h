@@ -36,8 +36,8 @@ struct vgpu_open_options {
     size_t largest_collective_bytes; // as in vgpu_options (0: vgpu_options' value)
     int deterministic;              // bitwise-reproducible results: GEMMs not split over
                                     // threads (one BLAS thread on CPU devices), and a
-                                    // backend with the all-to-all that vgpu_ops.h's
-                                    // vgpu_all_reduce_tree needs on these devices (auto
+                                    // backend with the all-to-all that
+                                    // vgpu_all_reduce_tree (below) needs on these devices (auto
                                     // takes mpi on GPUs; ring or nccl there is refused, said)
     int plan_only;                  // discover, bind, choose the backend, print the job
                                     // table (rank 0), open nothing (vgpu_is_planned says so)
@@ -106,8 +106,7 @@ int vgpu_wait_host_reads(vgpu_t *v);
 // and updates [0, count) on every rank.
 typedef int (*vgpu_update_fn)(void *ctx, size_t first, size_t count);
 // update runs on the host, inside the collective: it queues device work
-// (vgpu_ops.h's optimizer steps, the program's kernels on vgpu_stream, or
-// vgpu_launch_host_func) and returns 0 or a negative status; a failure ends
+// (the program's kernels on vgpu_stream, or vgpu_launch_host_func) and returns 0 or a negative status; a failure ends
 // the call on this rank with it and leaves the collectives broken (the peers
 // fail too, within comm.timeout_s): end the program.
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,

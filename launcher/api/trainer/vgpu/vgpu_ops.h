@@ -1,7 +1,8 @@
 // vgpu/vgpu_ops.h: vgpu_train's kernels on vgpu device memory, on every
 // device kind: GEMM, the MLP's elementwise kernels, softmax cross-entropy,
 // optimizer steps. They are the MLP's, not a general math library, and
-// change with vgpu_train.
+// change with vgpu_train: this header is not installed, and libvgpu.so
+// exports them under the private version node VGPU_PRIVATE_0.
 //
 // vgpu/vgpu.h is the NCCL/CUDA-shaped core; this header is what a small
 // trainer needs on top of it, written once for every device: CPU loops and
