@@ -141,8 +141,9 @@ static int update_range_(void *arg, size_t first, size_t n)
     struct update_ctx *u = arg;
     for (size_t i = first; i < first + n; i++)
         u->updated[i]++;
-    const char *test_device = getenv("VGPU_TEST_DEVICE");
-    if (!test_device || !*test_device) // the test-only device has no math: the host does it
+    // The CPU device's math; the test-only device has none (no host view,
+    // math_ops.c), so the host does the update there.
+    if (device_host_addressable(u->dev))
         return math_axpby(u->dev, u->params + first, -1.0f, u->grads + first, 1.0f, n);
     float *g = malloc(2 * n * sizeof(float) + 1), *p = g + n;
     int rc = g ? 0 : VGPU_ENOMEM;
