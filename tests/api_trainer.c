@@ -2,7 +2,7 @@
 // (tests/e2e/api_comm.sh runs it on 1-4 ranks): start-up in two steps, the
 // host collectives before and after vgpu_open, calls that need a device
 // refused before it, a host function computing on device memory (CPU
-// devices), vgpu_ops.h's kernels against host arithmetic, the fused update
+// devices), vgpu_math.h's operations against host arithmetic, the fused update
 // and the tree all-reduce against their definitions, statistics and marks.
 //
 //   api_trainer            every check; prints "api_trainer: N ranks (kind,
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include <vgpu/vgpu_ext.h>
-#include <vgpu/vgpu_ops.h>
+#include <vgpu/vgpu_math.h>
 
 static int checks_, failed_, rank_;
 
@@ -77,6 +77,8 @@ static void host_moves_(vgpu_t *v, int n)
 
 static void kernels_(vgpu_t *v)
 {
+    device_t *d = vgpu_math_device(v);
+    CHECK(d != NULL);
     // c[2,3] = a[2,4] @ b[4,3], then c += a @ b again with beta = 1.
     const float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[12] = {1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 1, 1};
     float want[6] = {0}, c[6];
@@ -93,8 +95,8 @@ static void kernels_(vgpu_t *v)
     CHECK(vgpu_memcpy_htod_async(v, db, b, sizeof b) == 0);
     CHECK(vgpu_wait_host_reads(v) == 0);
     vgpu_host_unregister(v, (void *)b);
-    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, da, db, 0.0f, dc) == 0);
-    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, da, db, 1.0f, dc) == 0);
+    CHECK(math_gemm(d, 0, 0, 2, 3, 4, 1.0f, da, db, 0.0f, dc) == 0);
+    CHECK(math_gemm(d, 0, 0, 2, 3, 4, 1.0f, da, db, 1.0f, dc) == 0);
     CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
     for (int i = 0; i < 6; i++)
         CHECK(c[i] == 2 * want[i]);
@@ -103,11 +105,11 @@ static void kernels_(vgpu_t *v)
     float *dbias;
     CHECK(vgpu_malloc(v, (void **)&dbias, sizeof bias) == 0);
     CHECK(vgpu_memcpy_htod(v, dbias, bias, sizeof bias) == 0);
-    CHECK(vgpu_bias_add(v, dc, dbias, 2, 3, 1) == 0);
+    CHECK(math_bias_add(d, dc, dbias, 2, 3, 1) == 0);
     CHECK(vgpu_memcpy_dtoh(v, c, dc, sizeof c) == 0);
     for (int i = 0; i < 6; i++)
         CHECK(c[i] == fmaxf(2 * want[i] + bias[i % 3], 0));
-    CHECK(vgpu_bias_grad(v, dbias, dc, 2, 3) == 0);
+    CHECK(math_bias_grad(d, dbias, dc, 2, 3) == 0);
     float g[3];
     CHECK(vgpu_memcpy_dtoh(v, g, dbias, sizeof g) == 0);
     for (int j = 0; j < 3; j++)
@@ -118,8 +120,6 @@ static void kernels_(vgpu_t *v)
     // Adam's first step moves each parameter by lr against its gradient's
     // sign (the bias corrections cancel the moments' (1 - beta) factors).
     const float p0[3] = {1, 2, 3}, g0[3] = {0.5f, -4, 2};
-    const struct vgpu_adam adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                                   .step = 1};
     float *dp, *dg, *dm, *dvar, p1[3];
     CHECK(vgpu_malloc(v, (void **)&dp, sizeof p0) == 0);
     CHECK(vgpu_malloc(v, (void **)&dg, sizeof g0) == 0);
@@ -128,18 +128,18 @@ static void kernels_(vgpu_t *v)
     CHECK(vgpu_memcpy_htod(v, dp, p0, sizeof p0) == 0);
     CHECK(vgpu_memcpy_htod(v, dg, g0, sizeof g0) == 0);
     CHECK(vgpu_memzero(v, dm, sizeof p0) == 0 && vgpu_memzero(v, dvar, sizeof p0) == 0);
-    CHECK(vgpu_adam_step(v, dp, dg, dm, dvar, 3, &adam) == 0);
+    // step 1: bias corrections 1 - 0.9 and 1 - 0.999
+    CHECK(math_adam_step(d, dp, dg, dm, dvar, 3, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f - 0.9f,
+                         1.0f - 0.999f, 0) == 0);
     CHECK(vgpu_memcpy_dtoh(v, p1, dp, sizeof p1) == 0);
     for (int i = 0; i < 3; i++)
         CHECK(fabsf(p1[i] - (p0[i] - (g0[i] > 0 ? 0.01f : -0.01f))) < 1e-5f);
-    const struct vgpu_adam step0 = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .step = 0};
-    CHECK(vgpu_adam_step(v, dp, dg, dm, dvar, 3, &step0) == VGPU_EINVAL); // steps count from 1
     vgpu_free(v, dvar);
     vgpu_free(v, dm);
     vgpu_free(v, dg);
     vgpu_free(v, dp);
     // A host pointer is not device memory: refused, as a GPU would fault.
-    CHECK(vgpu_gemm(v, 0, 0, 2, 3, 4, 1.0f, a, db, 0.0f, dc) == VGPU_EINVAL);
+    CHECK(math_gemm(d, 0, 0, 2, 3, 4, 1.0f, a, db, 0.0f, dc) == VGPU_EINVAL);
     vgpu_free(v, dbias);
     vgpu_free(v, dc);
     vgpu_free(v, db);
@@ -199,7 +199,8 @@ static int update_(void *arg, size_t first, size_t count)
 {
     struct update_ctx *u = arg;
     u->updated += count;
-    return vgpu_axpby(u->v, u->params + first, -1.0f, u->grads + first, 1.0f, count);
+    return math_axpby(vgpu_math_device(u->v), u->params + first, -1.0f, u->grads + first, 1.0f,
+                      count);
 }
 
 static void beyond_nccl_(vgpu_t *v, int n)
@@ -283,6 +284,9 @@ int main(int argc, char **argv)
     CHECK(vgpu_malloc(v, &p, 64) == VGPU_EINVAL);
     CHECK(vgpu_barrier(v) == VGPU_EINVAL);
     CHECK(vgpu_launch_host_func(v, host_fn_, NULL) == VGPU_EINVAL);
+    CHECK(vgpu_math_device(v) == NULL);
+    float h[4] = {0};
+    CHECK(math_axpby(vgpu_math_device(v), h, 1.0f, h, 1.0f, 4) == VGPU_EINVAL); // said, no crash
     CHECK(!strcmp(vgpu_device_kind(v), "none"));
     CHECK(vgpu_cuda_device(v) == -1);
     CHECK(vgpu_startup_stage(v, "api_trainer: before the device") == 0);

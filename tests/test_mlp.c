@@ -193,9 +193,9 @@ static void test_forward_matches_reference(void **state)
 
     // Evaluation stats: loss, top-1, top-5 (3 classes: always in the top 5).
     assert_int_equal(mlp_eval_stats(&f->m, f->dev, ROWS), 0);
-    float st[ROWS * VGPU_XENT_STATS];
+    float st[ROWS * XENT_STATS];
     assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, f->m.stats, sizeof st), 0);
-    double want_st[ROWS * VGPU_XENT_STATS];
+    double want_st[ROWS * XENT_STATS];
     for (int r = 0; r < ROWS; r++) {
         int argmax = 0;
         for (int j = 1; j < 3; j++)
@@ -204,7 +204,7 @@ static void test_forward_matches_reference(void **state)
         want_st[r * 3 + 1] = argmax == f->y[r];
         want_st[r * 3 + 2] = 1;
     }
-    assert_allclose(st, want_st, ROWS * VGPU_XENT_STATS, 1e-5, 1e-5);
+    assert_allclose(st, want_st, ROWS * XENT_STATS, 1e-5, 1e-5);
 
     // Fewer rows than max_rows is fine; more is refused.
     assert_int_equal(mlp_forward(&f->m, f->dev, 2), 0);
@@ -259,7 +259,7 @@ static void test_gradient_check(void **state)
     }
 
     // The per-row losses in stats are the unscaled cross-entropies.
-    float st[ROWS * VGPU_XENT_STATS];
+    float st[ROWS * XENT_STATS];
     double want_loss[ROWS];
     ref_forward_(&f->m, p, f->x, f->y, ROWS, 1.0, NULL, want_loss, NULL);
     assert_int_equal(vgpu_memcpy_dtoh(f->dev, st, f->m.stats, sizeof st), 0);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vgpu/vgpu_ops.h>
+#include <vgpu/vgpu_math.h>
 
 #include "train_config.h"
 #include "dataset.h"

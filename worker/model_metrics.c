@@ -3,14 +3,14 @@
 #include "model_metrics.h"
 
 #include <stdio.h>
-#include <vgpu/vgpu_ops.h>
+#include <vgpu/vgpu_math.h>
 
 #include "status.h"
 
-_Static_assert(VGPU_XENT_STATS == 3, "model_metrics_xent reads softmax_xent's three statistics");
+_Static_assert(XENT_STATS == 3, "model_metrics_xent reads softmax_xent's three statistics");
 
 const struct model_metrics model_metrics_xent = {
-    .n_stats = VGPU_XENT_STATS,
+    .n_stats = XENT_STATS,
     .n_metrics = 3,
     .metric = {
         {.column = "loss", .train = "loss", .eval = "test_loss", .summary = 1, .sum = 0,

@@ -36,7 +36,7 @@ struct model_metrics {
     struct model_metric metric[MODEL_MAX_METRICS];
 };
 
-// A classifier over vgpu_softmax_xent's stats row (loss, top-1 hit, top-5
+// A classifier over math_softmax_xent's stats row (loss, top-1 hit, top-5
 // hit): loss, accuracy and top-5 accuracy, means over rows (the MLP's).
 extern const struct model_metrics model_metrics_xent;
 

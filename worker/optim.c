@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include <vgpu/vgpu_ops.h>
+#include <vgpu/vgpu_math.h>
 
 #include "job.h"
 #include "log.h"
@@ -42,14 +42,18 @@ int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const fl
 {
     if (first > o->n || count > o->n - first)
         return VGPU_EINVAL;
+    device_t *d = vgpu_math_device(dev);
     if (o->kind == OPTIM_SGD)
-        return vgpu_sgd_step(dev, params + first, grads + first, o->state + first, count, lr,
+        return math_sgd_step(d, params + first, grads + first, o->state + first, count, lr,
                              o->momentum, o->weight_decay);
-    const struct vgpu_adam adam = {.lr = lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
-                                   .weight_decay = o->weight_decay,
-                                   .decoupled = o->kind == OPTIM_ADAMW, .step = o->t};
-    return vgpu_adam_step(dev, params + first, grads + first, o->state + first,
-                          o->state + o->n + first, count, &adam);
+    if (o->t < 1) // Adam's bias corrections count steps from 1
+        return VGPU_EINVAL;
+    // 1 - beta^t in double, as PyTorch does (the float beta itself is exact).
+    const double corr1 = 1.0 - pow(o->beta1, (double)o->t);
+    const double corr2 = 1.0 - pow(o->beta2, (double)o->t);
+    return math_adam_step(d, params + first, grads + first, o->state + first,
+                          o->state + o->n + first, count, lr, o->beta1, o->beta2, o->eps,
+                          o->weight_decay, (float)corr1, (float)corr2, o->kind == OPTIM_ADAMW);
 }
 
 int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr)

@@ -116,7 +116,8 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
         }
         dataset_gather_codes(ds, indices, count, t->staging.host_codes);
         TRY(vgpu_memcpy_htod_async(t->dev, t->staging.dev_codes, t->staging.host_codes, values));
-        TRY(vgpu_decode_u8(t->dev, m->input, t->staging.dev_codes, t->staging.dev_lut, values));
+        TRY(math_decode_u8(vgpu_math_device(t->dev), m->input, t->staging.dev_codes,
+                           t->staging.dev_lut, values));
         break;
     case TRAIN_INPUT_TOKENS:
         dataset_gather_codes(ds, indices, count, t->staging.host_codes);

@@ -1,6 +1,6 @@
 // vgpu_api.c: libvgpu's core (vgpu/vgpu.h) on the runtime, the device and
 // the communicator. Argument checks here; the work below. vgpu_train's
-// kernels (trainer/vgpu/vgpu_ops.h) are vgpu_ops.c's.
+// math is the math module's (trainer/vgpu/vgpu_math.h).
 #include <vgpu/vgpu.h>
 
 #include <stdio.h>

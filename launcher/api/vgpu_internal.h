@@ -1,6 +1,6 @@
 // vgpu_internal.h: the handle behind vgpu_t, shared by libvgpu's public
-// functions (vgpu_api.c: vgpu/vgpu.h, vgpu/vgpu_ext.h; vgpu_ops.c: vgpu_train's
-// kernels, vgpu/vgpu_ops.h, and the tree all-reduce). Not installed.
+// functions (vgpu_api.c: vgpu/vgpu.h, vgpu/vgpu_ext.h; vgpu_tree.c: the tree
+// all-reduce; vgpu_math.c: the device vgpu_train's math runs on). Not installed.
 #ifndef VGPU_API_INTERNAL_H
 #define VGPU_API_INTERNAL_H
 

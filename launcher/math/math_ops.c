@@ -2,11 +2,12 @@
 // what its memory is: host-addressable memory (the CPU device, and a
 // simulated GPU, which runs on it) takes the host loops over its host view;
 // CUDA memory takes the CUDA kernels. A device with neither (the test
-// device) has no math.
+// device) has no math. And the device calls the entries make, by the names
+// libvgpu exports to its trainer (math_ops.h).
 #include "device_internal.h"
 #include "math_ops.h"
 
-const struct math_ops *math_for(const device_t *dev)
+const struct math_ops *vgpu_math_for(const device_t *dev)
 {
     const struct math_ops *ops = NULL;
     if (device_host_addressable(dev))
@@ -18,3 +19,15 @@ const struct math_ops *math_for(const device_t *dev)
                   dev->ops ? dev->ops->label : "not open");
     return ops;
 }
+
+int vgpu_math_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
+                          const char *op)
+{
+    if (!dev) { // vgpu_math_device before vgpu_open
+        log_error("%s: no device (before vgpu_open)", op);
+        return VGPU_EINVAL;
+    }
+    return device_check_range(dev, p, bytes, what, op);
+}
+
+int vgpu_math_zero(device_t *dev, void *dst, size_t bytes) { return device_zero(dev, dst, bytes); }

@@ -12,6 +12,11 @@
 // GPU's math too. A new operation: a member, its element function and its
 // entry here, and a body in each backend's file (3 files, this folder).
 //
+// The entries are inlined into their callers, vgpu_train's models among
+// them (through libvgpu: launcher/api/trainer/vgpu/vgpu_math.h), so what
+// they call of the library has names libvgpu exports to its trainer
+// (vgpu_math_*, libvgpu.map's private node); a new operation adds none.
+//
 // Contract of every operation: pointers are device memory of dev (else
 // VGPU_EINVAL, said); work is queued on the device's stream in order, as a
 // kernel launch is; returns 0 or a negative status, said with its place.
@@ -51,7 +56,12 @@ struct math_ops {
 // The math for dev (math_ops.c's registry: by what its memory is); NULL,
 // said, where this binary has none for it (the entries below then return
 // VGPU_EUNSUPPORTED).
-const struct math_ops *math_for(const device_t *dev);
+const struct math_ops *vgpu_math_for(const device_t *dev);
+// device_check_range (dev NULL: VGPU_EINVAL, said) and device_zero
+// (device.h) under the names the entries call them by.
+int vgpu_math_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
+                          const char *op);
+int vgpu_math_zero(device_t *dev, void *dst, size_t bytes);
 // The backends' tables (a backend not built answers NULL: cuda/absent.c).
 const struct math_ops *math_cpu_ops(void);
 const struct math_ops *math_cuda_ops(void);
@@ -59,11 +69,11 @@ const struct math_ops *math_cuda_ops(void);
 // ---- the operations ----
 
 #define MATH_F_ sizeof(float)
-#define MATH_DEV_(p, bytes, what, op) TRY(device_check_range(dev, (p), (bytes), (what), (op)))
-#define MATH_CALL_(fn, ...)                                                                       \
-    do {                                                                                          \
-        const struct math_ops *ops_ = math_for(dev);                                              \
-        return ops_ ? ops_->fn(dev, __VA_ARGS__) : VGPU_EUNSUPPORTED;                             \
+#define MATH_DEV_(p, bytes, what, op) TRY(vgpu_math_check_range(dev, (p), (bytes), (what), (op)))
+#define MATH_CALL_(fn, ...)                                                                \
+    do {                                                                                   \
+        const struct math_ops *ops_ = vgpu_math_for(dev);                                  \
+        return ops_ ? ops_->fn(dev, __VA_ARGS__) : VGPU_EUNSUPPORTED;                      \
     } while (0)
 
 static inline int math_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n);
@@ -81,7 +91,7 @@ static inline int math_gemm(device_t *dev, int trans_a, int trans_b, int m, int 
     MATH_DEV_(b, (size_t)k * n * MATH_F_, "B", "gemm");
     MATH_DEV_(c, (size_t)m * n * MATH_F_, "C", "gemm");
     if (k == 0) // an empty product: BLAS libraries disagree on the leading dimensions
-        return beta == 0.0f ? device_zero(dev, c, (size_t)m * n * MATH_F_)
+        return beta == 0.0f ? vgpu_math_zero(dev, c, (size_t)m * n * MATH_F_)
                             : math_axpby(dev, c, 0.0f, c, beta, (size_t)m * n);
     MATH_CALL_(gemm, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
@@ -144,7 +154,7 @@ static inline int math_bias_grad(device_t *dev, float *dbias, const float *dout,
         return 0;
     MATH_DEV_(dbias, (size_t)cols * MATH_F_, "dbias", "bias_grad");
     if (rows == 0) // the sum of no rows
-        return device_zero(dev, dbias, (size_t)cols * MATH_F_);
+        return vgpu_math_zero(dev, dbias, (size_t)cols * MATH_F_);
     MATH_DEV_(dout, (size_t)rows * cols * MATH_F_, "dout", "bias_grad");
     MATH_CALL_(bias_grad, dbias, dout, rows, cols);
 }

@@ -31,9 +31,9 @@ exported=$(nm -D --defined-only "$prefix/lib/libvgpu.so" | grep -c ' vgpu_')
 if [ -z "$others" ] && [ "$exported" -ge 20 ]; then ok "exports only vgpu_* ($exported symbols)"
 else out=$others; bad "exports besides vgpu_*: $(head -5 <<<"$others" | tr '\n' ' ')"; fi
 
-# Both public headers' functions are exported under VGPU_0; vgpu_train's
-# kernels (its header not installed) only under the private node, and
-# every one of them there.
+# Both public headers' functions are exported under VGPU_0; what
+# vgpu_train's math calls (vgpu/vgpu_math.h, not installed) only under the
+# private node, exactly those four, and no kernel by any name.
 dyn=$(nm -D --defined-only --with-symbol-versions "$prefix/lib/libvgpu.so")
 missing=""
 for sym in vgpu_launch_host_func vgpu_reduce vgpu_send vgpu_all_reduce_update vgpu_all_reduce_tree; do
@@ -41,12 +41,14 @@ for sym in vgpu_launch_host_func vgpu_reduce vgpu_send vgpu_all_reduce_update vg
 done
 if [ -z "$missing" ]; then ok "exports vgpu.h's and vgpu_ext.h's functions (VGPU_0)"
 else bad "not exported under VGPU_0:$missing"; fi
-if [ -e "$prefix/include/vgpu/vgpu_ops.h" ]; then bad "vgpu_train's kernels' header is installed"
-else ok "vgpu_train's kernels' header is not installed"; fi
-private=$(grep -c '@@VGPU_PRIVATE_0$' <<<"$dyn")
-public_kernels=$(grep -cE ' vgpu_(gemm|softmax_xent|adam_step)@@VGPU_0$' <<<"$dyn")
-if [ "$private" = 9 ] && [ "$public_kernels" = 0 ]; then ok "vgpu_train's 9 kernels only under VGPU_PRIVATE_0"
-else out=$(grep PRIVATE <<<"$dyn"); bad "$private symbols under VGPU_PRIVATE_0, $public_kernels kernels under VGPU_0"; fi
+if [ -e "$prefix/include/vgpu/vgpu_math.h" ] || [ -e "$prefix/include/math_ops.h" ]; then
+  bad "vgpu_train's math header is installed"
+else ok "vgpu_train's math header is not installed"; fi
+private=$(grep '@@VGPU_PRIVATE_0$' <<<"$dyn" | awk '{ print $NF }' | sed 's/@@.*//' | sort | tr '\n' ' ')
+kernels=$(grep -cE ' (vgpu_|math_)?(gemm|softmax_xent|adam_step)@' <<<"$dyn")
+if [ "$private" = "vgpu_math_check_range vgpu_math_device vgpu_math_for vgpu_math_zero " ] &&
+   [ "$kernels" = 0 ]; then ok "vgpu_train's math: 4 calls under VGPU_PRIVATE_0, no kernel exported"
+else out=$(grep -e PRIVATE -e gemm <<<"$dyn"); bad "under VGPU_PRIVATE_0: '$private'; $kernels kernels exported"; fi
 
 # The core header is the NCCL/CUDA-shaped API alone: each installed header
 # compiles by itself, and what vgpu_ext.h adds (vgpu_timeline_write here) is

@@ -65,7 +65,7 @@ uint64_t mlp_device_bytes(const struct mlp *m, int opt_state_per_param)
     for (int i = 0; i < m->n_dims; i++)
         bytes += rows * (uint64_t)m->dims[i] * 4 + pad;
     bytes += 2 * (rows * widest_(m) * 4 + pad);
-    bytes += rows * VGPU_XENT_STATS * 4 + pad + rows * 4 + pad;
+    bytes += rows * XENT_STATS * 4 + pad + rows * 4 + pad;
     return bytes;
 }
 
@@ -79,7 +79,7 @@ static int alloc_(struct mlp *m, vgpu_t *dev)
         TRY(job_alloc_floats(dev, rows * (size_t)m->dims[i], &m->acts[i]));
     for (int i = 0; i < 2; i++)
         TRY(job_alloc_floats(dev, rows * widest_(m), &m->dbuf[i]));
-    TRY(job_alloc_floats(dev, rows * VGPU_XENT_STATS, &m->stats));
+    TRY(job_alloc_floats(dev, rows * XENT_STATS, &m->stats));
     void *labels;
     TRY(vgpu_malloc(dev, &labels, rows * sizeof(int32_t)));
     m->labels = labels;
@@ -125,13 +125,14 @@ int mlp_forward(struct mlp *m, vgpu_t *dev, int rows)
 {
     if (rows < 0 || rows > m->max_rows)
         return VGPU_EINVAL;
+    device_t *d = vgpu_math_device(dev);
     for (int l = 0; l < m->n_layers; l++) {
         int in = m->dims[l], out = m->dims[l + 1];
         // acts[l+1][rows, out] = acts[l][rows, in] @ W[in, out] + b
-        TRY(vgpu_gemm(dev, 0, 0, rows, out, in, 1.0f, m->acts[l], m->params + m->w_offset[l],
+        TRY(math_gemm(d, 0, 0, rows, out, in, 1.0f, m->acts[l], m->params + m->w_offset[l],
                       0.0f, m->acts[l + 1]));
         // + b, and the ReLU of hidden layers, in the same pass.
-        TRY(vgpu_bias_add(dev, m->acts[l + 1], m->params + m->b_offset[l], rows, out,
+        TRY(math_bias_add(d, m->acts[l + 1], m->params + m->b_offset[l], rows, out,
                           l + 1 < m->n_layers));
     }
     return 0;
@@ -139,7 +140,8 @@ int mlp_forward(struct mlp *m, vgpu_t *dev, int rows)
 
 int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows)
 {
-    return vgpu_softmax_xent(dev, NULL, m->stats, m->acts[m->n_layers], m->labels, rows,
+    device_t *d = vgpu_math_device(dev);
+    return math_softmax_xent(d, NULL, m->stats, m->acts[m->n_layers], m->labels, rows,
                              m->dims[m->n_dims - 1], 0.0f);
 }
 
@@ -152,22 +154,23 @@ int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, fl
 {
     int L = m->n_layers;
     float *dout = m->dbuf[0], *din = m->dbuf[1];
+    device_t *d = vgpu_math_device(dev);
     if (rows == 0) // the gradient of no samples
         return vgpu_memzero(dev, grads, m->param_count * sizeof(float));
     // dlogits[rows, classes]
-    TRY(vgpu_softmax_xent(dev, dout, m->stats, m->acts[L], m->labels, rows, m->dims[L],
+    TRY(math_softmax_xent(d, dout, m->stats, m->acts[L], m->labels, rows, m->dims[L],
                           grad_scale));
     for (int l = L - 1; l >= 0; l--) {
         int in = m->dims[l], out = m->dims[l + 1];
         if (l + 1 < L) // through the ReLU that produced acts[l+1]
-            TRY(vgpu_relu_backward(dev, dout, dout, m->acts[l + 1], (size_t)rows * out));
+            TRY(math_relu_backward(d, dout, dout, m->acts[l + 1], (size_t)rows * out));
         // dW[in, out] = acts[l]^T [in, rows] @ dout[rows, out]
-        TRY(vgpu_gemm(dev, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 0.0f,
+        TRY(math_gemm(d, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 0.0f,
                       grads + m->w_offset[l]));
-        TRY(vgpu_bias_grad(dev, grads + m->b_offset[l], dout, rows, out));
+        TRY(math_bias_grad(d, grads + m->b_offset[l], dout, rows, out));
         if (l > 0) {
             // din[rows, in] = dout[rows, out] @ W^T [out, in]
-            TRY(vgpu_gemm(dev, 0, 1, rows, in, out, 1.0f, dout, m->params + m->w_offset[l], 0.0f,
+            TRY(math_gemm(d, 0, 1, rows, in, out, 1.0f, dout, m->params + m->w_offset[l], 0.0f,
                           din));
             float *t = dout;
             dout = din;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vgpu/vgpu_ops.h>
+#include <vgpu/vgpu_math.h>
 
 #include "train_config.h"
 #include "dataset.h"
@@ -27,7 +27,7 @@ struct mlp {
     float *grads;                // device, [param_count]
     float *acts[MLP_MAX_DIMS];   // device: acts[0] input [rows, dims[0]]; acts[l+1] layer l output
     float *dbuf[2];              // device scratch for activation gradients
-    float *stats;                // device, [max_rows, VGPU_XENT_STATS]
+    float *stats;                // device, [max_rows, XENT_STATS]
     int32_t *labels;             // device, [max_rows]
 };
 
@@ -58,7 +58,7 @@ void mlp_init_params_host(const struct mlp *m, float *host_params, uint64_t seed
 // Forward pass of `rows` samples already in acts[0]; logits end in acts[n_layers].
 int mlp_forward(struct mlp *m, vgpu_t *dev, int rows);
 
-// Loss on the labels already in m->labels, writes stats[rows, VGPU_XENT_STATS]
+// Loss on the labels already in m->labels, writes stats[rows, XENT_STATS]
 // and the gradient of sum(loss) * grad_scale into grads, overwriting them
 // (no separate zeroing pass; zeros when rows is 0). grad_scale = 1 / global
 // batch makes the all-reduced sum the mean gradient.
