@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# test_gpt_reference.sh: the PyTorch reference of the GPT (tests/gpt_reference.py)
+# checks itself on a tiny shape (L=2, NH=2, C=16, T=8, B=3): init, then a step
+# whose gradient file agrees with float64 finite differences (a few entries of
+# every tensor, done by the script), files of exactly the layout's size, the
+# parameters moved; a second step from there (attention's gradients larger),
+# unclipped; train's first step the same bits as step's; train's loss files.
+# Skipped (exit 77, said) without python3, PyTorch or NumPy.
+set -uo pipefail
+PY=${VGPU_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives under /usr/bin/python3
+REF=$(cd "$(dirname "$0")" && pwd)/gpt_reference.py
+skip() { echo "SKIP: $*"; exit 77; }
+[ -x "$PY" ] || skip "$PY not found (apt-get install python3, or set VGPU_PYTHON)"
+"$PY" -c 'import torch, numpy' 2>/dev/null ||
+  skip "PyTorch or NumPy not importable by $PY (apt-get install python3-torch)"
+WORK=$(mktemp -d /tmp/vgpu-gptref.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+checks=0 failures=0
+ok() { checks=$((checks + 1)); echo "ok: $*"; }
+bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAILED: $*"; printf '%s\n' "$out" | tail -20; }
+# run NAME CMD...: runs CMD (bounded), output in $out; a failure is reported.
+run() {
+  local name=$1 rc=0
+  shift
+  out=$(timeout 120 "$@" 2>&1) || rc=$?
+  if [ $rc = 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
+}
+# expect WHAT CMD...: WHAT holds when CMD succeeds.
+expect() {
+  local what=$1
+  shift
+  if "$@"; then ok "$what"; else bad "not so: $what"; fi
+}
+has() { grep -Eq "$1" <<<"$out"; } # has REGEX: $out matches it
+not() { ! "$@"; }
+
+L=2 NH=2 C=16 T=8 B=3
+SHAPE=(--layers "$L" --heads "$NH" --channels "$C" --context "$T")
+# The layout's float count: wte, wpe, L blocks, ln_f.
+count=$((256 * C + T * C + L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C) + 2 * C))
+size_is() { # FILE: exactly count float32s
+  local got
+  got=$(stat -c %s "$1" 2>/dev/null || echo missing)
+  if [ "$got" = $((count * 4)) ]; then ok "$(basename "$1") is $count float32s"
+  else out=""; bad "$1: $got bytes, want $((count * 4)) ($count float32s)"; fi
+}
+
+run "--help" "$PY" "$REF" --help
+expect "--help lists the modes" has "^ +init +write"
+run "init" "$PY" "$REF" init "${SHAPE[@]}" --seed 1 --out "$WORK/params.bin"
+size_is "$WORK/params.bin"
+# Tokens: int32 [B, T+1], and 2 batches [2, B, T+1] for train, 4 validation rows.
+"$PY" -c 'import sys, numpy as np
+g = np.random.default_rng(3)
+g.integers(0, 256, (3, 9)).astype("<i4").tofile(sys.argv[1])
+g.integers(0, 256, (2, 3, 9)).astype("<i4").tofile(sys.argv[2])
+g.integers(0, 256, (4, 9)).astype("<i4").tofile(sys.argv[3])' \
+  "$WORK/tokens.bin" "$WORK/batches.bin" "$WORK/val.bin" || bad "making the tokens"
+
+OPT=(--batch "$B" --lr 0.05 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --clip 1.0)
+run "step with --check-fd" "$PY" "$REF" step "${SHAPE[@]}" "${OPT[@]}" --params "$WORK/params.bin" \
+  --tokens "$WORK/tokens.bin" --out "$WORK/s1" --check-fd 2
+expect "the gradient file matches finite differences" has "^fd-check: 56 entries, .*: ok$"
+for f in grads.bin params_after.bin; do size_is "$WORK/s1/$f"; done
+loss=$(cat "$WORK/s1/loss.txt" 2>/dev/null)
+# At GPT-2's initialisation the prediction is near uniform: ln 256 = 5.545.
+if awk -v l="$loss" 'BEGIN { exit !(l > 5.3 && l < 5.8) }'; then ok "loss $loss is near ln 256"
+else out=$loss; bad "loss '$loss' is not near ln 256"; fi
+expect "grad_norm.txt holds a number" grep -Eq '^[0-9.e+-]+$' "$WORK/s1/grad_norm.txt"
+expect "params_after.bin differs from params.bin" \
+  not cmp -s "$WORK/params.bin" "$WORK/s1/params_after.bin"
+
+# From the moved parameters q's and k's gradients are no longer near 0.
+run "second step, unclipped, with --check-fd" "$PY" "$REF" step "${SHAPE[@]}" "${OPT[@]}" --clip 0 \
+  --params "$WORK/s1/params_after.bin" --tokens "$WORK/tokens.bin" --out "$WORK/s2" --check-fd 2
+expect "the second gradient file matches too" has "^fd-check: 56 entries, .*: ok$"
+
+# train: its first step is step's, bit for bit; then the loss files.
+run "train 1 step" "$PY" "$REF" train "${SHAPE[@]}" "${OPT[@]}" --params "$WORK/params.bin" --steps 1 \
+  --batches "$WORK/tokens.bin" --out "$WORK/t1"
+expect "train's first step leaves step's parameters" \
+  cmp -s "$WORK/s1/params_after.bin" "$WORK/t1/params_after.bin"
+printf '0.01\n0.02\n' >"$WORK/lr.txt"
+run "train 2 steps with --lr-file and --val" "$PY" "$REF" train "${SHAPE[@]}" "${OPT[@]}" \
+  --params "$WORK/params.bin" --steps 2 --batches "$WORK/batches.bin" --lr-file "$WORK/lr.txt" \
+  --val "$WORK/val.bin" --eval-every 1 --out "$WORK/t2"
+out=$(cat "$WORK/t2/train_loss.txt" "$WORK/t2/val.txt")
+expect "train_loss.txt has a loss a step" [ "$(wc -l <"$WORK/t2/train_loss.txt")" = 2 ]
+expect "val.txt has the evaluation after each step" \
+  [ "$(grep -Ec '^step=[12] val_loss=[0-9.]+ val_bpb=[0-9.]+$' "$WORK/t2/val.txt")" = 2 ]
+
+# A parameter file of another shape is refused, naming the sizes.
+rc=0
+out=$(timeout 120 "$PY" "$REF" step --layers 1 --heads "$NH" --channels "$C" --context "$T" \
+  --batch "$B" --params "$WORK/params.bin" --tokens "$WORK/tokens.bin" --out "$WORK/s3" 2>&1) || rc=$?
+expect "a parameter file of another shape is refused" [ "$rc" = 1 ]
+expect "... with a message naming the sizes" has "the layout needs"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ "$failures" = 0 ]
