@@ -1,7 +1,8 @@
 // test_dataset.c: IDX loading (plain and gzip, every validation path), synthetic
-// data, preprocessing; and, with argument "fashion-mnist", the real data set.
+// data, preprocessing, text (reading, the split); and, with argument
+// "fashion-mnist", the real data set.
 #include <errno.h>
-#include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,22 +36,17 @@ static int make_tmpdir_(void **state)
     return mkdtemp(tmpdir_) ? 0 : -1;
 }
 
+static int remove_entry_(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+// The directory and everything in it (the text tests make a directory in it).
 static int remove_tmpdir_(void **state)
 {
     (void)state;
-    DIR *d = opendir(tmpdir_);
-    if (!d)
-        return -1;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", tmpdir_, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    return rmdir(tmpdir_);
+    return nftw(tmpdir_, remove_entry_, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static const char *tmp_path_(char *buf, const char *name)
@@ -819,6 +815,154 @@ static void test_sequences(void **state)
     dataset_free(&ds);
 }
 
+// ---- text ----
+
+// "<dir>/<name>" into buf[PATH_BYTES].
+#define PATH_BYTES 1024
+static const char *in_dir_(char *buf, const char *dir, const char *name)
+{
+    snprintf(buf, PATH_BYTES, "%s/%s", dir, name);
+    return buf;
+}
+
+// A directory of text: two files read in byte order of their names ("B" <
+// "a" < "b", whatever the locale), skipping a .dat index, a symbolic link
+// (fortunes' .u8 names), a subdirectory; an empty file adds nothing.
+static void test_text_dir(void **state)
+{
+    (void)state;
+    char dir[512], path[PATH_BYTES], target[PATH_BYTES];
+    assert_int_equal(mkdir(tmp_path_(dir, "text"), 0700), 0);
+    write_file_(in_dir_(path, dir, "b-second"), "second\n", 7, 0);
+    write_file_(in_dir_(path, dir, "a-first"), "first\n", 6, 0);
+    write_file_(in_dir_(path, dir, "B-upper"), "upper\n", 6, 0);
+    write_file_(in_dir_(path, dir, "a-first.dat"), "\x00\x01index", 7, 0);
+    write_file_(in_dir_(path, dir, "c-empty"), "", 0, 0);
+    assert_int_equal(symlink(in_dir_(target, dir, "a-first"), in_dir_(path, dir, "a-first.u8")), 0);
+    assert_int_equal(mkdir(in_dir_(path, dir, "d-sub"), 0700), 0);
+
+    uint8_t *text = NULL;
+    size_t bytes = 0;
+    char err[1024] = "";
+    int rc = dataset_read_text(dir, LIMIT, "limit", &text, &bytes, err, sizeof err);
+    if (rc)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(bytes, 19);
+    assert_memory_equal(text, "upper\nfirst\nsecond\n", 19);
+    free(text);
+    // A file alone, and a link named as the path (only links inside a
+    // directory are skipped).
+    assert_int_equal(dataset_read_text(in_dir_(path, dir, "b-second"), 0, "none", &text, &bytes,
+                                       err, sizeof err),
+                     0);
+    assert_int_equal(bytes, 7);
+    assert_memory_equal(text, "second\n", 7);
+    free(text);
+    assert_int_equal(dataset_read_text(in_dir_(path, dir, "a-first.u8"), 0, "none", &text, &bytes,
+                                       err, sizeof err),
+                     0);
+    assert_memory_equal(text, "first\n", 6);
+    free(text);
+}
+
+// 1000 bytes, context 8, fraction 0.1: validation's share is the last 100
+// bytes; the training part is the first 112 * 8 + 1 = 897 bytes (112
+// sequences), validation the last 103 (12 sequences, 6 bytes unused).
+static void test_text_split(void **state)
+{
+    (void)state;
+    uint8_t text[1000];
+    for (int k = 0; k < 1000; k++)
+        text[k] = (uint8_t)(k * 7 + 3);
+    struct dataset train, test;
+    char err[1024] = "";
+    assert_int_equal(dataset_split_text(&train, &test, text, 1000, 8, 0.1, "t", err, sizeof err), 0);
+    assert_int_equal(train.count, 112);
+    assert_int_equal(test.count, 12);
+    assert_true(train.tokens && test.tokens);
+    assert_int_equal(train.features, 8);
+    assert_int_equal(test.label_width, 8);
+    assert_memory_equal(train.codes, text, 8);
+    assert_int_equal(train.labels[112 * 8 - 1], text[896]); // the training part's last byte
+    assert_memory_equal(test.codes, text + 897, 12 * 8);    // validation starts one byte on
+    assert_int_equal(test.labels[0], text[898]);
+    assert_int_equal(test.labels[12 * 8 - 1], text[897 + 96]);
+    dataset_free(&train);
+    dataset_free(&test);
+    // A share that ends where a sequence's label does: 899 = 31 * 29, so the
+    // training part is exactly the first 900 bytes and validation the 100.
+    assert_int_equal(dataset_split_text(&train, &test, text, 1000, 29, 0.1, "t", err, sizeof err), 0);
+    assert_int_equal(train.count, 31);
+    assert_int_equal(test.count, 3); // (100 - 1) / 29
+    assert_int_equal(train.labels[31 * 29 - 1], text[899]);
+    assert_int_equal(test.codes[0], text[900]);
+    dataset_free(&train);
+    dataset_free(&test);
+    // The smallest text: context + 1 bytes each part.
+    assert_int_equal(dataset_split_text(&train, &test, text, 18, 8, 0.5, "t", err, sizeof err), 0);
+    assert_int_equal(train.count, 1);
+    assert_int_equal(test.count, 1);
+    assert_memory_equal(test.codes, text + 9, 8);
+    dataset_free(&train);
+    dataset_free(&test);
+    // Through a file: the same counts.
+    char path[512];
+    write_file_(tmp_path_(path, "split.txt"), text, sizeof text, 0);
+    assert_int_equal(dataset_load_text(&train, &test, path, 8, 0.1, LIMIT, "limit", err, sizeof err), 0);
+    assert_int_equal(train.count, 112);
+    assert_int_equal(test.count, 12);
+    assert_memory_equal(test.codes, text + 897, 8);
+    dataset_free(&train);
+    dataset_free(&test);
+}
+
+// Text errors: rc, and a message that names the path and what is needed.
+static void expect_text_error_(const char *path, int context, double fraction, uint64_t limit,
+                               int want_rc, const char *want1, const char *want2)
+{
+    struct dataset train, test;
+    char err[1024] = "";
+    assert_int_equal(dataset_load_text(&train, &test, path, context, fraction, limit, "the limit",
+                                       err, sizeof err),
+                     want_rc);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, want1));
+    assert_non_null(strstr(err, want2));
+    assert_null(strchr(err, '\n'));
+    assert_null(train.codes);
+    assert_null(test.codes);
+}
+
+static void test_text_errors(void **state)
+{
+    (void)state;
+    char path[PATH_BYTES], dir[512], link[PATH_BYTES];
+    expect_text_error_(tmp_path_(path, "no-such-text"), 8, 0.1, 0, -ENOENT, "cannot open",
+                       "No such file");
+    write_file_(tmp_path_(path, "empty.txt"), "", 0, 0);
+    expect_text_error_(path, 8, 0.1, 0, VGPU_EFORMAT, "empty file", "no text");
+    // A directory of nothing that is read: an index and a link.
+    assert_int_equal(mkdir(tmp_path_(dir, "no-text"), 0700), 0);
+    write_file_(in_dir_(path, dir, "cookie.dat"), "index", 5, 0);
+    assert_int_equal(symlink(path, in_dir_(link, dir, "cookie.u8")), 0);
+    expect_text_error_(dir, 8, 0.1, 0, VGPU_EFORMAT, "no text", "no non-empty regular file");
+    // 9 bytes, context 8: training takes all 9 and leaves validation none.
+    write_file_(tmp_path_(path, "short.txt"), "abcdefghi", 9, 0);
+    expect_text_error_(path, 8, 0.1, 0, VGPU_EFORMAT, "the validation part (the last 0 bytes)",
+                       "context + 1 = 9 bytes");
+    // 20 bytes, fraction 0.9: 2 bytes for training.
+    write_file_(tmp_path_(path, "short2.txt"), "abcdefghijklmnopqrst", 20, 0);
+    expect_text_error_(path, 8, 0.9, 0, VGPU_EFORMAT, "the training part (the first 2 bytes)",
+                       "context + 1 = 9 bytes");
+    // 1000 bytes take 6000 as sequences: over a limit of 5000, before reading.
+    uint8_t text[1000] = {0};
+    write_file_(tmp_path_(path, "big.txt"), text, sizeof text, 0);
+    expect_text_error_(path, 8, 0.1, 5000, VGPU_EFORMAT, "over the limit of", "(the limit)");
+    expect_text_error_(path, 8, 1.0, 0, VGPU_EINVAL, "fraction", "(0, 1)");
+}
+
 // ---- the real Fashion-MNIST ----
 
 static const char *fashion_dir_(void)
@@ -928,6 +1072,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_coded_values),
         cmocka_unit_test(test_truncate_and_free),
         cmocka_unit_test(test_sequences),
+        cmocka_unit_test(test_text_dir),
+        cmocka_unit_test(test_text_split),
+        cmocka_unit_test(test_text_errors),
     };
     return cmocka_run_group_tests_name("data", tests, make_tmpdir_, remove_tmpdir_);
 }

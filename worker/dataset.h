@@ -1,5 +1,6 @@
-// dataset.h: datasets in host memory: MNIST-format IDX files (plain or gzip) and
-// a seeded synthetic stand-in, plus the usual preprocessing.
+// dataset.h: datasets in host memory: MNIST-format IDX files (plain or gzip),
+// a seeded synthetic stand-in and byte sequences of text, plus the usual
+// preprocessing.
 #ifndef VGPU_DATASET_H
 #define VGPU_DATASET_H
 
@@ -111,6 +112,47 @@ int dataset_make_synthetic(struct dataset *ds, long count, int features, int cla
 // Returns 0, VGPU_EINVAL (context < 1, or bytes too few for one sample) or
 // VGPU_ENOMEM; *ds is left zeroed on error.
 int dataset_make_sequences(struct dataset *ds, const uint8_t *text, size_t bytes, int context);
+
+// ---- text (dataset_text.c) ----
+
+// Memory a byte of text takes once made into sequences: the text itself,
+// its token and its int32 label.
+#define DATA_TEXT_COST 6
+
+// Reads the text at path: a regular file, or a directory whose regular
+// files are read in name order (byte order, not the locale's) and
+// concatenated; in a directory, names ending ".dat", symbolic links and
+// anything else not a regular file are skipped (the layout of Debian's
+// `fortunes`: text files, .dat indexes, .u8 links). At most max_bytes /
+// DATA_TEXT_COST bytes of text (max_bytes 0 = no limit; limit_name names the
+// limit in the message), checked on the files' sizes before any is read.
+// Returns 0 with *text (malloc'd, the caller's) and *bytes > 0; -errno when
+// path or a file cannot be opened or read (-ENOENT: path is missing);
+// VGPU_EFORMAT for no text (an empty file; a directory without a non-empty
+// text file) or too much; VGPU_ENOMEM. On error *text is NULL and err names
+// the path and the fault.
+int dataset_read_text(const char *path, uint64_t max_bytes, const char *limit_name, uint8_t **text,
+                      size_t *bytes, char *err, size_t err_bytes);
+
+// Splits text[bytes] into training and validation sequences of `context`
+// bytes (dataset_make_sequences). The last floor(bytes * val_fraction)
+// bytes are validation's share; the training part is the first k * context
+// + 1 bytes, the most that leave validation its share (k whole sequences,
+// its last byte only a label), and validation the rest, so the parts share
+// no byte. E.g. 1000 bytes, context 8, fraction 0.1: training 897 bytes (112
+// sequences), validation 103 (12). origin names the text in messages.
+// Returns 0; VGPU_EINVAL (context < 1, fraction outside (0, 1));
+// VGPU_EFORMAT when either part has fewer than context + 1 bytes (the
+// message names the part and what it needs); VGPU_ENOMEM. Both sets are
+// left zeroed on error.
+int dataset_split_text(struct dataset *train, struct dataset *test, const uint8_t *text,
+                       size_t bytes, int context, double val_fraction, const char *origin,
+                       char *err, size_t err_bytes);
+
+// dataset_read_text, then dataset_split_text (the text is freed after).
+int dataset_load_text(struct dataset *train, struct dataset *test, const char *path, int context,
+                      double val_fraction, uint64_t max_bytes, const char *limit_name, char *err,
+                      size_t err_bytes);
 
 // Mean and population standard deviation over every value of ds (accumulated
 // in double, in index order, so the result is deterministic).
