@@ -153,6 +153,8 @@ static void test_defaults(void **state)
     assert_string_equal(c->t.data.path, "/usr/share/datasets/fashion-mnist");
     assert_int_equal(c->t.data.fallback_synthetic, 1);
     assert_int_equal(c->t.data.synthetic_features, 784);
+    assert_int_equal(c->t.data.context, 128);
+    assert_true(c->t.data.val_fraction == 0.1);
     assert_string_equal(c->t.checkpoint.dir, "");
     assert_int_equal(c->t.checkpoint.keep_last, 3); // a few, not every one (issue 32)
     assert_int_equal(c->t.verify.steps, 20);
@@ -174,7 +176,8 @@ static void test_enum_names(void **state)
     } cases[] = {
         {"devices.kind", "cuda", DEVICE_KIND_CUDA},   {"comm.backend", "nccl", BACKEND_NCCL},
         {"train.optimizer", "sgd", OPTIM_SGD},        {"train.schedule", "step", SCHEDULE_STEP},
-        {"train.balance", "dynamic", BALANCE_DYNAMIC}, {"data.dataset", "mnist-idx", DATASET_MNIST_IDX},
+        {"train.balance", "dynamic", BALANCE_DYNAMIC}, {"data.dataset", "text", DATASET_TEXT},
+        {"data.dataset", "mnist-idx", DATASET_MNIST_IDX},
     };
     char err[256], assignment[64], section[16];
     for (size_t i = 0; i < TEST_ARRAY_LEN(cases); i++) {
@@ -918,6 +921,27 @@ static void test_ranges_at_boundaries(void **state)
     assert_non_null(strstr(err, "out of range [0, 1024]"));
 }
 
+// Where the data is read from: data.path, but text left at the IDX default
+// (or empty) reads fortunes' directory; text's context is data.context.
+static void test_data_path(void **state)
+{
+    struct job_cfg *c = *state;
+    char err[ERR_BYTES];
+    assert_string_equal(train_data_path(&c->t), "/usr/share/datasets/fashion-mnist");
+    assert_int_equal(jc_apply_override(c, "data.dataset=text", err, sizeof err), 0);
+    assert_string_equal(train_data_path(&c->t), "/usr/share/games/fortunes");
+    assert_int_equal(jc_apply_override(c, "data.path=", err, sizeof err), 0);
+    assert_string_equal(train_data_path(&c->t), "/usr/share/games/fortunes");
+    assert_int_equal(jc_apply_override(c, "data.path=/srv/text", err, sizeof err), 0);
+    assert_string_equal(train_data_path(&c->t), "/srv/text");
+    assert_int_equal(jc_validate(c, err, sizeof err), 0);
+    assert_int_equal(jc_apply_override(c, "data.dataset=mnist-idx", err, sizeof err), 0);
+    assert_string_equal(train_data_path(&c->t), "/srv/text");
+    assert_int_equal(train_text_context(&c->t), 128);
+    assert_int_equal(jc_apply_override(c, "data.context=1024", err, sizeof err), 0);
+    assert_int_equal(train_text_context(&c->t), 1024);
+}
+
 // A NULL or zero-sized err buffer is tolerated.
 static void test_err_buffer_optional(void **state)
 {
@@ -950,6 +974,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_file, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_err_buffer_optional, setup_cfg, teardown_cfg),
         cmocka_unit_test_setup_teardown(test_ranges_at_boundaries, setup_cfg, teardown_cfg),
+        cmocka_unit_test_setup_teardown(test_data_path, setup_cfg, teardown_cfg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

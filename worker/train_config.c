@@ -70,16 +70,20 @@ static const struct config_key keys_[] = {
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 
     {"data", "dataset", CONFIG_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
-     "training data"},
+     "training data (text: data.path's bytes as sequences of data.context bytes with next-byte "
+     "labels, for a byte-level model)"},
     {"data", "path", CONFIG_STR, F_(data, path), S_(data, path), TRAIN_DEFAULT_DATA_PATH, 0, 0, NULL,
-     "directory holding the four MNIST-format IDX files (.gz or plain)"},
+     "directory of the four MNIST-format IDX files (.gz or plain); text: a file, or a directory's "
+     "regular files in name order (not *.dat, not links), this default or empty: "
+     TRAIN_DEFAULT_TEXT_PATH},
     {"data", "max_bytes", CONFIG_SIZE, F_(data, max_bytes), 0, "1G", 0, 0, NULL,
      "bound on the pixels and labels the four IDX headers claim together, bytes (Fashion-MNIST: "
-     "52.4 MiB); more fails before any data is read; 0 = no limit"},
+     "52.4 MiB), or on 6 a byte of text; more fails before any data is read; 0 = no limit"},
     {"data", "standardize", CONFIG_BOOL, F_(data, standardize), 0, "false", 0, 0, NULL,
      "standardise pixels to zero mean, unit variance (else scale to [0,1])"},
     {"data", "fallback_synthetic", CONFIG_BOOL, F_(data, fallback_synthetic), 0, "true", 0, 0, NULL,
-     "use the synthetic dataset (with a warning) if the files are missing"},
+     "use the synthetic dataset (with a warning) if the IDX files are missing at the default "
+     "data.path (not for text)"},
     {"data", "train_limit", CONFIG_INT, F_(data, train_limit), 0, "0", 0, BIG, NULL,
      "use only the first N training samples; 0 = all"},
     {"data", "synthetic_train", CONFIG_INT, F_(data, synthetic_train), 0, "8192", 1, 1 << 24, NULL,
@@ -88,6 +92,12 @@ static const struct config_key keys_[] = {
      "synthetic dataset: test samples"},
     {"data", "synthetic_features", CONFIG_INT, F_(data, synthetic_features), 0, "784", 1, 1 << 20, NULL,
      "synthetic dataset: values per sample"},
+    {"data", "context", CONFIG_INT, F_(data, context), 0, "128", 1, 1 << 20, NULL,
+     "text: bytes a sequence (the model's context); the training and the validation part each "
+     "need at least context + 1 bytes"},
+    {"data", "val_fraction", CONFIG_FLOAT, F_(data, val_fraction), 0, "0.1", 0.001, 0.9, NULL,
+     "text: the last this share of the bytes, cut at a sequence boundary, is the validation "
+     "(test) set; the rest trains"},
 
     {"checkpoint", "dir", CONFIG_STR, F_(checkpoint, dir), S_(checkpoint, dir), "", 0, 0, NULL,
      "directory for checkpoints; empty = none"},
@@ -187,6 +197,19 @@ int train_config_load_job_text(struct train_config *tc, struct config *vgpu, con
     struct config_part parts[2];
     parts_(parts, tc, vgpu, &scratch);
     return config_parts_load_job(parts, 2, text, path, overrides, n_overrides, 0, err, err_bytes);
+}
+
+const char *train_data_path(const struct train_config *tc)
+{
+    if (tc->data.dataset == DATASET_TEXT &&
+        (!tc->data.path[0] || !strcmp(tc->data.path, TRAIN_DEFAULT_DATA_PATH)))
+        return TRAIN_DEFAULT_TEXT_PATH;
+    return tc->data.path;
+}
+
+int train_text_context(const struct train_config *tc)
+{
+    return (int)tc->data.context;
 }
 
 const char *train_config_enum_name(const char *section, const char *key, int value)

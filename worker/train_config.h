@@ -18,7 +18,8 @@
     X(SCHEDULE_CONSTANT, "constant") X(SCHEDULE_STEP, "step") X(SCHEDULE_COSINE, "cosine")
 #define CONFIG_BALANCES(X) X(BALANCE_STATIC, "static") X(BALANCE_DYNAMIC, "dynamic")
 #define CONFIG_DATASETS(X) \
-    X(DATASET_FASHION_MNIST, "fashion-mnist") X(DATASET_MNIST_IDX, "mnist-idx") X(DATASET_SYNTHETIC, "synthetic")
+    X(DATASET_FASHION_MNIST, "fashion-mnist") X(DATASET_MNIST_IDX, "mnist-idx") \
+    X(DATASET_SYNTHETIC, "synthetic") X(DATASET_TEXT, "text")
 
 enum optim_kind { CONFIG_OPTIMIZERS(CONFIG_ENUM_CONSTANT) };
 enum lr_schedule { CONFIG_SCHEDULES(CONFIG_ENUM_CONSTANT) };
@@ -32,6 +33,9 @@ enum model_kind { MODELS(CONFIG_MODEL_CONSTANT) };
 // data.path's default: the Debian package's directory. Only there does a
 // missing dataset fall back to the synthetic one (data.fallback_synthetic).
 #define TRAIN_DEFAULT_DATA_PATH "/usr/share/datasets/fashion-mnist"
+// Text's place when data.path is left at its default (Debian's `fortunes`).
+#define TRAIN_DEFAULT_TEXT_PATH "/usr/share/games/fortunes"
+#define TRAIN_TEXT_PACKAGE "fortunes"
 
 // Plain old data (broadcast as bytes where needed).
 struct train_config {
@@ -63,8 +67,8 @@ struct train_config {
         int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
     } train;
     struct {
-        enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic
-        char path[CONFIG_STR_MAX]; // directory with the four IDX files
+        enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic | text
+        char path[CONFIG_STR_MAX]; // directory with the four IDX files; text: a file or directory
         uint64_t max_bytes;        // bound on the pixels + labels the IDX headers claim, bytes; 0 = none
         int standardize;
         int fallback_synthetic;    // use synthetic data if the dataset is missing
@@ -72,6 +76,8 @@ struct train_config {
         long synthetic_train;      // synthetic set sizes
         long synthetic_test;
         long synthetic_features;   // synthetic sample width
+        long context;              // text: bytes a sequence (read through train_text_context)
+        double val_fraction;       // text: share of the bytes, at the end, for validation
     } data;
     struct {
         char dir[CONFIG_STR_MAX];  // "" = no checkpoints
@@ -101,6 +107,12 @@ int train_config_validate(const struct train_config *tc, char *err, size_t err_b
 int train_config_load_job_text(struct train_config *tc, struct config *vgpu, const char *text,
                                const char *path, const char *const *overrides, int n_overrides,
                                char *err, size_t err_bytes);
+// Where the data is read from: data.path, except for text when data.path is
+// empty or left at the IDX default (never a text): TRAIN_DEFAULT_TEXT_PATH.
+const char *train_data_path(const struct train_config *tc);
+// A text set's context, bytes a sequence: data.context until the GPT's
+// model.context owns it (issue 46); the one place that reads the key.
+int train_text_context(const struct train_config *tc);
 // e.g. train_config_enum_name("train", "optimizer", OPTIM_ADAM) = "adam".
 const char *train_config_enum_name(const char *section, const char *key, int value);
 // Both parts' keys, libvgpu's first, INI-formatted with their documentation.

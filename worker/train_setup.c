@@ -11,6 +11,25 @@
 #include "log.h"
 #include "util.h"
 
+// Text: data.path's bytes (fortunes' directory by default) as sequences, the
+// last data.val_fraction of them the test set.
+static int load_text_(const struct train_config *c, uint64_t limit, const char *limit_name,
+                      struct train_data *data, char *err, size_t err_bytes)
+{
+    const char *path = train_data_path(c);
+    int rc = dataset_load_text(&data->train, &data->test, path, train_text_context(c),
+                               c->data.val_fraction, limit, limit_name, err, err_bytes);
+    if (rc == -ENOENT && !strcmp(path, TRAIN_DEFAULT_TEXT_PATH)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        util_errorf(err, err_bytes, rc,
+                    "%s (install the Debian package " TRAIN_TEXT_PACKAGE
+                    ", or set data.path to a text file or directory)",
+                    why);
+    }
+    return rc;
+}
+
 int train_load_data(const struct train_config *cfg, int ranks_on_host, struct train_data *data,
                     char *err, size_t err_bytes)
 {
@@ -32,13 +51,17 @@ int train_load_data(const struct train_config *cfg, int ranks_on_host, struct tr
                      "a rank's share of the host's memory: %s available for %d ranks", have,
                      ranks_on_host);
         }
-        int rc = dataset_load_dir_bounded(&data->train, &data->test, c->data.path, limit,
-                                          limit_name, err, err_bytes);
+        int rc = c->data.dataset == DATASET_TEXT
+                     ? load_text_(c, limit, limit_name, data, err, err_bytes)
+                     : dataset_load_dir_bounded(&data->train, &data->test, c->data.path, limit,
+                                                limit_name, err, err_bytes);
         if (rc == 0) {
             snprintf(data->source, sizeof data->source, "%s from %.100s",
-                     train_config_enum_name("data", "dataset", c->data.dataset), c->data.path);
+                     train_config_enum_name("data", "dataset", c->data.dataset),
+                     train_data_path(c));
             data->name = train_config_enum_name("data", "dataset", c->data.dataset);
         } else if (rc == -ENOENT && c->data.fallback_synthetic &&
+                   c->data.dataset != DATASET_TEXT &&
                    !strcmp(c->data.path, TRAIN_DEFAULT_DATA_PATH)) {
             // Only the default place: a path the user named must hold the data.
             snprintf(data->fallback, sizeof data->fallback,

@@ -82,6 +82,25 @@ expect_rc 2
 expect_out "$WORK/no-such-data: dataset files not found"
 expect_no_out 'using the synthetic dataset instead'
 
+# Text (data.dataset = text): a path that does not exist (no synthetic
+# fallback), a text too short for the split, and text under the MLP, which
+# takes no token rows.
+run "text: data.path that does not exist" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" \
+  --set data.dataset=text --set "data.path=$WORK/no-such-text"
+expect_rc 2
+expect_out "$WORK/no-such-text: cannot open: No such file or directory"
+expect_no_out 'using the synthetic dataset instead'
+printf 'too short' >"$WORK/short.txt"
+run "text: shorter than the split needs" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" \
+  --set data.dataset=text --set "data.path=$WORK/short.txt"
+expect_rc 2
+expect_out "short.txt: 9 bytes of text is too short: the training part .* needs at least context \+ 1 = 129 bytes"
+head -c 4000 /dev/zero | tr '\0' 'a' >"$WORK/text.txt"
+run "text under the MLP" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" \
+  --set data.dataset=text --set "data.path=$WORK/text.txt" --set data.context=16
+expect_rc 2
+expect_out "model.type = mlp takes rows of 16 values with 1 label each; the data's rows are 16 tokens with 16 labels each \(data.dataset = text\)"
+
 run "conflicting keys" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" --set devices.memory_fraction=0.5
 expect_rc 2
 expect_out 'memory_limit and devices.memory_fraction conflict'
