@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install_packages.sh gcc make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev \
-  libdnnl-dev zlib1g-dev libinih-dev libcmocka-dev dataset-fashion-mnist
+  libdnnl-dev zlib1g-dev libinih-dev libcmocka-dev dataset-fashion-mnist fortunes
 
 build=${VGPU_BUILD_DIR:-build}
 mkdir -p "$build"
