@@ -8,6 +8,13 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "ring_algos.h"
+
+// VGPU_RING_ALGO's values: "auto", then the ring's algorithms (ring_algos.h).
+#define RING_ALGO_FORM_(ID, id, name) "|" name
+#define RING_ALGO_NAME_(ID, id, name) name,
+static const char *const ring_algo_names_[] = {"auto", RING_ALGOS(RING_ALGO_NAME_)};
+#define RING_ALGO_NAMES_ ((int)(sizeof ring_algo_names_ / sizeof *ring_algo_names_))
 
 // The table env_print_reference prints (and docs/CONFIG.md shows); every
 // switch below is read through it (env_read), so none goes undocumented.
@@ -40,7 +47,7 @@ static const struct env_var vars_[] = {
      "64512, under Open MPI's TCP eager limit, so that no message waits for the receiver's "
      "answer; 0: each step in one message); ranks that disagree all use the smallest (0 "
      "counting as the largest)"},
-    {"VGPU_RING_ALGO", "auto|ring|one-shot|two-shot|direct",
+    {"VGPU_RING_ALGO", "auto" RING_ALGOS(RING_ALGO_FORM_),
      "the ring backend's all-reduce algorithm on one host (default auto: by size, rank count "
      "and cores, docs/COLLECTIVES.md; a forced one-shot or two-shot carries up to 4 MiB, the "
      "ring above that; direct carries every size); ranks that disagree all use the smallest "
@@ -131,6 +138,26 @@ static long env_long_(const char *name, long lo, long hi, const char *expected)
     return -1;
 }
 
+// VGPU_RING_ALGO: its value's place in ring_algo_names_ (0: auto, also when
+// unset or malformed, which is said with every name).
+static int ring_algo_parse_(void)
+{
+    const char *v = env_read("VGPU_RING_ALGO");
+    if (!v || !*v)
+        return 0;
+    for (int k = 0; k < RING_ALGO_NAMES_; k++)
+        if (!strcmp(v, ring_algo_names_[k]))
+            return k;
+    char expected[256]; // "auto, ring, ... or direct"
+    size_t used = 0;
+    for (int k = 0; k < RING_ALGO_NAMES_ && used < sizeof expected; k++)
+        used += (size_t)snprintf(expected + used, sizeof expected - used, "%s%s",
+                                 k == 0 ? "" : k + 1 < RING_ALGO_NAMES_ ? ", " : " or ",
+                                 ring_algo_names_[k]);
+    env_warn_malformed("VGPU_RING_ALGO", v, expected);
+    return 0;
+}
+
 static void env_parse_(struct vgpu_env *e)
 {
     *e = (struct vgpu_env){.ring_staging = -1, .ring_spin = -1, .launcher_rank = -1};
@@ -160,17 +187,7 @@ static void env_parse_(struct vgpu_env *e)
         env_warn_malformed("VGPU_RING_MSG_BYTES", env_read("VGPU_RING_MSG_BYTES"), msg_expected);
         e->ring_msg_bytes = -1;
     }
-    if ((v = env_read("VGPU_RING_ALGO")) && *v) {
-        static const char *const names[] = {"auto", "ring", "one-shot", "two-shot", "direct"};
-        const int count = (int)(sizeof names / sizeof *names);
-        int k = 0;
-        while (k < count && strcmp(v, names[k]))
-            k++;
-        if (k < count)
-            e->ring_algo = k;
-        else
-            env_warn_malformed("VGPU_RING_ALGO", v, "auto, ring, one-shot, two-shot or direct");
-    }
+    e->ring_algo = ring_algo_parse_();
     if ((v = env_read("NCCL_MULTI_RANK_GPU_ENABLE")))
         e->nccl_multi_rank_gpu = !strcmp(v, "1");
     for (size_t i = 0; i < sizeof launcher_rank_vars_ / sizeof *launcher_rank_vars_; i++) {

@@ -41,8 +41,8 @@ struct vgpu_env {
     long ring_yield_us;   // VGPU_RING_YIELD_US: a ring wait's yield phase, us; -1 = unset (250)
     long ring_msg_bytes;  // VGPU_RING_MSG_BYTES: the largest message between hosts, bytes
                           // (0: a step in one message); -1 = unset (comm_ring.c's default)
-    int ring_algo;        // VGPU_RING_ALGO: 0 auto, 1 ring, 2 one-shot, 3 two-shot, 4 direct
-                          // (ring_internal.h's enum ring_algo + 1)
+    int ring_algo;        // VGPU_RING_ALGO: 0 auto, else k for ring_algos.h's k-th row
+                          // (1 ring, 2 one-shot, ...: ring_internal.h's enum ring_algo + 1)
     int nccl_multi_rank_gpu; // NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL's own switch, NCCL >= 2.30):
                           // NCCL may run ranks that share a GPU
     // The launcher's own variables, for the runtime (runtime_launcher_rank, rt->launched):

@@ -128,7 +128,7 @@ uint64_t ring_algo_scratch_bytes(const struct ring_tune *t)
 
 enum ring_algo ring_algo_forced(void)
 {
-    // env.c's names: auto, then enum ring_algo's in order.
+    // env.c's values: auto, then ring_algos.h's rows, which enum ring_algo numbers.
     return (enum ring_algo)(env_get()->ring_algo - 1);
 }
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "ring_algos.h"
 #include "ring_mem.h"
 #include "shm_flag.h"
 
@@ -71,10 +72,12 @@ struct ring_shot {
     uint64_t calls;          // collectives it has carried, count
 };
 
-// The all-reduce algorithms (ring_algo.c: which takes which call).
-// VGPU_RING_ALGO names one (RING_ALGO_AUTO: by the table).
-enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGO_RING, RING_ALGO_ONE_SHOT, RING_ALGO_TWO_SHOT,
-                 RING_ALGO_DIRECT, RING_ALGO_COUNT };
+// The all-reduce algorithms, ring_algos.h's rows in their order
+// (ring_algo.c: which takes which call). VGPU_RING_ALGO names one
+// (RING_ALGO_AUTO: by the table).
+#define RING_ALGO_ENUM_(ID, id, name) RING_ALGO_##ID,
+enum ring_algo { RING_ALGO_AUTO = -1, RING_ALGOS(RING_ALGO_ENUM_) RING_ALGO_COUNT };
+#undef RING_ALGO_ENUM_
 
 // Which sizes each algorithm takes on one ring (ring_algo_tune, then the
 // smallest of every rank's): algorithm a takes a call of fewer than
