@@ -1,9 +1,14 @@
-// ring_algo.c: the ring engine's all-reduce algorithms in one table, and the
-// one place that chooses among them: by size and rank count, the facts the
-// set-up agreed (one host with host windows, every window mapped writable,
-// more ranks than cores), and VGPU_RING_ALGO. The all-reduce goes through
-// here (ring_core_all_reduce); an algorithm is a file of its own and a row
-// below (and one in the sizes' table where it wins).
+// ring_algo.c: the one place that chooses among the ring engine's all-reduce
+// algorithms: by size and rank count, the facts the set-up agreed (one host
+// with host windows, every window mapped writable, more ranks than cores),
+// and VGPU_RING_ALGO. The all-reduce goes through here (ring_core_all_reduce).
+//
+// An algorithm is its file (with its descriptor, struct ring_algo_desc) and
+// its row in common/ring_algos.h; the table below and what VGPU_RING_ALGO
+// forces are generated from those. The sizes' table (rows_) is a tuning
+// table: an algorithm that is never chosen by itself needs no entry there;
+// one that wins at some sizes, once measured, gets a column value in the
+// rows where it wins.
 #include <limits.h>
 
 #include "env.h"
@@ -12,23 +17,19 @@
 
 #define COUNT_(a) (sizeof(a) / sizeof *(a))
 
-// The algorithms, in the order the choice tries them: the first whose sizes
-// (struct ring_tune) hold the call and that this ring can run takes it. The
-// ring, last, takes the rest. The names are VGPU_RING_ALGO's values (which
-// common/env.c numbers as enum ring_algo, after "auto") and comm_ops.algo's
-// answers.
+// The algorithms by enum ring_algo (ring_algos.h's order, which is the
+// choice's): the first after the ring whose sizes (struct ring_tune) hold the
+// call and that this ring can run takes it; the ring, first, takes the rest.
 static const struct algo_ {
-    enum ring_algo algo;
-    const char *name;
-    ring_all_reduce_fn all_reduce;
-    int (*usable)(const struct ring_core *r, uint64_t bytes); // NULL: every ring, every size
-    int scratch; // carried through the latency path's scratch (sized for the largest such)
+    const char *name;              // VGPU_RING_ALGO's value, comm_ops.algo's answer
+    const struct ring_algo_desc *d; // its file's descriptor
 } algos_[] = {
-    {RING_ALGO_ONE_SHOT, "one-shot", ring_one_shot_all_reduce, ring_shot_usable, 1},
-    {RING_ALGO_TWO_SHOT, "two-shot", ring_two_shot_all_reduce, ring_shot_usable, 1},
-    {RING_ALGO_DIRECT, "direct", ring_direct_all_reduce, ring_direct_usable, 0},
-    {RING_ALGO_RING, "ring", ring_ring_all_reduce, NULL, 0}, // last: what no other takes
+#define ALGO_ROW_(ID, id, name) [RING_ALGO_##ID] = {name, &ring_##id##_algo},
+    RING_ALGOS(ALGO_ROW_)
+#undef ALGO_ROW_
 };
+_Static_assert(COUNT_(algos_) == RING_ALGO_COUNT && RING_ALGO_RING == 0,
+               "ring_algos.h: one row an algorithm, the ring first");
 
 // ---- which sizes each algorithm takes ----
 
@@ -51,55 +52,70 @@ static const struct algo_ {
 // 8 KiB with a core a rank; sharing cores, 32 KiB at np 2 and 4, 128 KiB at
 // np 3 (where two-shot never won), and two-shot at np 4 up to 512 KiB,
 // where the ring's halved traffic starts to count. The first row that
-// matches the facts gives the sizes; none: the ring alone (several hosts,
-// device windows, one rank, VGPU_RING_ALGO=ring, or =direct without it).
+// matches the facts gives the sizes; none: the ring alone (one rank).
 // The two-shot column includes one-shot's sizes (it starts where one-shot
 // ends): the ranks agree on each column's smallest, so a rank's column must
 // bound the whole latency path to keep what others carry in their scratch.
+// VGPU_RING_ALGO=<name> takes no row here: forced_tune_ below.
 static const struct tune_row_ {
-    enum ring_algo forced; // VGPU_RING_ALGO (RING_ALGO_AUTO: by measurement)
     int direct;            // struct ring_algo_facts' direct: 0, 1, ANY_
     int over;              // its oversubscribed: 0, 1, ANY_
     int n_min, n_max;      // ranks
     struct ring_tune tune; // what each algorithm takes then
 } rows_[] = {
-    // Forced: one-shot or two-shot up to 4 MiB (the scratch each rank
-    // commits), the ring above (two-shot: a barrier, 0 bytes, goes one-shot:
-    // nothing to split); direct at every size, where it runs.
-    {RING_ALGO_ONE_SHOT, ANY_, ANY_, 2, INT_MAX,
-     {{[ONE_] = UPTO_(4096 * KIB_), [TWO_] = UPTO_(4096 * KIB_)}}},
-    {RING_ALGO_TWO_SHOT, ANY_, ANY_, 2, INT_MAX,
-     {{[ONE_] = UPTO_(0), [TWO_] = UPTO_(4096 * KIB_)}}},
-    {RING_ALGO_DIRECT, 1, ANY_, 2, INT_MAX, {{[DIRECT_] = EVERY_}}},
     // Direct: one-shot below it.
-    {RING_ALGO_AUTO, 1, 0, 2, INT_MAX,
+    {1, 0, 2, INT_MAX,
      {{[ONE_] = UPTO_(1 * KIB_), [TWO_] = UPTO_(1 * KIB_), [DIRECT_] = EVERY_}}},
-    {RING_ALGO_AUTO, 1, 1, 2, 2,
+    {1, 1, 2, 2,
      {{[ONE_] = UPTO_(64 * KIB_), [TWO_] = UPTO_(64 * KIB_), [DIRECT_] = EVERY_}}},
-    {RING_ALGO_AUTO, 1, 1, 3, 3,
+    {1, 1, 3, 3,
      {{[ONE_] = UPTO_(16 * KIB_), [TWO_] = UPTO_(16 * KIB_), [DIRECT_] = EVERY_}}},
-    {RING_ALGO_AUTO, 1, 1, 4, INT_MAX,
+    {1, 1, 4, INT_MAX,
      {{[ONE_] = UPTO_(8 * KIB_), [TWO_] = UPTO_(8 * KIB_), [DIRECT_] = EVERY_}}},
     // No direct: one-shot (and two-shot) below the ring.
-    {RING_ALGO_AUTO, 0, 0, 2, INT_MAX, {{[ONE_] = UPTO_(8 * KIB_), [TWO_] = UPTO_(8 * KIB_)}}},
-    {RING_ALGO_AUTO, 0, 1, 2, 2, {{[ONE_] = UPTO_(32 * KIB_), [TWO_] = UPTO_(32 * KIB_)}}},
-    {RING_ALGO_AUTO, 0, 1, 3, 3, {{[ONE_] = UPTO_(128 * KIB_), [TWO_] = UPTO_(128 * KIB_)}}},
-    {RING_ALGO_AUTO, 0, 1, 4, INT_MAX,
+    {0, 0, 2, INT_MAX, {{[ONE_] = UPTO_(8 * KIB_), [TWO_] = UPTO_(8 * KIB_)}}},
+    {0, 1, 2, 2, {{[ONE_] = UPTO_(32 * KIB_), [TWO_] = UPTO_(32 * KIB_)}}},
+    {0, 1, 3, 3, {{[ONE_] = UPTO_(128 * KIB_), [TWO_] = UPTO_(128 * KIB_)}}},
+    {0, 1, 4, INT_MAX,
      {{[ONE_] = UPTO_(32 * KIB_), [TWO_] = UPTO_(512 * KIB_)}}},
 };
 
 static int fact_is_(int want, int got) { return want == ANY_ || want == !!got; }
 
+// VGPU_RING_ALGO=<name>, from its descriptor: it carries its sizes
+// (forced_min_bytes to forced_max_bytes), the algorithms before it what is
+// below them, and the ring the rest; where it needs every window and they
+// are not all mapped, the ring all. The latency path's columns after it
+// include its sizes, as in rows_ (the ranks agree on each column's smallest).
+static void forced_tune_(struct ring_tune *out, const struct ring_algo_facts *f)
+{
+    const struct ring_algo_desc *d = algos_[f->forced].d;
+    if (d->all_windows && !f->direct)
+        return;
+    const uint64_t end = d->forced_max_bytes == UINT64_MAX ? EVERY_ : UPTO_(d->forced_max_bytes);
+    for (int a = 0; a < RING_ALGO_COUNT; a++) {
+        if (a == RING_ALGO_RING) // the ring: what the rest leave
+            continue;
+        if (a < (int)f->forced)
+            out->end_bytes[a] = d->forced_min_bytes;
+        else if (a == (int)f->forced || (d->scratch && algos_[a].d->scratch))
+            out->end_bytes[a] = end;
+    }
+}
+
 void ring_algo_tune(struct ring_tune *out, const struct ring_algo_facts *f)
 {
     *out = (struct ring_tune){{0}};
-    if (!f->one_host) // the latency path and direct read the other ranks' memory
+    if (!f->one_host || f->ranks < 2) // the ring alone: every other reads the others' memory
         return;
+    if (f->forced != RING_ALGO_AUTO) {
+        forced_tune_(out, f);
+        return;
+    }
     for (size_t i = 0; i < COUNT_(rows_); i++) {
         const struct tune_row_ *row = &rows_[i];
-        if (row->forced == f->forced && fact_is_(row->direct, f->direct) &&
-            fact_is_(row->over, f->oversubscribed) && f->ranks >= row->n_min &&
-            f->ranks <= row->n_max) {
+        if (fact_is_(row->direct, f->direct) && fact_is_(row->over, f->oversubscribed) &&
+            f->ranks >= row->n_min && f->ranks <= row->n_max) {
             *out = row->tune;
             return;
         }
@@ -112,15 +128,18 @@ int ring_algo_direct_wanted(const struct ring_algo_facts *f)
     with.direct = 1;
     struct ring_tune t;
     ring_algo_tune(&t, &with);
-    return f->ranks <= RING_DIRECT_MAX_RANKS && t.end_bytes[RING_ALGO_DIRECT] != 0;
+    for (int a = 0; a < RING_ALGO_COUNT; a++)
+        if (algos_[a].d->all_windows && t.end_bytes[a] != 0)
+            return f->ranks <= RING_DIRECT_MAX_RANKS;
+    return 0;
 }
 
 uint64_t ring_algo_scratch_bytes(const struct ring_tune *t)
 {
     uint64_t most = 0;
-    for (size_t i = 0; i < COUNT_(algos_); i++) {
-        const uint64_t end = t->end_bytes[algos_[i].algo];
-        if (algos_[i].scratch && end && end - 1 > most)
+    for (int a = 0; a < RING_ALGO_COUNT; a++) {
+        const uint64_t end = t->end_bytes[a];
+        if (algos_[a].d->scratch && end && end - 1 > most)
             most = end - 1;
     }
     return most;
@@ -134,28 +153,21 @@ enum ring_algo ring_algo_forced(void)
 
 // ---- the choice, per call ----
 
-static const struct algo_ *choose_(const struct ring_core *r, uint64_t bytes)
-{
-    for (size_t i = 0; i + 1 < COUNT_(algos_); i++) {
-        const struct algo_ *a = &algos_[i];
-        const uint64_t end = r->tune.end_bytes[a->algo];
-        if ((end == EVERY_ || bytes < end) && (!a->usable || a->usable(r, bytes)))
-            return a;
-    }
-    return &algos_[COUNT_(algos_) - 1];
-}
-
 enum ring_algo ring_algo_for(const struct ring_core *r, uint64_t bytes)
 {
-    return choose_(r, bytes)->algo;
+    for (int a = 0; a < RING_ALGO_COUNT; a++) {
+        const struct ring_algo_desc *d = algos_[a].d;
+        const uint64_t end = r->tune.end_bytes[a];
+        if (a != RING_ALGO_RING && (end == EVERY_ || bytes < end) &&
+            (!d->usable || d->usable(r, bytes)))
+            return (enum ring_algo)a;
+    }
+    return RING_ALGO_RING;
 }
 
 const char *ring_algo_name(enum ring_algo a)
 {
-    for (size_t i = 0; i < COUNT_(algos_); i++)
-        if (algos_[i].algo == a)
-            return algos_[i].name;
-    return "ring";
+    return a >= 0 && a < RING_ALGO_COUNT ? algos_[a].name : "ring";
 }
 
 int ring_core_all_reduce(struct ring_core *r, const void *send, void *recv, uint64_t count,
@@ -163,7 +175,8 @@ int ring_core_all_reduce(struct ring_core *r, const void *send, void *recv, uint
 {
     if (r->broken)
         return VGPU_ECOMM;
-    return choose_(r, count * comm_dtype_size(t))->all_reduce(r, send, recv, count, t, op);
+    const enum ring_algo a = ring_algo_for(r, count * comm_dtype_size(t));
+    return algos_[a].d->all_reduce(r, send, recv, count, t, op);
 }
 
 int ring_core_barrier(struct ring_core *r)

@@ -34,7 +34,7 @@
 // cannot build up there; the copies out read it from the first-level cache.
 #define DIRECT_BLOCK_BYTES (16u << 10)
 
-int ring_direct_usable(const struct ring_core *r, uint64_t bytes)
+static int usable_(const struct ring_core *r, uint64_t bytes)
 {
     (void)bytes; // every size
     return r->all && !r->mem && r->size >= 2;
@@ -68,7 +68,7 @@ static int buffers_(struct ring_core *r, int q, uint64_t bytes, const char **sen
     const char *rv;
     TRY(ring_peer_ptr(r, l, atomic_load(&l->slot->send_off), bytes, send));
     TRY(ring_peer_ptr(r, l, atomic_load(&l->slot->recv_off), bytes, &rv));
-    *recv = (char *)rv; // mapped writable (ring_direct_usable)
+    *recv = (char *)rv; // mapped writable (usable_)
     return 0;
 }
 
@@ -116,8 +116,8 @@ static int exchange_(struct ring_core *r, const char *send, char *recv, uint64_t
     return wait_all_(r, base + 2);
 }
 
-int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                           enum comm_dtype t, enum comm_reduce_op op)
+static int direct_all_reduce_(struct ring_core *r, const char *send, char *recv,
+                              uint64_t count, enum comm_dtype t, enum comm_reduce_op op)
 {
     if (r->broken)
         return VGPU_ECOMM;
@@ -136,3 +136,9 @@ int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, ui
         atomic_store_explicit(&r->me->stride, RING_LEFT_CALL, memory_order_release);
     return rc;
 }
+
+// Forced, it carries every size where every window is mapped.
+const struct ring_algo_desc ring_direct_algo = {.all_reduce = direct_all_reduce_,
+                                                .usable = usable_,
+                                                .forced_max_bytes = UINT64_MAX,
+                                                .all_windows = 1};

@@ -219,28 +219,39 @@ const char *ring_algo_name(enum ring_algo a);
 typedef int (*ring_all_reduce_fn)(struct ring_core *r, const char *send, char *recv,
                                   uint64_t count, enum comm_dtype t, enum comm_reduce_op op);
 
+// An all-reduce algorithm: its file defines `const struct ring_algo_desc
+// ring_<id>_algo` for its row in ring_algos.h, and nothing else names it.
+// What VGPU_RING_ALGO=<its name> makes it carry is here (ring_algo.c
+// generates the forced sizes from it); which sizes it takes by itself is
+// ring_algo.c's measured table, where it has a column only where it wins.
+struct ring_algo_desc {
+    ring_all_reduce_fn all_reduce;
+    // Whether it can run this call on this ring (checked at each call, after
+    // the sizes; every rank answers alike). NULL: every ring, every size.
+    int (*usable)(const struct ring_core *r, uint64_t bytes);
+    uint64_t forced_max_bytes; // forced: the largest call it carries (the ring takes larger),
+                               // bytes; UINT64_MAX: every size
+    uint64_t forced_min_bytes; // forced: the smallest; smaller calls go to the algorithms
+                               // before it in ring_algos.h (two-shot: a barrier, 0 bytes,
+                               // has nothing to split), bytes
+    int scratch;               // 1: carried through the latency path's scratch (struct
+                               // ring_shot), which is sized for the largest such call
+    int all_windows;           // 1: needs every rank's window mapped writable here
+                               // (ring_algo_facts.direct); forced where that is not, the ring
+};
+#define RING_ALGO_DECLARE_(ID, id, name) extern const struct ring_algo_desc ring_##id##_algo;
+RING_ALGOS(RING_ALGO_DECLARE_)
+#undef RING_ALGO_DECLARE_
+
 // The ring (ring_ring.c): reduce-scatter then all-gather; any ring, any size.
-int ring_ring_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                         enum comm_dtype t, enum comm_reduce_op op);
-
-// The latency path (ring_shot.c): usable where r->shot is set up with
-// scratch for `bytes`, on host windows.
-int ring_shot_usable(const struct ring_core *r, uint64_t bytes);
-int ring_one_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                             enum comm_dtype t, enum comm_reduce_op op);
-int ring_two_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                             enum comm_dtype t, enum comm_reduce_op op);
-
-// The direct all-reduce (ring_direct.c): usable when every rank is on this
-// host with host windows, each mapped writable here (r->all), and there are
-// at most RING_DIRECT_MAX_RANKS of them.
+// The latency path (ring_shot.c: one-shot, two-shot): on host windows, where
+// r->shot is set up with scratch for the call. The direct all-reduce
+// (ring_direct.c): every rank on this host with host windows, each mapped
+// writable here (r->all), at most RING_DIRECT_MAX_RANKS of them.
 #define RING_DIRECT_MAX_RANKS 64
 // A rank that fails inside a direct all-reduce says so in its slot's
 // `stride`, so that no peer still checking writes into its buffers.
 #define RING_LEFT_CALL UINT64_MAX
-int ring_direct_usable(const struct ring_core *r, uint64_t bytes);
-int ring_direct_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                           enum comm_dtype t, enum comm_reduce_op op);
 
 // ---- the primitives the algorithms are built of (ring_core.c) ----
 

@@ -244,13 +244,16 @@ static int all_reduce_(struct ring_core *r, struct call_ *a, uint64_t count)
     return 0;
 }
 
-int ring_ring_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                         enum comm_dtype t, enum comm_reduce_op op)
+static int ring_all_reduce_(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                            enum comm_dtype t, enum comm_reduce_op op)
 {
     struct call_ a = {.send = send, .recv = recv, .out = recv, .t = t, .op = op,
                       .es = comm_dtype_size(t), .avg_div = op == COMM_AVG ? r->size : 0};
     return all_reduce_(r, &a, count);
 }
+
+// Any ring, any size: what the others leave (never forced beyond that).
+const struct ring_algo_desc ring_ring_algo = {.all_reduce = ring_all_reduce_};
 
 int ring_core_all_reduce_update(struct ring_core *r, float *grads, float *params, uint64_t count,
                                 ring_update_fn update, void *ctx)

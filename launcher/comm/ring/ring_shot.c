@@ -96,7 +96,7 @@ static int reduce_inputs_(struct ring_core *r, enum comm_dtype t, enum comm_redu
     return 0;
 }
 
-int ring_shot_usable(const struct ring_core *r, uint64_t bytes)
+static int usable_(const struct ring_core *r, uint64_t bytes)
 {
     const struct ring_shot *s = r->shot;
     // Scratch is host memory: device windows keep the ring.
@@ -144,14 +144,22 @@ static int shot_all_reduce_(struct ring_core *r, int two, const char *send, char
     return 0;
 }
 
-int ring_one_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                             enum comm_dtype t, enum comm_reduce_op op)
+static int one_shot_(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                     enum comm_dtype t, enum comm_reduce_op op)
 {
     return shot_all_reduce_(r, 0, send, recv, count, t, op);
 }
 
-int ring_two_shot_all_reduce(struct ring_core *r, const char *send, char *recv, uint64_t count,
-                             enum comm_dtype t, enum comm_reduce_op op)
+static int two_shot_(struct ring_core *r, const char *send, char *recv, uint64_t count,
+                     enum comm_dtype t, enum comm_reduce_op op)
 {
     return shot_all_reduce_(r, 1, send, recv, count, t, op);
 }
+
+// Forced, either carries up to the scratch each rank then commits, 4 MiB;
+// two-shot leaves a barrier (0 bytes: nothing to split) to one-shot.
+const struct ring_algo_desc ring_one_shot_algo = {
+    .all_reduce = one_shot_, .usable = usable_, .forced_max_bytes = 4u << 20, .scratch = 1};
+const struct ring_algo_desc ring_two_shot_algo = {
+    .all_reduce = two_shot_, .usable = usable_, .forced_max_bytes = 4u << 20,
+    .forced_min_bytes = 1, .scratch = 1};
