@@ -678,11 +678,39 @@ static void test_shot_choice(void **state)
     assert_int_equal(ring_algo_for(&r, 4096), RING_ALGO_RING);
 }
 
+static void ring_algo_forced_into_(void *out) { *(enum ring_algo *)out = ring_algo_forced(); }
+
+// What fn(arg) writes on stderr (a warning's text), as a string to free.
+static char *stderr_of_(void (*fn)(void *), void *arg)
+{
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    const int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    dup2(fileno(tmp), STDERR_FILENO);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    assert_int_equal(fseek(tmp, 0, SEEK_END), 0);
+    const long bytes = ftell(tmp);
+    assert_true(bytes >= 0);
+    char *text = calloc(1, (size_t)bytes + 1);
+    assert_non_null(text);
+    rewind(tmp);
+    assert_int_equal(fread(text, 1, (size_t)bytes, tmp), (size_t)bytes);
+    fclose(tmp);
+    return text;
+}
+
 // ring_algo.c's tables at the edges of every range, for rank counts at and
 // beside each row's bounds: one-shot up to `one` bytes, two-shot above it up
 // to `two`, then `above` (-1: no latency path). A bound moved by one byte, a
 // row that takes other rank counts, or VGPU_RING_ALGO mapped onto another
-// row fails here.
+// row fails here (the forced rows are generated from the algorithms'
+// descriptors: a forced cap moved by a byte fails too). Every algorithm's
+// name forces it; an unknown value is said, with every name, and means auto.
 static void test_algo_table(void **state)
 {
     (void)state;
@@ -704,10 +732,13 @@ static void test_algo_table(void **state)
         {AUTO, 1, 0, 5, 32768, 524288, RING},   {AUTO, 1, 0, 65, 32768, 524288, RING},
         {AUTO, 1, 0, 1, none, none, RING},      {AUTO, 0, 1, 1, none, none, RING},
         {ONE, 0, 0, 2, mib4, mib4, RING},       {ONE, 1, 0, 65, mib4, mib4, RING},
+        {ONE, 0, 1, 3, mib4, mib4, RING},       {ONE, 0, 0, 1, none, none, RING},
         {TWO, 0, 0, 2, 0, mib4, RING},          {TWO, 1, 0, 4, 0, mib4, RING},
+        {TWO, 1, 1, 4, 0, mib4, RING},          {TWO, 1, 0, 1, none, none, RING},
         {RING, 1, 0, 4, none, none, RING},      {RING, 0, 0, 2, none, none, RING},
-        {DIRECT, 1, 1, 3, none, none, DIRECT},  {DIRECT, 0, 1, 64, none, none, DIRECT},
-        {DIRECT, 1, 0, 3, none, none, RING},
+        {RING, 1, 1, 3, none, none, RING},      {DIRECT, 1, 1, 3, none, none, DIRECT},
+        {DIRECT, 0, 1, 64, none, none, DIRECT}, {DIRECT, 1, 0, 3, none, none, RING},
+        {DIRECT, 0, 1, 1, none, none, RING},
     };
     struct ring_shot shot = {0};
     struct ring_link all[1] = {{0}};
@@ -749,16 +780,41 @@ static void test_algo_table(void **state)
             assert_int_equal(t.end_bytes[a], 0);
         assert_int_equal(ring_algo_direct_wanted(&apart), 0);
     }
-    // VGPU_RING_ALGO's values name the algorithms they force.
-    const char *const names[] = {"ring", "one-shot", "two-shot", "direct"};
-    for (int k = 0; k < 4; k++) {
-        setenv("VGPU_RING_ALGO", names[k], 1);
+    // VGPU_RING_ALGO's values: each algorithm's name forces it, every name
+    // is its own, and the names the forced rows above use are theirs.
+    for (int a = 0; a < RING_ALGO_COUNT; a++) {
+        setenv("VGPU_RING_ALGO", ring_algo_name((enum ring_algo)a), 1);
         env_reset();
-        assert_string_equal(ring_algo_name(ring_algo_forced()), names[k]);
+        assert_int_equal(ring_algo_forced(), a);
+        for (int b = 0; b < a; b++)
+            assert_string_not_equal(ring_algo_name((enum ring_algo)a),
+                                    ring_algo_name((enum ring_algo)b));
     }
-    setenv("VGPU_RING_ALGO", "auto", 1);
-    env_reset();
-    assert_int_equal(ring_algo_forced(), RING_ALGO_AUTO);
+    const char *const names[] = {"ring", "one-shot", "two-shot", "direct"};
+    const int named[] = {RING, ONE, TWO, DIRECT};
+    for (int k = 0; k < 4; k++)
+        assert_string_equal(ring_algo_name((enum ring_algo)named[k]), names[k]);
+    // auto, unset and an unknown value (said, with every name) mean auto.
+    const char *const autos[] = {"auto", "", "one_shot", NULL};
+    for (int k = 0; k < 4; k++) {
+        if (autos[k])
+            setenv("VGPU_RING_ALGO", autos[k], 1);
+        else
+            unsetenv("VGPU_RING_ALGO");
+        env_reset();
+        enum ring_algo got = RING_ALGO_COUNT;
+        char *said = stderr_of_(ring_algo_forced_into_, &got);
+        assert_int_equal(got, RING_ALGO_AUTO);
+        if (k != 2) {
+            assert_string_equal(said, "");
+        } else {
+            assert_non_null(strstr(said, "VGPU_RING_ALGO=one_shot"));
+            assert_non_null(strstr(said, "auto, "));
+            for (int a = 0; a < RING_ALGO_COUNT; a++)
+                assert_non_null(strstr(said, ring_algo_name((enum ring_algo)a)));
+        }
+        free(said);
+    }
     unsetenv("VGPU_RING_ALGO");
     env_reset();
 }

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "env.h"
+#include "ring_algos.h"
 #include "train_env.h"
 
 static const char *const all_[] = {
@@ -97,6 +98,18 @@ static void test_each_switch_is_parsed(void **state)
     assert_int_equal(train_env_get()->progress, 1);
 }
 
+// What a reference prints (env_print_reference and the like), as a string.
+static char *reference_(void (*print)(FILE *))
+{
+    char *text = NULL;
+    size_t bytes = 0;
+    FILE *f = open_memstream(&text, &bytes);
+    assert_non_null(f);
+    print(f);
+    fclose(f);
+    return text;
+}
+
 // The ring's yield phase and algorithm, at their bounds.
 static void test_ring_switches(void **state)
 {
@@ -118,6 +131,22 @@ static void test_ring_switches(void **state)
         assert_int_equal(env_get()->ring_yield_us, cases[i].want_yield);
         assert_int_equal(env_get()->ring_algo, cases[i].want_algo);
     }
+    // Every algorithm of ring_algos.h is a value, numbered by its row, and
+    // the reference lists it in the form: auto|ring|one-shot|...
+    char *lib = reference_(env_print_reference);
+    char form[256] = "  VGPU_RING_ALGO=auto";
+#define ROW_(ID, id, name) name,
+    static const char *const names[] = {RING_ALGOS(ROW_)};
+#undef ROW_
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        setenv("VGPU_RING_ALGO", names[k], 1);
+        env_reset();
+        assert_int_equal(env_get()->ring_algo, (int)k + 1);
+        strcat(strcat(form, "|"), names[k]);
+    }
+    strcat(form, "\n");
+    assert_non_null(strstr(lib, form));
+    free(lib);
 }
 
 // The largest message between hosts, at its bounds (0: a step whole).
@@ -223,18 +252,6 @@ static void test_flight_dir(void **state)
     env_reset();
     assert_string_equal(env_get()->flight_dir, "records");
     assert_int_equal(env_get()->flight_dir_default, 0);
-}
-
-// What a reference prints (env_print_reference and the like), as a string.
-static char *reference_(void (*print)(FILE *))
-{
-    char *text = NULL;
-    size_t bytes = 0;
-    FILE *f = open_memstream(&text, &bytes);
-    assert_non_null(f);
-    print(f);
-    fclose(f);
-    return text;
 }
 
 // The library reads its switches through its table: a name it lists is read
