@@ -1,7 +1,7 @@
 // math_cuda.cu: the model's math on a CUDA virtual GPU (math_ops.h): one
 // __global__ wrapper a element function, launched on the device's stream,
 // and GEMM through cuBLAS (loaded when first used: cublas_lib.c) on the same
-// stream. A device's math state (the cuBLAS handle, the label flag) is made
+// stream. A device's math state (the cuBLAS handle, the index flag) is made
 // at its first operation, so a program that only moves data and reduces
 // (collectives, an NCCL program) never loads cuBLAS.
 #include <cublas_v2.h>
@@ -27,8 +27,8 @@ static int cublas_check_(cublasStatus_t rc, const char *what, const char *file, 
 
 struct math_cuda {
     cublasHandle_t blas;   // on the device's stream
-    int *bad_label;        // device flag set by softmax_xent on a label out of range
-    int *bad_label_host;   // its copy (page-locked), read when softmax_xent returns
+    int *bad_index;        // device flag set on a label out of range
+    int *bad_index_host;   // its copy (page-locked), read before the call returns
 };
 
 static cudaStream_t stream_(const device_t *dev) { return (cudaStream_t)device_stream(dev); }
@@ -39,10 +39,10 @@ static void release_(device_t *dev)
     if (!st)
         return;
     cudaSetDevice(dev->info.index);
-    if (st->bad_label)
-        cudaFree(st->bad_label);
-    if (st->bad_label_host)
-        cudaFreeHost(st->bad_label_host);
+    if (st->bad_index)
+        cudaFree(st->bad_index);
+    if (st->bad_index_host)
+        cudaFreeHost(st->bad_index_host);
     if (st->blas)
         cublasDestroy(st->blas);
     free(st);
@@ -53,12 +53,12 @@ static int make_state_(device_t *dev, struct math_cuda *st)
 {
     CUBLAS_CHECK(cublasCreate(&st->blas));
     CUBLAS_CHECK(cublasSetStream(st->blas, stream_(dev)));
-    CUDA_CHECK(cudaMalloc(&st->bad_label, sizeof(int)));
-    CUDA_CHECK(cudaMallocHost(&st->bad_label_host, sizeof(int)));
-    *st->bad_label_host = 0;
+    CUDA_CHECK(cudaMalloc(&st->bad_index, sizeof(int)));
+    CUDA_CHECK(cudaMallocHost(&st->bad_index_host, sizeof(int)));
+    *st->bad_index_host = 0;
     // On the stream every kernel runs on: the legacy stream does not order
     // with a non-blocking one.
-    CUDA_CHECK(cudaMemsetAsync(st->bad_label, 0, sizeof(int), stream_(dev)));
+    CUDA_CHECK(cudaMemsetAsync(st->bad_index, 0, sizeof(int), stream_(dev)));
     CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
     return 0;
 }
@@ -81,6 +81,24 @@ static int state_(device_t *dev, struct math_cuda **out)
         }
     }
     *out = (struct math_cuda *)dev->math;
+    return 0;
+}
+
+// The index flag's verdict, read when the call returns, as the CPU device
+// gives it: read at a later synchronisation it could surface inside a
+// collective on this rank only, and strand the others there until the
+// timeout. One wait for the stream a call. Clears a set flag.
+static int read_bad_index_(device_t *dev, struct math_cuda *st, int *bad)
+{
+    CUDA_CHECK(cudaMemcpyAsync(st->bad_index_host, st->bad_index, sizeof(int),
+                               cudaMemcpyDeviceToHost, stream_(dev)));
+    CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+    *bad = *st->bad_index_host;
+    if (*bad) {
+        *st->bad_index_host = 0;
+        CUDA_CHECK(cudaMemsetAsync(st->bad_index, 0, sizeof(int), stream_(dev)));
+        CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+    }
     return 0;
 }
 
@@ -118,11 +136,11 @@ __global__ void relu_backward_kernel(float *din, const float *dout, const float 
 
 __global__ void softmax_xent_kernel(float *dlogits, float *stats, const float *logits,
                                     const int32_t *labels, int rows, int classes, float grad_scale,
-                                    int *bad_label)
+                                    int *bad_index)
 {
     GRID_STRIDE(r, (size_t)rows)
     if (kernel_softmax_xent(r, dlogits, stats, logits, labels, classes, grad_scale) < 0)
-        *bad_label = 1;
+        *bad_index = 1;
 }
 
 __global__ void axpby_kernel(float *y, float a, const float *x, float b, size_t n)
@@ -183,18 +201,11 @@ static int cuda_softmax_xent_(device_t *dev, float *dlogits, float *stats, const
     struct math_cuda *im;
     TRY(state_(dev, &im));
     LAUNCH(softmax_xent_kernel, (size_t)rows, dlogits, stats, logits, labels, rows, classes,
-           grad_scale, im->bad_label);
-    // The verdict is read here, as the CPU device gives it: read at a later
-    // synchronisation it could surface inside a collective on this rank
-    // only, and strand the others there until the timeout. (One wait for
-    // the stream a call; a step makes one call a micro-batch.)
-    CUDA_CHECK(cudaMemcpyAsync(im->bad_label_host, im->bad_label, sizeof(int),
-                               cudaMemcpyDeviceToHost, stream_(dev)));
-    CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
-    if (*im->bad_label_host) {
-        *im->bad_label_host = 0;
-        CUDA_CHECK(cudaMemsetAsync(im->bad_label, 0, sizeof(int), stream_(dev)));
-        CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+           grad_scale, im->bad_index);
+    // (A step makes one call a micro-batch.)
+    int bad;
+    TRY(read_bad_index_(dev, im, &bad));
+    if (bad) {
         log_error("softmax_xent: a label is outside [0, %d)", classes);
         return VGPU_EINVAL;
     }
