@@ -51,6 +51,9 @@ struct math_ops {
     int (*adam_step)(device_t *dev, float *param, const float *grad, float *m, float *v, size_t n,
                      float lr, float beta1, float beta2, float eps, float weight_decay,
                      float bias_corr1, float bias_corr2, int decoupled);
+    int (*add)(device_t *dev, float *out, const float *a, const float *b, size_t n);
+    int (*scale)(device_t *dev, float *x, float s, size_t n);
+    int (*sum_squares)(device_t *dev, float *out, const float *x, size_t n);
 };
 
 // The math for dev (math_ops.c's registry: by what its memory is); NULL,
@@ -328,6 +331,75 @@ static inline int math_adam_step(device_t *dev, float *param, const float *grad,
     MATH_DEV_(v, n * MATH_F_, "v", "adam_step");
     MATH_CALL_(adam_step, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bias_corr1,
                bias_corr2, decoupled);
+}
+
+// out = a + b; out may be a or b (a residual connection, in place).
+KERNEL_FN void kernel_add(size_t i, float *out, const float *a, const float *b)
+{
+    out[i] = a[i] + b[i];
+}
+
+// out[i] = a[i] + b[i] for i < n; out may equal a or b.
+static inline int math_add(device_t *dev, float *out, const float *a, const float *b, size_t n)
+{
+    if (!n)
+        return 0;
+    MATH_DEV_(out, n * MATH_F_, "out", "add");
+    MATH_DEV_(a, n * MATH_F_, "a", "add");
+    MATH_DEV_(b, n * MATH_F_, "b", "add");
+    MATH_CALL_(add, out, a, b, n);
+}
+
+KERNEL_FN void kernel_scale(size_t i, float *x, float s) { x[i] *= s; }
+
+// x[i] *= s for i < n.
+static inline int math_scale(device_t *dev, float *x, float s, size_t n)
+{
+    if (!n)
+        return 0;
+    MATH_DEV_(x, n * MATH_F_, "x", "scale");
+    MATH_CALL_(scale, x, s, n);
+}
+
+// sum_squares's fixed partition, the same on every device and for any number
+// of threads: blocks of MATH_SQ_BLOCK elements; in a block, lane j of
+// MATH_SQ_LANES sums the elements j, j + 32, ... (in order, in double); the
+// block's sum is its lanes' in lane order, the total its blocks' in block
+// order (double), rounded to float once. A float's square is exact in
+// double, so an FMA could not change a bit either.
+#define MATH_SQ_BLOCK 4096
+#define MATH_SQ_LANES 32
+
+// Lane `lane` of block k (of x[0, n)): its elements' squares summed in order.
+KERNEL_FN double kernel_sum_squares_lane(size_t k, int lane, const float *x, size_t n)
+{
+    size_t end = (k + 1) * MATH_SQ_BLOCK < n ? (k + 1) * MATH_SQ_BLOCK : n;
+    double acc = 0.0;
+    for (size_t i = k * MATH_SQ_BLOCK + (size_t)lane; i < end; i += MATH_SQ_LANES)
+        acc += (double)x[i] * (double)x[i];
+    return acc;
+}
+
+// A block's sum from its lanes' (lane order), or the total from the blocks'
+// (block order): sum of p[0, count) in order from 0.
+KERNEL_FN double kernel_sum_in_order(const double *p, size_t count)
+{
+    double s = 0.0;
+    for (size_t j = 0; j < count; j++)
+        s += p[j];
+    return s;
+}
+
+// *out = sum of x[i]^2 for i < n (one float of device memory; 0 for n = 0),
+// by the partition above: the same bits on every device (the CPU and a GPU
+// alike) and every run, whatever the threads. For the global gradient norm.
+static inline int math_sum_squares(device_t *dev, float *out, const float *x, size_t n)
+{
+    MATH_DEV_(out, MATH_F_, "out", "sum_squares");
+    if (!n)
+        return device_zero(dev, out, MATH_F_);
+    MATH_DEV_(x, n * MATH_F_, "x", "sum_squares");
+    MATH_CALL_(sum_squares, out, x, n);
 }
 
 #endif

@@ -228,6 +228,46 @@ static int cpu_adam_step_(device_t *dev, float *param, const float *grad, float 
     return 0;
 }
 
+static int cpu_add_(device_t *dev, float *out, const float *a, const float *b, size_t n)
+{
+    float *o = V_(out);
+    const float *av = CV_(a), *bv = CV_(b);
+    for (size_t i = 0; i < n; i++)
+        kernel_add(i, o, av, bv);
+    return 0;
+}
+
+static int cpu_scale_(device_t *dev, float *x, float s, size_t n)
+{
+    float *xv = V_(x);
+    for (size_t i = 0; i < n; i++)
+        kernel_scale(i, xv, s);
+    return 0;
+}
+
+// kernel_sum_squares_lane's sums with a block's lanes side by side, so that
+// the loop vectorises: each lane adds the same terms in the same order, so
+// the bits are the partition's (math_ops.h), as on a GPU.
+static int cpu_sum_squares_(device_t *dev, float *out, const float *x, size_t n)
+{
+    const float *xv = CV_(x);
+    double total = 0.0;
+    for (size_t k = 0; k * MATH_SQ_BLOCK < n; k++) {
+        const float *blk = xv + k * MATH_SQ_BLOCK;
+        size_t len = n - k * MATH_SQ_BLOCK < MATH_SQ_BLOCK ? n - k * MATH_SQ_BLOCK : MATH_SQ_BLOCK;
+        double lane[MATH_SQ_LANES] = {0};
+        size_t i = 0;
+        for (; i + MATH_SQ_LANES <= len; i += MATH_SQ_LANES)
+            for (size_t j = 0; j < MATH_SQ_LANES; j++)
+                lane[j] += (double)blk[i + j] * (double)blk[i + j];
+        for (size_t j = 0; i + j < len; j++)
+            lane[j] += (double)blk[i + j] * (double)blk[i + j];
+        total += kernel_sum_in_order(lane, MATH_SQ_LANES);
+    }
+    *V_(out) = (float)total;
+    return 0;
+}
+
 static const struct math_ops math_cpu_ops_ = {
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
@@ -238,6 +278,9 @@ static const struct math_ops math_cpu_ops_ = {
     .axpby = cpu_axpby_,
     .sgd_step = cpu_sgd_step_,
     .adam_step = cpu_adam_step_,
+    .add = cpu_add_,
+    .scale = cpu_scale_,
+    .sum_squares = cpu_sum_squares_,
 };
 
 const struct math_ops *math_cpu_ops(void) { return &math_cpu_ops_; }

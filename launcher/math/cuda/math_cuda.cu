@@ -1,9 +1,9 @@
 // math_cuda.cu: the model's math on a CUDA virtual GPU (math_ops.h): one
 // __global__ wrapper a element function, launched on the device's stream,
 // and GEMM through cuBLAS (loaded when first used: cublas_lib.c) on the same
-// stream. A device's math state (the cuBLAS handle, the index flag) is made
-// at its first operation, so a program that only moves data and reduces
-// (collectives, an NCCL program) never loads cuBLAS.
+// stream. A device's math state (the cuBLAS handle, the index flag,
+// scratch) is made at its first operation, so a program that only moves
+// data and reduces (collectives, an NCCL program) never loads cuBLAS.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -29,6 +29,9 @@ struct math_cuda {
     cublasHandle_t blas;   // on the device's stream
     int *bad_index;        // device flag set on a label out of range
     int *bad_index_host;   // its copy (page-locked), read before the call returns
+    void *scratch;         // device memory the operations borrow, beside the cap (small:
+                           // sum_squares' partials)
+    size_t scratch_bytes;  // its size
 };
 
 static cudaStream_t stream_(const device_t *dev) { return (cudaStream_t)device_stream(dev); }
@@ -43,6 +46,8 @@ static void release_(device_t *dev)
         cudaFree(st->bad_index);
     if (st->bad_index_host)
         cudaFreeHost(st->bad_index_host);
+    if (st->scratch)
+        cudaFree(st->scratch);
     if (st->blas)
         cublasDestroy(st->blas);
     free(st);
@@ -81,6 +86,25 @@ static int state_(device_t *dev, struct math_cuda **out)
         }
     }
     *out = (struct math_cuda *)dev->math;
+    return 0;
+}
+
+// At least `bytes` of the state's scratch. Grown rarely (the first call, a
+// larger size); the old block may be in use by queued kernels, so the
+// stream is waited for before it is freed.
+static int scratch_(device_t *dev, struct math_cuda *st, size_t bytes, void **out)
+{
+    if (bytes > st->scratch_bytes) {
+        if (st->scratch) {
+            CUDA_CHECK(cudaStreamSynchronize(stream_(dev)));
+            CUDA_CHECK(cudaFree(st->scratch));
+            st->scratch = NULL;
+            st->scratch_bytes = 0;
+        }
+        CUDA_CHECK(cudaMalloc(&st->scratch, bytes));
+        st->scratch_bytes = bytes;
+    }
+    *out = st->scratch;
     return 0;
 }
 
@@ -160,6 +184,43 @@ __global__ void adam_step_kernel(float *p, const float *g, float *m, float *v, s
     GRID_STRIDE(i, n) kernel_adam_step(i, p, g, m, v, b1, b2, eps, wd, c, decoupled);
 }
 
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_add(i, out, a, b);
+}
+
+__global__ void scale_kernel(float *x, float s, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_scale(i, x, s);
+}
+
+static_assert(MATH_SQ_LANES == 32, "sum_squares: a block's lanes are a warp's");
+
+// A warp a block of sum_squares' partition: lane j sums its terms, then the
+// lanes' sums are added in lane order (kernel_sum_in_order, by shuffles).
+// The warp's block is the same for its 32 threads (256-thread blocks), so
+// the shuffles see every lane.
+__global__ void sum_squares_blocks_kernel(double *partial, const float *x, size_t n, size_t blocks)
+{
+    const int lane = threadIdx.x % MATH_SQ_LANES;
+    const size_t warps = (size_t)gridDim.x * blockDim.x / MATH_SQ_LANES;
+    for (size_t k = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / MATH_SQ_LANES; k < blocks;
+         k += warps) {
+        double v = kernel_sum_squares_lane(k, lane, x, n), s = 0.0;
+        for (int j = 0; j < MATH_SQ_LANES; j++)
+            s += __shfl_sync(0xffffffffu, v, j);
+        if (lane == 0)
+            partial[k] = s;
+    }
+}
+
+// The blocks' sums in block order, by one thread; rounded to float once.
+__global__ void sum_in_order_kernel(float *out, const double *partial, size_t blocks)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *out = (float)kernel_sum_in_order(partial, blocks);
+}
+
 // Makes the device current and launches on its stream.
 #define LAUNCH(kernel, n, ...)                                                               \
     do {                                                                                     \
@@ -234,6 +295,32 @@ static int cuda_adam_step_(device_t *dev, float *param, const float *grad, float
     return 0;
 }
 
+static int cuda_add_(device_t *dev, float *out, const float *a, const float *b, size_t n)
+{
+    LAUNCH(add_kernel, n, out, a, b, n);
+    return 0;
+}
+
+static int cuda_scale_(device_t *dev, float *x, float s, size_t n)
+{
+    LAUNCH(scale_kernel, n, x, s, n);
+    return 0;
+}
+
+// The partition's block sums into the state's scratch, then their sum; the
+// bits do not depend on the grid (math_ops.h).
+static int cuda_sum_squares_(device_t *dev, float *out, const float *x, size_t n)
+{
+    struct math_cuda *st;
+    TRY(state_(dev, &st));
+    const size_t blocks = (n + MATH_SQ_BLOCK - 1) / MATH_SQ_BLOCK;
+    void *partial;
+    TRY(scratch_(dev, st, blocks * sizeof(double), &partial));
+    LAUNCH(sum_squares_blocks_kernel, blocks * MATH_SQ_LANES, (double *)partial, x, n, blocks);
+    LAUNCH(sum_in_order_kernel, 1, out, (const double *)partial, blocks);
+    return 0;
+}
+
 static const struct math_ops math_cuda_ops_ = {
     /* .gemm = */ cuda_gemm_,
     /* .decode_u8 = */ cuda_decode_u8_,
@@ -244,6 +331,9 @@ static const struct math_ops math_cuda_ops_ = {
     /* .axpby = */ cuda_axpby_,
     /* .sgd_step = */ cuda_sgd_step_,
     /* .adam_step = */ cuda_adam_step_,
+    /* .add = */ cuda_add_,
+    /* .scale = */ cuda_scale_,
+    /* .sum_squares = */ cuda_sum_squares_,
 };
 
 extern "C" const struct math_ops *math_cuda_ops(void) { return &math_cuda_ops_; }
