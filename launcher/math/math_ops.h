@@ -1,6 +1,7 @@
 // math_ops.h: the operations a model computes with on a virtual GPU (GEMM,
-// elementwise layers, a loss, optimizer steps), apart from the device
-// backends, which keep memory, streams, copies, IPC and discovery (device.h).
+// elementwise layers, a loss, optimizer steps, a transformer's layers), apart
+// from the device backends, which keep memory, streams, copies, IPC and
+// discovery (device.h).
 //
 // One table of bodies a device kind (struct math_ops: cpu/math_cpu.c, CPU
 // loops and the build's BLAS; cuda/math_cuda.cu, CUDA kernels and cuBLAS on
@@ -10,7 +11,8 @@
 // arithmetic, that is a KERNEL_FN of an index next to it (the CPU calls it
 // in a loop, a __global__ wrapper on the GPU), so the CPU tests test the
 // GPU's math too. A new operation: a member, its element function and its
-// entry here, and a body in each backend's file (3 files, this folder).
+// entry here (or in its family's header, which this one includes at its end:
+// math_transformer.h), and a body in each backend's file (this folder).
 //
 // The entries are inlined into their callers, vgpu_train's models among
 // them (through libvgpu: launcher/api/trainer/vgpu/vgpu_math.h), so what
@@ -54,6 +56,24 @@ struct math_ops {
     int (*add)(device_t *dev, float *out, const float *a, const float *b, size_t n);
     int (*scale)(device_t *dev, float *x, float s, size_t n);
     int (*sum_squares)(device_t *dev, float *out, const float *x, size_t n);
+    // The transformer's operations (math_transformer.h).
+    int (*embed_forward)(device_t *dev, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C, int V);
+    int (*embed_backward)(device_t *dev, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C, int V);
+    int (*layernorm_forward)(device_t *dev, float *out, float *mean, float *rstd,
+                             const float *inp, const float *weight, const float *bias, int rows,
+                             int C);
+    int (*layernorm_backward)(device_t *dev, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int rows, int C);
+    int (*attention_forward)(device_t *dev, float *out, float *att, const float *qkv, int B,
+                             int T, int C, int NH);
+    int (*attention_backward)(device_t *dev, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH);
+    int (*gelu_forward)(device_t *dev, float *out, const float *inp, size_t n);
+    int (*gelu_backward)(device_t *dev, float *dinp, const float *inp, const float *dout,
+                         size_t n);
 };
 
 // The math for dev (math_ops.c's registry: by what its memory is); NULL,
@@ -401,5 +421,8 @@ static inline int math_sum_squares(device_t *dev, float *out, const float *x, si
     MATH_DEV_(x, n * MATH_F_, "x", "sum_squares");
     MATH_CALL_(sum_squares, out, x, n);
 }
+
+// The transformer's operations: embeddings, layer norm, attention, GELU.
+#include "math_transformer.h"
 
 #endif

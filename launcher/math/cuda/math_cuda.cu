@@ -1,9 +1,10 @@
-// math_cuda.cu: the model's math on a CUDA virtual GPU (math_ops.h): one
-// __global__ wrapper a element function, launched on the device's stream,
-// and GEMM through cuBLAS (loaded when first used: cublas_lib.c) on the same
-// stream. A device's math state (the cuBLAS handle, the index flag,
-// scratch) is made at its first operation, so a program that only moves
-// data and reduces (collectives, an NCCL program) never loads cuBLAS.
+// math_cuda.cu: the model's math on a CUDA virtual GPU (math_ops.h,
+// math_transformer.h): one __global__ wrapper a element function, launched
+// on the device's stream, and GEMM through cuBLAS (loaded when first used:
+// cublas_lib.c) on the same stream. A device's math state (the cuBLAS
+// handle, the index flag, scratch) is made at its first operation, so a
+// program that only moves data and reduces (collectives, an NCCL program)
+// never loads cuBLAS.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -27,10 +28,10 @@ static int cublas_check_(cublasStatus_t rc, const char *what, const char *file, 
 
 struct math_cuda {
     cublasHandle_t blas;   // on the device's stream
-    int *bad_index;        // device flag set on a label out of range
+    int *bad_index;        // device flag set on a label or token out of range
     int *bad_index_host;   // its copy (page-locked), read before the call returns
     void *scratch;         // device memory the operations borrow, beside the cap (small:
-                           // sum_squares' partials)
+                           // sum_squares' partials, embed_backward's chains)
     size_t scratch_bytes;  // its size
 };
 
@@ -221,6 +222,107 @@ __global__ void sum_in_order_kernel(float *out, const double *partial, size_t bl
         *out = (float)kernel_sum_in_order(partial, blocks);
 }
 
+// ---- the transformer (math_transformer.h) ----
+
+__global__ void embed_forward_kernel(float *out, const int32_t *tokens, const float *wte,
+                                     const float *wpe, int T, int C, int V, size_t n, int *bad)
+{
+    GRID_STRIDE(i, n)
+    {
+        const size_t bt = i / (size_t)C;
+        if (kernel_token_ok(tokens[bt], V))
+            kernel_embed_forward(bt, i % (size_t)C, out, tokens, wte, wpe, T, C);
+        else
+            *bad = 1;
+    }
+}
+
+__global__ void embed_link_kernel(int32_t *next, uint8_t *has_prev, const int32_t *tokens,
+                                  size_t positions, int V, int *bad)
+{
+    GRID_STRIDE(bt, positions)
+    if (!kernel_embed_link(bt, next, has_prev, tokens, positions, V))
+        *bad = 1;
+}
+
+// A thread an element of a token's row, for the first position of each
+// token (the others are on its chain).
+__global__ void embed_backward_wte_kernel(float *dwte, const float *dout, const int32_t *tokens,
+                                          const int32_t *next, const uint8_t *has_prev, int C,
+                                          size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        const size_t bt = i / (size_t)C;
+        if (!has_prev[bt])
+            kernel_embed_backward_wte(bt, i % (size_t)C, dwte, dout, tokens, next, C);
+    }
+}
+
+__global__ void embed_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C,
+                                          size_t n)
+{
+    GRID_STRIDE(i, n) kernel_embed_backward_wpe(i, dwpe, dout, B, T, C);
+}
+
+__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                         const float *weight, const float *bias, int rows, int C)
+{
+    GRID_STRIDE(r, (size_t)rows) kernel_layernorm_forward(r, out, mean, rstd, inp, weight, bias, C);
+}
+
+__global__ void layernorm_backward_row_kernel(float *dinp, const float *dout, const float *inp,
+                                              const float *weight, const float *mean,
+                                              const float *rstd, int rows, int C)
+{
+    GRID_STRIDE(r, (size_t)rows)
+    kernel_layernorm_backward_row(r, dinp, dout, inp, weight, mean, rstd, C);
+}
+
+__global__ void layernorm_backward_param_kernel(float *dweight, float *dbias, const float *dout,
+                                                const float *inp, const float *mean,
+                                                const float *rstd, int rows, int C)
+{
+    GRID_STRIDE(c, (size_t)C)
+    kernel_layernorm_backward_param(c, dweight, dbias, dout, inp, mean, rstd, rows, C);
+}
+
+__global__ void attention_softmax_kernel(float *att, const float *qkv, int T, int C, int NH,
+                                         size_t rows)
+{
+    GRID_STRIDE(r, rows) kernel_attention_softmax(r, att, qkv, T, C, NH);
+}
+
+__global__ void attention_out_kernel(float *out, const float *att, const float *qkv, int T, int C,
+                                     int NH, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_attention_out(i, out, att, qkv, T, C, NH);
+}
+
+__global__ void attention_backward_q_kernel(float *dqkv, float *datt, const float *dout,
+                                            const float *qkv, const float *att, int T, int C,
+                                            int NH, size_t rows)
+{
+    GRID_STRIDE(r, rows) kernel_attention_backward_q(r, dqkv, datt, dout, qkv, att, T, C, NH);
+}
+
+__global__ void attention_backward_kv_kernel(float *dqkv, const float *datt, const float *dout,
+                                             const float *qkv, const float *att, int T, int C,
+                                             int NH, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_attention_backward_kv(i, dqkv, datt, dout, qkv, att, T, C, NH);
+}
+
+__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_gelu_forward(i, out, inp);
+}
+
+__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    GRID_STRIDE(i, n) kernel_gelu_backward(i, dinp, inp, dout);
+}
+
 // Makes the device current and launches on its stream.
 #define LAUNCH(kernel, n, ...)                                                               \
     do {                                                                                     \
@@ -321,6 +423,102 @@ static int cuda_sum_squares_(device_t *dev, float *out, const float *x, size_t n
     return 0;
 }
 
+static int cuda_embed_forward_(device_t *dev, float *out, const int32_t *tokens,
+                               const float *wte, const float *wpe, int B, int T, int C, int V)
+{
+    struct math_cuda *st;
+    TRY(state_(dev, &st));
+    const size_t n = (size_t)B * T * C;
+    LAUNCH(embed_forward_kernel, n, out, tokens, wte, wpe, T, C, V, n, st->bad_index);
+    int bad;
+    TRY(read_bad_index_(dev, st, &bad));
+    if (bad) {
+        log_error("embed_forward: a token is outside [0, %d)", V);
+        return VGPU_EINVAL;
+    }
+    return 0;
+}
+
+// The chains of positions a token (kernel_embed_link) in the state's
+// scratch, the tokens' verdict read, then the sums; nothing is written on
+// a bad token.
+static int cuda_embed_backward_(device_t *dev, float *dwte, float *dwpe, const float *dout,
+                                const int32_t *tokens, int B, int T, int C, int V)
+{
+    struct math_cuda *st;
+    TRY(state_(dev, &st));
+    const size_t positions = (size_t)B * T;
+    void *chains;
+    TRY(scratch_(dev, st, positions * (sizeof(int32_t) + 1), &chains));
+    int32_t *next = (int32_t *)chains;
+    uint8_t *has_prev = (uint8_t *)(next + positions);
+    CUDA_CHECK(cudaMemsetAsync(has_prev, 0, positions, stream_(dev)));
+    LAUNCH(embed_link_kernel, positions, next, has_prev, tokens, positions, V, st->bad_index);
+    int bad;
+    TRY(read_bad_index_(dev, st, &bad));
+    if (bad) {
+        log_error("embed_backward: a token is outside [0, %d)", V);
+        return VGPU_EINVAL;
+    }
+    LAUNCH(embed_backward_wte_kernel, positions * C, dwte, dout, tokens, next, has_prev, C,
+           positions * C);
+    LAUNCH(embed_backward_wpe_kernel, (size_t)T * C, dwpe, dout, B, T, C, (size_t)T * C);
+    return 0;
+}
+
+static int cuda_layernorm_forward_(device_t *dev, float *out, float *mean, float *rstd,
+                                   const float *inp, const float *weight, const float *bias,
+                                   int rows, int C)
+{
+    LAUNCH(layernorm_forward_kernel, (size_t)rows, out, mean, rstd, inp, weight, bias, rows, C);
+    return 0;
+}
+
+static int cuda_layernorm_backward_(device_t *dev, float *dinp, float *dweight, float *dbias,
+                                    const float *dout, const float *inp, const float *weight,
+                                    const float *mean, const float *rstd, int rows, int C)
+{
+    LAUNCH(layernorm_backward_row_kernel, (size_t)rows, dinp, dout, inp, weight, mean, rstd,
+           rows, C);
+    LAUNCH(layernorm_backward_param_kernel, (size_t)C, dweight, dbias, dout, inp, mean, rstd,
+           rows, C);
+    return 0;
+}
+
+static int cuda_attention_forward_(device_t *dev, float *out, float *att, const float *qkv,
+                                   int B, int T, int C, int NH)
+{
+    const size_t rows = (size_t)B * NH * T, n = (size_t)B * T * C;
+    LAUNCH(attention_softmax_kernel, rows, att, qkv, T, C, NH, rows);
+    LAUNCH(attention_out_kernel, n, out, att, qkv, T, C, NH, n);
+    return 0;
+}
+
+// Two passes: every datt row (and dq) first, then dk and dv, which read
+// whole columns of datt.
+static int cuda_attention_backward_(device_t *dev, float *dqkv, float *datt, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH)
+{
+    const size_t rows = (size_t)B * NH * T, n = (size_t)B * T * C;
+    LAUNCH(attention_backward_q_kernel, rows, dqkv, datt, dout, qkv, att, T, C, NH, rows);
+    LAUNCH(attention_backward_kv_kernel, n, dqkv, datt, dout, qkv, att, T, C, NH, n);
+    return 0;
+}
+
+static int cuda_gelu_forward_(device_t *dev, float *out, const float *inp, size_t n)
+{
+    LAUNCH(gelu_forward_kernel, n, out, inp, n);
+    return 0;
+}
+
+static int cuda_gelu_backward_(device_t *dev, float *dinp, const float *inp, const float *dout,
+                               size_t n)
+{
+    LAUNCH(gelu_backward_kernel, n, dinp, inp, dout, n);
+    return 0;
+}
+
 static const struct math_ops math_cuda_ops_ = {
     /* .gemm = */ cuda_gemm_,
     /* .decode_u8 = */ cuda_decode_u8_,
@@ -334,6 +532,14 @@ static const struct math_ops math_cuda_ops_ = {
     /* .add = */ cuda_add_,
     /* .scale = */ cuda_scale_,
     /* .sum_squares = */ cuda_sum_squares_,
+    /* .embed_forward = */ cuda_embed_forward_,
+    /* .embed_backward = */ cuda_embed_backward_,
+    /* .layernorm_forward = */ cuda_layernorm_forward_,
+    /* .layernorm_backward = */ cuda_layernorm_backward_,
+    /* .attention_forward = */ cuda_attention_forward_,
+    /* .attention_backward = */ cuda_attention_backward_,
+    /* .gelu_forward = */ cuda_gelu_forward_,
+    /* .gelu_backward = */ cuda_gelu_backward_,
 };
 
 extern "C" const struct math_ops *math_cuda_ops(void) { return &math_cuda_ops_; }
