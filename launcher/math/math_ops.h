@@ -74,6 +74,7 @@ struct math_ops {
     int (*gelu_forward)(device_t *dev, float *out, const float *inp, size_t n);
     int (*gelu_backward)(device_t *dev, float *dinp, const float *inp, const float *dout,
                          size_t n);
+    int (*seq_stats)(device_t *dev, float *out, const float *xent, int B, int T);
 };
 
 // The math for dev (math_ops.c's registry: by what its memory is); NULL,
@@ -417,7 +418,7 @@ static inline int math_sum_squares(device_t *dev, float *out, const float *x, si
 {
     MATH_DEV_(out, MATH_F_, "out", "sum_squares");
     if (!n)
-        return device_zero(dev, out, MATH_F_);
+        return vgpu_math_zero(dev, out, MATH_F_);
     MATH_DEV_(x, n * MATH_F_, "x", "sum_squares");
     MATH_CALL_(sum_squares, out, x, n);
 }

@@ -448,4 +448,34 @@ static inline int math_gelu_backward(device_t *dev, float *dinp, const float *in
     MATH_CALL_(gelu_backward, dinp, inp, dout, n);
 }
 
+// ---- a sequence's figures ----
+
+// Row b of out: the sums over its T positions of softmax_xent's per-position
+// stats (loss, top-1, top-5: xent [B*T, XENT_STATS]), in position order, then
+// T itself (a figure's divisor: per position, whatever the context).
+#define MATH_SEQ_STATS (XENT_STATS + 1)
+KERNEL_FN void kernel_seq_stats(size_t b, float *out, const float *xent, int T)
+{
+    float sums[XENT_STATS] = {0.0f, 0.0f, 0.0f};
+    const float *x = xent + b * (size_t)T * XENT_STATS;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < XENT_STATS; k++)
+            sums[k] += x[(size_t)t * XENT_STATS + k];
+    for (int k = 0; k < XENT_STATS; k++)
+        out[b * MATH_SEQ_STATS + k] = sums[k];
+    out[b * MATH_SEQ_STATS + XENT_STATS] = (float)T;
+}
+
+// out [B, MATH_SEQ_STATS]: each sequence's summed stats (kernel_seq_stats).
+static inline int math_seq_stats(device_t *dev, float *out, const float *xent, int B, int T)
+{
+    if (B < 0 || T < 1)
+        return VGPU_EINVAL;
+    if (B == 0)
+        return 0;
+    MATH_DEV_(out, (size_t)B * MATH_SEQ_STATS * MATH_F_, "out", "seq_stats");
+    MATH_DEV_(xent, (size_t)B * T * XENT_STATS * MATH_F_, "xent", "seq_stats");
+    MATH_CALL_(seq_stats, out, xent, B, T);
+}
+
 #endif

@@ -428,6 +428,15 @@ static int cpu_gelu_backward_(device_t *dev, float *dinp, const float *inp, cons
     return 0;
 }
 
+static int cpu_seq_stats_(device_t *dev, float *out, const float *xent, int B, int T)
+{
+    float *o = V_(out);
+    const float *x = CV_(xent);
+    for (size_t b = 0; b < (size_t)B; b++)
+        kernel_seq_stats(b, o, x, T);
+    return 0;
+}
+
 static const struct math_ops math_cpu_ops_ = {
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
@@ -449,6 +458,7 @@ static const struct math_ops math_cpu_ops_ = {
     .attention_backward = cpu_attention_backward_,
     .gelu_forward = cpu_gelu_forward_,
     .gelu_backward = cpu_gelu_backward_,
+    .seq_stats = cpu_seq_stats_,
 };
 
 const struct math_ops *math_cpu_ops(void) { return &math_cpu_ops_; }

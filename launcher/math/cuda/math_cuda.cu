@@ -323,6 +323,11 @@ __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float 
     GRID_STRIDE(i, n) kernel_gelu_backward(i, dinp, inp, dout);
 }
 
+__global__ void seq_stats_kernel(float *out, const float *xent, int T, size_t B)
+{
+    GRID_STRIDE(b, B) kernel_seq_stats(b, out, xent, T);
+}
+
 // Makes the device current and launches on its stream.
 #define LAUNCH(kernel, n, ...)                                                               \
     do {                                                                                     \
@@ -519,6 +524,12 @@ static int cuda_gelu_backward_(device_t *dev, float *dinp, const float *inp, con
     return 0;
 }
 
+static int cuda_seq_stats_(device_t *dev, float *out, const float *xent, int B, int T)
+{
+    LAUNCH(seq_stats_kernel, (size_t)B, out, xent, T, (size_t)B);
+    return 0;
+}
+
 static const struct math_ops math_cuda_ops_ = {
     /* .gemm = */ cuda_gemm_,
     /* .decode_u8 = */ cuda_decode_u8_,
@@ -540,6 +551,7 @@ static const struct math_ops math_cuda_ops_ = {
     /* .attention_backward = */ cuda_attention_backward_,
     /* .gelu_forward = */ cuda_gelu_forward_,
     /* .gelu_backward = */ cuda_gelu_backward_,
+    /* .seq_stats = */ cuda_seq_stats_,
 };
 
 extern "C" const struct math_ops *math_cuda_ops(void) { return &math_cuda_ops_; }
