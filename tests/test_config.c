@@ -153,7 +153,7 @@ static void test_defaults(void **state)
     assert_string_equal(c->t.data.path, "/usr/share/datasets/fashion-mnist");
     assert_int_equal(c->t.data.fallback_synthetic, 1);
     assert_int_equal(c->t.data.synthetic_features, 784);
-    assert_int_equal(c->t.data.context, 128);
+    assert_int_equal(c->t.model.context, 128);
     assert_true(c->t.data.val_fraction == 0.1);
     assert_string_equal(c->t.checkpoint.dir, "");
     assert_int_equal(c->t.checkpoint.keep_last, 3); // a few, not every one (issue 32)
@@ -922,7 +922,7 @@ static void test_ranges_at_boundaries(void **state)
 }
 
 // Where the data is read from: data.path, but text left at the IDX default
-// (or empty) reads fortunes' directory; text's context is data.context.
+// (or empty) reads fortunes' directory; text's context is model.context.
 static void test_data_path(void **state)
 {
     struct job_cfg *c = *state;
@@ -938,7 +938,7 @@ static void test_data_path(void **state)
     assert_int_equal(jc_apply_override(c, "data.dataset=mnist-idx", err, sizeof err), 0);
     assert_string_equal(train_data_path(&c->t), "/srv/text");
     assert_int_equal(train_text_context(&c->t), 128);
-    assert_int_equal(jc_apply_override(c, "data.context=1024", err, sizeof err), 0);
+    assert_int_equal(jc_apply_override(c, "model.context=1024", err, sizeof err), 0);
     assert_int_equal(train_text_context(&c->t), 1024);
 }
 

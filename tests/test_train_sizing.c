@@ -107,21 +107,40 @@ static void test_max_rows(void **state)
     struct train_config cfg;
     small_config_(&cfg);
     // 1024 over 2 ranks: 512 rows; over 8: 128 rows, but evaluation chunks need EVAL_CHUNK.
-    assert_int_equal(train_max_rows(&cfg, 2), 512);
-    assert_int_equal(train_max_rows(&cfg, 8), EVAL_CHUNK);
+    assert_int_equal(train_max_rows(&cfg, 2, 1), 512);
+    assert_int_equal(train_max_rows(&cfg, 8, 1), EVAL_CHUNK);
     // Too many ranks to split: sized for the whole batch.
-    assert_int_equal(train_max_rows(&cfg, TRAIN_MAX_RANKS + 1), 1024);
+    assert_int_equal(train_max_rows(&cfg, TRAIN_MAX_RANKS + 1, 1), 1024);
     // Dynamic balance may give a rank twice an equal share.
     cfg.train.balance = BALANCE_DYNAMIC;
-    assert_int_equal(train_max_rows(&cfg, 4), 512);
+    assert_int_equal(train_max_rows(&cfg, 4, 1), 512);
     cfg.train.balance = BALANCE_STATIC;
     // Deterministic: one micro-batch at a time.
     cfg.train.deterministic = 1;
     cfg.train.micro_batches = 2;
-    assert_int_equal(train_max_rows(&cfg, 4), 512);
+    assert_int_equal(train_max_rows(&cfg, 4, 1), 512);
     // Staging holds whole global batches only for --verify's replay.
     assert_int_equal(train_staging_rows(&cfg, 512, 0), 512);
     assert_int_equal(train_staging_rows(&cfg, 512, 1), 1024);
+}
+
+// Evaluation chunks: EVAL_CHUNK rows of one label; sequences by positions,
+// at least one row; the model is sized for the larger of a batch's piece and
+// a chunk.
+static void test_eval_rows(void **state)
+{
+    (void)state;
+    assert_int_equal(train_eval_rows(1), EVAL_CHUNK);
+    assert_int_equal(train_eval_rows(0), EVAL_CHUNK);
+    assert_int_equal(train_eval_rows(64), EVAL_CHUNK_LABELS / 64);
+    assert_int_equal(train_eval_rows(EVAL_CHUNK_LABELS / 2), 2);
+    assert_int_equal(train_eval_rows(EVAL_CHUNK_LABELS / 2 + 1), 1);
+    assert_int_equal(train_eval_rows(EVAL_CHUNK_LABELS * 4), 1);
+    struct train_config cfg;
+    small_config_(&cfg);
+    cfg.train.batch_size = 32; // 16 rows a rank over 2
+    assert_int_equal(train_max_rows(&cfg, 2, 1024), 16);
+    assert_int_equal(train_max_rows(&cfg, 2, 64), EVAL_CHUNK_LABELS / 64);
 }
 
 // The formula, term by term, for the modes and options that add to it.
@@ -173,7 +192,7 @@ static void test_device_bytes_fit(void **state)
     vgpu_t *dev = test_rank_room(need);
     int dims[MLP_MAX_DIMS], n;
     assert_int_equal(mlp_dims_for(&cfg, &coded, dims, &n), 0);
-    const int rows = train_max_rows(&cfg, nranks);
+    const int rows = train_max_rows(&cfg, nranks, 1);
     struct mlp m;
     struct optimizer opt;
     void *codes, *lut;
@@ -213,6 +232,7 @@ int main(void)
         cmocka_unit_test(test_rank_rows),
         cmocka_unit_test(test_micro_split),
         cmocka_unit_test(test_max_rows),
+        cmocka_unit_test(test_eval_rows),
         cmocka_unit_test(test_device_bytes_terms),
         cmocka_unit_test(test_device_bytes_fit),
         cmocka_unit_test(test_largest_collective),

@@ -23,8 +23,11 @@ int optim_init(struct optimizer *o, vgpu_t *dev, const struct train_config *cfg,
     o->beta1 = (float)cfg->train.beta1;
     o->beta2 = (float)cfg->train.beta2;
     o->eps = (float)cfg->train.eps;
+    o->clip = (float)cfg->train.grad_clip;
     o->state_count = n * (size_t)optim_state_per_param(o->kind);
-    return job_alloc_floats(dev, o->state_count, &o->state);
+    TRY(job_alloc_floats(dev, o->state_count + 1, &o->state)); // + the clip's scalar
+    o->norm_sq = o->state + o->state_count;
+    return 0;
 }
 
 void optim_free(struct optimizer *o, vgpu_t *dev)
@@ -56,8 +59,25 @@ int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const fl
                           o->weight_decay, (float)corr1, (float)corr2, o->kind == OPTIM_ADAMW);
 }
 
-int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr)
+int optim_clip(struct optimizer *o, vgpu_t *dev, float *grads)
 {
+    o->last_norm = 0;
+    if (o->clip <= 0)
+        return 0;
+    device_t *d = vgpu_math_device(dev);
+    float sum_sq;
+    TRY(math_sum_squares(d, o->norm_sq, grads, o->n));
+    TRY(vgpu_memcpy_dtoh(dev, &sum_sq, o->norm_sq, sizeof sum_sq));
+    const float norm = sqrtf(sum_sq);
+    o->last_norm = norm;
+    // torch's arithmetic: float32 throughout, the 1e-6 guarding a zero norm.
+    const float coef = o->clip / (norm + 1e-6f);
+    return coef < 1.0f ? math_scale(d, grads, coef, o->n) : 0;
+}
+
+int optim_step(struct optimizer *o, vgpu_t *dev, float *params, float *grads, float lr)
+{
+    TRY(optim_clip(o, dev, grads));
     optim_begin_step(o);
     return optim_update_range(o, dev, params, grads, lr, 0, o->n);
 }

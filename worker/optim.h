@@ -15,6 +15,9 @@ struct optimizer {
     size_t state_count;     // floats in state
     long t;                 // steps taken (Adam bias correction)
     float momentum, weight_decay, beta1, beta2, eps;
+    float clip;             // train.grad_clip: the gradient's largest global norm; 0: none
+    float *norm_sq;         // device: one float past the state, the clip's sum of squares
+    double last_norm;       // the gradient norm the last optim_step clipped by (0: no clip)
 };
 
 // Floats of optimizer state per parameter for an optimizer (config.h's enum).
@@ -24,10 +27,18 @@ int optim_state_per_param(enum optim_kind kind);
 int optim_init(struct optimizer *o, vgpu_t *dev, const struct train_config *cfg, size_t n);
 void optim_free(struct optimizer *o, vgpu_t *dev);
 
-// One update of params from grads (both device, [n]) with learning rate lr.
-int optim_step(struct optimizer *o, vgpu_t *dev, float *params, const float *grads, float lr);
+// One update of params from grads (both device, [n]) with learning rate lr,
+// after clipping grads by their norm when train.grad_clip is set (below).
+int optim_step(struct optimizer *o, vgpu_t *dev, float *params, float *grads, float lr);
 
-// The same step in pieces, for a sharded update: optim_begin_step once per
+// As torch.nn.utils.clip_grad_norm_: grads (the whole summed gradient, every
+// rank the same bits) scaled by clip / (norm + 1e-6) when that is below 1,
+// norm the L2 norm of all n (summed in double in a fixed order, so the same
+// on every rank and run). The norm into o->last_norm. No-op when clip is 0.
+int optim_clip(struct optimizer *o, vgpu_t *dev, float *grads);
+
+// The same step in pieces, for a sharded update (without clipping, which
+// needs the whole gradient first): optim_begin_step once per
 // step, then optim_update_range on ranges [first, first + count) that
 // together cover what this rank updates (params and grads are the whole
 // buffers; the ranges index into them and into the state). The result on

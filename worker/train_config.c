@@ -27,6 +27,15 @@ static const struct config_key keys_[] = {
     {"model", "type", CONFIG_ENUM, F_(model, type), 0, "mlp", 0, 0, models_, MODEL_TYPE_DOC},
     {"model", "hidden", CONFIG_INT_LIST, F_(model, hidden), 0, "256,128", 1, 65536, NULL,
      "hidden layer widths of the MLP, e.g. 256,128"},
+    {"model", "layers", CONFIG_INT, F_(model, layers), 0, "2", 1, 64, NULL,
+     "gpt: transformer blocks"},
+    {"model", "heads", CONFIG_INT, F_(model, heads), 0, "4", 1, 1024, NULL,
+     "gpt: attention heads a block (channels a multiple of heads)"},
+    {"model", "channels", CONFIG_INT, F_(model, channels), 0, "128", 1, 65536, NULL,
+     "gpt: width of the residual stream (the MLP is 4 times as wide)"},
+    {"model", "context", CONFIG_INT, F_(model, context), 0, "128", 1, 1 << 20, NULL,
+     "gpt: tokens a training sequence (text: bytes; the training and the validation part "
+     "each need at least context + 1), and the positions the model has"},
 
     {"train", "epochs", CONFIG_INT, F_(train, epochs), 0, "15", 1, 100000, NULL, "passes over the training set"},
     {"train", "batch_size", CONFIG_INT, F_(train, batch_size), 0, "256", 1, 1 << 24, NULL,
@@ -66,11 +75,14 @@ static const struct config_key keys_[] = {
      "deterministic mode: micro-batches per global batch"},
     {"train", "check_replicas_every", CONFIG_INT, F_(train, check_replicas_every), 0, "100", 0, BIG, NULL,
      "steps between replica hash checks; 0 = off"},
+    {"train", "grad_clip", CONFIG_FLOAT, F_(train, grad_clip), 0, "0", 0, 1e30, NULL,
+     "clip the summed gradient to this global L2 norm before each step, as PyTorch's "
+     "clip_grad_norm_ (the optimizer step is then not sharded); 0 = no clipping"},
     {"train", "shard_optimizer", CONFIG_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 
     {"data", "dataset", CONFIG_ENUM, F_(data, dataset), 0, "fashion-mnist", 0, 0, datasets_,
-     "training data (text: data.path's bytes as sequences of data.context bytes with next-byte "
+     "training data (text: data.path's bytes as sequences of model.context bytes with next-byte "
      "labels, for a byte-level model)"},
     {"data", "path", CONFIG_STR, F_(data, path), S_(data, path), TRAIN_DEFAULT_DATA_PATH, 0, 0, NULL,
      "directory of the four MNIST-format IDX files (.gz or plain); text: a file, or a directory's "
@@ -92,9 +104,6 @@ static const struct config_key keys_[] = {
      "synthetic dataset: test samples"},
     {"data", "synthetic_features", CONFIG_INT, F_(data, synthetic_features), 0, "784", 1, 1 << 20, NULL,
      "synthetic dataset: values per sample"},
-    {"data", "context", CONFIG_INT, F_(data, context), 0, "128", 1, 1 << 20, NULL,
-     "text: bytes a sequence (the model's context); the training and the validation part each "
-     "need at least context + 1 bytes"},
     {"data", "val_fraction", CONFIG_FLOAT, F_(data, val_fraction), 0, "0.1", 0.001, 0.9, NULL,
      "text: the last this share of the bytes, cut at a sequence boundary, is the validation "
      "(test) set; the rest trains"},
@@ -209,7 +218,7 @@ const char *train_data_path(const struct train_config *tc)
 
 int train_text_context(const struct train_config *tc)
 {
-    return (int)tc->data.context;
+    return (int)tc->model.context;
 }
 
 const char *train_config_enum_name(const char *section, const char *key, int value)

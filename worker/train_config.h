@@ -42,6 +42,7 @@ struct train_config {
     struct {
         enum model_kind type;      // the model trained (worker/models/models.h's list)
         struct config_int_list hidden; // hidden layer widths
+        long layers, heads, channels, context; // the gpt's
     } model;
     struct {
         long epochs;
@@ -65,6 +66,7 @@ struct train_config {
         long micro_batches;        // deterministic mode: micro-batches per global batch
         long check_replicas_every; // steps between replica hash checks; 0 = off
         int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
+        double grad_clip;          // the summed gradient's largest norm; 0 = no clipping
     } train;
     struct {
         enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic | text
@@ -76,7 +78,6 @@ struct train_config {
         long synthetic_train;      // synthetic set sizes
         long synthetic_test;
         long synthetic_features;   // synthetic sample width
-        long context;              // text: bytes a sequence (read through train_text_context)
         double val_fraction;       // text: share of the bytes, at the end, for validation
     } data;
     struct {
@@ -110,8 +111,8 @@ int train_config_load_job_text(struct train_config *tc, struct config *vgpu, con
 // Where the data is read from: data.path, except for text when data.path is
 // empty or left at the IDX default (never a text): TRAIN_DEFAULT_TEXT_PATH.
 const char *train_data_path(const struct train_config *tc);
-// A text set's context, bytes a sequence: data.context until the GPT's
-// model.context owns it (issue 46); the one place that reads the key.
+// A text set's context, bytes a sequence: model.context (the model's
+// positions); the one place the data reads it.
 int train_text_context(const struct train_config *tc);
 // e.g. train_config_enum_name("train", "optimizer", OPTIM_ADAM) = "adam".
 const char *train_config_enum_name(const char *section, const char *key, int value);

@@ -208,7 +208,7 @@ int trainer_prepare(struct trainer *t)
             log_error("%d ranks: this build trains with at most %d", job->size, TRAIN_MAX_RANKS);
         return VGPU_ECONFIG;
     }
-    const int max_rows = train_max_rows(cfg, job->size);
+    const int max_rows = train_max_rows(cfg, job->size, dataset_label_width(&t->data->train));
     TRY(model_init(&t->model, t->dev, cfg, &t->data->train, max_rows));
     TRY(optim_init(&t->opt, t->dev, cfg, t->model.param_count));
     TRY(train_staging_prepare(t, max_rows));

@@ -40,7 +40,14 @@ long train_rank_rows(const struct train_config *cfg, int nranks, int rank)
     return counts[rank];
 }
 
-int train_max_rows(const struct train_config *cfg, int nranks)
+long train_eval_rows(int label_width)
+{
+    if (label_width <= 1)
+        return EVAL_CHUNK;
+    return EVAL_CHUNK_LABELS / label_width > 1 ? EVAL_CHUNK_LABELS / label_width : 1;
+}
+
+int train_max_rows(const struct train_config *cfg, int nranks, int label_width)
 {
     long most = 1;
     if (cfg->train.deterministic) {
@@ -55,8 +62,9 @@ int train_max_rows(const struct train_config *cfg, int nranks)
         if (cfg->train.balance == BALANCE_DYNAMIC)
             most = balance_max_rows(cfg->train.batch_size, nranks, counts);
     }
-    // Evaluation runs in chunks of EVAL_CHUNK rows through the same buffers.
-    return (int)(most > EVAL_CHUNK ? most : EVAL_CHUNK);
+    // Evaluation runs in chunks through the same buffers.
+    const long eval = train_eval_rows(label_width);
+    return (int)(most > eval ? most : eval);
 }
 
 long train_staging_rows(const struct train_config *cfg, int max_rows, int verify)
@@ -84,7 +92,8 @@ uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset
 {
     struct model layout;
     if (nranks > TRAIN_MAX_RANKS ||
-        model_layout(&layout, cfg, train, train_max_rows(cfg, nranks)) < 0)
+        model_layout(&layout, cfg, train,
+                     train_max_rows(cfg, nranks, dataset_label_width(train))) < 0)
         return 0;
     const int path = train_input_path(&layout.batch, train);
     if (path < 0) {

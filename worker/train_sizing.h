@@ -14,15 +14,22 @@
 struct model_batch;
 
 #define TRAIN_MAX_RANKS 1024   // ranks one job may have
-#define EVAL_CHUNK 256         // evaluation rows per chunk (fixed: results independent of N)
+#define EVAL_CHUNK 256         // evaluation rows per chunk of one-label rows (fixed: results
+                               // independent of N)
+#define EVAL_CHUNK_LABELS 4096 // a chunk of sequences: this many positions (labels), at least a row
 
 // Rows of rank `rank`'s piece of a full global batch (deterministic mode:
 // one micro-batch, the unit it computes).
 long train_rank_rows(const struct train_config *cfg, int nranks, int rank);
 
+// Rows of an evaluation chunk for rows of label_width labels: EVAL_CHUNK
+// samples of one label; sequences by their positions (EVAL_CHUNK_LABELS).
+long train_eval_rows(int label_width);
+
 // Rows of the largest piece of a global batch any rank gets, or of an
-// evaluation chunk if that is more: what a model's buffers are sized for.
-int train_max_rows(const struct train_config *cfg, int nranks);
+// evaluation chunk of the data's rows (label_width labels a row) if that is
+// more: what a model's buffers are sized for.
+int train_max_rows(const struct train_config *cfg, int nranks, int label_width);
 
 // Deterministic mode: rows of one micro-batch (the largest of the M pieces).
 long train_micro_rows(const struct train_config *cfg);

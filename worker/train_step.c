@@ -251,6 +251,13 @@ static void clock_comm_(struct trainer *t, const struct vgpu_comm_stats *before)
     t->clock.wait_known = now.wait_known;
 }
 
+// Whether the optimizer step runs sharded inside the all-reduce: asked, and
+// no clipping (the clip's norm needs the whole summed gradient first).
+static int sharded_(const struct trainer *t)
+{
+    return t->cfg->train.shard_optimizer && t->opt.clip <= 0;
+}
+
 // The optimizer's step outside any collective, timed.
 static int clocked_optim_step_(struct trainer *t, float lr)
 {
@@ -284,7 +291,7 @@ static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr
     if (t->balance.on)
         train_balance_count(t, seconds, b->count);
     const struct vgpu_comm_stats before = comm_stats_(t->job->v);
-    if (!t->cfg->train.shard_optimizer) {
+    if (!sharded_(t)) {
         TRY(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum, t->job->v));
         clock_comm_(t, &before);
         return clocked_optim_step_(t, lr);
@@ -308,7 +315,7 @@ static int noop_update_(void *arg, size_t first, size_t count)
 // keep the full state everywhere: then this changes nothing.)
 static int normal_gather_state_(struct trainer *t)
 {
-    if (!t->cfg->train.shard_optimizer) // full steps everywhere
+    if (!sharded_(t)) // full steps everywhere
         return 0;
     float *arrays[2];
     int k = optim_state_arrays(&t->opt, arrays);
@@ -473,7 +480,7 @@ const struct step_ops train_step_deterministic = {
 
 // ---- evaluation ----
 
-// Fixed chunks of EVAL_CHUNK rows, chunk j on rank j % N. Each chunk's sums
+// Fixed chunks of train_eval_rows rows, chunk j on rank j % N. Each chunk's sums
 // land in their own slot (the other ranks add zeros, which is exact) and are
 // added in chunk order, so the result has the same bits for any rank count.
 int train_evaluate(struct trainer *t, double *values)
@@ -483,12 +490,13 @@ int train_evaluate(struct trainer *t, double *values)
     const struct dataset *ds = &t->data->test;
     const struct model_metrics *mm = model_metrics_of(&t->model);
     const int ns = mm->n_stats;
-    const long chunks = (ds->count + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    const long chunk = train_eval_rows(dataset_label_width(ds));
+    const long chunks = (ds->count + chunk - 1) / chunk;
     double *slots = calloc((size_t)(chunks ? chunks : 1) * (size_t)ns, sizeof *slots);
-    uint32_t *idx = malloc(EVAL_CHUNK * sizeof *idx);
+    uint32_t *idx = malloc((size_t)chunk * sizeof *idx);
     int rc = !slots || !idx ? VGPU_ENOMEM : 0;
     for (long j = t->job->rank; rc == 0 && j < chunks; j += t->job->size) {
-        long at = j * EVAL_CHUNK, rows = ds->count - at < EVAL_CHUNK ? ds->count - at : EVAL_CHUNK;
+        long at = j * chunk, rows = ds->count - at < chunk ? ds->count - at : chunk;
         for (long i = 0; i < rows; i++)
             idx[i] = (uint32_t)(at + i);
         TRY_GOTO(train_load_rows(t, &t->model, ds, idx, rows), rc, out);

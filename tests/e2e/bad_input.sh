@@ -97,7 +97,7 @@ expect_rc 2
 expect_out "short.txt: 9 bytes of text is too short: the training part .* needs at least context \+ 1 = 129 bytes"
 head -c 4000 /dev/zero | tr '\0' 'a' >"$WORK/text.txt"
 run "text under the MLP" 30 "$MPIRUN" -np 2 "$TRAIN" "$cfg" \
-  --set data.dataset=text --set "data.path=$WORK/text.txt" --set data.context=16
+  --set data.dataset=text --set "data.path=$WORK/text.txt" --set model.context=16
 expect_rc 2
 expect_out "model.type = mlp takes rows of 16 values with 1 label each; the data's rows are 16 tokens with 16 labels each \(data.dataset = text\)"
 

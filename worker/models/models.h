@@ -8,8 +8,12 @@
 #ifndef VGPU_MODELS_H
 #define VGPU_MODELS_H
 
-#define MODELS(X) X(MODEL_MLP, "mlp", model_mlp) // models/mlp/
+#define MODELS(X)                                                                          \
+    X(MODEL_MLP, "mlp", model_mlp) /* models/mlp/ */                                       \
+    X(MODEL_GPT, "gpt", model_gpt) /* models/gpt/ */
 
-#define MODEL_TYPE_DOC "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy"
+#define MODEL_TYPE_DOC                                                                     \
+    "the model: mlp = Linear -> ReLU ... -> Linear with softmax cross-entropy; gpt = a "   \
+    "byte-level GPT-2-style transformer (data.dataset = text)"
 
 #endif
