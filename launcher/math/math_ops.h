@@ -3,16 +3,22 @@
 // from the device backends, which keep memory, streams, copies, IPC and
 // discovery (device.h).
 //
-// One table of bodies a device kind (struct math_ops: cpu/math_cpu.c, CPU
-// loops and the build's BLAS; cuda/math_cuda.cu, CUDA kernels and cuBLAS on
-// the device's stream). Each operation below is its contract, its argument
-// checks (what a GPU would fault on, the simulation refuses) and a call
-// through the table; where the CPU and the GPU share its per-element
-// arithmetic, that is a KERNEL_FN of an index next to it (the CPU calls it
-// in a loop, a __global__ wrapper on the GPU), so the CPU tests test the
-// GPU's math too. A new operation: a member, its element function and its
-// entry here (or in its family's header, which this one includes at its end:
-// math_transformer.h), and a body in each backend's file (this folder).
+// A device kind has one table of bodies (struct math_ops: cpu/math_cpu.c,
+// CPU loops and the build's BLAS; cuda/math_cuda.cu, CUDA kernels and cuBLAS
+// on the device's stream): the core operations here (add, scale and
+// sum_squares among them: they are general), and a pointer to a table of
+// its own for each family (the transformer's: struct math_transformer_ops,
+// math_transformer.h, which this header includes at its end). Each
+// operation is its contract, its argument checks (what a GPU would fault on,
+// the simulation refuses) and a call through the table (MATH_CALL_, or
+// MATH_FAMILY_CALL_ for a family's); where the CPU and the GPU share its
+// per-element arithmetic, that is a KERNEL_FN of an index next to it (the
+// CPU calls it in a loop, a __global__ wrapper on the GPU), so the CPU tests
+// test the GPU's math too. A new operation is 3 files of this folder: its
+// member, element function and entry in its family's header (a core
+// operation's: here), and a body and a row of that table in each backend's
+// file. A new family: its header; here, a pointer member and an #include; in
+// each backend's file, its table and the pointer to it.
 //
 // The entries are inlined into their callers, vgpu_train's models among
 // them (through libvgpu: launcher/api/trainer/vgpu/vgpu_math.h), so what
@@ -38,6 +44,8 @@
 // {loss, correct (top-1), in top-5}.
 #define XENT_STATS 3
 
+struct math_transformer_ops; // math_transformer.h
+
 struct math_ops {
     int (*gemm)(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                 const float *a, const float *b, float beta, float *c);
@@ -56,25 +64,9 @@ struct math_ops {
     int (*add)(device_t *dev, float *out, const float *a, const float *b, size_t n);
     int (*scale)(device_t *dev, float *x, float s, size_t n);
     int (*sum_squares)(device_t *dev, float *out, const float *x, size_t n);
-    // The transformer's operations (math_transformer.h).
-    int (*embed_forward)(device_t *dev, float *out, const int32_t *tokens, const float *wte,
-                         const float *wpe, int B, int T, int C, int V);
-    int (*embed_backward)(device_t *dev, float *dwte, float *dwpe, const float *dout,
-                          const int32_t *tokens, int B, int T, int C, int V);
-    int (*layernorm_forward)(device_t *dev, float *out, float *mean, float *rstd,
-                             const float *inp, const float *weight, const float *bias, int rows,
-                             int C);
-    int (*layernorm_backward)(device_t *dev, float *dinp, float *dweight, float *dbias,
-                              const float *dout, const float *inp, const float *weight,
-                              const float *mean, const float *rstd, int rows, int C);
-    int (*attention_forward)(device_t *dev, float *out, float *att, const float *qkv, int B,
-                             int T, int C, int NH);
-    int (*attention_backward)(device_t *dev, float *dqkv, float *datt, const float *dout,
-                              const float *qkv, const float *att, int B, int T, int C, int NH);
-    int (*gelu_forward)(device_t *dev, float *out, const float *inp, size_t n);
-    int (*gelu_backward)(device_t *dev, float *dinp, const float *inp, const float *dout,
-                         size_t n);
-    int (*seq_stats)(device_t *dev, float *out, const float *xent, int B, int T);
+    // The families' tables (NULL: the backend has none; its entries then
+    // return VGPU_EUNSUPPORTED).
+    const struct math_transformer_ops *transformer; // math_transformer.h
 };
 
 // The math for dev (math_ops.c's registry: by what its memory is); NULL,
@@ -98,6 +90,13 @@ const struct math_ops *math_cuda_ops(void);
     do {                                                                                   \
         const struct math_ops *ops_ = vgpu_math_for(dev);                                  \
         return ops_ ? ops_->fn(dev, __VA_ARGS__) : VGPU_EUNSUPPORTED;                      \
+    } while (0)
+// A family's operation: through the device's table of that family.
+#define MATH_FAMILY_CALL_(family, fn, ...)                                                 \
+    do {                                                                                   \
+        const struct math_ops *ops_ = vgpu_math_for(dev);                                  \
+        return ops_ && ops_->family ? ops_->family->fn(dev, __VA_ARGS__)                   \
+                                    : VGPU_EUNSUPPORTED;                                   \
     } while (0)
 
 static inline int math_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n);
@@ -423,7 +422,8 @@ static inline int math_sum_squares(device_t *dev, float *out, const float *x, si
     MATH_CALL_(sum_squares, out, x, n);
 }
 
-// The transformer's operations: embeddings, layer norm, attention, GELU.
+// The families (a header each): the transformer's operations (embeddings,
+// layer norm, attention, GELU).
 #include "math_transformer.h"
 
 #endif

@@ -1,7 +1,11 @@
 // math_transformer.h: a GPT-2-style transformer's operations (token and
-// position embeddings, layer norm, causal self-attention, GELU): their
-// contracts, element functions and checked entries, a family of math_ops.h
-// (which includes this at its end: include math_ops.h).
+// position embeddings, layer norm, causal self-attention, GELU), a family of
+// math_ops.h (which includes this at its end: include math_ops.h). Here: the
+// family's table (struct math_transformer_ops; a backend's is its math_ops'
+// .transformer) and each operation's contract, element functions and checked
+// entry, which calls through that table. A new transformer operation is 3
+// files: its member, element function and entry here, and a body and a row of
+// math_transformer_ops in cpu/math_cpu.c and in cuda/math_cuda.cu.
 //
 // Sizes: B batch rows, T positions, C channels, NH heads of hs = C / NH
 // channels, V vocabulary. Tensors are float32, row-major, device memory of
@@ -16,6 +20,29 @@
 #ifndef VGPU_MATH_H
 #error "include math_ops.h, which includes math_transformer.h"
 #endif
+
+// The family's bodies: one table a backend, every member set (the entries
+// call them unchecked).
+struct math_transformer_ops {
+    int (*embed_forward)(device_t *dev, float *out, const int32_t *tokens, const float *wte,
+                         const float *wpe, int B, int T, int C, int V);
+    int (*embed_backward)(device_t *dev, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C, int V);
+    int (*layernorm_forward)(device_t *dev, float *out, float *mean, float *rstd,
+                             const float *inp, const float *weight, const float *bias, int rows,
+                             int C);
+    int (*layernorm_backward)(device_t *dev, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int rows, int C);
+    int (*attention_forward)(device_t *dev, float *out, float *att, const float *qkv, int B,
+                             int T, int C, int NH);
+    int (*attention_backward)(device_t *dev, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH);
+    int (*gelu_forward)(device_t *dev, float *out, const float *inp, size_t n);
+    int (*gelu_backward)(device_t *dev, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+    int (*seq_stats)(device_t *dev, float *out, const float *xent, int B, int T);
+};
 
 // ---- embeddings ----
 
@@ -58,7 +85,7 @@ static inline int math_embed_forward(device_t *dev, float *out, const int32_t *t
     MATH_DEV_(tokens, bt * sizeof(int32_t), "tokens", "embed_forward");
     MATH_DEV_(wte, (size_t)V * C * MATH_F_, "wte", "embed_forward");
     MATH_DEV_(wpe, (size_t)T * C * MATH_F_, "wpe", "embed_forward");
-    MATH_CALL_(embed_forward, out, tokens, wte, wpe, B, T, C, V);
+    MATH_FAMILY_CALL_(transformer, embed_forward, out, tokens, wte, wpe, B, T, C, V);
 }
 
 // Element i = t * C + c of dwpe, accumulated: dout[b, t, c] for b = 0, 1, ...
@@ -119,7 +146,7 @@ static inline int math_embed_backward(device_t *dev, float *dwte, float *dwpe, c
     MATH_DEV_(dwpe, (size_t)T * C * MATH_F_, "dwpe", "embed_backward");
     MATH_DEV_(dout, bt * C * MATH_F_, "dout", "embed_backward");
     MATH_DEV_(tokens, bt * sizeof(int32_t), "tokens", "embed_backward");
-    MATH_CALL_(embed_backward, dwte, dwpe, dout, tokens, B, T, C, V);
+    MATH_FAMILY_CALL_(transformer, embed_backward, dwte, dwpe, dout, tokens, B, T, C, V);
 }
 
 // ---- layer norm: PyTorch's LayerNorm (biased variance, eps inside the root) ----
@@ -176,7 +203,7 @@ static inline int math_layernorm_forward(device_t *dev, float *out, float *mean,
     MATH_DEV_(inp, n, "inp", "layernorm_forward");
     MATH_DEV_(weight, (size_t)C * MATH_F_, "weight", "layernorm_forward");
     MATH_DEV_(bias, (size_t)C * MATH_F_, "bias", "layernorm_forward");
-    MATH_CALL_(layernorm_forward, out, mean, rstd, inp, weight, bias, rows, C);
+    MATH_FAMILY_CALL_(transformer, layernorm_forward, out, mean, rstd, inp, weight, bias, rows, C);
 }
 
 // Row `row` of dinp, accumulated: with n = (x - mean) * rstd and g = weight
@@ -239,7 +266,8 @@ static inline int math_layernorm_backward(device_t *dev, float *dinp, float *dwe
     MATH_DEV_(weight, c, "weight", "layernorm_backward");
     MATH_DEV_(mean, r, "mean", "layernorm_backward");
     MATH_DEV_(rstd, r, "rstd", "layernorm_backward");
-    MATH_CALL_(layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C);
+    MATH_FAMILY_CALL_(transformer, layernorm_backward, dinp, dweight, dbias, dout, inp, weight,
+                      mean, rstd, rows, C);
 }
 
 // ---- causal self-attention ----
@@ -320,7 +348,7 @@ static inline int math_attention_forward(device_t *dev, float *out, float *att, 
     MATH_DEV_(out, bt * C * MATH_F_, "out", "attention_forward");
     MATH_DEV_(att, bt * NH * T * MATH_F_, "att", "attention_forward");
     MATH_DEV_(qkv, bt * 3 * C * MATH_F_, "qkv", "attention_forward");
-    MATH_CALL_(attention_forward, out, att, qkv, B, T, C, NH);
+    MATH_FAMILY_CALL_(transformer, attention_forward, out, att, qkv, B, T, C, NH);
 }
 
 // Row r's first part of the backward pass: datt row r = the gradient wrt the
@@ -399,7 +427,7 @@ static inline int math_attention_backward(device_t *dev, float *dqkv, float *dat
     MATH_DEV_(dout, bt * C * MATH_F_, "dout", "attention_backward");
     MATH_DEV_(qkv, n3, "qkv", "attention_backward");
     MATH_DEV_(att, natt, "att", "attention_backward");
-    MATH_CALL_(attention_backward, dqkv, datt, dout, qkv, att, B, T, C, NH);
+    MATH_FAMILY_CALL_(transformer, attention_backward, dqkv, datt, dout, qkv, att, B, T, C, NH);
 }
 
 // ---- GELU, the tanh approximation (PyTorch's approximate='tanh') ----
@@ -433,7 +461,7 @@ static inline int math_gelu_forward(device_t *dev, float *out, const float *inp,
         return 0;
     MATH_DEV_(out, n * MATH_F_, "out", "gelu_forward");
     MATH_DEV_(inp, n * MATH_F_, "inp", "gelu_forward");
-    MATH_CALL_(gelu_forward, out, inp, n);
+    MATH_FAMILY_CALL_(transformer, gelu_forward, out, inp, n);
 }
 
 // dinp[i] = dout[i] * gelu'(inp[i]) (overwritten) for i < n; dinp may equal dout.
@@ -445,7 +473,7 @@ static inline int math_gelu_backward(device_t *dev, float *dinp, const float *in
     MATH_DEV_(dinp, n * MATH_F_, "dinp", "gelu_backward");
     MATH_DEV_(inp, n * MATH_F_, "inp", "gelu_backward");
     MATH_DEV_(dout, n * MATH_F_, "dout", "gelu_backward");
-    MATH_CALL_(gelu_backward, dinp, inp, dout, n);
+    MATH_FAMILY_CALL_(transformer, gelu_backward, dinp, inp, dout, n);
 }
 
 // ---- a sequence's figures ----
@@ -475,7 +503,7 @@ static inline int math_seq_stats(device_t *dev, float *out, const float *xent, i
         return 0;
     MATH_DEV_(out, (size_t)B * MATH_SEQ_STATS * MATH_F_, "out", "seq_stats");
     MATH_DEV_(xent, (size_t)B * T * XENT_STATS * MATH_F_, "xent", "seq_stats");
-    MATH_CALL_(seq_stats, out, xent, B, T);
+    MATH_FAMILY_CALL_(transformer, seq_stats, out, xent, B, T);
 }
 
 #endif

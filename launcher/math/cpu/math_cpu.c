@@ -437,6 +437,18 @@ static int cpu_seq_stats_(device_t *dev, float *out, const float *xent, int B, i
     return 0;
 }
 
+static const struct math_transformer_ops math_cpu_transformer_ops_ = {
+    .embed_forward = cpu_embed_forward_,
+    .embed_backward = cpu_embed_backward_,
+    .layernorm_forward = cpu_layernorm_forward_,
+    .layernorm_backward = cpu_layernorm_backward_,
+    .attention_forward = cpu_attention_forward_,
+    .attention_backward = cpu_attention_backward_,
+    .gelu_forward = cpu_gelu_forward_,
+    .gelu_backward = cpu_gelu_backward_,
+    .seq_stats = cpu_seq_stats_,
+};
+
 static const struct math_ops math_cpu_ops_ = {
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
@@ -450,15 +462,7 @@ static const struct math_ops math_cpu_ops_ = {
     .add = cpu_add_,
     .scale = cpu_scale_,
     .sum_squares = cpu_sum_squares_,
-    .embed_forward = cpu_embed_forward_,
-    .embed_backward = cpu_embed_backward_,
-    .layernorm_forward = cpu_layernorm_forward_,
-    .layernorm_backward = cpu_layernorm_backward_,
-    .attention_forward = cpu_attention_forward_,
-    .attention_backward = cpu_attention_backward_,
-    .gelu_forward = cpu_gelu_forward_,
-    .gelu_backward = cpu_gelu_backward_,
-    .seq_stats = cpu_seq_stats_,
+    .transformer = &math_cpu_transformer_ops_,
 };
 
 const struct math_ops *math_cpu_ops(void) { return &math_cpu_ops_; }

@@ -530,6 +530,18 @@ static int cuda_seq_stats_(device_t *dev, float *out, const float *xent, int B, 
     return 0;
 }
 
+static const struct math_transformer_ops math_cuda_transformer_ops_ = {
+    /* .embed_forward = */ cuda_embed_forward_,
+    /* .embed_backward = */ cuda_embed_backward_,
+    /* .layernorm_forward = */ cuda_layernorm_forward_,
+    /* .layernorm_backward = */ cuda_layernorm_backward_,
+    /* .attention_forward = */ cuda_attention_forward_,
+    /* .attention_backward = */ cuda_attention_backward_,
+    /* .gelu_forward = */ cuda_gelu_forward_,
+    /* .gelu_backward = */ cuda_gelu_backward_,
+    /* .seq_stats = */ cuda_seq_stats_,
+};
+
 static const struct math_ops math_cuda_ops_ = {
     /* .gemm = */ cuda_gemm_,
     /* .decode_u8 = */ cuda_decode_u8_,
@@ -543,15 +555,7 @@ static const struct math_ops math_cuda_ops_ = {
     /* .add = */ cuda_add_,
     /* .scale = */ cuda_scale_,
     /* .sum_squares = */ cuda_sum_squares_,
-    /* .embed_forward = */ cuda_embed_forward_,
-    /* .embed_backward = */ cuda_embed_backward_,
-    /* .layernorm_forward = */ cuda_layernorm_forward_,
-    /* .layernorm_backward = */ cuda_layernorm_backward_,
-    /* .attention_forward = */ cuda_attention_forward_,
-    /* .attention_backward = */ cuda_attention_backward_,
-    /* .gelu_forward = */ cuda_gelu_forward_,
-    /* .gelu_backward = */ cuda_gelu_backward_,
-    /* .seq_stats = */ cuda_seq_stats_,
+    /* .transformer = */ &math_cuda_transformer_ops_,
 };
 
 extern "C" const struct math_ops *math_cuda_ops(void) { return &math_cuda_ops_; }
