@@ -94,6 +94,16 @@ uint64_t model_pass_flops(const struct model *m, int rows, int backward)
     return m->ops->pass_flops(m, rows, backward);
 }
 
+int model_sample(struct model *m, vgpu_t *dev, const int32_t *prompt, int n_prompt, int32_t *out,
+                 int n_out, float temperature, uint64_t seed)
+{
+    if (!m->ops->sample)
+        return VGPU_EUNSUPPORTED;
+    if (!prompt || n_prompt < 1 || n_out < 0 || (n_out && !out) || !(temperature >= 0))
+        return VGPU_EINVAL;
+    return m->ops->sample(m, dev, prompt, n_prompt, out, n_out, temperature, seed);
+}
+
 int model_tensor_count(const struct model *m)
 {
     return m->ops->tensor_count(m);

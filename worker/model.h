@@ -69,7 +69,7 @@ struct model_tensor {
     size_t dims[2];                // its shape, row-major, e.g. [in, out] for a weight
 };
 
-// What a model implements. Every method is required.
+// What a model implements. Every method is required but `sample`.
 struct model_ops {
     const char *name;              // its model.type value
     // What a row of stats holds and the figures made of it (a static table;
@@ -107,6 +107,13 @@ struct model_ops {
     // The parameter layout: tensors [0, tensor_count) in params order.
     int (*tensor_count)(const struct model *m);
     void (*tensor)(const struct model *m, int index, struct model_tensor *out);
+    // Optional (NULL: the model does not generate): a language model's
+    // continuation of prompt[0, n_prompt) (n_prompt >= 1), n_out tokens into
+    // out (host arrays), each drawn from softmax(logits / temperature) with a
+    // random stream of seed (temperature 0: the most likely token). Uses the
+    // model's buffers: after training, not between a forward and a backward.
+    int (*sample)(struct model *m, vgpu_t *dev, const int32_t *prompt, int n_prompt, int32_t *out,
+                  int n_out, float temperature, uint64_t seed);
 };
 
 // model.type's table (a value of models/models.h's list), or NULL.
@@ -135,6 +142,9 @@ int model_forward(struct model *m, vgpu_t *dev, int rows);
 int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
 int model_eval_stats(struct model *m, vgpu_t *dev, int rows);
 uint64_t model_pass_flops(const struct model *m, int rows, int backward);
+// VGPU_EUNSUPPORTED for a model without `sample`.
+int model_sample(struct model *m, vgpu_t *dev, const int32_t *prompt, int n_prompt, int32_t *out,
+                 int n_out, float temperature, uint64_t seed);
 int model_tensor_count(const struct model *m);
 void model_tensor(const struct model *m, int index, struct model_tensor *out);
 

@@ -288,6 +288,8 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
         result->steps = t.step;
         if (rc == 0 && opts->verify)
             rc = train_verify(&t, result);
+        else if (rc == 0)
+            rc = train_sample(&t); // rank 0; the others wait at the next collective
         if (rc < 0 && rc != VGPU_EMISMATCH && rc != VGPU_EPREEMPTED)
             FATAL(1, "training failed: %s", status_str(rc));
     }

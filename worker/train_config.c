@@ -115,6 +115,16 @@ static const struct config_key keys_[] = {
     {"checkpoint", "keep_last", CONFIG_INT, F_(checkpoint, keep_last), 0, "3", 0, 1000000, NULL,
      "checkpoints to keep, newest first (older ones are removed after each write); 0 = all"},
 
+    {"sample", "bytes", CONFIG_INT, F_(sample, bytes), 0, "0", 0, 1 << 20, NULL,
+     "a language model (gpt): bytes of text rank 0 samples from it after training and prints; "
+     "0 = none"},
+    {"sample", "temperature", CONFIG_FLOAT, F_(sample, temperature), 0, "0.8", 0, 100, NULL,
+     "the sampling's softmax temperature (0: always the most likely byte)"},
+    {"sample", "seed", CONFIG_INT, F_(sample, seed), 0, "1", 0, BIG, NULL,
+     "the sampling's random seed"},
+    {"sample", "prompt", CONFIG_STR, F_(sample, prompt), S_(sample, prompt), "", 0, 0, NULL,
+     "the text the sample continues (empty: a newline)"},
+
     {"verify", "steps", CONFIG_INT, F_(verify, steps), 0, "20", 1, BIG, NULL,
      "--verify: steps to run and replay"},
     {"verify", "rtol", CONFIG_FLOAT, F_(verify, rtol), 0, "1e-4", 0, 1, NULL,

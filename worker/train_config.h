@@ -86,6 +86,12 @@ struct train_config {
         long keep_last;            // newest checkpoints kept (default 3); 0 = all
     } checkpoint;
     struct {
+        long bytes;                // tokens (bytes) sampled after training; 0 = none
+        double temperature;        // their softmax's temperature; 0 = the most likely
+        long seed;
+        char prompt[CONFIG_STR_MAX]; // what they continue ("" = a newline)
+    } sample;
+    struct {
         long steps;                // --verify: steps to replay
         double rtol;               // --verify: relative tolerance (non-deterministic mode)
     } verify;

@@ -275,4 +275,11 @@ void train_report_preempted(struct trainer *t, const char *path, int sig);
 // tensor. Every rank returns the verdict: 0, VGPU_EMISMATCH or a failure.
 int train_verify(struct trainer *t, struct train_result *res);
 
+// ---- sampling (train_sample.c) ----
+
+// After training: rank 0 prints sample.bytes of text from a model that
+// generates (a warning for one that does not); 0 = nothing asked. Other
+// ranks return 0 at once.
+int train_sample(struct trainer *t);
+
 #endif

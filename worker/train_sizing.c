@@ -3,6 +3,8 @@
 
 #include <vgpu/vgpu_ext.h> // vgpu_tree_scratch_bytes
 
+#include <string.h>
+
 #include "balance.h"
 #include "model.h"
 #include "optim.h"
@@ -87,48 +89,64 @@ int train_input_path(const struct model_batch *b, const struct dataset *ds)
     return VGPU_EINVAL;
 }
 
-uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
-                            int verify)
+void train_device_parts(const struct train_config *cfg, const struct dataset *train, int nranks,
+                        int verify, struct train_bytes *out)
 {
     struct model layout;
+    memset(out, 0, sizeof *out);
     if (nranks > TRAIN_MAX_RANKS ||
         model_layout(&layout, cfg, train,
                      train_max_rows(cfg, nranks, dataset_label_width(train))) < 0)
-        return 0;
+        return;
     const int path = train_input_path(&layout.batch, train);
     if (path < 0) {
         model_free(&layout, NULL);
-        return 0;
+        return;
     }
     const int state = optim_state_per_param(cfg->train.optimizer);
     const uint64_t param_bytes = layout.param_count * sizeof(float);
-    uint64_t bytes = model_device_bytes(&layout, state);
+    const uint64_t buffer = param_bytes + VGPU_MALLOC_ALIGN; // one flat buffer, rounded
+    const uint64_t model = model_device_bytes(&layout, state);
+    out->param_count = layout.param_count;
+    out->params = out->grads = buffer;
+    out->optimizer = (uint64_t)state * buffer;
+    out->activations = model - (2 + (uint64_t)state) * buffer;
     if (path == TRAIN_INPUT_DECODE) // the batch's codes and their value table
-        bytes += (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) *
-                     (uint64_t)train->features +
-                 VGPU_MALLOC_ALIGN + sizeof train->lut + VGPU_MALLOC_ALIGN;
+        out->staging = (uint64_t)train_staging_rows(cfg, layout.max_rows, verify) *
+                           (uint64_t)train->features +
+                       VGPU_MALLOC_ALIGN + sizeof train->lut + VGPU_MALLOC_ALIGN;
     if (cfg->train.deterministic) { // this rank's micro-batch gradients, the tree's scratch
         int per_rank[TRAIN_MAX_RANKS], most = 0;
         train_micro_split(cfg, nranks, per_rank);
         for (int r = 0; r < nranks; r++)
             most = per_rank[r] > most ? per_rank[r] : most;
-        bytes += (uint64_t)most * param_bytes + VGPU_MALLOC_ALIGN +
-                 vgpu_tree_scratch_bytes(nranks, most, layout.param_count) + VGPU_MALLOC_ALIGN;
+        out->deterministic = (uint64_t)most * param_bytes + VGPU_MALLOC_ALIGN +
+                             vgpu_tree_scratch_bytes(nranks, most, layout.param_count) +
+                             VGPU_MALLOC_ALIGN;
     }
     if (verify) { // rank 0's single-device replay: a second model and optimizer
         struct model ref;
         long rows = cfg->train.deterministic ? train_micro_rows(cfg) : cfg->train.batch_size;
         if (model_layout(&ref, cfg, train, (int)rows) < 0) {
             model_free(&layout, NULL);
-            return 0;
+            memset(out, 0, sizeof *out);
+            return;
         }
-        bytes += model_device_bytes(&ref, state);
+        out->verify = model_device_bytes(&ref, state);
         model_free(&ref, NULL);
         if (cfg->train.deterministic)
-            bytes += (uint64_t)cfg->train.micro_batches * param_bytes + VGPU_MALLOC_ALIGN;
+            out->verify += (uint64_t)cfg->train.micro_batches * param_bytes + VGPU_MALLOC_ALIGN;
     }
     model_free(&layout, NULL);
-    return bytes;
+    out->total = model + out->staging + out->deterministic + out->verify;
+}
+
+uint64_t train_device_bytes(const struct train_config *cfg, const struct dataset *train, int nranks,
+                            int verify)
+{
+    struct train_bytes parts;
+    train_device_parts(cfg, train, nranks, verify, &parts);
+    return parts.total;
 }
 
 uint64_t train_largest_collective_bytes(const struct train_config *cfg, const struct dataset *train)

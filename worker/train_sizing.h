@@ -56,6 +56,25 @@ enum train_input_path {
 // values where it takes tokens (or tokens where it takes values).
 int train_input_path(const struct model_batch *b, const struct dataset *ds);
 
+// What a rank's device memory holds, bytes (each with its allocations'
+// rounding): train_device_bytes's parts, for --plan.
+struct train_bytes {
+    size_t param_count;     // the model's parameters
+    uint64_t params, grads; // the flat parameter and gradient buffers
+    uint64_t optimizer;     // the optimizer's state (full on every rank: a sharded step
+                            // updates its ranges, the state is gathered at checkpoints)
+    uint64_t activations;   // the model's other buffers: inputs, labels, stats,
+                            // activations and its backward pass's scratch
+    uint64_t staging;       // the batch's codes and their table, where decoded on the device
+    uint64_t deterministic; // deterministic mode: the micro-batch gradients, the tree's scratch
+    uint64_t verify;        // --verify: rank 0's single-device replay
+    uint64_t total;
+};
+
+// train_device_bytes in parts (all 0 when it would be 0).
+void train_device_parts(const struct train_config *cfg, const struct dataset *train, int nranks,
+                        int verify, struct train_bytes *out);
+
 // Device bytes a rank needs for this job (for the binding's cap check);
 // verify adds rank 0's single-device replay. 0 when the job cannot be sized
 // (too many ranks or layers, or a model that cannot take the data's rows).

@@ -219,6 +219,32 @@ static void note_sizing_(const struct job *job, const struct train_data *data, i
     }
 }
 
+// --plan: what a rank's device memory holds at this rank count (the job
+// table above says whether the caps hold it).
+static void print_plan_(const struct job *job, const struct train_data *data, int verify)
+{
+    struct train_bytes b;
+    train_device_parts(&job->cfg, &data->train, job->size, verify, &b);
+    if (job->rank != 0 || !b.total)
+        return;
+    char s[7][32];
+    printf("vgpu_train: a rank's device memory: %zu parameters %s, gradients %s, optimizer state "
+           "%s (every rank's), activations and buffers %s",
+           b.param_count, util_format_bytes(b.params, s[0], sizeof s[0]),
+           util_format_bytes(b.grads, s[1], sizeof s[1]),
+           util_format_bytes(b.optimizer, s[2], sizeof s[2]),
+           util_format_bytes(b.activations, s[3], sizeof s[3]));
+    if (b.staging)
+        printf(", batch staging %s", util_format_bytes(b.staging, s[4], sizeof s[4]));
+    if (b.deterministic)
+        printf(", micro-batch gradients %s",
+               util_format_bytes(b.deterministic, s[5], sizeof s[5]));
+    if (b.verify)
+        printf(", --verify's replay %s", util_format_bytes(b.verify, s[6], sizeof s[6]));
+    printf("\n");
+    fflush(stdout);
+}
+
 static int finish_(struct job *job, int exit_code)
 {
     vgpu_finalize(job->v);
@@ -295,6 +321,8 @@ int main(int argc, char **argv)
         .plan_only = cli.plan,
     };
     rc = vgpu_open(job.v, &open_options);
+    if (rc == 0 && vgpu_is_planned(job.v) && !cli.train.quiet)
+        print_plan_(&job, &data, cli.train.verify);
     if (rc < 0 || vgpu_is_planned(job.v)) {
         train_free_data(&data);
         return finish_(&job, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : rc < 0);

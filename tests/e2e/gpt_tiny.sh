@@ -3,7 +3,10 @@
 # configs/gpt_tiny.ini: 600 steps on Debian's fortunes): it trains the
 # byte-level GPT, says where its text comes from, learns (validation bits
 # per byte well under a uniform byte's 8 and its byte frequencies' 4.79: the
-# measured 3.41 on a 2-core AMD EPYC, bound 3.6) and leaves no shared memory.
+# measured 3.41 on a 2-core AMD EPYC, bound 3.6), prints the 200 bytes of
+# text its [sample] asks for, and leaves no shared memory. Then sampling: the
+# same seed gives the same text, another seed other text, temperature 0 the
+# same text whatever the seed; a model that does not generate (the MLP) says so.
 source "$(dirname "$0")/lib.sh"
 if [ ! -d /usr/share/games/fortunes ]; then
   skip "fortunes is not installed (apt-get install fortunes)"
@@ -20,5 +23,32 @@ if [ "$steps" = 600 ]; then ok "steps=600"; else bad "steps=$steps, expected 600
 if [ -n "$bpb" ] && [ "$(echo "$bpb <= 3.6" | bc)" = 1 ]; then ok "val_bpb=$bpb <= 3.6"
 else bad "val_bpb=$bpb, bound 3.6"; fi
 expect_within 120
+expect_out '^vgpu_train: sample \(200 bytes, temperature 0.8, seed 1\):$'
+sample_of() { # the sample's text in $out
+  sed -n '/^vgpu_train: sample /,/^vgpu_train: done /p' <<<"$out" | sed '1d;$d'
+}
+first=$(sample_of)
+if [ "$(wc -c <<<"$first")" -ge 201 ]; then ok "the sample has its 200 bytes"; else bad "sample: '$first'"; fi
+short=(--quiet --set train.max_steps=30 --set sample.bytes=64)
+run "30 steps, seed 1" 120 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini" "${short[@]}"
+expect_rc 0
+a=$(sample_of)
+run "again, seed 1" 120 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini" "${short[@]}"
+b=$(sample_of)
+run "seed 2" 120 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini" "${short[@]}" --set sample.seed=2
+c=$(sample_of)
+if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "the same seed samples the same text"; else bad "seed 1 twice: '$a' / '$b'"; fi
+if [ "$a" != "$c" ]; then ok "another seed samples other text"; else bad "seeds 1 and 2 both: '$a'"; fi
+run "temperature 0, seed 1" 120 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini" "${short[@]}" \
+  --set sample.temperature=0
+d=$(sample_of)
+run "temperature 0, seed 2" 120 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini" "${short[@]}" \
+  --set sample.temperature=0 --set sample.seed=2
+e=$(sample_of)
+if [ -n "$d" ] && [ "$d" = "$e" ]; then ok "temperature 0 ignores the seed"; else bad "temperature 0: '$d' / '$e'"; fi
+run "the MLP asked for a sample" 120 "$MPIRUN" -np 1 "$TRAIN" --quiet "$CONFIGS/synthetic_small.ini" \
+  --set train.max_steps=5 --set sample.bytes=10
+expect_rc 0
+expect_out 'sample.bytes = 10: model.type mlp does not generate text; nothing sampled'
 expect_no_shm
 finish

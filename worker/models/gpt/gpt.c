@@ -264,6 +264,12 @@ static int model_eval_stats_(struct model *m, vgpu_t *dev, int rows)
     return gpt_eval_stats(m->impl, dev, rows);
 }
 
+static int model_sample_(struct model *m, vgpu_t *dev, const int32_t *prompt, int n_prompt,
+                         int32_t *out, int n_out, float temperature, uint64_t seed)
+{
+    return gpt_sample(m->impl, dev, prompt, n_prompt, out, n_out, temperature, seed);
+}
+
 // The matrix products of a pass over `rows` sequences, a multiply-add
 // counting 2: per position and layer the four linear layers (12 C^2
 // multiply-adds) and attention's two products over the positions each
@@ -324,4 +330,5 @@ const struct model_ops model_gpt = {
     .pass_flops = model_pass_flops_,
     .tensor_count = model_tensor_count_,
     .tensor = model_tensor_,
+    .sample = model_sample_,
 };

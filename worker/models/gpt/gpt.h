@@ -90,5 +90,8 @@ int gpt_forward(struct gpt *g, vgpu_t *dev, int rows);
 int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads);
 // After gpt_forward: stats only.
 int gpt_eval_stats(struct gpt *g, vgpu_t *dev, int rows);
+// model_ops.sample (gpt_sample.c).
+int gpt_sample(struct gpt *g, vgpu_t *dev, const int32_t *prompt, int n_prompt, int32_t *out,
+               int n_out, float temperature, uint64_t seed);
 
 #endif
