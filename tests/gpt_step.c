@@ -74,6 +74,14 @@ static int write_number_(const char *dir, const char *name, double value)
     return write_file_(dir, name, text, (size_t)n);
 }
 
+// 1 when ok holds on every rank (a rank that failed alone would leave the
+// others waiting in the next collective).
+static int all_ok_(vgpu_t *v, int ok)
+{
+    int32_t bad = !ok;
+    return vgpu_ctrl_all_reduce(&bad, &bad, 1, vgpu_int32, vgpu_max, v) == 0 && !bad;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
@@ -130,8 +138,10 @@ int main(int argc, char **argv)
         FAIL_("copies to the device failed");
     // The gradient of the mean over the global batch's rows (each row's loss
     // is the mean over its positions): grad_scale 1 / B, as vgpu_train's.
-    if (model_forward(&m, v, rows) < 0 || model_backward(&m, v, rows, 1.0f / (float)B, NULL) < 0)
-        FAIL_("the passes failed");
+    const int passed =
+        model_forward(&m, v, rows) == 0 && model_backward(&m, v, rows, 1.0f / (float)B, NULL) == 0;
+    if (!all_ok_(v, passed))
+        FAIL_("rank %d: the passes %s", rank, passed ? "held here, failed elsewhere" : "failed");
     const int ns = model_metrics_of(&m)->n_stats;
     float *stats = malloc((size_t)(rows + 1) * (size_t)ns * sizeof *stats);
     double loss_sum[2] = {0, 0}; // the losses' sum, positions

@@ -89,7 +89,7 @@ for f in ["grads.bin", "params_after.bin"]:
         print(f"{f}: {x.size} and {y.size} floats, the layout has {sum(sizes)}")
         bad += 1
         continue
-    worst, at = 0.0, 0
+    worst, at, where = 0.0, 0, names[0]
     for n, s in zip(names, sizes):
         xs, ys = x[at:at + s].astype(np.float64), y[at:at + s].astype(np.float64)
         at += s

@@ -1,5 +1,6 @@
 // test_optim.c: learning-rate schedules (values worked out by hand) and the
 // SGD / Adam / AdamW updates on a device buffer against a host reference.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -353,6 +354,47 @@ static void test_adam_bias_correction(void **state)
     optim_free(o, f->dev);
 }
 
+// train.grad_clip, as torch.nn.utils.clip_grad_norm_: a gradient whose norm
+// is above the clip is scaled by clip / (norm + 1e-6) (exact values, the
+// norm measured); one below it, or clip 0, is left as it is. Adam's steps
+// count from 1: a step 0 is refused.
+static void test_clip_by_norm(void **state)
+{
+    struct fixture *f = *state;
+    struct train_config cfg;
+    train_config_defaults(&cfg);
+    set_key_(&cfg, "train.optimizer", "sgd");
+    float g[N], got[N];
+    double norm_sq = 0;
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(i % 7) - 3.0f; // exact squares: the norm is exact in double
+        norm_sq += (double)g[i] * g[i];
+    }
+    const double norm = sqrt(norm_sq);
+    struct optimizer *o = &f->opt;
+    static const double clips[] = {0, 1.0, 1e9};
+    for (size_t c = 0; c < TEST_ARRAY_LEN(clips); c++) {
+        cfg.train.grad_clip = clips[c];
+        assert_int_equal(optim_init(o, f->dev, &cfg, N), 0);
+        assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
+        assert_int_equal(optim_clip(o, f->dev, f->grads), 0);
+        assert_int_equal(vgpu_memcpy_dtoh(f->dev, got, f->grads, sizeof got), 0);
+        const float coef = (float)clips[c] / ((float)norm + 1e-6f);
+        for (int i = 0; i < N; i++)
+            assert_true(got[i] == (clips[c] > 0 && coef < 1.0f ? g[i] * coef : g[i]));
+        if (clips[c] > 0)
+            assert_float_equal(o->last_norm, norm, 1e-6 * norm);
+        else
+            assert_true(o->last_norm == 0);
+        optim_free(o, f->dev);
+    }
+    set_key_(&cfg, "train.optimizer", "adam");
+    cfg.train.grad_clip = 0;
+    assert_int_equal(optim_init(o, f->dev, &cfg, N), 0);
+    assert_int_equal(optim_update_range(o, f->dev, f->params, f->grads, 0.01f, 0, N), VGPU_EINVAL);
+    optim_free(o, f->dev);
+}
+
 // The three optimizers really differ on the same input (no silent fallback
 // to one of them).
 static void test_optimizers_differ(void **state)
@@ -433,6 +475,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_steps_vs_reference, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_weight_decay_exact, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_adam_bias_correction, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_clip_by_norm, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_optimizers_differ, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_ranges_equal_full_step, setup_dev, teardown_dev),
     };

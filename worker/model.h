@@ -81,7 +81,10 @@ struct model_ops {
     int (*layout)(struct model *m, const struct train_config *cfg, const struct dataset *train,
                   int max_rows);
     // Device bytes alloc takes, plus an optimizer with opt_state_per_param
-    // floats a parameter (what a memory cap must at least hold).
+    // floats a parameter (what a memory cap must at least hold): (2 +
+    // opt_state_per_param) flat buffers of param_count floats, each rounded
+    // up by VGPU_MALLOC_ALIGN, plus the model's other buffers (--plan
+    // reports the two parts apart: train_device_parts).
     uint64_t (*device_bytes)(const struct model *m, int opt_state_per_param);
     // After layout: the device buffers (zeroed), m's pointers set.
     int (*alloc)(struct model *m, vgpu_t *dev);

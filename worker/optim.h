@@ -17,7 +17,8 @@ struct optimizer {
     float momentum, weight_decay, beta1, beta2, eps;
     float clip;             // train.grad_clip: the gradient's largest global norm; 0: none
     float *norm_sq;         // device: one float past the state, the clip's sum of squares
-    double last_norm;       // the gradient norm the last optim_step clipped by (0: no clip)
+    double last_norm;       // the gradient norm the last optim_step measured (clipped or
+                            // not); 0 when train.grad_clip is 0
 };
 
 // Floats of optimizer state per parameter for an optimizer (config.h's enum).

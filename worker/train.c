@@ -289,7 +289,7 @@ int train_run(struct job *job, struct train_data *data, const struct train_optio
         if (rc == 0 && opts->verify)
             rc = train_verify(&t, result);
         else if (rc == 0)
-            rc = train_sample(&t); // rank 0; the others wait at the next collective
+            rc = train_sample(&t); // not after --verify's replay (the model is the replay's)
         if (rc < 0 && rc != VGPU_EMISMATCH && rc != VGPU_EPREEMPTED)
             FATAL(1, "training failed: %s", status_str(rc));
     }

@@ -116,8 +116,8 @@ static const struct config_key keys_[] = {
      "checkpoints to keep, newest first (older ones are removed after each write); 0 = all"},
 
     {"sample", "bytes", CONFIG_INT, F_(sample, bytes), 0, "0", 0, 1 << 20, NULL,
-     "a language model (gpt): bytes of text rank 0 samples from it after training and prints; "
-     "0 = none"},
+     "a language model (gpt): bytes of text sampled from it after training (not with --verify) "
+     "and printed by rank 0; 0 = none"},
     {"sample", "temperature", CONFIG_FLOAT, F_(sample, temperature), 0, "0.8", 0, 100, NULL,
      "the sampling's softmax temperature (0: always the most likely byte)"},
     {"sample", "seed", CONFIG_INT, F_(sample, seed), 0, "1", 0, BIG, NULL,

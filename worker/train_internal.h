@@ -277,9 +277,9 @@ int train_verify(struct trainer *t, struct train_result *res);
 
 // ---- sampling (train_sample.c) ----
 
-// After training: rank 0 prints sample.bytes of text from a model that
-// generates (a warning for one that does not); 0 = nothing asked. Other
-// ranks return 0 at once.
+// After training: every rank samples sample.bytes of text from a model that
+// generates, rank 0 prints it (a warning for a model that does not, or a
+// sampling that failed). Returns 0.
 int train_sample(struct trainer *t);
 
 #endif

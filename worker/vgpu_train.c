@@ -237,7 +237,7 @@ static void print_plan_(const struct job *job, const struct train_data *data, in
     if (b.staging)
         printf(", batch staging %s", util_format_bytes(b.staging, s[4], sizeof s[4]));
     if (b.deterministic)
-        printf(", micro-batch gradients %s",
+        printf(", micro-batch gradients and the tree's scratch %s",
                util_format_bytes(b.deterministic, s[5], sizeof s[5]));
     if (b.verify)
         printf(", --verify's replay %s", util_format_bytes(b.verify, s[6], sizeof s[6]));

@@ -64,6 +64,12 @@ static int layout_(struct gpt *g, const struct train_config *cfg, const struct d
                   train->features);
         return VGPU_EINVAL;
     }
+    if ((int64_t)max_rows * g->T * 4 * g->C > INT32_MAX) { // the passes index rows by int
+        log_error("model: %d sequences of %d positions at %d channels: the MLP's activations "
+                  "pass 2^31 floats (the passes count them in int); fewer rows a rank",
+                  max_rows, g->T, g->C);
+        return VGPU_EINVAL;
+    }
     if (g->L < 1 || g->L > GPT_MAX_LAYERS || g->NH < 1 || g->C % g->NH || g->V < 1) {
         log_error("model: %d layers (1 to %d), %d channels in %d heads (channels a multiple "
                   "of heads)", g->L, GPT_MAX_LAYERS, g->C, g->NH);

@@ -85,6 +85,8 @@ static int loss_(struct gpt *g, device_t *d, int rows, float *dlogits, float gra
 
 int gpt_eval_stats(struct gpt *g, vgpu_t *dev, int rows)
 {
+    if (rows < 0 || rows > g->max_rows)
+        return VGPU_EINVAL;
     if (rows == 0)
         return 0;
     return loss_(g, vgpu_math_device(dev), rows, NULL, 0.0f);
@@ -122,6 +124,8 @@ static int block_backward_(struct gpt *g, device_t *d, int l, const float *x, in
 
 int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads)
 {
+    if (rows < 0 || rows > g->max_rows)
+        return VGPU_EINVAL;
     device_t *d = vgpu_math_device(dev);
     // Several gradients accumulate (the LayerNorms', wte's from both ends).
     TRY(vgpu_memzero(dev, grads, g->param_count * sizeof(float)));
