@@ -156,9 +156,23 @@ static void test_device_bytes_terms(void **state)
     const uint64_t model = mlp_device_bytes(&layout, 2); // adamw: two floats per parameter
     const uint64_t params = layout.param_count * sizeof(float);
     assert_int_equal(train_device_bytes(&cfg, &floats, 2, 0), model);
+    // Its parts (--plan): the flat buffers, each rounded up once, and the rest.
+    struct train_bytes parts;
+    train_device_parts(&cfg, &floats, 2, 0, &parts);
+    const uint64_t flat = params + VGPU_MALLOC_ALIGN;
+    assert_int_equal(parts.param_count, layout.param_count);
+    assert_int_equal(parts.params, flat);
+    assert_int_equal(parts.grads, flat);
+    assert_int_equal(parts.optimizer, 2 * flat);
+    assert_int_equal(parts.activations, model - 4 * flat);
+    assert_int_equal(parts.staging + parts.deterministic + parts.verify, 0);
+    assert_int_equal(parts.total, model);
     // Coded sets: their codes and the value table on the device.
     assert_int_equal(train_device_bytes(&cfg, &coded, 2, 0),
                      model + 512 * 784 + VGPU_MALLOC_ALIGN + sizeof coded.lut + VGPU_MALLOC_ALIGN);
+    train_device_parts(&cfg, &coded, 2, 0, &parts);
+    assert_int_equal(parts.staging, 512 * 784 + VGPU_MALLOC_ALIGN + sizeof coded.lut +
+                                        VGPU_MALLOC_ALIGN);
     // --verify: a second model for the whole batch on rank 0 (and whole-batch staging).
     struct mlp whole;
     assert_int_equal(mlp_layout(&whole, dims, 4, 1024), 0);

@@ -227,21 +227,20 @@ static void print_plan_(const struct job *job, const struct train_data *data, in
     train_device_parts(&job->cfg, &data->train, job->size, verify, &b);
     if (job->rank != 0 || !b.total)
         return;
-    char s[7][32];
-    printf("vgpu_train: a rank's device memory: %zu parameters %s, gradients %s, optimizer state "
-           "%s (every rank's), activations and buffers %s",
-           b.param_count, util_format_bytes(b.params, s[0], sizeof s[0]),
-           util_format_bytes(b.grads, s[1], sizeof s[1]),
-           util_format_bytes(b.optimizer, s[2], sizeof s[2]),
-           util_format_bytes(b.activations, s[3], sizeof s[3]));
+    // One part a line: the job table's width (79 columns).
+    char s[32], s2[32];
+    printf("vgpu_train: a rank's device memory, %zu parameters:\n", b.param_count);
+    printf("  parameters %s, gradients %s\n", util_format_bytes(b.params, s, sizeof s),
+           util_format_bytes(b.grads, s2, sizeof s2));
+    printf("  optimizer state %s (every rank's)\n", util_format_bytes(b.optimizer, s, sizeof s));
+    printf("  activations and buffers %s\n", util_format_bytes(b.activations, s, sizeof s));
     if (b.staging)
-        printf(", batch staging %s", util_format_bytes(b.staging, s[4], sizeof s[4]));
+        printf("  batch staging %s\n", util_format_bytes(b.staging, s, sizeof s));
     if (b.deterministic)
-        printf(", micro-batch gradients and the tree's scratch %s",
-               util_format_bytes(b.deterministic, s[5], sizeof s[5]));
+        printf("  micro-batch gradients and the tree's scratch %s\n",
+               util_format_bytes(b.deterministic, s, sizeof s));
     if (b.verify)
-        printf(", --verify's replay %s", util_format_bytes(b.verify, s[6], sizeof s[6]));
-    printf("\n");
+        printf("  --verify's replay %s\n", util_format_bytes(b.verify, s, sizeof s));
     fflush(stdout);
 }
 

@@ -47,7 +47,7 @@ for cfg in "$CONFIGS"/*.ini; do
     run "plan $(basename "$cfg") on a simulated 80 GB GPU" 60 env VGPU_SIM_GPUS=1x80G "$MPIRUN" -np 4 \
       "$TRAIN" "$cfg" --plan
     expect_rc 0
-    expect_out "^vgpu_train: a rank's device memory: [0-9]+ parameters"
+    expect_out "^vgpu_train: a rank's device memory, [0-9]+ parameters:$"
     continue
   fi
   run "parse $(basename "$cfg")" 120 "$MPIRUN" -np 1 "$TRAIN" "$cfg" --set train.max_steps=1 \
