@@ -405,6 +405,53 @@ static void test_resume(void **state)
 // Changing the shares mid-epoch: full batches and the epoch tail follow the
 // new weights from the next batch on; nweights 0 goes back to equal; invalid
 // weights are refused and change nothing.
+// train.shuffle = false: every epoch batch i is rows [i*B, (i+1)*B) in
+// file order, each rank's piece the contiguous part of it; the tail batch
+// without drop_last; a resume mid-epoch on another rank count hands out the
+// same rows; switching the shuffle back on gives the seeded permutation.
+static void test_file_order(void **state)
+{
+    (void)state;
+    enum { n = 103, batch = 10 };
+    struct sampler s, resumed;
+    assert_int_equal(sampler_init(&s, n, batch, 0, 77, 3, NULL, 0), 0);
+    sampler_set_shuffle(&s, 0);
+    struct batch_slice b, c;
+    for (long epoch = 0; epoch < 3; epoch++) {
+        sampler_set_position(&s, epoch, 0);
+        long i = 0;
+        for (; sampler_next(&s, 1, &b) == 1; i++) {
+            assert_int_equal(b.epoch, epoch);
+            assert_int_equal(b.step_in_epoch, i);
+            assert_int_equal(b.global_count, i < n / batch ? batch : n % batch);
+            for (long k = 0; k < b.global_count; k++)
+                assert_int_equal(b.indices[k], (uint32_t)(i * batch + k));
+            // Rank 1 of 3: the rows after rank 0's ceil(count / 3).
+            assert_int_equal(b.offset, (b.global_count + 2) / 3);
+        }
+        assert_int_equal(i, (n + batch - 1) / batch);
+    }
+    // Resumed at batch 4 of epoch 1 on 2 ranks: the same rows on.
+    assert_int_equal(sampler_init(&resumed, n, batch, 1, 77, 2, NULL, 0), 0);
+    sampler_set_shuffle(&resumed, 0);
+    sampler_set_position(&resumed, 1, 4);
+    assert_int_equal(sampler_next(&resumed, 0, &c), 1);
+    assert_int_equal(c.step_in_epoch, 4);
+    for (long k = 0; k < batch; k++)
+        assert_int_equal(c.indices[k], (uint32_t)(40 + k));
+    // The shuffle back on: the seeded permutation, not the file order kept.
+    uint32_t *perm = malloc(n * sizeof(uint32_t));
+    assert_non_null(perm);
+    sampler_permutation(perm, n, 77, 1);
+    sampler_set_shuffle(&resumed, 1);
+    sampler_set_position(&resumed, 1, 0);
+    assert_int_equal(sampler_next(&resumed, 0, &c), 1);
+    assert_memory_equal(c.indices, perm, batch * sizeof(uint32_t));
+    free(perm);
+    sampler_free(&s);
+    sampler_free(&resumed);
+}
+
 static void test_set_weights(void **state)
 {
     (void)state;
@@ -537,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_epoch_weighted),
         cmocka_unit_test(test_epochs_differ),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_file_order),
         cmocka_unit_test(test_set_weights),
     };
     return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);

@@ -132,6 +132,7 @@ int sampler_init(struct sampler *s, long n_samples, long global_batch, int drop_
     s->global_batch = global_batch;
     s->drop_last = drop_last ? 1 : 0;
     s->seed = seed;
+    s->shuffle = 1;
     s->nranks = nranks;
     s->perm = malloc((size_t)n_samples * sizeof(*s->perm));
     s->counts = malloc((size_t)nranks * sizeof(*s->counts));
@@ -146,6 +147,12 @@ int sampler_init(struct sampler *s, long n_samples, long global_batch, int drop_
         return VGPU_ENOMEM;
     }
     return 0;
+}
+
+void sampler_set_shuffle(struct sampler *s, int shuffle)
+{
+    s->shuffle = shuffle ? 1 : 0;
+    s->perm_epoch = -1; // the order held may be the other one
 }
 
 int sampler_set_weights(struct sampler *s, const double *weights, int nweights)
@@ -203,7 +210,11 @@ int sampler_next(struct sampler *s, int rank, struct batch_slice *out)
     if (s->step >= sampler_batches_per_epoch(s))
         return 0;
     if (s->perm_epoch != s->epoch) {
-        sampler_permutation(s->perm, s->n_samples, s->seed, s->epoch);
+        if (s->shuffle)
+            sampler_permutation(s->perm, s->n_samples, s->seed, s->epoch);
+        else
+            for (long i = 0; i < s->n_samples; i++)
+                s->perm[i] = (uint32_t)i;
         s->perm_epoch = s->epoch;
     }
     long start = s->step * s->global_batch;

@@ -1,5 +1,6 @@
-// sampler.h: data-parallel batch sampling: an epoch-seeded shuffle that every
-// rank computes identically, each global batch split into disjoint per-rank pieces.
+// sampler.h: data-parallel batch sampling: an epoch-seeded shuffle (or the
+// file order) that every rank computes identically, each global batch split
+// into disjoint per-rank pieces.
 #ifndef VGPU_SAMPLER_H
 #define VGPU_SAMPLER_H
 
@@ -22,12 +23,13 @@ struct sampler {
     long global_batch;  // samples per full global batch
     int drop_last;      // 1: drop the incomplete last batch of an epoch
     uint64_t seed;      // shuffle seed (train.seed)
+    int shuffle;        // 1: each epoch a permutation of (seed, epoch); 0: file order
     int nranks;         // ranks sharing each batch
     double *weights;    // [nranks] shares of each batch, owned; NULL = equal split
     long epoch;         // current position: epoch ...
     long step;          // ... and batches of it already handed out
     long perm_epoch;    // epoch whose permutation `perm` holds; -1 = none yet
-    uint32_t *perm;     // [n_samples] the shuffled dataset indices of perm_epoch, owned
+    uint32_t *perm;     // [n_samples] the dataset indices of perm_epoch, in order, owned
     long *counts;       // [nranks] scratch: piece sizes of the current batch, owned
     long *offsets;      // [nranks] scratch: piece starts of the current batch, owned
 };
@@ -41,6 +43,13 @@ struct sampler {
 int sampler_init(struct sampler *s, long n_samples, long global_batch, int drop_last,
                  uint64_t seed, int nranks, const double *weights, int nweights);
 
+// shuffle 1 (sampler_init's choice): each epoch takes the rows in the order
+// of sampler_permutation(seed, epoch); 0: in file order, every epoch (batch
+// i of an epoch is rows [i*B, (i+1)*B)), so that a program outside can
+// reproduce the data order. Every rank must make the same call before its
+// first sampler_next.
+void sampler_set_shuffle(struct sampler *s, int shuffle);
+
 // Replaces the per-rank shares from the next batch on (same rules as
 // sampler_init's weights; nweights 0 = equal split). Every rank must make the
 // same call at the same step. Returns 0, VGPU_EINVAL or VGPU_ENOMEM (then the
@@ -53,9 +62,9 @@ void sampler_free(struct sampler *s);
 // Global batches per epoch: floor(n / B) with drop_last, else ceil(n / B).
 long sampler_batches_per_epoch(const struct sampler *s);
 
-// Moves to batch `step_in_epoch` of `epoch` (for resume; the permutation
-// depends only on (seed, epoch), so the rank count may differ from the run
-// that saved the position). A step at or past the end makes the next
+// Moves to batch `step_in_epoch` of `epoch` (for resume; the order depends
+// only on (seed, epoch) and the shuffle, so the rank count may differ from
+// the run that saved the position). A step at or past the end makes the next
 // sampler_next return 0.
 void sampler_set_position(struct sampler *s, long epoch, long step_in_epoch);
 
