@@ -146,6 +146,7 @@ static void test_defaults(void **state)
     assert_true(c->t.train.step_gamma == 0.1);
     assert_int_equal(c->t.train.batch_weights.count, 0);
     assert_int_equal(c->t.train.drop_last, 1);
+    assert_int_equal(c->t.train.shuffle, 1); // a new order each epoch, as before the key
     assert_int_equal(c->t.train.seed, 1);
     assert_int_equal(c->t.train.deterministic, 0);
     assert_int_equal(c->t.train.micro_batches, 8);
@@ -154,6 +155,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->t.data.fallback_synthetic, 1);
     assert_int_equal(c->t.data.synthetic_features, 784);
     assert_int_equal(c->t.model.context, 128);
+    assert_string_equal(c->t.model.init_file, ""); // drawn from train.seed
     assert_true(c->t.data.val_fraction == 0.1);
     assert_string_equal(c->t.checkpoint.dir, "");
     assert_int_equal(c->t.checkpoint.keep_last, 3); // a few, not every one (issue 32)
@@ -302,10 +304,12 @@ static void test_every_type(void **state)
                                "\n"
                                "[model]\n"
                                "hidden = 64,32,16\n"
+                               "init_file = /tmp/some params.bin\n"
                                "[train]\n"
                                "lr = 0.05\n"
                                "optimizer = sgd\n"
                                "drop_last = false\n"
+                               "shuffle = no\n"
                                "deterministic = yes\n"
                                "batch_weights = 0.8,0.2\n"
                                "seed = 42\n"
@@ -337,6 +341,8 @@ static void test_every_type(void **state)
     assert_true(c->t.train.lr == 0.05);
     assert_int_equal(c->t.train.optimizer, OPTIM_SGD);
     assert_int_equal(c->t.train.drop_last, 0);
+    assert_int_equal(c->t.train.shuffle, 0);
+    assert_string_equal(c->t.model.init_file, "/tmp/some params.bin");
     assert_int_equal(c->t.train.deterministic, 1);
     assert_int_equal(c->t.train.batch_weights.count, 2);
     assert_true(c->t.train.batch_weights.v[0] == 0.8);
@@ -611,6 +617,8 @@ static void test_override_good(void **state)
         "data.path=/data/a=b", // only the first '=' splits
         "train.batch_weights=1,2,3",
         "devices.memory_fraction=0.25",
+        "train.shuffle=false",
+        "model.init_file=p.bin",
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(sets); i++) {
         int rc = jc_apply_override(c, sets[i], err, sizeof err);
@@ -629,7 +637,11 @@ static void test_override_good(void **state)
     assert_int_equal(c->t.train.batch_weights.count, 3);
     assert_true(c->t.train.batch_weights.v[2] == 3.0);
     assert_true(c->v.devices.memory_fraction == 0.25);
-    // An empty list clears it.
+    assert_int_equal(c->t.train.shuffle, 0);
+    assert_string_equal(c->t.model.init_file, "p.bin");
+    // An empty string or list clears it.
+    assert_int_equal(jc_apply_override(c, "model.init_file=", err, sizeof err), 0);
+    assert_string_equal(c->t.model.init_file, "");
     assert_int_equal(jc_apply_override(c, "train.batch_weights=", err, sizeof err), 0);
     assert_int_equal(c->t.train.batch_weights.count, 0);
     // Overrides apply after a file and win.

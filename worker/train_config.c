@@ -36,6 +36,9 @@ static const struct config_key keys_[] = {
     {"model", "context", CONFIG_INT, F_(model, context), 0, "128", 1, 1 << 20, NULL,
      "gpt: tokens a training sequence (text: bytes; the training and the validation part "
      "each need at least context + 1), and the positions the model has"},
+    {"model", "init_file", CONFIG_STR, F_(model, init_file), S_(model, init_file), "", 0, 0, NULL,
+     "initial parameters from this file, not drawn from train.seed: the parameter count of "
+     "float32 (little-endian, the model's flat layout; NaN or inf refused); empty = drawn"},
 
     {"train", "epochs", CONFIG_INT, F_(train, epochs), 0, "15", 1, 100000, NULL, "passes over the training set"},
     {"train", "batch_size", CONFIG_INT, F_(train, batch_size), 0, "256", 1, 1 << 24, NULL,
@@ -65,6 +68,9 @@ static const struct config_key keys_[] = {
      "every 10 steps by each rank's measured speed (normal mode; not bitwise reproducible)"},
     {"train", "drop_last", CONFIG_BOOL, F_(train, drop_last), 0, "true", 0, 0, NULL,
      "drop the incomplete last batch of each epoch (false: train on it too)"},
+    {"train", "shuffle", CONFIG_BOOL, F_(train, shuffle), 0, "true", 0, 0, NULL,
+     "each epoch takes the training rows in a new order drawn from train.seed; false: in file "
+     "order, batch i being rows [i*B, (i+1)*B) (B = batch_size), for a program outside to follow"},
     {"train", "seed", CONFIG_INT, F_(train, seed), 0, "1", 0, BIG, NULL,
      "seed for initialisation and shuffling"},
     {"train", "log_every", CONFIG_INT, F_(train, log_every), 0, "50", 1, BIG, NULL,

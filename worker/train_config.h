@@ -43,6 +43,7 @@ struct train_config {
         enum model_kind type;      // the model trained (worker/models/models.h's list)
         struct config_int_list hidden; // hidden layer widths
         long layers, heads, channels, context; // the gpt's
+        char init_file[CONFIG_STR_MAX]; // initial parameters (float32, the flat layout); "" = seeded
     } model;
     struct {
         long epochs;
@@ -60,6 +61,7 @@ struct train_config {
         struct config_float_list batch_weights; // per-rank share of each batch
         enum batch_balance balance; // static | dynamic
         int drop_last;
+        int shuffle;               // 1: a permutation an epoch; 0: the rows in file order
         long seed;
         long log_every;            // steps between progress lines
         int deterministic;

@@ -186,6 +186,12 @@ int trainer_prepare(struct trainer *t);
 // Set-up in lockstep: the initial parameters reach every replica, warm-up.
 int trainer_start(struct trainer *t);
 void trainer_free(struct trainer *t);
+// The model's initial parameters into host[m->param_count]: model.init_file's
+// when set, else drawn from train.seed. Returns 0, or VGPU_ECONFIG with err
+// naming the file and what is wrong (unreadable, the wrong size, NaN or
+// infinite values).
+int train_initial_params(const struct train_config *cfg, const struct model *m, float *host,
+                         char *err, size_t err_bytes);
 
 // ---- train_step.c ----
 // The staging for pieces of max_rows rows of the training and test sets

@@ -4,8 +4,12 @@
 #include "train_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hostmem.h"
 #include "log.h"
@@ -126,15 +130,96 @@ static int open_files_(struct trainer *t)
                : 0;
 }
 
-// Identical replicas: rank 0 draws the initial parameters (trainer_start
-// broadcasts them).
+// ---- initial parameters ----
+
+// Reads exactly `bytes` of fd into out; err names path.
+static int read_exactly_(int fd, const char *path, void *out, size_t bytes, char *err,
+                         size_t err_bytes)
+{
+    size_t got = 0;
+    while (got < bytes) {
+        const ssize_t n = read(fd, (char *)out + got, bytes - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                               n < 0 ? "model.init_file %s: read failed at byte %zu: %s"
+                                     : "model.init_file %s: ended at byte %zu (%s)",
+                               path, got, n < 0 ? strerror(errno) : "changed while read?");
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+// model.init_file into host[count]: exactly count float32s, little-endian
+// (the byte order checkpoints use), every one finite.
+static int read_init_file_(const char *path, float *host, size_t count, char *err,
+                           size_t err_bytes)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG, "model.init_file %s: cannot open: %s",
+                           path, strerror(errno));
+    const size_t want = count * sizeof(float);
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = util_errorf(err, err_bytes, VGPU_ECONFIG, "model.init_file %s: cannot stat: %s",
+                         path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = util_errorf(err, err_bytes, VGPU_ECONFIG,
+                         "model.init_file %s: not a regular file", path);
+    else if ((uint64_t)st.st_size != (uint64_t)want)
+        rc = util_errorf(err, err_bytes, VGPU_ECONFIG,
+                         "model.init_file %s: %lld bytes, but the model's %zu parameters take "
+                         "%zu (float32 each, little-endian, in the model's flat layout)",
+                         path, (long long)st.st_size, count, want);
+    else
+        rc = read_exactly_(fd, path, host, want, err, err_bytes);
+    close(fd);
+    if (rc < 0)
+        return rc;
+    size_t bad = 0, first = 0;
+    const unsigned char *b = (const unsigned char *)host;
+    for (size_t i = 0; i < count; i++) { // in place: element i's bytes become element i
+        const uint32_t u = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                           (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+        memcpy(&host[i], &u, sizeof u);
+        if (!isfinite(host[i]) && bad++ == 0)
+            first = i;
+    }
+    if (bad)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "model.init_file %s: %zu of %zu parameters are NaN or infinite (the "
+                           "first at index %zu)", path, bad, count, first);
+    return 0;
+}
+
+int train_initial_params(const struct train_config *cfg, const struct model *m, float *host,
+                         char *err, size_t err_bytes)
+{
+    if (cfg->model.init_file[0])
+        return read_init_file_(cfg->model.init_file, host, m->param_count, err, err_bytes);
+    model_init_params(m, host, (uint64_t)cfg->train.seed);
+    return 0;
+}
+
+// Identical replicas: rank 0 draws or reads the initial parameters
+// (trainer_start broadcasts them).
 static int init_params_(struct trainer *t)
 {
     float *host = malloc(t->model.param_count * sizeof(float));
     if (!host)
         return VGPU_ENOMEM;
-    model_init_params(&t->model, host, (uint64_t)t->cfg->train.seed);
-    int rc = vgpu_memcpy_htod(t->dev, t->model.params, host, t->model.param_count * sizeof(float));
+    char err[512];
+    int rc = train_initial_params(t->cfg, &t->model, host, err, sizeof err);
+    if (rc < 0)
+        log_error("%s", err); // bad input, said in one line: no trace
+    else
+        TRY_GOTO(vgpu_memcpy_htod(t->dev, t->model.params, host,
+                                  t->model.param_count * sizeof(float)),
+                 rc, out);
+out:
     free(host);
     return rc;
 }
@@ -147,6 +232,8 @@ static int init_sampler_(struct trainer *t)
     int rc = sampler_init(&t->sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, job->size,
                           cfg->train.batch_weights.v, cfg->train.batch_weights.count);
+    if (rc == 0)
+        sampler_set_shuffle(&t->sampler, cfg->train.shuffle);
     if (rc == 0 || rc == VGPU_ENOMEM)
         return rc;
     const long samples = t->data->train.count, batch = cfg->train.batch_size;
@@ -217,7 +304,9 @@ int trainer_prepare(struct trainer *t)
     if (job->rank == 0) {
         warn_about_settings_(t);
         TRY(open_files_(t));
-        TRY(init_params_(t));
+        const int rc = init_params_(t); // traces its own failures but bad input
+        if (rc < 0)
+            return rc;
     }
     TRY(init_sampler_(t));
     TRY(train_report_prepare(t));

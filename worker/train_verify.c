@@ -45,7 +45,12 @@ static int replay_(struct trainer *t, float *ref_params)
     TRY_GOTO(optim_init(&r.opt, t->dev, cfg, r.model.param_count), rc, out);
     TRY_GOTO(sampler_init(&r.sampler, t->data->train.count, cfg->train.batch_size,
                           cfg->train.drop_last, (uint64_t)cfg->train.seed, 1, NULL, 0), rc, out);
-    model_init_params(&r.model, ref_params, (uint64_t)cfg->train.seed);
+    sampler_set_shuffle(&r.sampler, cfg->train.shuffle);
+    char err[512];
+    if ((rc = train_initial_params(cfg, &r.model, ref_params, err, sizeof err)) < 0) {
+        log_error("%s", err); // the file changed since the run read it
+        goto out;
+    }
     TRY_GOTO(vgpu_memcpy_htod(t->dev, r.model.params, ref_params,
                               r.model.param_count * sizeof(float)), rc, out);
     for (long step = 0; step < t->step; step++) {
