@@ -8,7 +8,9 @@ The C tests run it (Debian's python3-torch: /usr/bin/python3) and compare:
 
   init       a parameter file from a seed (GPT-2's initialisation)
   step       loss, gradients, gradient norm and the parameters after one step
-  train      N steps over given batches; training and validation losses
+  train      N steps over given batches, or over a text's sequences in
+             order (--text: as vgpu_train makes them, with train.shuffle =
+             false); training and validation losses
 
 Files are raw little-endian arrays: parameters float32 in layout() order,
 each tensor row-major; tokens int32. Everything runs in float32 on the CPU,
@@ -127,6 +129,72 @@ def read_rows(path, lead, context, what, width=None):
     if a.min() < 0 or a.max() >= V:
         fail(f"{path}: token ids must be in [0, {V})")
     return torch.from_numpy(a.astype(np.int64)).view(*lead, width)
+
+
+# ---- text: vgpu_train's sequences (worker/dataset_text.c, dataset.c) ----
+
+def read_text(path):
+    """The bytes of a file, or of a directory's regular files (not links,
+    not names ending .dat) in byte order of their names, concatenated."""
+    try:
+        if not os.path.isdir(path):
+            with open(path, "rb") as f:
+                return f.read()
+        out, root = [], os.fsencode(path)
+        for name in sorted(os.listdir(root)):
+            full = os.path.join(root, name)
+            if not name.endswith(b".dat") and os.path.isfile(full) and not os.path.islink(full):
+                with open(full, "rb") as f:
+                    out.append(f.read())
+        return b"".join(out)
+    except OSError as e:
+        fail(f"{path}: cannot read the text: {e.strerror}")
+
+
+def sequences(text, T):
+    """Rows [M, T+1] of bytes: row i is text[i*T : i*T + T + 1] (inputs its
+    first T, next-byte labels its last T), M = (len - 1) // T."""
+    m = (len(text) - 1) // T
+    a = np.frombuffer(text, dtype=np.uint8)
+    idx = np.arange(m)[:, None] * T + np.arange(T + 1)[None, :]
+    return torch.from_numpy(a[idx].astype(np.int64))
+
+
+def split_text(text, T, val_fraction):
+    """(training rows, validation rows) as dataset_split_text cuts them: the
+    last val_fraction of the bytes (rounded down) validates; the training
+    part ends one byte past its last whole sequence."""
+    val_share = int(len(text) * val_fraction)
+    train_share = len(text) - val_share
+    cut = (train_share - 1) // T * T + 1 if train_share >= T + 1 else train_share
+    if cut < T + 1 or len(text) - cut < T + 1:
+        fail(f"{len(text)} bytes of text is too short for context {T}")
+    return sequences(text[:cut], T), sequences(text[cut:], T)
+
+
+def text_batches(rows, steps, B):
+    """[steps, B, T+1]: batch s is rows [i*B, (i+1)*B), i = s modulo the
+    epoch's whole batches (vgpu_train's train.shuffle = false, drop_last)."""
+    per_epoch = rows.shape[0] // B
+    if per_epoch < 1:
+        fail(f"{rows.shape[0]} training rows hold no batch of {B}")
+    return torch.stack([rows[(s % per_epoch) * B:(s % per_epoch + 1) * B] for s in range(steps)])
+
+
+def schedule(a):
+    """The learning rate of each step s = 0..N-1: a linear warm-up,
+    lr * (s + 1) / W for s < W; then lr, or with --schedule cosine lr times
+    (1 + cos(pi * (s - W) / (N - W))) / 2 (a LambdaLR of that factor)."""
+    lrs = []
+    for s in range(a.steps):
+        if s < a.warmup_steps:
+            lrs.append(a.lr * (s + 1) / a.warmup_steps)
+        elif a.schedule == "cosine" and a.steps > a.warmup_steps:
+            progress = min(1.0, (s - a.warmup_steps) / (a.steps - a.warmup_steps))
+            lrs.append(a.lr * 0.5 * (1.0 + math.cos(math.pi * progress)))
+        else:
+            lrs.append(a.lr)
+    return lrs
 
 
 def write_floats(path, t):
@@ -271,10 +339,16 @@ def evaluate(P, val, a):
 def cmd_train(a):
     lay = layout(a.layers, a.channels, a.context)
     P = leaves(read_params(a.params, lay), lay)
-    batches = read_rows(a.batches, (a.steps, a.batch), a.context, "batches")
-    # Validation rows have the batches' width.
-    val = read_rows(a.val, (-1,), a.context, "validation rows", batches.shape[-1]) if a.val else None
-    lrs = [a.lr] * a.steps
+    if a.text:
+        rows, val = split_text(read_text(a.text), a.context, a.val_fraction)
+        batches = text_batches(rows, a.steps, a.batch)
+        print(f"text: {a.text}: {rows.shape[0]} training and {val.shape[0]} validation "
+              f"sequences of {a.context}")
+    else:
+        batches = read_rows(a.batches, (a.steps, a.batch), a.context, "batches")
+        # Validation rows have the batches' width.
+        val = read_rows(a.val, (-1,), a.context, "validation rows", batches.shape[-1]) if a.val else None
+    lrs = schedule(a)
     if a.lr_file:
         with open(a.lr_file) as f:
             lrs = [float(s) for s in f.read().split()]
@@ -294,6 +368,7 @@ def cmd_train(a):
             val_lines.append(line)
             print(line)
     write_text(os.path.join(a.out, "train_loss.txt"), train_lines)
+    write_text(os.path.join(a.out, "lr.txt"), [fmt(x) for x in lrs])
     if val is not None:
         write_text(os.path.join(a.out, "val.txt"), val_lines)
     write_floats(os.path.join(a.out, "params_after.bin"), flat_params(P))
@@ -337,8 +412,20 @@ def parse(argv):
                    help="check K entries of each tensor of grads.bin by float64 finite differences")
     m = modes.add_parser("train", parents=[shape, opt], help="N steps, training and validation loss")
     m.add_argument("--steps", type=int, required=True, help="N, steps (one batch each)")
-    m.add_argument("--batches", required=True, help="int32 [N, B, S+1]")
-    m.add_argument("--lr-file", help="N learning rates, one a line (else --lr throughout)")
+    src = m.add_mutually_exclusive_group(required=True)
+    src.add_argument("--batches", help="int32 [N, B, S+1]")
+    src.add_argument("--text", metavar="PATH",
+                     help="a text file or directory (as vgpu_train's data.path): its sequences "
+                          "of --context bytes as vgpu_train makes them, batch s the rows "
+                          "[s*B, (s+1)*B) (train.shuffle = false), the last --val-fraction "
+                          "the validation rows")
+    m.add_argument("--val-fraction", type=float, default=0.1,
+                   help="with --text: data.val_fraction (default 0.1)")
+    m.add_argument("--schedule", choices=["constant", "cosine"], default="constant",
+                   help="after the warm-up: --lr, or a cosine decay (default constant)")
+    m.add_argument("--warmup-steps", type=int, default=0, metavar="W",
+                   help="linear warm-up: step s < W at lr*(s+1)/W (default 0)")
+    m.add_argument("--lr-file", help="N learning rates, one a line (else --lr and --schedule)")
     m.add_argument("--val", help="int32 [M, S+1] validation rows, evaluated at the end")
     m.add_argument("--eval-every", type=int, default=0, help="also evaluate every this many steps")
     a = p.parse_args(argv)
@@ -346,6 +433,9 @@ def parse(argv):
         p.error("need layers, heads, channels, context >= 1 and channels % heads == 0")
     if a.mode != "init" and (a.batch < 1 or (a.mode == "train" and a.steps < 1)):
         p.error("need --batch (and --steps) >= 1")
+    if a.mode == "train" and (a.text and a.val or not 0 < a.val_fraction < 1 or a.warmup_steps < 0):
+        p.error("--text makes its own validation rows (no --val); need 0 < --val-fraction < 1, "
+                "--warmup-steps >= 0")
     return a
 
 

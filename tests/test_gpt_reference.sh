@@ -4,7 +4,8 @@
 # whose gradient file agrees with float64 finite differences (a few entries of
 # every tensor, done by the script), files of exactly the layout's size, the
 # parameters moved; a second step from there (attention's gradients larger),
-# unclipped; train's first step the same bits as step's; train's loss files.
+# unclipped; train's first step the same bits as step's; train's loss files;
+# train --text's sequences and its schedule.
 # Skipped (exit 77, said) without python3, PyTorch or NumPy.
 set -uo pipefail
 PY=${VGPU_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives under /usr/bin/python3
@@ -88,6 +89,38 @@ out=$(cat "$WORK/t2/train_loss.txt" "$WORK/t2/val.txt")
 expect "train_loss.txt has a loss a step" [ "$(wc -l <"$WORK/t2/train_loss.txt")" = 2 ]
 expect "val.txt has the evaluation after each step" \
   [ "$(grep -Ec '^step=[12] val_loss=[0-9.]+ val_bpb=[0-9.]+$' "$WORK/t2/val.txt")" = 2 ]
+
+# train --text: vgpu_train's sequences of a directory's text files (name
+# order; links and *.dat skipped). 100 bytes, context 8, val_fraction 0.1: the
+# last 10 bytes validate, the training part ends at byte 89 (one past its
+# last whole sequence): 11 training rows, and 1 validation row of the last 11
+# bytes. Batch s of 3 is rows [3s, 3s+3), wrapping after the 3 whole
+# batches. The rates: warm-up 2 steps to 0.1, then a cosine over 4 steps.
+mkdir "$WORK/text"
+"$PY" -c 'import sys; open(sys.argv[1], "wb").write(bytes(range(10, 70)))' "$WORK/text/a"
+"$PY" -c 'import sys; open(sys.argv[1], "wb").write(bytes(range(70, 110)))' "$WORK/text/b"
+printf 'skipped' >"$WORK/text/a.dat"
+ln -s a "$WORK/text/c"
+run "train --text" "$PY" "$REF" train "${SHAPE[@]}" "${OPT[@]}" --params "$WORK/params.bin" \
+  --steps 6 --text "$WORK/text" --schedule cosine --warmup-steps 2 --lr 0.1 --out "$WORK/tx"
+expect "11 training and 1 validation sequences" \
+  has "text: $WORK/text: 11 training and 1 validation sequences of 8$"
+"$PY" - "$REF" "$WORK/text" <<'PYEOF' >"$WORK/rows.txt" 2>&1
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("ref", sys.argv[1])
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+train, val = ref.split_text(ref.read_text(sys.argv[2]), 8, 0.1)
+batches = ref.text_batches(train, 6, 3)
+print(train[0].tolist(), train[10].tolist(), val.tolist(), batches[:, 0, 0].tolist())
+PYEOF
+out=$(cat "$WORK/rows.txt")
+expect "row 0 is bytes 0-8, row 10 bytes 80-88, the validation row bytes 89-97; batches wrap" \
+  [ "$out" = "[10, 11, 12, 13, 14, 15, 16, 17, 18] [90, 91, 92, 93, 94, 95, 96, 97, 98] \
+[[99, 100, 101, 102, 103, 104, 105, 106, 107]] [10, 34, 58, 10, 34, 58]" ]
+out=$(tr '\n' ' ' <"$WORK/tx/lr.txt")
+expect "lr.txt: the warm-up, then the cosine" \
+  [ "$out" = "0.05 0.1 0.1 0.0853553391 0.05 0.0146446609 " ]
 
 # A parameter file of another shape is refused, naming the sizes.
 rc=0
