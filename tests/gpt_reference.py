@@ -259,22 +259,27 @@ def flat_params(P):
 
 # ---- modes ----
 
-def cmd_init(a):
-    lay = layout(a.layers, a.channels, a.context)
-    torch.manual_seed(a.seed)
+def init_params(L, C, T, seed):
+    """GPT-2's initialisation as one flat tensor in layout order, drawn in
+    that order from torch's default generator seeded with seed."""
+    torch.manual_seed(seed)
     out = []
-    # Draws in layout order from torch's default generator.
-    for name, shape in lay:
+    for name, shape in layout(L, C, T):
         t = torch.zeros(shape)
         if name.endswith(("attn.proj.weight", "mlp.proj.weight")):
-            t.normal_(0.0, INIT_STD / math.sqrt(2 * a.layers))  # residual projections
+            t.normal_(0.0, INIT_STD / math.sqrt(2 * L))  # residual projections
         elif name.endswith(".weight") and name.split(".")[-2].startswith("ln"):
             t.fill_(1.0)  # LayerNorm gains (biases stay 0)
         elif len(shape) == 2:
             t.normal_(0.0, INIT_STD)  # embeddings and the other weights
         out.append(t.reshape(-1))
-    write_floats(a.out, torch.cat(out))
-    print(f"gpt_reference: wrote {a.out} ({sum(t.numel() for t in out)} parameters)")
+    return torch.cat(out)
+
+
+def cmd_init(a):
+    flat = init_params(a.layers, a.channels, a.context, a.seed)
+    write_floats(a.out, flat)
+    print(f"gpt_reference: wrote {a.out} ({flat.numel()} parameters)")
 
 
 def fd_check(a, flat32, rows, grads_path, per_tensor):
