@@ -21,11 +21,11 @@ const char *cpu_gemm_library(void)
 
 void cpu_gemm_set_threads(int threads) { omp_set_num_threads(threads); }
 
-int cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-             const float *b, float beta, float *c)
+int cpu_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
-                                  trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+                                  lda, b, ldb, beta, c, ldc);
     if (st != dnnl_success) {
         log_error("dnnl_sgemm(%c%c, m=%d n=%d k=%d) failed: status %d", trans_a ? 'T' : 'N',
                   trans_b ? 'T' : 'N', m, n, k, (int)st);
@@ -48,14 +48,14 @@ const char *cpu_gemm_library(void)
 
 void cpu_gemm_set_threads(int threads) { bli_thread_set_num_threads(threads); }
 
-int cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-             const float *b, float beta, float *c)
+int cpu_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     // op(a)[i,p] lives at a[i*rs + p*cs].
-    inc_t rs_a = trans_a ? 1 : k, cs_a = trans_a ? m : 1;
-    inc_t rs_b = trans_b ? 1 : n, cs_b = trans_b ? k : 1;
+    inc_t rs_a = trans_a ? 1 : lda, cs_a = trans_a ? lda : 1;
+    inc_t rs_b = trans_b ? 1 : ldb, cs_b = trans_b ? ldb : 1;
     bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, (float *)a, rs_a, cs_a,
-              (float *)b, rs_b, cs_b, &beta, c, n, 1);
+              (float *)b, rs_b, cs_b, &beta, c, ldc, 1);
     return 0;
 }
 
@@ -77,12 +77,18 @@ const char *cpu_gemm_library(void)
 
 void cpu_gemm_set_threads(int threads) { openblas_set_num_threads(threads); }
 
-int cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-             const float *b, float beta, float *c)
+int cpu_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, trans_a ? m : k, b,
-                trans_b ? k : n, beta, c, n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return 0;
 }
 #endif
+
+int cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+             const float *b, float beta, float *c)
+{
+    return cpu_gemm_ld(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n,
+                       beta, c, n);
+}

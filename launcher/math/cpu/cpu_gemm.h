@@ -16,4 +16,10 @@ void cpu_gemm_set_threads(int threads);
 int cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
              const float *b, float beta, float *c);
 
+// cpu_gemm on strided matrices: row i of a as stored starts at a + i * lda
+// (likewise b, c), so a GEMM can read a head's columns out of a wider tensor
+// (the transformer's attention). beta 0 overwrites c whatever it held.
+int cpu_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
 #endif
