@@ -5,7 +5,7 @@
 // .transformer) and each operation's contract, element functions and checked
 // entry, which calls through that table. A new transformer operation is 3
 // files: its member, element function and entry here, and a body and a row of
-// math_transformer_ops in cpu/math_cpu.c and in cuda/math_cuda.cu.
+// math_transformer_ops in cpu/cpu_transformer.c and in cuda/math_cuda.cu.
 //
 // Sizes: B batch rows, T positions, C channels, NH heads of hs = C / NH
 // channels, V vocabulary. Tensors are float32, row-major, device memory of
@@ -13,7 +13,10 @@
 // the others are overwritten. Every sum runs in a fixed order, so a result is
 // bitwise the same every run, on the GPU too (no float atomics); the CPU and
 // a GPU agree bitwise where only +, *, / and sqrt are involved (embeddings,
-// layer norm), and to an ulp or so of expf and tanhf elsewhere.
+// layer norm), and to rounding elsewhere: the CPU takes attention's products
+// from the BLAS (its order of the sums), and computes GELU's tanh through
+// one expf and takes that and the softmax's expf from glibc's libmvec where
+// it can (cpu/cpu_transformer.c).
 #ifndef VGPU_MATH_TRANSFORMER_H
 #define VGPU_MATH_TRANSFORMER_H
 

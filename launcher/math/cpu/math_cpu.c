@@ -1,20 +1,19 @@
-// math_cpu.c: the model's math on a CPU-simulated virtual GPU (math_ops.h,
-// math_transformer.h): the element functions in loops (vectorised by hand
-// with AVX-512 where the compiler will not, or their sums in a loop order
-// that vectorises: bitwise the same), GEMM through the build's BLAS
-// (cpu_gemm.c), all on the device's host view of its memory, synchronously
-// on the calling thread (the CPU device's stream).
+// math_cpu.c: the model's math on a CPU-simulated virtual GPU (math_ops.h;
+// the transformer's family is in cpu_transformer.c): the element functions
+// in loops (vectorised by hand with AVX-512 where the compiler will not, or
+// their sums in a loop order that vectorises: bitwise the same), GEMM
+// through the build's BLAS (cpu_gemm.c), all on the device's host view of
+// its memory, synchronously on the calling thread (the CPU device's stream).
 #include <string.h>
 
 #include "cpu_gemm.h"
-#include "device_internal.h"
-#include "math_ops.h"
+#include "math_cpu_internal.h"
 
 // The BLAS threads of this device's rank, set before its first operation
 // (devices.cpu_threads; process-wide in every BLAS, hence once a device).
 static char threads_set_;
 
-static void prepare_(device_t *dev)
+void math_cpu_prepare(device_t *dev)
 {
     if (dev->math != &threads_set_) {
         cpu_gemm_set_threads(dev->blas_threads);
@@ -22,14 +21,10 @@ static void prepare_(device_t *dev)
     }
 }
 
-// Host view of a device pointer the entries (math_ops.h) have already checked.
-#define V_(p) ((float *)device_host_view(dev, (p)))
-#define CV_(p) ((const float *)device_host_view(dev, (p)))
-
 static int cpu_gemm_(device_t *dev, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, const float *b, float beta, float *c)
 {
-    prepare_(dev);
+    math_cpu_prepare(dev);
     return cpu_gemm(trans_a, trans_b, m, n, k, alpha, CV_(a), CV_(b), beta, V_(c));
 }
 
@@ -269,186 +264,6 @@ static int cpu_sum_squares_(device_t *dev, float *out, const float *x, size_t n)
     return 0;
 }
 
-// ---- the transformer (math_transformer.h) ----
-
-// Every token checked before anything is written.
-static int check_tokens_(const char *op, const int32_t *tokens, int B, int T, int V)
-{
-    for (size_t bt = 0; bt < (size_t)B * T; bt++)
-        if (!kernel_token_ok(tokens[bt], V)) {
-            log_error("%s: token %d at b %zu, t %zu is outside [0, %d)", op, tokens[bt],
-                      bt / (size_t)T, bt % (size_t)T, V);
-            return VGPU_EINVAL;
-        }
-    return 0;
-}
-
-static int cpu_embed_forward_(device_t *dev, float *out, const int32_t *tokens, const float *wte,
-                              const float *wpe, int B, int T, int C, int V)
-{
-    float *o = V_(out);
-    const int32_t *tok = device_host_view(dev, tokens);
-    const float *e = CV_(wte), *p = CV_(wpe);
-    TRY(check_tokens_("embed_forward", tok, B, T, V));
-    for (size_t bt = 0; bt < (size_t)B * T; bt++)
-        for (size_t c = 0; c < (size_t)C; c++)
-            kernel_embed_forward(bt, c, o, tok, e, p, T, C);
-    return 0;
-}
-
-static int cpu_embed_backward_(device_t *dev, float *dwte, float *dwpe, const float *dout,
-                               const int32_t *tokens, int B, int T, int C, int V)
-{
-    float *dw = V_(dwte), *dp = V_(dwpe);
-    const float *d = CV_(dout);
-    const int32_t *tok = device_host_view(dev, tokens);
-    TRY(check_tokens_("embed_backward", tok, B, T, V));
-    // dwte: kernel_embed_backward_wte's chains, position by position (each
-    // element's terms in (b, t) order onto its old value).
-    for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-        float *row = dw + (size_t)tok[bt] * C;
-        const float *g = d + bt * C;
-        for (size_t c = 0; c < (size_t)C; c++)
-            row[c] += g[c];
-    }
-    for (size_t i = 0; i < (size_t)T * C; i++)
-        kernel_embed_backward_wpe(i, dp, d, B, T, C);
-    return 0;
-}
-
-static int cpu_layernorm_forward_(device_t *dev, float *out, float *mean, float *rstd,
-                                  const float *inp, const float *weight, const float *bias,
-                                  int rows, int C)
-{
-    float *o = V_(out), *m = V_(mean), *s = V_(rstd);
-    const float *x = CV_(inp), *w = CV_(weight), *b = CV_(bias);
-    for (size_t r = 0; r < (size_t)rows; r++)
-        kernel_layernorm_forward(r, o, m, s, x, w, b, C);
-    return 0;
-}
-
-static int cpu_layernorm_backward_(device_t *dev, float *dinp, float *dweight, float *dbias,
-                                   const float *dout, const float *inp, const float *weight,
-                                   const float *mean, const float *rstd, int rows, int C)
-{
-    float *dx = V_(dinp), *dw = V_(dweight), *db = V_(dbias);
-    const float *dy = CV_(dout), *x = CV_(inp), *w = CV_(weight), *m = CV_(mean),
-                *s = CV_(rstd);
-    for (size_t r = 0; r < (size_t)rows; r++)
-        kernel_layernorm_backward_row(r, dx, dy, x, w, m, s, C);
-    // kernel_layernorm_backward_param's sums, row by row (contiguous): each
-    // column's terms in row order onto its old value.
-    for (size_t r = 0; r < (size_t)rows; r++) {
-        const float *xr = x + r * C, *dyr = dy + r * C, mr = m[r], sr = s[r];
-        for (size_t c = 0; c < (size_t)C; c++) {
-            dw[c] += (xr[c] - mr) * sr * dyr[c];
-            db[c] += dyr[c];
-        }
-    }
-    return 0;
-}
-
-static int cpu_attention_forward_(device_t *dev, float *out, float *att, const float *qkv, int B,
-                                  int T, int C, int NH)
-{
-    float *o = V_(out), *a = V_(att);
-    const float *x = CV_(qkv);
-    const size_t hs = (size_t)(C / NH), C3 = 3 * (size_t)C;
-    for (size_t r = 0; r < (size_t)B * NH * T; r++)
-        kernel_attention_softmax(r, a, x, T, C, NH);
-    // kernel_attention_out's sums, a head of one position at a time (over its
-    // channels, contiguous): each element's terms in the same order.
-    for (size_t b = 0; b < (size_t)B; b++)
-        for (size_t t = 0; t < (size_t)T; t++)
-            for (size_t h = 0; h < (size_t)NH; h++) {
-                float *y = o + (b * T + t) * C + h * hs;
-                const float *arow = a + ((b * NH + h) * T + t) * T;
-                for (size_t d = 0; d < hs; d++)
-                    y[d] = 0.0f;
-                for (size_t t2 = 0; t2 <= t; t2++) {
-                    const float *v = x + (b * T + t2) * C3 + 2 * (size_t)C + h * hs;
-                    const float w = arow[t2];
-                    for (size_t d = 0; d < hs; d++)
-                        y[d] += w * v[d];
-                }
-            }
-    return 0;
-}
-
-static int cpu_attention_backward_(device_t *dev, float *dqkv, float *datt, const float *dout,
-                                   const float *qkv, const float *att, int B, int T, int C,
-                                   int NH)
-{
-    float *dx = V_(dqkv), *da = V_(datt);
-    const float *dy = CV_(dout), *x = CV_(qkv), *a = CV_(att);
-    const size_t hs = (size_t)(C / NH), C3 = 3 * (size_t)C;
-    const float scale = kernel_attention_scale((int)hs);
-    for (size_t r = 0; r < (size_t)B * NH * T; r++)
-        kernel_attention_backward_q(r, dx, da, dy, x, a, T, C, NH);
-    // kernel_attention_backward_kv's sums, a head of one key position at a
-    // time (over its channels): each element's terms in the same order.
-    for (size_t b = 0; b < (size_t)B; b++)
-        for (size_t h = 0; h < (size_t)NH; h++)
-            for (size_t t2 = 0; t2 < (size_t)T; t2++) {
-                float *dk = dx + (b * T + t2) * C3 + C + h * hs, *dv = dk + C;
-                const size_t col = (b * NH + h) * T * T + t2;
-                for (size_t d = 0; d < hs; d++)
-                    dk[d] = dv[d] = 0.0f;
-                for (size_t t = t2; t < (size_t)T; t++) {
-                    const float g = da[col + t * T], w = a[col + t * T];
-                    const float *q = x + (b * T + t) * C3 + h * hs;
-                    const float *dyt = dy + (b * T + t) * C + h * hs;
-                    for (size_t d = 0; d < hs; d++) {
-                        dk[d] += g * q[d];
-                        dv[d] += w * dyt[d];
-                    }
-                }
-                for (size_t d = 0; d < hs; d++)
-                    dk[d] *= scale;
-            }
-    return 0;
-}
-
-static int cpu_gelu_forward_(device_t *dev, float *out, const float *inp, size_t n)
-{
-    float *o = V_(out);
-    const float *x = CV_(inp);
-    for (size_t i = 0; i < n; i++)
-        kernel_gelu_forward(i, o, x);
-    return 0;
-}
-
-static int cpu_gelu_backward_(device_t *dev, float *dinp, const float *inp, const float *dout,
-                              size_t n)
-{
-    float *dx = V_(dinp);
-    const float *x = CV_(inp), *dy = CV_(dout);
-    for (size_t i = 0; i < n; i++)
-        kernel_gelu_backward(i, dx, x, dy);
-    return 0;
-}
-
-static int cpu_seq_stats_(device_t *dev, float *out, const float *xent, int B, int T)
-{
-    float *o = V_(out);
-    const float *x = CV_(xent);
-    for (size_t b = 0; b < (size_t)B; b++)
-        kernel_seq_stats(b, o, x, T);
-    return 0;
-}
-
-static const struct math_transformer_ops math_cpu_transformer_ops_ = {
-    .embed_forward = cpu_embed_forward_,
-    .embed_backward = cpu_embed_backward_,
-    .layernorm_forward = cpu_layernorm_forward_,
-    .layernorm_backward = cpu_layernorm_backward_,
-    .attention_forward = cpu_attention_forward_,
-    .attention_backward = cpu_attention_backward_,
-    .gelu_forward = cpu_gelu_forward_,
-    .gelu_backward = cpu_gelu_backward_,
-    .seq_stats = cpu_seq_stats_,
-};
-
 static const struct math_ops math_cpu_ops_ = {
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
@@ -462,7 +277,7 @@ static const struct math_ops math_cpu_ops_ = {
     .add = cpu_add_,
     .scale = cpu_scale_,
     .sum_squares = cpu_sum_squares_,
-    .transformer = &math_cpu_transformer_ops_,
+    .transformer = &math_cpu_transformer_ops,
 };
 
 const struct math_ops *math_cpu_ops(void) { return &math_cpu_ops_; }
