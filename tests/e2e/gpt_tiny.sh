@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # gpt_tiny.sh: docs/TRAINING.md's transformer job as written (2 ranks,
-# configs/gpt_tiny.ini: 600 steps on Debian's fortunes): it trains the
-# byte-level GPT, says where its text comes from, learns (validation bits
-# per byte well under a uniform byte's 8 and its byte frequencies' 4.79: the
-# measured 3.41 on a 2-core AMD EPYC, bound 3.6), prints the 200 bytes of
+# configs/gpt_tiny.ini: 4 epochs, 4528 steps on Debian's fortunes): it
+# trains the byte-level GPT, says where its text comes from, reaches the
+# issue's 2.5 bits a byte on validation (a uniform byte is 8, fortunes' byte
+# frequencies 4.79; measured 2.41 in 164 s on a 2-core AMD EPYC), prints the 200 bytes of
 # text its [sample] asks for, and leaves no shared memory. Then sampling: the
 # same seed gives the same text, another seed other text, temperature 0 the
 # same text whatever the seed; a model that does not generate (the MLP) says so.
@@ -11,18 +11,18 @@ source "$(dirname "$0")/lib.sh"
 if [ ! -d /usr/share/games/fortunes ]; then
   skip "fortunes is not installed (apt-get install fortunes)"
 fi
-run "gpt_tiny.ini, 2 ranks" 300 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini"
+run "gpt_tiny.ini, 2 ranks" 600 "$MPIRUN" -np 2 "$TRAIN" "$CONFIGS/gpt_tiny.ini"
 expect_rc 0
 expect_out 'vgpu_train: data: text from /usr/share/games/fortunes'
-expect_out '^eval  epoch   1  val_loss [0-9.]+  val_bpb [0-9.]+  val_acc [0-9.]+$'
+expect_out '^eval  epoch   4  val_loss [0-9.]+  val_bpb [0-9.]+  val_acc [0-9.]+$'
 last=$(tail -n 1 <<<"$out")
 echo "$last"
 steps=$(grep -oE ' steps=[0-9]+' <<<"$last" | cut -d= -f2)
 bpb=$(grep -oE 'val_bpb=[0-9.]+' <<<"$last" | cut -d= -f2)
-if [ "$steps" = 600 ]; then ok "steps=600"; else bad "steps=$steps, expected 600"; fi
-if [ -n "$bpb" ] && [ "$(echo "$bpb <= 3.6" | bc)" = 1 ]; then ok "val_bpb=$bpb <= 3.6"
-else bad "val_bpb=$bpb, bound 3.6"; fi
-expect_within 120
+if [ "$steps" = 4528 ]; then ok "steps=4528"; else bad "steps=$steps, expected 4528"; fi
+if [ -n "$bpb" ] && [ "$(echo "$bpb <= 2.5" | bc)" = 1 ]; then ok "val_bpb=$bpb <= 2.5"
+else bad "val_bpb=$bpb, bound 2.5"; fi
+expect_within 480
 expect_out '^vgpu_train: sample \(200 bytes, temperature 0.8, seed 1\):$'
 sample_of() { # the sample's text in $out: the lines after its heading, up to vgpu_train's next
   awk '/^vgpu_train: sample / { on = 1; next } on && /^vgpu_train: / { exit } on' <<<"$out"
