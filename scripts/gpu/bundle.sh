@@ -89,8 +89,9 @@ if [ -z "$from" ]; then
 fi
 
 # ---- the Debian runtime: packages, then what ldd names, until closed ----
-# Libraries every image has (glibc's, the C++ runtime): never carried.
-base_re='^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|ld-linux-x86-64|libstdc\+\+|libgcc_s|linux-vdso)\.so'
+# Libraries every image has (glibc's, libmvec among them, and the C++ runtime): never
+# carried (carrying libmvec would make its package, libc6, one of the bundle's).
+base_re='^(libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|ld-linux-x86-64|libstdc\+\+|libgcc_s|linux-vdso)\.so'
 rm -rf "$stage"
 mkdir -p "$stage/debs" "$stage/root"
 declare -A want=()
