@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +15,10 @@
 
 int trace_enabled_;
 static struct trace_span *spans_;
-static size_t capacity_, count_;
-static uint64_t dropped_;
+static size_t capacity_;
+static _Atomic size_t count_; // slots taken: past capacity_, the excess was dropped
+static _Atomic uint64_t dropped_;
+static pthread_t owner_;      // lane 0's thread
 
 // The program's notes (trace_note), written into the file's otherData.
 static struct {
@@ -36,8 +40,9 @@ int trace_start(size_t capacity)
     }
     // Touch every page now, not on the step path.
     memset(spans_, 0, capacity_ * sizeof *spans_);
-    count_ = 0;
-    dropped_ = 0;
+    atomic_store(&count_, 0);
+    atomic_store(&dropped_, 0);
+    owner_ = pthread_self();
     trace_enabled_ = capacity_ > 0;
     return 0;
 }
@@ -49,7 +54,8 @@ void trace_free(void)
     trace_enabled_ = 0;
     free(spans_);
     spans_ = NULL;
-    capacity_ = count_ = 0;
+    capacity_ = 0;
+    atomic_store(&count_, 0);
     n_notes_ = 0;
 }
 
@@ -75,24 +81,29 @@ void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t a
 {
     if (!start_us || !trace_enabled_)
         return;
-    if (count_ == capacity_) {
-        dropped_++;
+    const uint64_t now = trace_now_us();
+    const size_t slot = atomic_fetch_add_explicit(&count_, 1, memory_order_relaxed);
+    if (slot >= capacity_) {
+        atomic_fetch_add_explicit(&dropped_, 1, memory_order_relaxed);
         return;
     }
-    const uint64_t now = trace_now_us();
     const uint64_t dur = now > start_us ? now - start_us : 0;
-    spans_[count_++] = (struct trace_span){.start_us = start_us,
-                                           .dur_us = dur > UINT32_MAX ? UINT32_MAX : (uint32_t)dur,
-                                           .what = (uint16_t)what,
-                                           .kind = (uint16_t)kind,
-                                           .arg = arg,
-                                           .arg2 = arg2};
+    spans_[slot] = (struct trace_span){.start_us = start_us,
+                                       .dur_us = dur > UINT32_MAX ? UINT32_MAX : (uint32_t)dur,
+                                       .what = (uint8_t)what,
+                                       .lane = !pthread_equal(pthread_self(), owner_),
+                                       .kind = (uint16_t)kind,
+                                       .arg = arg,
+                                       .arg2 = arg2};
 }
 
+// Read once every thread that records has stopped (a program reads its
+// timeline after its collectives have returned).
 const struct trace_span *trace_spans(size_t *count, uint64_t *dropped)
 {
-    *count = count_;
-    *dropped = dropped_;
+    const size_t taken = atomic_load(&count_);
+    *count = taken < capacity_ ? taken : capacity_;
+    *dropped = atomic_load(&dropped_);
     return spans_;
 }
 
@@ -161,10 +172,10 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
     const char *name = trace_what_name(s->what);
     if (s->what == TRACE_COLLECTIVE || s->what == TRACE_CONTROL)
         name = flight_kind_name(s->kind);
-    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%" PRId64
+    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%" PRId64
                ",\"dur\":%" PRIu32,
             name, what_cat_(s->what),
-            r->rank, ts, s->dur_us);
+            r->rank, s->lane, ts, s->dur_us);
     switch (s->what) {
     case TRACE_STEP:
         fprintf(f, ",\"args\":{\"step\":%" PRId64 "}", s->arg);
@@ -231,6 +242,11 @@ int trace_json_begin(FILE *f, const struct trace_rank *ranks, int n, const char 
         json_string_(f, name);
         fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{"
                    "\"sort_index\":%d}}",
+                ranks[i].rank, ranks[i].rank);
+        // The lanes' rows (a lane without spans draws none).
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{"
+                   "\"name\":\"steps\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
+                   "\"tid\":1,\"args\":{\"name\":\"overlapped collectives\"}}",
                 ranks[i].rank, ranks[i].rank);
     }
     return ferror(f) ? -EIO : 0;

@@ -33,7 +33,9 @@ enum trace_what {
 struct trace_span {
     uint64_t start_us; // CLOCK_MONOTONIC of the rank that recorded it
     uint32_t dur_us;
-    uint16_t what;     // enum trace_what
+    uint8_t what;      // enum trace_what
+    uint8_t lane;      // 0: the thread that started the trace; 1: any other (a program's
+                       // collectives overlapped with its compute), drawn as a row of its own
     uint16_t kind;     // enum flight_kind (collectives, control)
     int64_t arg, arg2;
 };
@@ -41,7 +43,8 @@ struct trace_span {
 extern int trace_enabled_; // read by the inline check below; set by trace_start
 
 // Allocates room for `capacity` spans and starts recording (a second call
-// starts over). Returns 0, or VGPU_ENOMEM.
+// starts over); the calling thread's spans are lane 0. Returns 0, or
+// VGPU_ENOMEM.
 int trace_start(size_t capacity);
 // Stops recording; the spans stay until trace_free.
 void trace_stop(void);
@@ -56,8 +59,8 @@ static inline uint64_t trace_now_us(void)
 // The start of a span: its time, or 0 when tracing is off (trace_end then
 // does nothing).
 static inline uint64_t trace_begin(void) { return trace_enabled_ ? trace_now_us() : 0; }
-// Records a span begun at start_us (from trace_begin) ending now. When the
-// buffer is full the span is counted as dropped.
+// Records a span begun at start_us (from trace_begin) ending now, from any
+// thread. When the buffer is full the span is counted as dropped.
 void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2);
 
 // A number the program adds to the file's otherData "notes" (the model's

@@ -6,6 +6,8 @@
 #include <time.h>
 #include <zlib.h>
 
+__thread int util_waits_beside_compute;
+
 double util_now_s(void)
 {
     struct timespec ts;

@@ -35,6 +35,15 @@ static inline double util_wait_clock_waited(struct util_wait_clock *w)
     return now - w->start_s - w->lost_s;
 }
 
+// Set on a thread whose waits run beside the process's own compute
+// (libvgpu: a collective called off vgpu_init's thread, as an all-reduce
+// overlapped with a backward pass): its waits nap from the first look,
+// UTIL_BESIDE_NAP_NS at a time, instead of spinning and yielding first. The
+// core is the compute's, and each wake-up takes it from the compute. 0 on
+// every other thread.
+extern __thread int util_waits_beside_compute; // (__thread: C and CUDA C++ include this)
+#define UTIL_BESIDE_NAP_NS 100000
+
 // CRC32 (zlib's polynomial) of a byte range, continuing from `crc` (start at 0).
 uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
 

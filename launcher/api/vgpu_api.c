@@ -277,7 +277,7 @@ static size_t bytes_of_(size_t count, vgpu_datatype_t t, int *ok)
 int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
                     vgpu_op_t op, vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     if (!c)
         return VGPU_EINVAL;
     return comm_all_reduce_typed(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
@@ -289,7 +289,7 @@ int vgpu_broadcast(const void *sendbuff, void *recvbuff, size_t count, vgpu_data
 {
     int ok;
     const size_t bytes = bytes_of_(count, datatype, &ok);
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     if (!c || !ok || root < 0 || root >= v->rt.size)
         return VGPU_EINVAL;
     // In place on recvbuff (comm.h): the root's data goes there first.
@@ -306,7 +306,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 {
     int ok;
     const size_t bytes = bytes_of_(sendcount, datatype, &ok);
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     if (!c || !ok)
         return VGPU_EINVAL;
     return comm_all_gather(c, sendbuff, recvbuff, bytes);
@@ -315,7 +315,7 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     if (!c)
         return VGPU_EINVAL;
     return comm_reduce_scatter(c, sendbuff, recvbuff, recvcount, (enum comm_dtype)datatype,
@@ -325,7 +325,7 @@ int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
 int vgpu_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
                 vgpu_op_t op, int root, vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     if (!c)
         return VGPU_EINVAL;
     return comm_reduce(c, sendbuff, recvbuff, count, (enum comm_dtype)datatype,
@@ -336,7 +336,7 @@ int vgpu_send(const void *sendbuff, size_t count, vgpu_datatype_t datatype, int 
 {
     int ok;
     const size_t bytes = bytes_of_(count, datatype, &ok);
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     return c && ok ? comm_send(c, sendbuff, bytes, peer) : VGPU_EINVAL;
 }
 
@@ -344,20 +344,20 @@ int vgpu_recv(void *recvbuff, size_t count, vgpu_datatype_t datatype, int peer, 
 {
     int ok;
     const size_t bytes = bytes_of_(count, datatype, &ok);
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     return c && ok ? comm_recv(c, recvbuff, bytes, peer) : VGPU_EINVAL;
 }
 
 int vgpu_barrier(vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     return c ? comm_barrier(c) : VGPU_EINVAL;
 }
 
 int vgpu_all_reduce_update(float *grads, float *params, size_t count, vgpu_update_fn update,
                            void *ctx, vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     return c && update ? comm_all_reduce_update(c, grads, params, count, update, ctx)
                        : VGPU_EINVAL;
 }

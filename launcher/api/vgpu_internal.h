@@ -27,4 +27,12 @@ static inline device_t *api_device(vgpu_t *v)
 // The rank's collectives, or NULL when there is no open device.
 static inline comm_t *api_comm(vgpu_t *v) { return api_device(v) ? v->rt.comm : NULL; }
 
+// The rank's collectives for a collective call: NULL also when this thread
+// may not call one (vgpu.h: Threads; said).
+static inline comm_t *api_collective(vgpu_t *v)
+{
+    comm_t *c = api_comm(v);
+    return c && runtime_collective_thread_ok() ? c : NULL;
+}
+
 #endif

@@ -8,7 +8,7 @@
 int vgpu_all_reduce_tree(const float *parts, const int *parts_per_rank, float *out, size_t count,
                          vgpu_t *v)
 {
-    comm_t *c = api_comm(v);
+    comm_t *c = api_collective(v);
     return c && parts_per_rank ? comm_all_reduce_tree(c, parts, parts_per_rank, out, count)
                                : VGPU_EINVAL;
 }

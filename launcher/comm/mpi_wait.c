@@ -53,7 +53,9 @@ int comm_mpi_wait(MPI_Request *req, double timeout_s, const struct comm_wait_hoo
         // oversubscribed ranks leave the core to the ones still computing.
         if (polls == 0)
             flight_waiting(-1); // for whom, MPI does not say
-        if (polls < 200) {
+        if (util_waits_beside_compute && polls < 2000) {
+            nanosleep(&(struct timespec){0, UTIL_BESIDE_NAP_NS}, NULL);
+        } else if (polls < 200) {
             sched_yield();
         } else {
             struct timespec nap = {0, polls < 2000 ? 50000 : 1000000};

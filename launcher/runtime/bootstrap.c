@@ -159,15 +159,19 @@ static int start_mpi_(struct runtime *rt, int *argc, char ***argv, const struct 
     if (!join->library &&
         startup_watch_begin(stage_name_(RUNTIME_STAGE_MPI), runtime_early_timeout_s()) < 0)
         log_warn("cannot start the start-up watch: start-up waits are not bounded");
+    // Serialized: a program may call collectives from a thread of its own
+    // (vgpu_train's overlapped all-reduces), one thread at a time.
     if (already) {
         MPI_Query_thread(&provided);
         runtime_mpi.ours = 0;
-    } else if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    } else if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "vgpu: MPI_Init_thread failed\n");
         return VGPU_ECOMM;
     } else {
         runtime_mpi.ours = 1;
     }
+    runtime_mpi.thread_level = provided;
+    runtime_mpi.joiner = pthread_self();
     if (!join->library)
         log_set_fatal_hook(abort_hook_);
     return 0;
@@ -381,4 +385,25 @@ void runtime_abort(struct runtime *rt, int exit_code)
     (void)rt;
     abort_hook_(exit_code);
     exit(exit_code);
+}
+
+static const char *thread_level_name_(int level)
+{
+    return level == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE"
+           : level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
+                                          : "MPI_THREAD_SERIALIZED";
+}
+
+int runtime_collective_thread_ok(void)
+{
+    const int joiner = pthread_equal(pthread_self(), runtime_mpi.joiner);
+    // A collective off the joining thread runs beside the program's compute:
+    // its waits leave the core to it (util.h).
+    util_waits_beside_compute = !joiner;
+    if (joiner || runtime_mpi.thread_level >= MPI_THREAD_SERIALIZED)
+        return 1;
+    log_error("a collective was called from a thread other than vgpu_init's, and MPI provides "
+              "only %s: start MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) to call "
+              "collectives from other threads", thread_level_name_(runtime_mpi.thread_level));
+    return 0;
 }

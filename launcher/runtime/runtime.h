@@ -122,6 +122,9 @@ int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, si
 // Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);
+// Whether this thread may call a collective now: it is the one that joined,
+// or MPI provides MPI_THREAD_SERIALIZED (vgpu.h: Threads). 0 is said.
+int runtime_collective_thread_ok(void);
 
 // The timeline (common/trace.h), collective: runtime_trace_begin has rank 0
 // open `path` (an error there: every rank returns VGPU_ECONFIG, said), every

@@ -6,6 +6,7 @@
 #define VGPU_RUNTIME_INTERNAL_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -48,6 +49,8 @@ struct board_slot {
 // (then it is neither finalised nor joined again). One a process.
 struct runtime_mpi_state {
     int ours, stuck;
+    int thread_level;       // what MPI provides (MPI_THREAD_*)
+    pthread_t joiner;       // the thread that joined (vgpu_init's)
 };
 extern struct runtime_mpi_state runtime_mpi;
 

@@ -60,14 +60,16 @@ uint64_t shm_flag_read(struct shm_flag *f)
 
 int shm_flag_wait(struct shm_flag *f, uint64_t target, const struct shm_flag_wait_opts *o)
 {
-    for (unsigned i = 0; i < o->spin_count; i++) {
+    // Beside the process's compute: straight to sleeping (util.h).
+    const unsigned spins = util_waits_beside_compute ? 0 : o->spin_count;
+    for (unsigned i = 0; i < spins; i++) {
         if (atomic_load_explicit(&f->value, memory_order_acquire) >= target)
             return 0;
         cpu_relax_();
     }
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
-    if (o->yield_s > 0) {
+    if (o->yield_s > 0 && !util_waits_beside_compute) {
         const double until_s = clock.start_s + o->yield_s;
         do {
             sched_yield();

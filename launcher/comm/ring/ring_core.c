@@ -139,6 +139,7 @@ int ring_xfer_wait(struct ring_core *r, struct ring_xfer *x, int peer)
     util_wait_clock_start(&clock);
     int warned = 0;
     uint64_t span = 0;
+    const unsigned spins = util_waits_beside_compute ? 0 : r->spin_count;
     for (unsigned i = 0;; i++) {
         int done = 0;
         if (xfer_test_(x, &done) < 0) {
@@ -147,15 +148,15 @@ int ring_xfer_wait(struct ring_core *r, struct ring_xfer *x, int peer)
             return VGPU_ECOMM;
         }
         if (done) {
-            if (i > r->spin_count) {
+            if (i > spins) {
                 flight_resumed();
                 trace_end(TRACE_WAIT, 0, span, world_(r, peer), 0);
             }
             return 0;
         }
-        if (i < r->spin_count)
+        if (i < spins)
             continue;
-        if (i == r->spin_count) {
+        if (i == spins) {
             flight_waiting(world_(r, peer));
             span = trace_begin();
         }
@@ -167,7 +168,9 @@ int ring_xfer_wait(struct ring_core *r, struct ring_xfer *x, int peer)
             if (r->report)
                 r->report(r, peer, 0, waited_s);
         }
-        if (i < 4 * r->spin_count + 64) {
+        if (util_waits_beside_compute) {
+            nanosleep(&(struct timespec){0, UTIL_BESIDE_NAP_NS}, NULL);
+        } else if (i < 4 * r->spin_count + 64) {
             sched_yield();
         } else {
             struct timespec ts = {0, 20000};
