@@ -3,13 +3,15 @@
 //
 //   api_comm split  MPI_COMM_WORLD split into even and odd ranks: two vgpu
 //                   jobs side by side, each on its half; the program's own
-//                   MPI_COMM_WORLD collectives run between vgpu's
+//                   MPI_COMM_WORLD collectives run between vgpu's; MPI_Init's
+//                   level refuses a collective from a thread of the program's
 //   api_comm late   the program starts MPI; its last rank calls vgpu_init
 //                   SECONDS late (argv[2]): the others return VGPU_ETIMEOUT
 //                   instead of waiting for ever
 //
 // Exit status: 0 the checks held, 1 a check failed, 2 vgpu failed.
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,19 @@ static void check_(int cond, int world_rank, const char *what)
         fprintf(stderr, "api_comm: world rank %d: %s\n", world_rank, what);
         failed_ = 1;
     }
+}
+
+struct off_thread {
+    vgpu_t *v;
+    int64_t *d;
+    int rc;
+};
+
+static void *all_reduce_off_thread_(void *arg)
+{
+    struct off_thread *o = arg;
+    o->rc = vgpu_all_reduce(o->d, o->d, 1, vgpu_int64, vgpu_sum, o->v);
+    return NULL;
 }
 
 static int split_(void)
@@ -74,6 +89,17 @@ static int split_(void)
         rc = vgpu_memcpy_dtoh(v, &got, d, sizeof got);
     check_(world_sum == wsize, wrank, "the program's world all-reduce");
     check_(rc == 0 && got == want, wrank, "the half's all-reduce");
+    // MPI_Init gives less than MPI_THREAD_SERIALIZED here (checked): a
+    // collective from another thread is refused on the spot, on every rank.
+    int level = MPI_THREAD_MULTIPLE;
+    MPI_Query_thread(&level);
+    check_(level < MPI_THREAD_SERIALIZED, wrank, "MPI_Init gave MPI_THREAD_SERIALIZED or more");
+    struct off_thread o = {v, d, 0};
+    pthread_t th;
+    if (rc == 0 && pthread_create(&th, NULL, all_reduce_off_thread_, &o) == 0) {
+        pthread_join(th, NULL);
+        check_(o.rc == VGPU_EINVAL, wrank, "a collective off vgpu_init's thread was not refused");
+    }
     // The half's root broadcasts its world rank.
     int32_t root_world = wrank;
     int32_t *b;

@@ -81,7 +81,13 @@ int model_forward(struct model *m, vgpu_t *dev, int rows)
 
 int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
 {
-    return m->ops->backward(m, dev, rows, grad_scale, grads ? grads : m->grads);
+    return m->ops->backward(m, dev, rows, grad_scale, grads ? grads : m->grads, NULL);
+}
+
+int model_backward_telling(struct model *m, vgpu_t *dev, int rows, float grad_scale,
+                           const struct grads_ready *ready)
+{
+    return m->ops->backward(m, dev, rows, grad_scale, m->grads, ready);
 }
 
 int model_eval_stats(struct model *m, vgpu_t *dev, int rows)

@@ -23,6 +23,24 @@
 
 struct model_ops;
 
+// Told during a backward pass each time a tail of the gradient is final:
+// grads[from, param_count) will not be written again by this pass (its
+// kernels are issued on the device's stream; a collective issued after them
+// reads their results). Each `from` is below the one before, and the pass
+// ends with 0. The trainer starts that tail's all-reduce while the pass goes
+// on (train.bucket_mb); a model whose later layers lie at higher offsets
+// (layer-major parameters) tells at each layer boundary.
+struct grads_ready {
+    void (*fn)(void *arg, size_t from);
+    void *arg;
+};
+
+static inline void grads_ready_tell(const struct grads_ready *r, size_t from)
+{
+    if (r)
+        r->fn(r->arg, from);
+}
+
 // What one row of a batch holds on the device (a row is one sample: an
 // image, or a sequence of tokens). The trainer stages rows of the data into
 // it without knowing which (train_input_path: how a data set's rows reach
@@ -97,8 +115,10 @@ struct model_ops {
     int (*forward)(struct model *m, vgpu_t *dev, int rows);
     // After forward: the loss on labels, each row's stats, and the gradient of
     // sum(loss) * grad_scale into grads[param_count] (device), overwriting it
-    // (zeros when rows is 0).
-    int (*backward)(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
+    // (zeros when rows is 0), telling `ready` (NULL: nobody) as its tails are
+    // final.
+    int (*backward)(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                    const struct grads_ready *ready);
     // After forward: each row's stats only, no gradient (evaluation).
     int (*eval_stats)(struct model *m, vgpu_t *dev, int rows);
     // The floating-point operations of a forward (backward 0) or backward
@@ -143,6 +163,9 @@ void model_init_params(const struct model *m, float *host_params, uint64_t seed)
 int model_forward(struct model *m, vgpu_t *dev, int rows);
 // Into m->grads, or into grads when not NULL (a buffer of param_count floats).
 int model_backward(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
+// Into m->grads, telling `ready` as its tails are final (struct grads_ready).
+int model_backward_telling(struct model *m, vgpu_t *dev, int rows, float grad_scale,
+                           const struct grads_ready *ready);
 int model_eval_stats(struct model *m, vgpu_t *dev, int rows);
 uint64_t model_pass_flops(const struct model *m, int rows, int backward);
 // VGPU_EUNSUPPORTED for a model without `sample`.

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grad_buckets.h"
 #include "log.h"
 #include "util.h"
 
@@ -48,6 +49,8 @@ static int fill_result_(struct trainer *t, struct train_result *res)
         .wait_ms = 1e3 * t->clock.wait_s / n,
         .move_ms = 1e3 * fmax(0, t->clock.comm_s - t->clock.wait_s - t->clock.optim_in_comm_s) / n,
         .optim_ms = 1e3 * t->clock.optim_s / n,
+        .exposed_ms = 1e3 * fmax(0, t->clock.exposed_s - t->clock.optim_in_comm_s) / n,
+        .buckets = t->buckets ? (int)grad_buckets_n(t->buckets) : 0,
         .wait_known = t->clock.wait_known,
         .comm_kib = (double)comm.bytes / 1024.0 / n,
         .machine = machine_id_(),

@@ -38,6 +38,9 @@ struct train_result {
     // backend cannot tell waiting from moving (then wait_ms is 0).
     struct step_breakdown {
         double compute_ms, wait_ms, move_ms, optim_ms;
+        double exposed_ms; // of wait + move, what the step waited for: all of it but where
+                           // the all-reduce overlaps the backward pass (buckets > 0)
+        int buckets;       // train.bucket_mb's buckets a step (0: not overlapped)
         int wait_known;
         double comm_kib;  // collective payload a step, KiB
         uint32_t machine; // the machine the rank ran on (a hash of its boot id: network-

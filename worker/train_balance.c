@@ -59,7 +59,7 @@ void train_balance_count(struct trainer *t, double seconds, long rows)
 static int timed_pass_(struct trainer *t, const uint32_t *first, long rows, double *seconds)
 {
     double stats[MODEL_MAX_STATS] = {0};
-    return train_compute_rows(t, first, rows, 1.0f, stats, 1, seconds);
+    return train_compute_rows(t, first, rows, 1.0f, NULL, stats, 1, seconds);
 }
 
 // The compute per step that does not grow with rows (launches, per-call

@@ -84,6 +84,11 @@ static const struct config_key keys_[] = {
     {"train", "grad_clip", CONFIG_FLOAT, F_(train, grad_clip), 0, "0", 0, 1e30, NULL,
      "clip the summed gradient to this global L2 norm before each step, as PyTorch's "
      "clip_grad_norm_ (the optimizer step is then not sharded); 0 = no clipping"},
+    {"train", "bucket_mb", CONFIG_FLOAT, F_(train, bucket_mb), 0, "0", 0, 1024, NULL,
+     "normal mode on 2 ranks or more: the gradient's all-reduce in buckets of this many MiB, each "
+     "started on a thread of its own as soon as the backward pass has finished its part, while "
+     "the pass goes on (as PyTorch DDP's bucket_cap_mb; the optimizer step is then not sharded); "
+     "0 = one all-reduce after the pass"},
     {"train", "shard_optimizer", CONFIG_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 

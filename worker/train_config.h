@@ -69,6 +69,8 @@ struct train_config {
         long check_replicas_every; // steps between replica hash checks; 0 = off
         int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
         double grad_clip;          // the summed gradient's largest norm; 0 = no clipping
+        double bucket_mb;          // normal mode: all-reduce buckets overlapped with the
+                                   // backward pass, MiB each; 0 = one all-reduce after it
     } train;
     struct {
         enum dataset_kind dataset; // fashion-mnist | mnist-idx | synthetic | text

@@ -78,6 +78,8 @@ struct replay {
 struct step_clock {
     double compute_s, comm_s, wait_s, optim_s;
     double optim_in_comm_s;        // of optim_s, inside the sharded all-reduce
+    double exposed_s;              // of comm_s, what the compute did not hide: all of it,
+                                   // but where the all-reduce overlaps the backward pass
     long steps;
     int wait_known;                // the backend tells waiting from moving
 };
@@ -170,6 +172,8 @@ struct trainer {
     struct step_clock clock;       // train_step.c: this run's steps on this rank
     struct trainer_staging staging; // train_step.c
     struct trainer_micro micro;    // train_step.c, deterministic mode
+    struct grad_buckets *buckets;  // train_step.c, normal mode with train.bucket_mb: the
+                                   // all-reduce overlapped with the backward (NULL: after it)
     struct trainer_report report;  // train_report.c
     struct trainer_ckpt ckpt;      // train_checkpoint.c
     struct trainer_balance balance; // train_balance.c
@@ -206,10 +210,11 @@ int train_load_rows(struct trainer *t, struct model *m, const struct dataset *ds
                     const uint32_t *indices, long count);
 // This rank's compute on training samples indices[0..count): forward,
 // backward (the loss sum's gradient times grad_scale into m->grads) and the
-// rows' statistics, added into acc[n_stats]. With `timed`: waits for the device,
-// applies the VGPU_INJECT_SLOW hook and sets *seconds.
+// rows' statistics, added into acc[n_stats]; the backward tells `ready`
+// (NULL: nobody) as the gradient's tails are final. With `timed`: waits for
+// the device, applies the VGPU_INJECT_SLOW hook and sets *seconds.
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
-                       double *acc, int timed, double *seconds);
+                       const struct grads_ready *ready, double *acc, int timed, double *seconds);
 // The model's figures on the test set into values[n_metrics] (a collective;
 // the same bits for any N).
 int train_evaluate(struct trainer *t, double *values);

@@ -341,7 +341,7 @@ static int warm_up_(struct trainer *t)
     double stats[MODEL_MAX_STATS] = {0}, seconds;
     int rc = 0;
     if (rows > 0)
-        TRY_GOTO(train_compute_rows(t, first, rows, 1.0f, stats, 1, &seconds), rc, out);
+        TRY_GOTO(train_compute_rows(t, first, rows, 1.0f, NULL, stats, 1, &seconds), rc, out);
     TRY_GOTO(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum,
                              t->job->v),
              rc, out);

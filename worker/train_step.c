@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grad_buckets.h"
 #include "log.h"
 #include "util.h"
 
@@ -80,6 +81,8 @@ int train_staging_prepare(struct trainer *t, int max_rows)
 
 void train_step_free(struct trainer *t)
 {
+    grad_buckets_close(t->buckets);
+    t->buckets = NULL;
     if (t->micro.parts)
         vgpu_free(t->dev, t->micro.parts);
     free(t->micro.stats);
@@ -182,7 +185,7 @@ static int end_phase_(struct trainer *t, vgpu_span_t what, uint64_t span, long r
 }
 
 int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, float grad_scale,
-                       double *acc, int timed, double *seconds)
+                       const struct grads_ready *ready, double *acc, int timed, double *seconds)
 {
     struct model *m = &t->model;
     const double start = util_now_s();
@@ -199,7 +202,7 @@ int train_compute_rows(struct trainer *t, const uint32_t *indices, long count, f
     }
     vgpu_mark_phase(t->dev, vgpu_phase_backward);
     span = vgpu_span_begin();
-    TRY(model_backward(m, t->dev, (int)count, grad_scale, NULL));
+    TRY(model_backward_telling(m, t->dev, (int)count, grad_scale, ready));
     TRY(end_phase_(t, vgpu_span_backward, span, count));
     TRY(add_stats_(t, m, count, acc));
     if (!timed)
@@ -242,20 +245,24 @@ static struct vgpu_comm_stats comm_stats_(vgpu_t *v)
     return s;
 }
 
-// The step's collectives' time, from the backend's own accounting.
-static void clock_comm_(struct trainer *t, const struct vgpu_comm_stats *before)
+// The step's collectives' time, from the backend's own accounting; exposed:
+// the part the step waited for (NULL: all of it).
+static void clock_comm_(struct trainer *t, const struct vgpu_comm_stats *before,
+                        const double *exposed)
 {
     const struct vgpu_comm_stats now = comm_stats_(t->job->v);
     t->clock.comm_s += now.seconds - before->seconds;
+    t->clock.exposed_s += exposed ? *exposed : now.seconds - before->seconds;
     t->clock.wait_s += now.wait_seconds - before->wait_seconds;
     t->clock.wait_known = now.wait_known;
 }
 
-// Whether the optimizer step runs sharded inside the all-reduce: asked, and
-// no clipping (the clip's norm needs the whole summed gradient first).
+// Whether the optimizer step runs sharded inside the all-reduce: asked, no
+// clipping (the clip's norm needs the whole summed gradient first), and not
+// overlapped with the backward (its buckets are plain all-reduces).
 static int sharded_(const struct trainer *t)
 {
-    return t->cfg->train.shard_optimizer && t->opt.clip <= 0;
+    return t->cfg->train.shard_optimizer && t->opt.clip <= 0 && !t->buckets;
 }
 
 // The optimizer's step outside any collective, timed.
@@ -276,31 +283,45 @@ static int clocked_optim_step_(struct trainer *t, float lr)
 // updated parameters are all-gathered (each rank runs 1/N of the optimizer;
 // the result is the same as a full update everywhere). Each rank's gradient
 // is already divided by the global batch, so the sum is the mean over it.
+// With train.bucket_mb the sum is taken bucket by bucket while the backward
+// pass goes on (grad_buckets.h), and the update follows, whole.
 static int normal_step_(struct trainer *t, const struct batch_slice *b, float lr)
 {
     struct model *m = &t->model;
     // This rank's compute, timed (before any wait for the others) when it is measured.
     double stats[MODEL_MAX_STATS] = {0}, seconds = 0;
     const int timed = t->balance.on || t->env->slow_rank == t->job->rank;
+    const struct vgpu_comm_stats before = comm_stats_(t->job->v);
     const double c0 = util_now_s();
-    TRY(train_compute_rows(t, b->indices + b->offset, b->count, 1.0f / (float)b->global_count,
-                           stats, timed, &seconds));
+    // With buckets, each one's all-reduce starts as the pass finishes it.
+    const struct grads_ready *ready = t->buckets ? grad_buckets_begin(t->buckets) : NULL;
+    int rc = train_compute_rows(t, b->indices + b->offset, b->count,
+                                1.0f / (float)b->global_count, ready, stats, timed, &seconds);
     t->clock.compute_s += util_now_s() - c0;
+    double waited = 0;
+    if (t->buckets) { // every bucket is issued, whatever the pass returned
+        const int comm_rc = grad_buckets_finish(t->buckets, &waited);
+        rc = rc < 0 ? rc : comm_rc;
+    }
+    TRY(rc);
     t->clock.steps++;
     train_report_count(t, stats, (double)b->count);
     if (t->balance.on)
         train_balance_count(t, seconds, b->count);
-    const struct vgpu_comm_stats before = comm_stats_(t->job->v);
+    if (t->buckets) {
+        clock_comm_(t, &before, &waited);
+        return clocked_optim_step_(t, lr);
+    }
     if (!sharded_(t)) {
         TRY(vgpu_all_reduce(m->grads, m->grads, m->param_count, vgpu_float32, vgpu_sum, t->job->v));
-        clock_comm_(t, &before);
+        clock_comm_(t, &before, NULL);
         return clocked_optim_step_(t, lr);
     }
     optim_begin_step(&t->opt);
     struct shard_update u = {t, lr};
-    int rc = vgpu_all_reduce_update(m->grads, m->params, m->param_count, update_shard_, &u,
-                                    t->job->v);
-    clock_comm_(t, &before);
+    rc = vgpu_all_reduce_update(m->grads, m->params, m->param_count, update_shard_, &u,
+                                t->job->v);
+    clock_comm_(t, &before, NULL);
     return rc;
 }
 
@@ -341,10 +362,22 @@ static int normal_replay_gradient_(struct trainer *t, struct replay *r, const st
     return model_backward(ref, t->dev, (int)b->count, 1.0f / (float)b->global_count, NULL);
 }
 
+// train.bucket_mb: the thread that all-reduces the gradient's buckets while
+// the backward pass goes on (one rank has nothing to exchange).
+static int normal_prepare_(struct trainer *t)
+{
+    const double mb = t->cfg->train.bucket_mb;
+    if (mb <= 0 || t->job->size < 2)
+        return 0;
+    const size_t floats = (size_t)(mb * (1 << 20) / sizeof(float));
+    return grad_buckets_open(&t->buckets, t->job->v, t->model.grads, t->model.param_count,
+                             floats);
+}
+
 const struct step_ops train_step_normal = {
     .name = "normal",
     .bitwise = 0,
-    .prepare = NULL, // the model and staging are all it needs
+    .prepare = normal_prepare_,
     .step = normal_step_,
     .gather_state = normal_gather_state_,
     .replay_rows = normal_replay_rows_,
@@ -437,7 +470,7 @@ static int deterministic_step_(struct trainer *t, const struct batch_slice *b, f
     const struct vgpu_comm_stats before = comm_stats_(t->job->v);
     TRY(vgpu_all_reduce_tree(t->micro.parts, t->micro.per_rank, m->grads, m->param_count,
                              t->job->v));
-    clock_comm_(t, &before);
+    clock_comm_(t, &before, NULL);
     t->clock.wait_known = 0; // the tree's exchange is MPI's all-to-all: waits are not told apart
     job_sum_doubles(t->job, t->micro.stats, (int)(M * ns));
     if (t->job->rank == 0) { // micro-batch by micro-batch, in order

@@ -260,9 +260,10 @@ static int model_forward_(struct model *m, vgpu_t *dev, int rows)
     return gpt_forward(m->impl, dev, rows);
 }
 
-static int model_backward_(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+static int model_backward_(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                           const struct grads_ready *ready)
 {
-    return gpt_backward(m->impl, dev, rows, grad_scale, grads);
+    return gpt_backward(m->impl, dev, rows, grad_scale, grads, ready);
 }
 
 static int model_eval_stats_(struct model *m, vgpu_t *dev, int rows)

@@ -86,8 +86,11 @@ static inline size_t gpt_lnf(const struct gpt *g)
 // labels are in g->tokens and g->labels.
 int gpt_forward(struct gpt *g, vgpu_t *dev, int rows);
 // After gpt_forward: stats, and the gradient of sum over rows of (the mean
-// loss of the row's positions) * grad_scale into grads (overwritten).
-int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads);
+// loss of the row's positions) * grad_scale into grads (overwritten),
+// telling `ready` (NULL: nobody) after the final LayerNorm, after each block
+// (from its first parameter) and at the end (struct grads_ready).
+int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                 const struct grads_ready *ready);
 // After gpt_forward: stats only.
 int gpt_eval_stats(struct gpt *g, vgpu_t *dev, int rows);
 // model_ops.sample (gpt_sample.c).

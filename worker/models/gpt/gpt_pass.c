@@ -122,15 +122,18 @@ static int block_backward_(struct gpt *g, device_t *d, int l, const float *x, in
 #undef P_
 }
 
-int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads)
+int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                 const struct grads_ready *ready)
 {
     if (rows < 0 || rows > g->max_rows)
         return VGPU_EINVAL;
     device_t *d = vgpu_math_device(dev);
     // Several gradients accumulate (the LayerNorms', wte's from both ends).
     TRY(vgpu_memzero(dev, grads, g->param_count * sizeof(float)));
-    if (rows == 0) // the gradient of no rows
+    if (rows == 0) { // the gradient of no rows
+        grads_ready_tell(ready, 0);
         return 0;
+    }
     const int BT = rows * g->T, C = g->C;
     const size_t n = (size_t)BT * (size_t)C;
     // A row's loss is the mean over its positions: each position's weight is
@@ -144,8 +147,14 @@ int gpt_backward(struct gpt *g, vgpu_t *dev, int rows, float grad_scale, float *
     TRY(vgpu_memzero(dev, g->dres, n * sizeof(float)));
     TRY(math_layernorm_backward(d, g->dres, glnf, glnf + C, g->dln, x, g->params + gpt_lnf(g),
                                 g->lnf_mean, g->lnf_rstd, BT, C));
-    for (int l = g->L - 1; l >= 0; l--)
+    grads_ready_tell(ready, gpt_lnf(g));
+    for (int l = g->L - 1; l >= 0; l--) {
         TRY(block_backward_(g, d, l, l ? g->layer[l - 1].res3 : g->encoded, rows, grads));
-    return math_embed_backward(d, dwte, grads + gpt_wpe(g), g->dres, g->tokens, rows, g->T, C,
-                               g->V);
+        grads_ready_tell(ready, gpt_layer_param(g, l, GPT_LN1_W));
+    }
+    // The token embedding's gradient is final only now: the output
+    // projection (the first product above) and the input both add to it.
+    TRY(math_embed_backward(d, dwte, grads + gpt_wpe(g), g->dres, g->tokens, rows, g->T, C, g->V));
+    grads_ready_tell(ready, 0);
+    return 0;
 }

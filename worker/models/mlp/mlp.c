@@ -147,16 +147,20 @@ int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows)
 
 int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale)
 {
-    return mlp_backward_into(m, dev, rows, grad_scale, m->grads);
+    return mlp_backward_into(m, dev, rows, grad_scale, m->grads, NULL);
 }
 
-int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                      const struct grads_ready *ready)
 {
     int L = m->n_layers;
     float *dout = m->dbuf[0], *din = m->dbuf[1];
     device_t *d = vgpu_math_device(dev);
-    if (rows == 0) // the gradient of no samples
-        return vgpu_memzero(dev, grads, m->param_count * sizeof(float));
+    if (rows == 0) { // the gradient of no samples
+        TRY(vgpu_memzero(dev, grads, m->param_count * sizeof(float)));
+        grads_ready_tell(ready, 0);
+        return 0;
+    }
     // dlogits[rows, classes]
     TRY(math_softmax_xent(d, dout, m->stats, m->acts[L], m->labels, rows, m->dims[L],
                           grad_scale));
@@ -168,6 +172,7 @@ int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, fl
         TRY(math_gemm(d, 1, 0, in, out, rows, 1.0f, m->acts[l], dout, 0.0f,
                       grads + m->w_offset[l]));
         TRY(math_bias_grad(d, grads + m->b_offset[l], dout, rows, out));
+        grads_ready_tell(ready, m->w_offset[l]); // layer l's weight, then its bias
         if (l > 0) {
             // din[rows, in] = dout[rows, out] @ W^T [out, in]
             TRY(math_gemm(d, 0, 1, rows, in, out, 1.0f, dout, m->params + m->w_offset[l], 0.0f,
@@ -243,9 +248,10 @@ static int model_forward_(struct model *m, vgpu_t *dev, int rows)
     return mlp_forward(m->impl, dev, rows);
 }
 
-static int model_backward_(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads)
+static int model_backward_(struct model *m, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                           const struct grads_ready *ready)
 {
-    return mlp_backward_into(m->impl, dev, rows, grad_scale, grads);
+    return mlp_backward_into(m->impl, dev, rows, grad_scale, grads, ready);
 }
 
 static int model_eval_stats_(struct model *m, vgpu_t *dev, int rows)

@@ -63,8 +63,10 @@ int mlp_forward(struct mlp *m, vgpu_t *dev, int rows);
 // (no separate zeroing pass; zeros when rows is 0). grad_scale = 1 / global
 // batch makes the all-reduced sum the mean gradient.
 int mlp_backward(struct mlp *m, vgpu_t *dev, int rows, float grad_scale);
-// The same into grads[param_count] (device) instead of m->grads.
-int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads);
+// The same into grads[param_count] (device) instead of m->grads, telling
+// `ready` (NULL: nobody) after each layer, from its weight (struct grads_ready).
+int mlp_backward_into(struct mlp *m, vgpu_t *dev, int rows, float grad_scale, float *grads,
+                      const struct grads_ready *ready);
 
 // Loss and top-1/top-5 stats only (evaluation), into m->stats.
 int mlp_eval_stats(struct mlp *m, vgpu_t *dev, int rows);
