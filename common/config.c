@@ -6,14 +6,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "status.h"
 #include "util.h"
@@ -471,61 +468,13 @@ int config_parts_load_text(const struct config_part *parts, int n, const char *t
 int config_read_file(const char *path, char **out, char *err, size_t err_bytes)
 {
     *out = NULL;
-    // Non-blocking, so that a FIFO cannot hang the open; only a regular file
-    // is a config.
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: cannot open config: %s", path, strerror(e));
-        return -e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: %s, not a config file", path,
-                           S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: cannot open config: %s", path, strerror(e));
-        return -e;
-    }
-    // Read whole file so that the INI text can also be broadcast as-is.
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            if (cap > (16u << 20)) {
-                fclose(f);
-                free(text);
-                return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                                   "%s: config file larger than 16 MiB", path);
-            }
-            char *t = realloc(text, cap);
-            if (!t) {
-                fclose(f);
-                free(text);
-                return VGPU_ENOMEM;
-            }
-            text = t;
-        }
-        size_t n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    int read_failed = ferror(f);
-    fclose(f);
-    if (read_failed) {
-        free(text);
-        return util_errorf(err, err_bytes, VGPU_ECONFIG, "%s: read error", path);
-    }
-    text[len] = '\0';
+    // Whole, so that the INI text can also be broadcast as-is.
+    void *data;
+    size_t len;
+    int rc = util_read_file(path, "config", 16u << 20, &data, &len, err, err_bytes);
+    if (rc < 0) // not a regular file, too large, unreadable: a bad config
+        return rc == VGPU_EIO ? VGPU_ECONFIG : rc;
+    char *text = data;
     if (strlen(text) != len) {
         free(text);
         return util_errorf(err, err_bytes, VGPU_ECONFIG,

@@ -111,9 +111,10 @@ void config_parts_describe_env(const struct config_part *parts, int n, char *buf
 const char *config_schema_enum_name(const struct config_schema *schema, const char *section,
                                     const char *key, int value);
 
-// Reads a config file whole (a regular text file of at most 16 MiB) into
-// *text (malloc'd, NUL-terminated). Returns 0, or VGPU_ECONFIG (-errno for a
-// file that cannot be opened) with the message in err.
+// Reads a config file whole (a regular text file of at most 16 MiB, without
+// NUL bytes: util_read_file's) into *text (malloc'd, NUL-terminated).
+// Returns 0, or VGPU_ECONFIG (-errno for a file that cannot be opened,
+// VGPU_ENOMEM) with the message in err.
 int config_read_file(const char *path, char **text, char *err, size_t err_bytes);
 
 // Parses a byte size such as "512", "64K", "512M", "2G", "1.5G" (binary units;

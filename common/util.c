@@ -1,10 +1,18 @@
-// util.c: clocks, hashing, size formatting.
+// util.c: clocks, hashing, size formatting, whole files.
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "status.h"
 
 __thread int util_waits_beside_compute;
 
@@ -73,4 +81,73 @@ int util_errorf(char *err, size_t err_bytes, int status, const char *fmt, ...)
         va_end(ap);
     }
     return status;
+}
+
+int util_read_file(const char *path, const char *what, size_t max_bytes, void **data,
+                   size_t *bytes, char *err, size_t err_bytes)
+{
+    *data = NULL;
+    *bytes = 0;
+    // Non-blocking, so that a FIFO cannot hang the open.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return util_errorf(err, err_bytes, -e, "%s: cannot open %s: %s", path, what, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return util_errorf(err, err_bytes, VGPU_EIO, "%s: %s, not a %s file", path,
+                           S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", what);
+    }
+    // Read to the end rather than trust st_size (a file may grow, and some
+    // say 0), into room for max_bytes + 1 at most: one byte more is too many.
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (cap - len < 2) { // room for a byte and the NUL
+            if (cap > max_bytes) {
+                char limit[32];
+                if (max_bytes % (1u << 20) == 0)
+                    snprintf(limit, sizeof limit, "%zu MiB", max_bytes >> 20);
+                else
+                    util_format_bytes(max_bytes, limit, sizeof limit);
+                rc = util_errorf(err, err_bytes, VGPU_EIO, "%s: %s file larger than %s", path,
+                                 what, limit);
+                break;
+            }
+            size_t next = cap ? 2 * cap : (size_t)st.st_size + 8192;
+            next = next < max_bytes + 2 ? next : max_bytes + 2;
+            char *grown = realloc(buf, next);
+            if (!grown) {
+                rc = util_errorf(err, err_bytes, VGPU_ENOMEM, "%s: no memory for its %zu bytes",
+                                 path, next);
+                break;
+            }
+            buf = grown;
+            cap = next;
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = util_errorf(err, err_bytes, VGPU_EIO, "%s: read error: %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *data = buf;
+    *bytes = len;
+    return 0;
 }

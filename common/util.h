@@ -1,4 +1,5 @@
-// util.h: small helpers shared by every layer: clocks, hashing, sizes.
+// util.h: small helpers shared by every layer: clocks, hashing, sizes, whole
+// files.
 #ifndef VGPU_UTIL_H
 #define VGPU_UTIL_H
 
@@ -57,5 +58,16 @@ int util_errorf(char *err, size_t err_bytes, int status, const char *fmt, ...)
 
 // Formats bytes as "96.0 MiB" into buf; returns buf.
 char *util_format_bytes(uint64_t bytes, char *buf, size_t buf_bytes);
+
+// Reads the regular file at path whole: *data (malloc'd, the caller frees it)
+// holds its *bytes bytes and a NUL after them, so that a text file is also a
+// string. A FIFO or a device is refused without blocking (the open does not
+// wait), and so is a file of more than max_bytes. `what` names the file in
+// the messages: "PATH: cannot open WHAT: why", "PATH: a directory, not a
+// WHAT file", "PATH: WHAT file larger than 16 MiB". Returns 0; -errno when
+// it cannot be opened; VGPU_EIO when it is not a regular file, is too large
+// or fails to read; VGPU_ENOMEM; the message in err (*data NULL, *bytes 0).
+int util_read_file(const char *path, const char *what, size_t max_bytes, void **data,
+                   size_t *bytes, char *err, size_t err_bytes);
 
 #endif

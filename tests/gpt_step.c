@@ -15,7 +15,6 @@
 // L2 norm: the optimizer's, which clips by it, with train.grad_clip set; else
 // summed here in double), grads_clipped.bin (the gradient the optimizer
 // stepped with) and params_after.bin. Exit status: 0, 1 on a failure (said).
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 #include "model.h"
 #include "optim.h"
 #include "train_config.h"
+#include "util.h"
 
 #define FAIL_(...)                                                                         \
     do {                                                                                   \
@@ -35,24 +35,8 @@
         goto out;                                                                          \
     } while (0)
 
-// The whole file into a new buffer; its size into *bytes. NULL, said, on failure.
-static void *read_file_(const char *path, size_t *bytes)
-{
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    long n = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        fclose(f);
-        *bytes = (size_t)n;
-        return buf;
-    }
-    fprintf(stderr, "gpt_step: %s: %s\n", path, f ? "cannot read" : strerror(errno));
-    if (f)
-        fclose(f);
-    free(buf);
-    return NULL;
-}
+// The largest PARAMS or TOKENS file taken (the tests' are kilobytes).
+#define GPT_STEP_MAX_FILE_BYTES ((size_t)1 << 30)
 
 static int write_file_(const char *dir, const char *name, const void *data, size_t bytes)
 {
@@ -101,9 +85,15 @@ int main(int argc, char **argv)
         FAIL_("%s", err);
     const int T = (int)cfg.model.context;
     size_t param_bytes, token_bytes;
-    if (!(params = read_file_(argv[2], &param_bytes)) ||
-        !(tokens = read_file_(argv[3], &token_bytes)))
-        goto out;
+    void *data;
+    if (util_read_file(argv[2], "PARAMS", GPT_STEP_MAX_FILE_BYTES, &data, &param_bytes, err,
+                       sizeof err) < 0)
+        FAIL_("%s", err);
+    params = data;
+    if (util_read_file(argv[3], "TOKENS", GPT_STEP_MAX_FILE_BYTES, &data, &token_bytes, err,
+                       sizeof err) < 0)
+        FAIL_("%s", err);
+    tokens = data;
     // B rows of T + 1 tokens (the reference takes shorter rows too; the
     // trainer's sequences are model.context long).
     const size_t count = token_bytes / sizeof(int32_t);
