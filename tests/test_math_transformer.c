@@ -30,27 +30,9 @@ static enum device_kind g_kind = DEVICE_KIND_CPU;
 
 // ---- fixture and helpers ----
 
-static int setup_dev(void **state)
-{
-    struct device_info infos[8];
-    int count = 0;
-    if (device_discover(g_kind, infos, 8, &count, NULL, 0) || count < 1)
-        return -1;
-    device_t *dev = calloc(1, sizeof *dev);
-    if (!dev || device_open(dev, &infos[0], 0, "testhost", CAP_BYTES, 1)) {
-        free(dev);
-        return -1;
-    }
-    *state = dev;
-    return 0;
-}
+static int setup_dev(void **state) { return test_device_setup(state, g_kind, CAP_BYTES); }
 
-static int teardown_dev(void **state)
-{
-    device_close(*state);
-    free(*state);
-    return 0;
-}
+static int teardown_dev(void **state) { return test_device_teardown(state); }
 
 static void *upload_bytes_(device_t *dev, const void *host, size_t bytes)
 {

@@ -1,5 +1,6 @@
 // test_util.h: helpers shared by the unit tests (header-only, static): array
-// comparison against a reference, substring checks, a CPU device fixture.
+// comparison against a reference, substring checks, test data, and (in a
+// test that includes device.h before it) a device fixture.
 // Include after <cmocka.h> (and its prerequisites).
 #ifndef VGPU_TEST_UTIL_H
 #define VGPU_TEST_UTIL_H
@@ -9,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TEST_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -121,5 +123,34 @@ static inline void test_fill_uniform(float *x, size_t n, uint64_t *s, double lo,
     for (size_t i = 0; i < n; i++)
         x[i] = (float)test_rand_uniform(s, lo, hi);
 }
+
+#ifdef VGPU_DEVICE_H
+// ---- the device fixture (tests that include device.h) ----
+
+// Opens the first device of `kind` with a cap of cap_bytes as a cmocka
+// fixture's *state; -1 (the test fails in its set-up) when none opens.
+static inline int test_device_setup(void **state, enum device_kind kind, uint64_t cap_bytes)
+{
+    struct device_info infos[8];
+    int count = 0;
+    if (device_discover(kind, infos, 8, &count, NULL, 0) || count < 1)
+        return -1;
+    device_t *dev = calloc(1, sizeof *dev);
+    if (!dev || device_open(dev, &infos[0], 0, "testhost", cap_bytes, 1)) {
+        free(dev);
+        return -1;
+    }
+    *state = dev;
+    return 0;
+}
+
+// Closes and frees test_device_setup's device.
+static inline int test_device_teardown(void **state)
+{
+    device_close(*state);
+    free(*state);
+    return 0;
+}
+#endif
 
 #endif
