@@ -23,7 +23,8 @@
 # worker, slow (about 30 s on 2 cores of an AMD EPYC).
 # Skipped (exit 77, said) without python3-torch or fortunes.
 set -uo pipefail
-PY=${VGPU_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives under /usr/bin/python3
+# shellcheck source=script_lib.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/script_lib.sh" # ok, bad, run, skip, need_torch, finish; $PY
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${VGPU_SOURCE_DIR:-$HERE/..}
 REF=$HERE/gpt_reference.py
@@ -31,24 +32,12 @@ BUILD=${VGPU_BUILD_DIR:-$HERE/../build}
 TRAIN=$BUILD/vgpu_train
 TEXT=/usr/share/games/fortunes
 PRESET=$SRC/configs/gpt_tiny.ini
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$PY" ] || skip "$PY not found (apt-get install python3, or set VGPU_PYTHON)"
-"$PY" -c 'import torch, numpy' 2>/dev/null ||
-  skip "PyTorch or NumPy not importable by $PY (apt-get install python3-torch)"
+need_torch
 [ -d "$TEXT" ] || skip "fortunes is not installed (apt-get install fortunes)"
 [ -x "$TRAIN" ] || { echo "FAILED: $TRAIN not built"; exit 1; }
 MPIRUN=$SRC/scripts/mpirun.sh
 WORK=$(mktemp -d /tmp/vgpu-gptcurve.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-checks=0 failures=0
-ok() { checks=$((checks + 1)); echo "ok: $*"; }
-bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAILED: $*"; printf '%s\n' "$out" | tail -20; }
-run() { # run NAME CMD...: CMD bounded, its output in $out
-  local name=$1 rc=0
-  shift
-  out=$(timeout 300 "$@" 2>&1) || rc=$?
-  if [ $rc = 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
-}
 # ini SECTION KEY [DEFAULT]: the preset's value (vgpu_train's default when absent).
 ini() {
   local v
@@ -120,5 +109,4 @@ while IFS= read -r line; do
   esac
 done <<<"$out"
 
-echo "$((checks - failures)) passed, $failures failed"
-[ "$failures" = 0 ] && [ "$checks" -ge 7 ]
+finish && [ "$checks" -ge 7 ]

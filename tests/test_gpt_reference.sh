@@ -8,24 +8,13 @@
 # train --text's sequences and its schedule.
 # Skipped (exit 77, said) without python3, PyTorch or NumPy.
 set -uo pipefail
-PY=${VGPU_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives under /usr/bin/python3
+# shellcheck source=script_lib.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/script_lib.sh" # ok, bad, run, skip, need_torch, finish; $PY
+RUN_LIMIT_S=120 # run's bound: the reference's commands are short
 REF=$(cd "$(dirname "$0")" && pwd)/gpt_reference.py
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$PY" ] || skip "$PY not found (apt-get install python3, or set VGPU_PYTHON)"
-"$PY" -c 'import torch, numpy' 2>/dev/null ||
-  skip "PyTorch or NumPy not importable by $PY (apt-get install python3-torch)"
+need_torch
 WORK=$(mktemp -d /tmp/vgpu-gptref.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-checks=0 failures=0
-ok() { checks=$((checks + 1)); echo "ok: $*"; }
-bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAILED: $*"; printf '%s\n' "$out" | tail -20; }
-# run NAME CMD...: runs CMD (bounded), output in $out; a failure is reported.
-run() {
-  local name=$1 rc=0
-  shift
-  out=$(timeout 120 "$@" 2>&1) || rc=$?
-  if [ $rc = 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
-}
 # expect WHAT CMD...: WHAT holds when CMD succeeds.
 expect() {
   local what=$1
@@ -129,5 +118,4 @@ out=$(timeout 120 "$PY" "$REF" step --layers 1 --heads "$NH" --channels "$C" --c
 expect "a parameter file of another shape is refused" [ "$rc" = 1 ]
 expect "... with a message naming the sizes" has "the layout needs"
 
-echo "$((checks - failures)) passed, $failures failed"
-[ "$failures" = 0 ]
+finish

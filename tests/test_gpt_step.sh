@@ -10,28 +10,17 @@
 # that clips and one that does not. Skipped (exit 77, said) without
 # python3-torch.
 set -uo pipefail
-PY=${VGPU_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives under /usr/bin/python3
+# shellcheck source=script_lib.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/script_lib.sh" # ok, bad, run, skip, need_torch, finish; $PY
 HERE=$(cd "$(dirname "$0")" && pwd)
 REF=$HERE/gpt_reference.py
 BUILD=${VGPU_BUILD_DIR:-$HERE/../build}
 STEP=$BUILD/gpt_step
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$PY" ] || skip "$PY not found (apt-get install python3, or set VGPU_PYTHON)"
-"$PY" -c 'import torch, numpy' 2>/dev/null ||
-  skip "PyTorch or NumPy not importable by $PY (apt-get install python3-torch)"
+need_torch
 [ -x "$STEP" ] || { echo "FAILED: $STEP not built"; exit 1; }
 MPIRUN=$HERE/../scripts/mpirun.sh # adds --allow-run-as-root, --oversubscribe where needed
 WORK=$(mktemp -d /tmp/vgpu-gptstep.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-checks=0 failures=0
-ok() { checks=$((checks + 1)); echo "ok: $*"; }
-bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAILED: $*"; printf '%s\n' "$out" | tail -20; }
-run() { # run NAME CMD...: CMD bounded, its output in $out
-  local name=$1 rc=0
-  shift
-  out=$(timeout 300 "$@" 2>&1) || rc=$?
-  if [ $rc = 0 ]; then ok "$name"; else bad "$name (exit $rc)"; fi
-}
 
 L=2 NH=2 C=16 T=8 B=4
 SHAPE=(--layers $L --heads $NH --channels $C --context $T --threads 1)
@@ -140,5 +129,4 @@ for start in p0 p3; do
   done
 done
 
-echo "$((checks - failures)) passed, $failures failed"
-[ "$failures" = 0 ]
+finish
