@@ -150,7 +150,9 @@ int main(int argc, char **argv)
         optim_step(&opt, v, m.params, m.grads, (float)cfg.train.lr) < 0 ||
         vgpu_memcpy_dtoh(v, params, m.params, param_bytes) < 0)
         FAIL_("the optimizer step failed");
-    double norm = opt.last_norm;
+    double norm;
+    if (optim_last_norm(&opt, v, &norm) < 0)
+        FAIL_("the gradient norm did not come back");
     if (cfg.train.grad_clip <= 0) {
         double sum_sq = 0;
         for (size_t i = 0; i < m.param_count; i++)

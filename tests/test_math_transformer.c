@@ -1,8 +1,9 @@
 // test_math_transformer.c: the transformer's operations (math_transformer.h)
-// and add, scale and sum_squares (math_ops.h) on a virtual GPU, against plain
-// double-precision references written here: exact values for the
-// embeddings, central finite differences of the references for the backward
-// passes, attention's causality and 1/sqrt(hs) scale, the argument checks;
+// and add, scale, sum_squares and clip_by_norm (math_ops.h) on a virtual
+// GPU, against plain double-precision references written here: exact values
+// for the embeddings and clip_by_norm (and its boundary, a factor of exactly
+// 1), central finite differences of the references for the backward passes,
+// attention's causality and 1/sqrt(hs) scale, the argument checks;
 // and (CPU only) the element functions run as a GPU grid runs them, against
 // the CPU device's bits (attention's and GELU's to rounding: the CPU's run on
 // the BLAS and libmvec).
@@ -707,6 +708,77 @@ static void test_sum_squares(void **state)
     device_free(dev, d_out);
 }
 
+// ---- clip_by_norm ----
+
+// x clipped to the norm clip from its sum of squares on the device, as
+// torch's clip_grad_norm_ (float: coef = clip / (sqrt(sum) + 1e-6)): scaled
+// by coef, bit for bit, when coef is below 1; left as it is (every bit) at
+// coef exactly 1 and above; the sum itself untouched.
+static void test_clip_by_norm(void **state)
+{
+    device_t *dev = *state;
+    enum { N = 1003 };
+    float x[N], got[N], want[N], sum;
+    uint64_t seed = 29;
+    test_fill_uniform(x, N, &seed, -2, 2);
+    x[0] = -0.0f; // stays -0 when scaled
+    float *d_x = upload_(dev, x, N), *d_sum = upload_(dev, (const float[]){0}, 1);
+    assert_int_equal(math_sum_squares(dev, d_sum, d_x, N), 0);
+    download_(dev, &sum, d_sum, 1);
+    const float norm = sqrtf(sum), at_one = norm + 1e-6f; // the clip where coef is exactly 1
+    assert_true(at_one / (norm + 1e-6f) == 1.0f);
+    // Clips: far above the norm, exactly at coef 1, one float below that
+    // (coef just under 1), half the norm, a ten-thousandth of it.
+    const float clips[] = {1e9f, at_one, nextafterf(at_one, 0.0f), 0.5f * norm, 1e-4f * norm};
+    for (size_t c = 0; c < TEST_ARRAY_LEN(clips); c++) {
+        const float coef = clips[c] / (norm + 1e-6f);
+        for (int i = 0; i < N; i++)
+            want[i] = coef < 1.0f ? x[i] * coef : x[i];
+        assert_int_equal(device_copy_to_device(dev, d_x, x, sizeof x), 0);
+        assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, clips[c], N), 0);
+        download_(dev, got, d_x, N);
+        assert_bits_("clip_by_norm", got, want, N);
+        if (c < 2)
+            assert_memory_equal(got, x, sizeof x); // coef >= 1: not a bit moved
+        else { // scaled: to the clip's norm, within float rounding
+            assert_true(coef < 1.0f);
+            double sq = 0;
+            for (int i = 0; i < N; i++)
+                sq += (double)got[i] * got[i];
+            assert_true(fabs(sqrt(sq) - clips[c]) <= 1e-5 * clips[c]);
+        }
+        float after;
+        download_(dev, &after, d_sum, 1);
+        assert_memory_equal(&after, &sum, sizeof sum);
+    }
+    { // exact values: 3, -4 (norm 5) clipped to 1: each times 1 / (5 + 1e-6) in float
+        const float small[2] = {3.0f, -4.0f}, coef = 1.0f / (5.0f + 1e-6f);
+        const float exact[2] = {3.0f * coef, -4.0f * coef};
+        assert_int_equal(device_copy_to_device(dev, d_x, small, sizeof small), 0);
+        assert_int_equal(device_copy_to_device(dev, d_sum, (const float[]){25.0f}, 4), 0);
+        assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, 1.0f, 2), 0);
+        download_(dev, got, d_x, 2);
+        assert_bits_("clip_by_norm 3, -4", got, exact, 2);
+        assert_true(fabs(got[0] - 0.6) < 1e-6 && fabs(got[1] + 0.8) < 1e-6);
+        // A zero gradient (sum 0): coef clip / 1e-6, nothing scaled.
+        const float zeros[2] = {0.0f, -0.0f};
+        assert_int_equal(device_copy_to_device(dev, d_x, zeros, sizeof zeros), 0);
+        assert_int_equal(device_copy_to_device(dev, d_sum, (const float[]){0.0f}, 4), 0);
+        assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, 1.0f, 2), 0);
+        download_(dev, got, d_x, 2);
+        assert_memory_equal(got, zeros, sizeof zeros);
+    }
+    // A clip that is not positive is refused; n 0 does nothing; host pointers refused.
+    fprintf(stderr, "  (expected argument messages follow)\n");
+    assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, 0.0f, N), VGPU_EINVAL);
+    assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, -1.0f, N), VGPU_EINVAL);
+    assert_int_equal(math_clip_by_norm(dev, d_x, d_sum, NAN, N), VGPU_EINVAL);
+    assert_int_equal(math_clip_by_norm(dev, NULL, NULL, 1.0f, 0), 0);
+    assert_int_equal(math_clip_by_norm(dev, x, d_sum, 1.0f, N), VGPU_EINVAL);
+    assert_int_equal(math_clip_by_norm(dev, d_x, &sum, 1.0f, N), VGPU_EINVAL);
+    device_free(dev, d_sum), device_free(dev, d_x);
+}
+
 // ---- argument checks ----
 
 // Bad sizes, C % NH, host and NULL pointers: VGPU_EINVAL, nothing written.
@@ -886,6 +958,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_gelu, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_add_scale, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_sum_squares, setup_dev, teardown_dev),
+        cmocka_unit_test_setup_teardown(test_clip_by_norm, setup_dev, teardown_dev),
         cmocka_unit_test_setup_teardown(test_argument_checks, setup_dev, teardown_dev),
     };
     if (argc > 1 && !strcmp(argv[1], "cuda")) {

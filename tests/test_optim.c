@@ -356,8 +356,8 @@ static void test_adam_bias_correction(void **state)
 
 // train.grad_clip, as torch.nn.utils.clip_grad_norm_: a gradient whose norm
 // is above the clip is scaled by clip / (norm + 1e-6) (exact values, the
-// norm measured); one below it, or clip 0, is left as it is. Adam's steps
-// count from 1: a step 0 is refused.
+// norm measured and read back by optim_last_norm); one below it, or clip 0,
+// is left as it is. Adam's steps count from 1: a step 0 is refused.
 static void test_clip_by_norm(void **state)
 {
     struct fixture *f = *state;
@@ -376,16 +376,20 @@ static void test_clip_by_norm(void **state)
     for (size_t c = 0; c < TEST_ARRAY_LEN(clips); c++) {
         cfg.train.grad_clip = clips[c];
         assert_int_equal(optim_init(o, f->dev, &cfg, N), 0);
+        double last_norm = -1;
+        assert_int_equal(optim_last_norm(o, f->dev, &last_norm), 0);
+        assert_true(last_norm == 0); // before the first clip
         assert_int_equal(vgpu_memcpy_htod(f->dev, f->grads, g, sizeof g), 0);
         assert_int_equal(optim_clip(o, f->dev, f->grads), 0);
         assert_int_equal(vgpu_memcpy_dtoh(f->dev, got, f->grads, sizeof got), 0);
         const float coef = (float)clips[c] / ((float)norm + 1e-6f);
         for (int i = 0; i < N; i++)
             assert_true(got[i] == (clips[c] > 0 && coef < 1.0f ? g[i] * coef : g[i]));
+        assert_int_equal(optim_last_norm(o, f->dev, &last_norm), 0);
         if (clips[c] > 0)
-            assert_float_equal(o->last_norm, norm, 1e-6 * norm);
+            assert_float_equal(last_norm, norm, 1e-6 * norm);
         else
-            assert_true(o->last_norm == 0);
+            assert_true(last_norm == 0);
         optim_free(o, f->dev);
     }
     set_key_(&cfg, "train.optimizer", "adam");

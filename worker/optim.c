@@ -61,18 +61,22 @@ int optim_update_range(struct optimizer *o, vgpu_t *dev, float *params, const fl
 
 int optim_clip(struct optimizer *o, vgpu_t *dev, float *grads)
 {
-    o->last_norm = 0;
     if (o->clip <= 0)
         return 0;
     device_t *d = vgpu_math_device(dev);
-    float sum_sq;
     TRY(math_sum_squares(d, o->norm_sq, grads, o->n));
+    return math_clip_by_norm(d, grads, o->norm_sq, o->clip, o->n);
+}
+
+int optim_last_norm(const struct optimizer *o, vgpu_t *dev, double *norm)
+{
+    *norm = 0;
+    if (o->clip <= 0)
+        return 0;
+    float sum_sq; // 0 until the first optim_clip: the state starts zeroed
     TRY(vgpu_memcpy_dtoh(dev, &sum_sq, o->norm_sq, sizeof sum_sq));
-    const float norm = sqrtf(sum_sq);
-    o->last_norm = norm;
-    // torch's arithmetic: float32 throughout, the 1e-6 guarding a zero norm.
-    const float coef = o->clip / (norm + 1e-6f);
-    return coef < 1.0f ? math_scale(d, grads, coef, o->n) : 0;
+    *norm = sqrtf(sum_sq); // as math_clip_by_norm's (kernel_clip_coef)
+    return 0;
 }
 
 int optim_step(struct optimizer *o, vgpu_t *dev, float *params, float *grads, float lr)

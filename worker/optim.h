@@ -17,8 +17,7 @@ struct optimizer {
     float momentum, weight_decay, beta1, beta2, eps;
     float clip;             // train.grad_clip: the gradient's largest global norm; 0: none
     float *norm_sq;         // device: one float past the state, the clip's sum of squares
-    double last_norm;       // the gradient norm the last optim_step measured (clipped or
-                            // not); 0 when train.grad_clip is 0
+                            // (the last optim_clip's; optim_last_norm reads it)
 };
 
 // Floats of optimizer state per parameter for an optimizer (config.h's enum).
@@ -35,8 +34,16 @@ int optim_step(struct optimizer *o, vgpu_t *dev, float *params, float *grads, fl
 // As torch.nn.utils.clip_grad_norm_: grads (the whole summed gradient, every
 // rank the same bits) scaled by clip / (norm + 1e-6) when that is below 1,
 // norm the L2 norm of all n (summed in double in a fixed order, so the same
-// on every rank and run). The norm into o->last_norm. No-op when clip is 0.
+// on every rank and run). All on the device: the host neither copies the
+// norm nor waits for it (optim_last_norm does, where it is reported). No-op
+// when clip is 0.
 int optim_clip(struct optimizer *o, vgpu_t *dev, float *grads);
+
+// The gradient norm the last optim_clip measured (clipped or not) into
+// *norm: 0 when train.grad_clip is 0 or before the first. Copies it from the
+// device (a wait for the stream): for reports, not every step. 0 or the
+// copy's status.
+int optim_last_norm(const struct optimizer *o, vgpu_t *dev, double *norm);
 
 // The same step in pieces, for a sharded update (without clipping, which
 // needs the whole gradient first): optim_begin_step once per

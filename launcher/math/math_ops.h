@@ -3,22 +3,22 @@
 // from the device backends, which keep memory, streams, copies, IPC and
 // discovery (device.h).
 //
-// A device kind has one table of bodies (struct math_ops: cpu/math_cpu.c,
-// CPU loops and the build's BLAS; cuda/math_cuda.cu, CUDA kernels and cuBLAS
-// on the device's stream): the core operations here (add, scale and
-// sum_squares among them: they are general), and a pointer to a table of
-// its own for each family (the transformer's: struct math_transformer_ops,
-// math_transformer.h, which this header includes at its end). Each
-// operation is its contract, its argument checks (what a GPU would fault on,
-// the simulation refuses) and a call through the table (MATH_CALL_, or
+// A device kind has one table of bodies (struct math_ops: cpu/math_cpu.c, CPU
+// loops and the build's BLAS; cuda/math_cuda.cu, CUDA kernels and cuBLAS on
+// the device's stream): the core operations here (add, scale, sum_squares and
+// clip_by_norm among them: they are general), and a pointer to a table of its
+// own for each family (the transformer's: struct math_transformer_ops,
+// math_transformer.h, which this header includes at its end). Each operation
+// is its contract, its argument checks (what a GPU would fault on, the
+// simulation refuses) and a call through the table (MATH_CALL_, or
 // MATH_FAMILY_CALL_ for a family's); where the CPU and the GPU share its
-// per-element arithmetic, that is a KERNEL_FN of an index next to it (the
-// CPU calls it in a loop, a __global__ wrapper on the GPU), so the CPU tests
-// test the GPU's math too. A new operation is 3 files of this folder: its
-// member, element function and entry in its family's header (a core
-// operation's: here), and a body and a row of that table in each backend's
-// file. A new family: its header; here, a pointer member and an #include; in
-// each backend's file, its table and the pointer to it.
+// per-element arithmetic, that is a KERNEL_FN of an index next to it (the CPU
+// calls it in a loop, a __global__ wrapper on the GPU), so the CPU tests test
+// the GPU's math too. A new operation is 3 files of this folder: its member,
+// element function and entry in its family's header (a core operation's:
+// here), and a body and a row of that table in each backend's file. A new
+// family: its header; here, a pointer member and an #include; in each
+// backend's file, its table and the pointer to it.
 //
 // The entries are inlined into their callers, vgpu_train's models among
 // them (through libvgpu: launcher/api/trainer/vgpu/vgpu_math.h), so what
@@ -64,6 +64,7 @@ struct math_ops {
     int (*add)(device_t *dev, float *out, const float *a, const float *b, size_t n);
     int (*scale)(device_t *dev, float *x, float s, size_t n);
     int (*sum_squares)(device_t *dev, float *out, const float *x, size_t n);
+    int (*clip_by_norm)(device_t *dev, float *x, const float *sum_sq, float clip, size_t n);
     // The families' tables (NULL: the backend has none; its entries then
     // return VGPU_EUNSUPPORTED).
     const struct math_transformer_ops *transformer; // math_transformer.h
@@ -420,6 +421,33 @@ static inline int math_sum_squares(device_t *dev, float *out, const float *x, si
         return vgpu_math_zero(dev, out, MATH_F_);
     MATH_DEV_(x, n * MATH_F_, "x", "sum_squares");
     MATH_CALL_(sum_squares, out, x, n);
+}
+
+// clip_by_norm's factor from a sum of squares: clip / (norm + 1e-6), norm =
+// sqrt(sum_sq), in float as torch.nn.utils.clip_grad_norm_ computes it (the
+// 1e-6 guards a zero norm); it scales only where it is below 1.
+KERNEL_FN float kernel_clip_coef(float sum_sq, float clip)
+{
+    return clip / (sqrtf(sum_sq) + 1e-6f);
+}
+
+// x[i] *= kernel_clip_coef(*sum_sq, clip) for i < n when that factor is below
+// 1 (else x is left as it is): x clipped to the L2 norm clip, given its sum
+// of squares (one float of device memory: math_sum_squares's out). The sum
+// is read on the device, so the host neither copies it nor waits for it.
+// clip > 0, else VGPU_EINVAL.
+static inline int math_clip_by_norm(device_t *dev, float *x, const float *sum_sq, float clip,
+                                    size_t n)
+{
+    if (!(clip > 0.0f)) {
+        log_error("clip_by_norm: clip %g (a norm: above 0)", (double)clip);
+        return VGPU_EINVAL;
+    }
+    if (!n)
+        return 0;
+    MATH_DEV_(x, n * MATH_F_, "x", "clip_by_norm");
+    MATH_DEV_(sum_sq, MATH_F_, "sum_sq", "clip_by_norm");
+    MATH_CALL_(clip_by_norm, x, sum_sq, clip, n);
 }
 
 // The families (a header each): the transformer's operations (embeddings,

@@ -264,6 +264,19 @@ static int cpu_sum_squares_(device_t *dev, float *out, const float *x, size_t n)
     return 0;
 }
 
+// The factor once, from the host view of the sum; nothing written when it is
+// not below 1.
+static int cpu_clip_by_norm_(device_t *dev, float *x, const float *sum_sq, float clip, size_t n)
+{
+    const float coef = kernel_clip_coef(*CV_(sum_sq), clip);
+    if (coef < 1.0f) {
+        float *xv = V_(x);
+        for (size_t i = 0; i < n; i++)
+            kernel_scale(i, xv, coef);
+    }
+    return 0;
+}
+
 static const struct math_ops math_cpu_ops_ = {
     .gemm = cpu_gemm_,
     .decode_u8 = cpu_decode_u8_,
@@ -277,6 +290,7 @@ static const struct math_ops math_cpu_ops_ = {
     .add = cpu_add_,
     .scale = cpu_scale_,
     .sum_squares = cpu_sum_squares_,
+    .clip_by_norm = cpu_clip_by_norm_,
     .transformer = &math_cpu_transformer_ops,
 };
 

@@ -195,6 +195,16 @@ __global__ void scale_kernel(float *x, float s, size_t n)
     GRID_STRIDE(i, n) kernel_scale(i, x, s);
 }
 
+// Each thread computes the factor from the device's sum (the same bits as the
+// CPU's: IEEE sqrt and division, nvcc's defaults); none writes when it is not
+// below 1.
+__global__ void clip_by_norm_kernel(float *x, const float *sum_sq, float clip, size_t n)
+{
+    const float coef = kernel_clip_coef(*sum_sq, clip);
+    if (coef < 1.0f)
+        GRID_STRIDE(i, n) kernel_scale(i, x, coef);
+}
+
 static_assert(MATH_SQ_LANES == 32, "sum_squares: a block's lanes are a warp's");
 
 // A warp a block of sum_squares' partition: lane j sums its terms, then the
@@ -428,6 +438,12 @@ static int cuda_sum_squares_(device_t *dev, float *out, const float *x, size_t n
     return 0;
 }
 
+static int cuda_clip_by_norm_(device_t *dev, float *x, const float *sum_sq, float clip, size_t n)
+{
+    LAUNCH(clip_by_norm_kernel, n, x, sum_sq, clip, n);
+    return 0;
+}
+
 static int cuda_embed_forward_(device_t *dev, float *out, const int32_t *tokens,
                                const float *wte, const float *wpe, int B, int T, int C, int V)
 {
@@ -555,6 +571,7 @@ static const struct math_ops math_cuda_ops_ = {
     /* .add = */ cuda_add_,
     /* .scale = */ cuda_scale_,
     /* .sum_squares = */ cuda_sum_squares_,
+    /* .clip_by_norm = */ cuda_clip_by_norm_,
     /* .transformer = */ &math_cuda_transformer_ops_,
 };
 
