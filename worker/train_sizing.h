@@ -57,7 +57,8 @@ enum train_input_path {
 int train_input_path(const struct model_batch *b, const struct dataset *ds);
 
 // What a rank's device memory holds, bytes (each with its allocations'
-// rounding): train_device_bytes's parts, for --plan.
+// rounding): train_device_bytes's parts (vgpu_train lays the model out once
+// for its cap check, the total, and --plan, the parts).
 struct train_bytes {
     size_t param_count;     // the model's parameters
     uint64_t params, grads; // the flat parameter and gradient buffers

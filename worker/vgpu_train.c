@@ -221,26 +221,24 @@ static void note_sizing_(const struct job *job, const struct train_data *data, i
 
 // --plan: what a rank's device memory holds at this rank count (the job
 // table above says whether the caps hold it).
-static void print_plan_(const struct job *job, const struct train_data *data, int verify)
+static void print_plan_(const struct job *job, const struct train_bytes *b)
 {
-    struct train_bytes b;
-    train_device_parts(&job->cfg, &data->train, job->size, verify, &b);
-    if (job->rank != 0 || !b.total)
+    if (job->rank != 0 || !b->total)
         return;
     // One part a line: the job table's width (79 columns).
     char s[32], s2[32];
-    printf("vgpu_train: a rank's device memory, %zu parameters:\n", b.param_count);
-    printf("  parameters %s, gradients %s\n", util_format_bytes(b.params, s, sizeof s),
-           util_format_bytes(b.grads, s2, sizeof s2));
-    printf("  optimizer state %s (every rank's)\n", util_format_bytes(b.optimizer, s, sizeof s));
-    printf("  activations and buffers %s\n", util_format_bytes(b.activations, s, sizeof s));
-    if (b.staging)
-        printf("  batch staging %s\n", util_format_bytes(b.staging, s, sizeof s));
-    if (b.deterministic)
+    printf("vgpu_train: a rank's device memory, %zu parameters:\n", b->param_count);
+    printf("  parameters %s, gradients %s\n", util_format_bytes(b->params, s, sizeof s),
+           util_format_bytes(b->grads, s2, sizeof s2));
+    printf("  optimizer state %s (every rank's)\n", util_format_bytes(b->optimizer, s, sizeof s));
+    printf("  activations and buffers %s\n", util_format_bytes(b->activations, s, sizeof s));
+    if (b->staging)
+        printf("  batch staging %s\n", util_format_bytes(b->staging, s, sizeof s));
+    if (b->deterministic)
         printf("  micro-batch gradients and the tree's scratch %s\n",
-               util_format_bytes(b.deterministic, s, sizeof s));
-    if (b.verify)
-        printf("  --verify's replay %s\n", util_format_bytes(b.verify, s, sizeof s));
+               util_format_bytes(b->deterministic, s, sizeof s));
+    if (b->verify)
+        printf("  --verify's replay %s\n", util_format_bytes(b->verify, s, sizeof s));
     fflush(stdout);
 }
 
@@ -312,8 +310,12 @@ int main(int argc, char **argv)
         return finish_(&job, rc == VGPU_EPREEMPTED ? EXIT_PREEMPTED : EXIT_USAGE);
     }
 
+    // The model laid out once: its bytes for the binding's cap check, its
+    // parts for --plan.
+    struct train_bytes sizing;
+    train_device_parts(&job.cfg, &data.train, job.size, cli.train.verify, &sizing);
     const struct vgpu_open_options open_options = {
-        .min_device_bytes = train_device_bytes(&job.cfg, &data.train, job.size, cli.train.verify),
+        .min_device_bytes = sizing.total,
         .largest_collective_bytes = train_largest_collective_bytes(&job.cfg, &data.train),
         .quiet = cli.train.quiet,
         .deterministic = job.cfg.train.deterministic,
@@ -321,7 +323,7 @@ int main(int argc, char **argv)
     };
     rc = vgpu_open(job.v, &open_options);
     if (rc == 0 && vgpu_is_planned(job.v) && !cli.train.quiet)
-        print_plan_(&job, &data, cli.train.verify);
+        print_plan_(&job, &sizing);
     if (rc < 0 || vgpu_is_planned(job.v)) {
         train_free_data(&data);
         return finish_(&job, rc == VGPU_ECONFIG || rc == VGPU_ENODEV ? EXIT_USAGE : rc < 0);
