@@ -85,10 +85,8 @@ static const struct config_key keys_[] = {
      "clip the summed gradient to this global L2 norm before each step, as PyTorch's "
      "clip_grad_norm_ (the optimizer step is then not sharded); 0 = no clipping"},
     {"train", "bucket_mb", CONFIG_FLOAT, F_(train, bucket_mb), 0, "0", 0, 1024, NULL,
-     "normal mode on 2 ranks or more: the gradient's all-reduce in buckets of this many MiB, each "
-     "started on a thread of its own as soon as the backward pass has finished its part, while "
-     "the pass goes on (as PyTorch DDP's bucket_cap_mb; the optimizer step is then not sharded); "
-     "0 = one all-reduce after the pass"},
+     "all-reduce the gradient in buckets of this many MiB, each as the backward pass finishes "
+     "it, beside the pass (normal mode, 2+ ranks; the step is not sharded); 0 = once after it"},
     {"train", "shard_optimizer", CONFIG_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 

@@ -248,11 +248,14 @@ fail:
 }
 
 // Buffers were written on the device's stream: NCCL's stream waits for that
-// work on the GPU (an event), not the host for the device.
+// work on the GPU (an event), not the host for the device. The rank's GPU
+// is made current first: a collective may come from a thread of the
+// program's own (vgpu.h: Threads), whose current device is CUDA's default.
 static int after_device_(comm_t *c, struct nccl_comm *m)
 {
     cudaStream_t dev_stream = (cudaStream_t)device_stream(c->dev);
-    if (cudaEventRecord(m->ready, dev_stream) != cudaSuccess ||
+    if (cudaSetDevice(c->dev->info.index) != cudaSuccess ||
+        cudaEventRecord(m->ready, dev_stream) != cudaSuccess ||
         cudaStreamWaitEvent(m->stream, m->ready, 0) != cudaSuccess) {
         log_error("nccl: cannot order NCCL's stream after the device's: %s",
                   cudaGetErrorString(cudaGetLastError()));
