@@ -30,7 +30,8 @@ static const struct config_key keys_[] = {
     {"devices", "map", CONFIG_INT_LIST, F_(devices, map), 0, "", 0, 1023, NULL,
      "explicit device index for each local rank, e.g. 0,0,1,1; empty = policy"},
     {"devices", "cpu_threads", CONFIG_INT, F_(devices, cpu_threads), 0, "0", 0, 1024, NULL,
-     "BLAS threads per rank; 0 = cores / local ranks, at least 1"},
+     "BLAS threads per rank; 0 = cores / the ranks on this machine (network-namespace hosts and "
+     "containers of one machine share its cores), at least 1"},
 
     {"comm", "backend", CONFIG_ENUM, F_(comm, backend), 0, "auto", 0, 0, backends_,
      "collective backend; auto = nccl if every rank has its own GPU, else ring"},

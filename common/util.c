@@ -16,6 +16,16 @@
 
 __thread int util_waits_beside_compute;
 
+void util_machine_id(char *out, size_t bytes, const char *host)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(out, (int)bytes, f))
+        snprintf(out, bytes, "host:%s", host);
+    if (f)
+        fclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
 double util_now_s(void)
 {
     struct timespec ts;

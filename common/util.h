@@ -45,6 +45,12 @@ static inline double util_wait_clock_waited(struct util_wait_clock *w)
 extern __thread int util_waits_beside_compute; // (__thread: C and CUDA C++ include this)
 #define UTIL_BESIDE_NAP_NS 100000
 
+// What tells this machine from another into out[bytes]: the running
+// kernel's boot id. Ranks of different "hosts" can share one (network
+// namespaces, containers: what the cluster tests rehearse on), and then they
+// share its cores too. Without it, "host:" and the host name.
+void util_machine_id(char *out, size_t bytes, const char *host);
+
 // CRC32 (zlib's polynomial) of a byte range, continuing from `crc` (start at 0).
 uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
 

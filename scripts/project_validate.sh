@@ -79,8 +79,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Every run: one BLAS thread a rank (the default is cores / ranks on the host:
-# 2 threads on each namespace host, 4 threads on 2 cores), the same on one host.
+# Every run: one BLAS thread a rank, on one host and across hosts, whatever
+# the machine's cores (the default: cores / the ranks on the machine).
 JOB=("$here/configs/default.ini" --quiet --set devices.cpu_threads=1)
 
 # steps_for LINK: few steps on slow links (a step carries ~0.94 MB a rank).

@@ -96,6 +96,29 @@ static void test_one_gpu_shared(void **state)
     free(out);
 }
 
+// CPU-simulated devices: the headline gives each rank's BLAS threads, one
+// count, or the range where machines differ.
+static void test_cpu_threads(void **state)
+{
+    (void)state;
+    fill_(4, 2, 1, 0, "AMD EPYC", "ns-h", 1);
+    for (int r = 0; r < 4; r++) {
+        rows_[r].kind = DEVICE_KIND_CPU;
+        rows_[r].blas_threads = 1;
+    }
+    const struct job_table_facts two_hosts = {.hosts = 2, .backend = "ring",
+                                              .backend_reason = "no CUDA device"};
+    char *out = print_(4, &two_hosts);
+    assert_fits_(out);
+    assert_contains(out, "vgpu: no GPU: 4 CPU-simulated virtual GPUs (4 ranks, 2 hosts; BLAS: 1 thread)\n");
+    free(out);
+    rows_[3].blas_threads = 4;
+    rows_[0].blas_threads = 2;
+    out = print_(4, &two_hosts);
+    assert_contains(out, "(4 ranks, 2 hosts; BLAS: 1-4\n      threads)\n"); // wrapped at 80
+    free(out);
+}
+
 static void test_mig_and_idle(void **state)
 {
     (void)state;
@@ -157,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_gpu_shared),
         cmocka_unit_test(test_mig_and_idle),
+        cmocka_unit_test(test_cpu_threads),
         cmocka_unit_test(test_long_names_many_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -228,9 +228,5 @@ int ring_cpus_available(void);
 // for all-reduces of up to this many bytes among n ranks: its host latency
 // path beats a step-synchronised ring on the GPU there (ring_facts.c).
 uint64_t ring_device_small_bytes(int n);
-// What tells this machine from another into out[bytes]: the kernel's boot id
-// (network namespaces and containers on one machine share it, and its
-// cores), else "host:" and the host name.
-void ring_machine_id(char *out, size_t bytes, const char *host);
 
 #endif

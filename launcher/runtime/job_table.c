@@ -121,8 +121,18 @@ void job_table_print(FILE *f, const struct job_row *rows, int n, const struct jo
                  p, facts->simulated ? "simulated " : "", s_(p), instances, n, s_(n), n, s_(n), h,
                  s_(h));
     } else {
-        snprintf(line, sizeof line, "no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s)",
-                 n, s_(n), n, s_(n), h, s_(h));
+        int lo = rows[0].blas_threads, hi = lo; // the BLAS threads a rank (devices.cpu_threads)
+        for (int r = 1; r < n; r++) {
+            lo = rows[r].blas_threads < lo ? rows[r].blas_threads : lo;
+            hi = rows[r].blas_threads > hi ? rows[r].blas_threads : hi;
+        }
+        char threads[48]; // a rank's
+        if (lo == hi)
+            snprintf(threads, sizeof threads, "BLAS: %d thread%s", lo, s_(lo));
+        else
+            snprintf(threads, sizeof threads, "BLAS: %d-%d threads", lo, hi);
+        snprintf(line, sizeof line, "no GPU: %d CPU-simulated virtual GPU%s (%d rank%s, %d host%s; %s)",
+                 n, s_(n), n, s_(n), h, s_(h), threads);
     }
     print_wrapped_(f, line);
     if (gpu && facts->simulated)

@@ -25,6 +25,7 @@ struct job_row {
     char uuid[48];       // the device's (a MIG instance's own)
     char pci_bus_id[32]; // the physical GPU's (MIG instances of one GPU share it); "" on CPUs
     uint64_t cap_bytes;
+    int blas_threads; // a CPU device's BLAS threads
 };
 
 // What the table says besides the rows.

@@ -370,6 +370,25 @@ static int place_(struct runtime *rt, const struct runtime_open_args *args, stru
     return 0;
 }
 
+// Ranks of the job on this rank's machine: those whose kernel boot id is
+// this one's (network-namespace hosts and containers of one machine share
+// its cores; on a real cluster they are the host's ranks).
+static int machine_ranks_(struct runtime *rt, int *out)
+{
+    char mine[64] = "";
+    util_machine_id(mine, sizeof mine, rt->host);
+    char *all = malloc((size_t)rt->size * sizeof mine);
+    if (!all)
+        return runtime_control_failed(rt, VGPU_ENOMEM, "out of memory for the machines' ids");
+    const int rc = runtime_ctl_gather(rt, mine, all, sizeof mine, runtime_mpi_world(rt), rt->size);
+    int n = 0;
+    for (int r = 0; rc == 0 && r < rt->size; r++)
+        n += strcmp(all + (size_t)r * sizeof mine, mine) == 0;
+    free(all);
+    *out = n > 0 ? n : 1;
+    return rc;
+}
+
 // 2. This rank's virtual GPU (none for a plan: it shows what would be opened).
 static int open_device_(struct runtime *rt, const struct runtime_open_args *args,
                         const struct placement_ *pl, int plan_only)
@@ -381,10 +400,15 @@ static int open_device_(struct runtime *rt, const struct runtime_open_args *args
             log_warn("devices.cpu_threads = %ld ignored: this job needs one BLAS thread "
                      "(bitwise-reproducible GEMMs)", threads);
         threads = 1;
-    } else if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores / rt->local_size > 1 ? cores / rt->local_size : 1;
+    } else if (threads <= 0) { // every rank takes this branch (the agreed config)
+        int sharing = 1;
+        const int rc = machine_ranks_(rt, &sharing);
+        if (rc < 0)
+            return rc;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores / sharing > 1 ? cores / sharing : 1;
     }
+    rt->blas_threads = (int)threads;
     int rc = plan_only ? 0
                        : device_open(&rt->dev, &pl->dev, rt->rank, rt->host, pl->mine.cap_bytes,
                                      (int)threads);
@@ -409,7 +433,7 @@ static int gather_rows_(struct runtime *rt, const struct placement_ *pl,
                           .mps = pl->host_mps && pl->dev.mps, .mig = pl->dev.mig,
                           .nccl_version = here->version,
                           .host_devices = pl->host_ndev,
-                          .kind = pl->dev.kind};
+                          .kind = pl->dev.kind, .blas_threads = rt->blas_threads};
     snprintf(row.host, sizeof row.host, "%s", rt->host);
     snprintf(row.pci_bus_id, sizeof row.pci_bus_id, "%s", pl->dev.pci_bus_id);
     snprintf(row.name, sizeof row.name, "%s", pl->dev.name);

@@ -26,6 +26,7 @@ struct runtime {
     comm_t *comm;                 // collectives between the virtual GPUs (after runtime_open)
     int physical_devices;         // distinct physical devices in the job
     int simulated;                // the GPUs are VGPU_SIM_GPUS's (CPU math behind them)
+    int blas_threads;             // a CPU device's BLAS threads (devices.cpu_threads)
     int planned;                  // runtime_open only planned (plan_only): nothing is open
     char backend_reason[160];     // why the collective backend was chosen
     int launched;                 // started by a launcher (mpirun, srun): a rank's stdout is

@@ -42,6 +42,15 @@ run "vgpurun --hostfile: where the ranks run" 60 "${VGPURUN[@]}" -np 6 --backend
 expect_rc 0
 for r in 0 1 2 3 4 5; do expect_out "^rank $r on $NAME-h$((r / 2)) backend=ring\$"; done
 
+# ---- the hosts share this machine's cores (one kernel boot id): a rank's
+# BLAS threads are the cores over the job's 3 ranks (2 on h0, 1 on h1), not
+# over its host's (which gave h1's rank every core: "BLAS: 1-2 threads")
+want=$(($(nproc) / 3)); [ "$want" -ge 1 ] || want=1
+run "3 ranks on 2 hosts of one machine: BLAS threads" 60 env VGPU_PLAN=1 "${VGPURUN[@]}" -np 3 -- \
+  "$TRAIN" "$CONFIG"
+expect_rc 0
+expect_out "\\(3 ranks, 2 hosts; BLAS: $want threads?\\)"
+
 # ---- 2. the same training across three hosts and on one ----
 bytes0=$(bridge_bytes)
 run "6 ranks on 3 hosts" 90 "${VGPURUN[@]}" -np 6 --verbose -- "$TRAIN" "$CONFIG" \
@@ -49,7 +58,7 @@ run "6 ranks on 3 hosts" 90 "${VGPURUN[@]}" -np 6 --verbose -- "$TRAIN" "$CONFIG
 crossed=$(($(bridge_bytes) - bytes0))
 expect_rc 0
 expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*mpirun -np 6 --hostfile .* [^ ]*/vgpurun-rank [^ ]*/vgpu_train '
-expect_out 'vgpu: no GPU: 6 CPU-simulated virtual GPUs \(6 ranks, 3 hosts\)'
+expect_out 'vgpu: no GPU: 6 CPU-simulated virtual GPUs \(6 ranks, 3 hosts; BLAS: 1 thread\)'
 for r in 0 1 2 3 4 5; do expect_out "^ +$r +$NAME-h$((r / 2)) +$((r % 2)) +cpu0 "; done
 expect_out '^vgpu_train: done ranks=6 devices=3xcpu/6vgpu .*status=ok$'
 crc3=$(summary_field params_crc) steps=$(summary_field steps)

@@ -20,6 +20,7 @@
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
+#include "util.h"
 #include "ring_comm.h"
 #include "ring_sub.h"
 #include "shm_share.h"
@@ -211,7 +212,7 @@ static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_c
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
-    ring_machine_id(mine.machine, sizeof mine.machine, mine.host);
+    util_machine_id(mine.machine, sizeof mine.machine, mine.host);
     if (status == 0 && rc->staging) {
         rc->stage_bytes = rc->piece_bytes;
         void *map = NULL;

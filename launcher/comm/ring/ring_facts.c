@@ -57,16 +57,3 @@ int ring_cpus_available(void)
     return online > 0 ? (int)online : 1;
 }
 
-// What tells one machine from another: the running kernel's boot id. Ranks
-// of different "hosts" can share one (network namespaces, containers: what
-// the cluster tests rehearse on), and then they share its cores too. Without
-// it, the host name.
-void ring_machine_id(char *out, size_t bytes, const char *host)
-{
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f || !fgets(out, (int)bytes, f))
-        snprintf(out, bytes, "host:%s", host);
-    if (f)
-        fclose(f);
-    out[strcspn(out, "\n")] = 0;
-}
