@@ -125,6 +125,7 @@ static const struct {
     [TRACE_EVAL] = {"evaluation", "eval"},
     [TRACE_CHECKPOINT] = {"checkpoint", "checkpoint"},
     [TRACE_INJECTED_SLOW] = {"injected slowness", "injected"},
+    [TRACE_BUCKET] = {"gradient bucket", "comm"},
 };
 
 struct trace_call trace_call_begin(unsigned kind, uint64_t bytes)
@@ -198,6 +199,9 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
     case TRACE_BACKWARD: // what vgpu-project scales compute by (0: not counted)
         if (s->arg || s->arg2)
             fprintf(f, ",\"args\":{\"rows\":%" PRId64 ",\"flops\":%" PRId64 "}", s->arg, s->arg2);
+        break;
+    case TRACE_BUCKET: // final since ts - ready_us (vgpu-project's overlap starts there)
+        fprintf(f, ",\"args\":{\"ready_us\":%" PRId64 ",\"count\":%" PRId64 "}", s->arg, s->arg2);
         break;
     case TRACE_OPTIMIZER: // a sharded update's range of parameters (count 0: all)
         if (s->arg2)

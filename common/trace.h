@@ -27,6 +27,8 @@ enum trace_what {
     TRACE_EVAL,
     TRACE_CHECKPOINT,
     TRACE_INJECTED_SLOW,  // VGPU_INJECT_SLOW's sleep
+    TRACE_BUCKET,         // a gradient bucket's collective (around it); arg: microseconds
+                          // since its values were final; arg2: its elements
     TRACE_WHAT_COUNT
 };
 

@@ -13,6 +13,9 @@
 #include "log.h"
 #include "util.h"
 
+#define GRAD_BUCKETS_TRACED 4096 // buckets a step whose time of being final is kept (the
+                                 // timeline's "gradient bucket" spans; past it, none)
+
 struct grad_buckets {
     vgpu_t *v;
     float *grads;
@@ -23,6 +26,8 @@ struct grad_buckets {
     pthread_cond_t cond;   // the pass told, or a bucket is done, or stop
     // Under lock:
     size_t final_from;     // grads[final_from, count) are final this step
+    uint64_t final_at[GRAD_BUCKETS_TRACED]; // since when bucket (from the top) is final
+                           // (the timeline's clock; 0: no timeline)
     size_t next;           // buckets done this step (from the top); n: all
     int active;            // a step is between begin and finish
     int rc;                // the step's first failure
@@ -69,9 +74,15 @@ static void *run_(void *arg)
         }
         if (b->stop)
             break;
+        const size_t done = b->next;
+        const uint64_t final_at = done < GRAD_BUCKETS_TRACED ? b->final_at[done] : 0;
         pthread_mutex_unlock(&b->lock);
+        const uint64_t span = vgpu_span_begin();
         const int rc = vgpu_all_reduce(b->grads + first, b->grads + first, len, vgpu_float32,
                                        vgpu_sum, b->v);
+        if (span && final_at)
+            vgpu_span_end(b->v, vgpu_span_gradient_bucket, span,
+                          (int64_t)(span > final_at ? span - final_at : 0), (int64_t)len);
         pthread_mutex_lock(&b->lock);
         if (rc < 0 && b->rc == 0)
             b->rc = rc;
@@ -84,11 +95,21 @@ static void *run_(void *arg)
     return NULL;
 }
 
+// Buckets (from the top) whose floats are final once grads[from, count) are.
+static size_t final_buckets_(const struct grad_buckets *b, size_t from)
+{
+    return b->n - (from + b->size - 1) / b->size;
+}
+
 static void tell_(void *arg, size_t from)
 {
     struct grad_buckets *b = arg;
+    const uint64_t now = vgpu_span_begin(); // 0 without a timeline
     pthread_mutex_lock(&b->lock);
     if (from < b->final_from) {
+        const size_t before = final_buckets_(b, b->final_from), after = final_buckets_(b, from);
+        for (size_t k = before; k < after && k < GRAD_BUCKETS_TRACED; k++)
+            b->final_at[k] = now;
         b->final_from = from;
         pthread_cond_broadcast(&b->cond);
     }
@@ -150,9 +171,8 @@ const struct grads_ready *grad_buckets_begin(struct grad_buckets *b)
 int grad_buckets_finish(struct grad_buckets *b, double *waited_s)
 {
     const double start = util_now_s();
+    tell_(b, 0);
     pthread_mutex_lock(&b->lock);
-    b->final_from = 0;
-    pthread_cond_broadcast(&b->cond);
     while (b->next < b->n)
         pthread_cond_wait(&b->cond, &b->lock);
     b->active = 0;

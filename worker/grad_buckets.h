@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include <vgpu/vgpu.h>
+#include <vgpu/vgpu_ext.h>
 
 #include "model.h"
 

@@ -420,6 +420,7 @@ static const enum trace_what span_what_[] = {
     [vgpu_span_eval] = TRACE_EVAL,
     [vgpu_span_checkpoint] = TRACE_CHECKPOINT,
     [vgpu_span_injected_slowness] = TRACE_INJECTED_SLOW,
+    [vgpu_span_gradient_bucket] = TRACE_BUCKET,
 };
 
 void vgpu_mark_phase(vgpu_t *v, vgpu_phase_t phase)
@@ -438,7 +439,7 @@ uint64_t vgpu_span_begin(void) { return trace_begin(); }
 
 void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_t arg2)
 {
-    if (v && what >= vgpu_span_step && what <= vgpu_span_injected_slowness)
+    if (v && what >= vgpu_span_step && what <= vgpu_span_gradient_bucket)
         trace_end(span_what_[what], 0, t0, arg, arg2);
 }
 

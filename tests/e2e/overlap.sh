@@ -47,11 +47,20 @@ for pid in (0, 1):
             and e["name"] == "all-reduce"]
     back = [e for e in events if e.get("ph") == "X" and e["pid"] == pid and e["tid"] == 0
             and e["name"] == "backward"]
+    spans = [e for e in events if e.get("ph") == "X" and e["pid"] == pid
+             and e["name"] == "gradient bucket"]
     # The warm-up's backward is the first, its all-reduce whole on lane 0.
     inside = sum(any(b["ts"] <= c["ts"] < b["ts"] + b["dur"] for c in lane) for b in back[1:])
-    print(f"rank {pid}: {len(lane)} all-reduces on lane 1, {len(back) - 1} steps' backward, "
-          f"{inside} of them with a bucket started inside")
+    # Each all-reduce inside its bucket's span, final (ready_us) before it began.
+    held = sum(any(s["tid"] == 1 and s["ts"] <= c["ts"] and c["ts"] + c["dur"] <= s["ts"] + s["dur"]
+                   for s in spans) for c in lane)
+    ready = all(s["args"]["ready_us"] >= 0 and s["args"]["count"] > 0 for s in spans)
+    print(f"rank {pid}: {len(lane)} all-reduces on lane 1 ({held} inside a gradient bucket span "
+          f"of {len(spans)}), {len(back) - 1} steps' backward, {inside} of them with a bucket "
+          f"started inside")
     if len(lane) != steps * buckets or len(back) != steps + 1 or inside < 0.8 * steps:
+        bad = 1
+    if len(spans) != steps * buckets or held != len(lane) or not ready:
         bad = 1
 sys.exit(bad)
 EOF

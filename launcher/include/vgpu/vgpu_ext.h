@@ -161,12 +161,16 @@ void vgpu_mark_step(vgpu_t *v, int64_t step); // the step under way (1-based)
 // first parameter and the count it updated (0: all). vgpu-project scales
 // compute by them (docs/PROJECTION.md).
 // The timeline names them step, data, forward, backward, optimizer,
-// evaluation, checkpoint, and "injected slowness": time a rank is slowed on
-// purpose, to rehearse a straggler (vgpu_train's VGPU_INJECT_SLOW). An
-// unknown `what` is ignored.
+// evaluation, checkpoint, "injected slowness": time a rank is slowed on
+// purpose, to rehearse a straggler (vgpu_train's VGPU_INJECT_SLOW), and
+// "gradient bucket": a collective of part of a gradient made beside the
+// backward pass, around the collective's call (arg: the microseconds since
+// that part was final, arg2: its elements; vgpu-project starts the overlap
+// there). An unknown `what` is ignored.
 typedef enum {
     vgpu_span_step = 1, vgpu_span_data, vgpu_span_forward, vgpu_span_backward,
-    vgpu_span_optimizer, vgpu_span_eval, vgpu_span_checkpoint, vgpu_span_injected_slowness
+    vgpu_span_optimizer, vgpu_span_eval, vgpu_span_checkpoint, vgpu_span_injected_slowness,
+    vgpu_span_gradient_bucket
 } vgpu_span_t;
 uint64_t vgpu_span_begin(void);
 void vgpu_span_end(vgpu_t *v, vgpu_span_t what, uint64_t t0, int64_t arg, int64_t arg2);
