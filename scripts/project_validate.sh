@@ -9,8 +9,8 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: scripts/project_validate.sh [--links "L..."] [--hosts "N..."] [--latency LAT]
-                                   [--write-docs] [--keep DIR]
-Projects a one-host run of the default job onto N local hosts (network
+                                   [--config FILE] [--set KEY=VALUE]... [--write-docs] [--keep DIR]
+Projects a one-host run of the default job (or --config's) onto N local hosts (network
 namespaces, 1 rank a host) behind each link model, then runs it there and
 prints a row a case: link, hosts, ranks, projected and measured step (ms a
 rank, warm-up step excluded), error, and whether the case counts (this
@@ -20,7 +20,11 @@ communication >= 90% of the step). About 2-4 minutes. Needs root.
   --hosts "N..."  host counts (2..4), default "2 3 4"
   --latency LAT   also each link with this netem delay (default 500us) when the
                   kernel has netem; "none" leaves latency cases out
-  --write-docs    write the table into docs/PROJECTION.md (its marked block)
+  --config FILE   the job (default configs/default.ini); e.g. configs/gpt_small.ini,
+                  whose all-reduces run beside the backward pass (train.bucket_mb)
+  --set KEY=VALUE vgpu_train's --set for every run (several allowed)
+  --write-docs    write the table into docs/PROJECTION.md (its marked block: the
+                  default job's, or one named after --config's file)
   --repeat R      runs a case (default 3): the row takes their median step, as
                   other work on this machine (a build) slows a run by 20-50%
   --one-core      run the ranks across hosts all on core 0 (mpirun --bind-to core:
@@ -37,11 +41,14 @@ bad_usage() { echo "project_validate: $*" >&2; echo "(scripts/project_validate.s
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${VGPU_BUILD_DIR:-$here/build}
 links="1gbit 200mbit 50mbit" hosts_list="2 3 4" latency=500us write_docs=0 keep="" repeat=3 bind=none
+config=$here/configs/default.ini sets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --links) [ $# -ge 2 ] || bad_usage "--links needs a value"; links=$2; shift 2 ;;
     --hosts) [ $# -ge 2 ] || bad_usage "--hosts needs a value"; hosts_list=$2; shift 2 ;;
     --latency) [ $# -ge 2 ] || bad_usage "--latency needs a value"; latency=$2; shift 2 ;;
+    --config) [ $# -ge 2 ] || bad_usage "--config needs a file"; config=$2; shift 2 ;;
+    --set) [ $# -ge 2 ] || bad_usage "--set needs KEY=VALUE"; sets+=(--set "$2"); shift 2 ;;
     --write-docs) write_docs=1; shift ;;
     --one-core) bind=core; shift ;;
     --repeat) [ $# -ge 2 ] || bad_usage "--repeat needs a count"; repeat=$2; shift 2 ;;
@@ -54,6 +61,7 @@ for l in $links; do
   [[ $l =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || bad_usage "--links '$l': a rate such as 200mbit (latency: --latency)"
 done
 for n in $hosts_list; do [[ $n =~ ^[2-4]$ ]] || bad_usage "--hosts '$n': 2 to 4"; done
+[ -f "$config" ] || bad_usage "--config '$config': no such file"
 [[ $repeat =~ ^[1-9]$ ]] || bad_usage "--repeat '$repeat': 1 to 9"
 [ "$bind" = none ] || [ "$write_docs" = 0 ] || bad_usage "--write-docs writes the validation table: not with --one-core"
 [[ $latency == none || $latency =~ ^[0-9]+(us|ms)$ ]] || bad_usage "--latency '$latency': e.g. 500us, 2ms or none"
@@ -81,7 +89,7 @@ trap 'exit 130' INT TERM
 
 # Every run: one BLAS thread a rank, on one host and across hosts, whatever
 # the machine's cores (the default: cores / the ranks on the machine).
-JOB=("$here/configs/default.ini" --quiet --set devices.cpu_threads=1)
+JOB=("$config" --quiet --set devices.cpu_threads=1 --set sample.bytes=0 "${sets[@]}")
 
 # steps_for LINK: few steps on slow links (a step carries ~0.94 MB a rank).
 steps_for() {
@@ -266,14 +274,19 @@ main() {
 # write_docs_block NOTE: the table, the machine, the date and the command
 # between the markers of docs/PROJECTION.md.
 write_docs_block() {
-  local doc=$here/docs/PROJECTION.md block cpu
-  grep -q '^<!-- validation table: begin -->$' "$doc" && grep -q '^<!-- validation table: end -->$' "$doc" ||
-    die "$doc has no '<!-- validation table: begin/end -->' markers"
+  local doc=$here/docs/PROJECTION.md block cpu table="validation table" how=""
+  # The default job's block, or one of --config's own (its file's name).
+  if [ "$(basename "$config")" != default.ini ]; then
+    table="validation table $(basename "$config" .ini)"
+    how=" --config configs/$(basename "$config")"
+  fi
+  grep -q "^<!-- $table: begin -->\$" "$doc" && grep -q "^<!-- $table: end -->\$" "$doc" ||
+    die "$doc has no '<!-- $table: begin/end -->' markers"
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   block=$work/block.md
   {
     echo "Measured $(date -u +%Y-%m-%d) on ${cpu:-this CPU}, $CORES cores, by"
-    echo "\`scripts/project_validate.sh --repeat $repeat --write-docs\` (links: $links; hosts: $hosts_list; the median of $repeat runs a case;"
+    echo "\`scripts/project_validate.sh$how --repeat $repeat --write-docs\` (links: $links; hosts: $hosts_list; the median of $repeat runs a case;"
     echo "load average before: $load):"
     echo
     header
@@ -282,9 +295,9 @@ write_docs_block() {
     [ -z "$1" ] || { echo "$1"; echo; }
     echo "$(summary)."
   } >"$block"
-  awk -v f="$block" '
-    /^<!-- validation table: begin -->$/ { print; while ((getline l < f) > 0) print l; skip = 1; next }
-    /^<!-- validation table: end -->$/ { skip = 0 }
+  awk -v f="$block" -v b="<!-- $table: begin -->" -v e="<!-- $table: end -->" '
+    $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+    $0 == e { skip = 0 }
     !skip' "$doc" >"$doc.tmp.$$"
   mv "$doc.tmp.$$" "$doc"
   echo "project_validate: wrote the table into $doc" >&2

@@ -173,21 +173,23 @@ static void test_gpt_tells(void **state)
 
 // ---- the thread ----
 
-static uint64_t calls_(vgpu_t *v)
+static struct vgpu_comm_stats stats_(vgpu_t *v)
 {
     struct vgpu_comm_stats s;
     assert_int_equal(vgpu_get_comm_stats(v, &s), 0);
-    return s.calls;
+    return s;
 }
 
-// Waits (up to 10 s) for the calls to reach `want`, then a while longer to
-// see that no more follow.
-static void expect_calls_(vgpu_t *v, uint64_t base, uint64_t want)
+// Waits (up to 10 s) for the calls since `base` to reach `want`, then a
+// while longer to see that no more follow; they carried `bytes` in all (each
+// bucket its own range: 4 bytes a float).
+static void expect_calls_(vgpu_t *v, struct vgpu_comm_stats base, uint64_t want, uint64_t bytes)
 {
-    for (int i = 0; i < 10000 && calls_(v) - base < want; i++)
+    for (int i = 0; i < 10000 && stats_(v).calls - base.calls < want; i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     nanosleep(&(struct timespec){0, 50000000}, NULL);
-    assert_int_equal(calls_(v) - base, want);
+    assert_int_equal(stats_(v).calls - base.calls, want);
+    assert_int_equal(stats_(v).bytes - base.bytes, bytes);
 }
 
 static void test_thread_issues_told_buckets(void **state)
@@ -201,24 +203,50 @@ static void test_thread_issues_told_buckets(void **state)
     assert_int_equal(grad_buckets_open(&b, v, grads, count, 64), 0);
     assert_int_equal(grad_buckets_n(b), 6);
     for (int step = 0; step < 2; step++) { // a second step starts over
-        const uint64_t base = calls_(v);
+        const struct vgpu_comm_stats base = stats_(v);
         const struct grads_ready *ready = grad_buckets_begin(b);
-        expect_calls_(v, base, 0);      // nothing final yet
-        grads_ready_tell(ready, 321);   // inside the top bucket: not final
-        expect_calls_(v, base, 0);
-        grads_ready_tell(ready, 320);   // the top bucket
-        expect_calls_(v, base, 1);
-        grads_ready_tell(ready, 193);   // [256, 320) final; [192, 256) not
-        expect_calls_(v, base, 2);
+        expect_calls_(v, base, 0, 0);           // nothing final yet
+        grads_ready_tell(ready, 321);           // inside the top bucket: not final
+        expect_calls_(v, base, 0, 0);
+        grads_ready_tell(ready, 320);           // the top bucket: 10 floats
+        expect_calls_(v, base, 1, 40);
+        grads_ready_tell(ready, 193);           // [256, 320) final; [192, 256) not
+        expect_calls_(v, base, 2, 40 + 256);
         grads_ready_tell(ready, 192);
-        expect_calls_(v, base, 3);
+        expect_calls_(v, base, 3, 40 + 512);
         double waited = -1;
         assert_int_equal(grad_buckets_finish(b, &waited), 0); // the rest: 3 more
-        assert_int_equal(calls_(v) - base, 6);
+        assert_int_equal(stats_(v).calls - base.calls, 6);
+        assert_int_equal(stats_(v).bytes - base.bytes, count * sizeof(float));
         assert_true(waited >= 0 && waited < 5);
     }
+    // A pass that fails before telling anything: finish still issues every
+    // bucket (the peers' passes did not fail, and wait for them).
+    const struct vgpu_comm_stats base = stats_(v);
+    grad_buckets_begin(b);
+    double waited;
+    assert_int_equal(grad_buckets_finish(b, &waited), 0);
+    assert_int_equal(stats_(v).calls - base.calls, 6);
     grad_buckets_close(b);
     vgpu_free(v, grads);
+    test_rank_release_room();
+}
+
+// A collective that fails (here: the gradient is host memory, which the
+// device refuses): finish returns its status and issues no bucket after it.
+static void test_thread_failure(void **state)
+{
+    (void)state;
+    vgpu_t *v = test_rank_room(1u << 20);
+    static float host[3 * 64];
+    struct grad_buckets *b;
+    assert_int_equal(grad_buckets_open(&b, v, host, 3 * 64, 64), 0);
+    const struct vgpu_comm_stats base = stats_(v);
+    grad_buckets_begin(b);
+    double waited;
+    assert_int_equal(grad_buckets_finish(b, &waited), VGPU_EINVAL);
+    assert_true(stats_(v).calls - base.calls <= 1); // at most the one that failed
+    grad_buckets_close(b);
     test_rank_release_room();
 }
 
@@ -229,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_mlp_tells),
         cmocka_unit_test(test_gpt_tells),
         cmocka_unit_test(test_thread_issues_told_buckets),
+        cmocka_unit_test(test_thread_failure),
     };
     return cmocka_run_group_tests(tests, NULL, test_rank_group_teardown);
 }

@@ -370,6 +370,101 @@ static char *trace_text_(int with_collectives)
     return buf;
 }
 
+// Two gradient buckets beside the backward pass (a step's layout in
+// append_overlapped_step_): their all-reduces, the second's past the pass.
+static void append_overlapped_step_(char *buf, size_t bytes, int pid, int step, double t0)
+{
+    char *p = buf + strlen(buf);
+    snprintf(p, bytes - strlen(buf),
+             ",\n{\"name\":\"step\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.0f,"
+             "\"dur\":120,\"args\":{\"step\":%d}}"
+             ",\n{\"name\":\"data\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.0f,"
+             "\"dur\":10,\"args\":{\"rows\":4,\"flops\":0}}"
+             ",\n{\"name\":\"forward\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+             "\"ts\":%.0f,\"dur\":20,\"args\":{\"rows\":4,\"flops\":8000}}"
+             ",\n{\"name\":\"backward\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+             "\"ts\":%.0f,\"dur\":40,\"args\":{\"rows\":4,\"flops\":16000}}"
+             ",\n{\"name\":\"gradient bucket\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,"
+             "\"ts\":%.0f,\"dur\":10,\"args\":{\"ready_us\":10,\"count\":512}}"
+             ",\n{\"name\":\"all-reduce\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,"
+             "\"ts\":%.0f,\"dur\":8,\"args\":{\"seq\":%d,\"bytes\":2048}}"
+             ",\n{\"name\":\"gradient bucket\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,"
+             "\"ts\":%.0f,\"dur\":15,\"args\":{\"ready_us\":0,\"count\":256}}"
+             ",\n{\"name\":\"all-reduce\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,"
+             "\"ts\":%.0f,\"dur\":13,\"args\":{\"seq\":%d,\"bytes\":1024}}"
+             ",\n{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"ts\":%.0f,"
+             "\"dur\":5,\"args\":{\"peer\":1}}"
+             ",\n{\"name\":\"optimizer\",\"cat\":\"optimizer\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+             "\"ts\":%.0f,\"dur\":5}",
+             pid, t0, step, pid, t0 + 1, pid, t0 + 11, pid, t0 + 40, pid, t0 + 60, pid, t0 + 61,
+             2 * step, pid, t0 + 80, pid, t0 + 81, 2 * step + 1, pid, t0 + 82, pid, t0 + 100);
+}
+
+// The buckets are read apart from the step's own collectives: their sizes,
+// when each was final as a share of the pass, and the wait past the pass
+// kept out of the step's other work (and lane 1's waits out of its waits).
+static void trace_reads_buckets(void **state)
+{
+    (void)state;
+    static char buf[16384];
+    snprintf(buf, sizeof buf, "%s", trace_head_);
+    for (int pid = 0; pid < 2; pid++)
+        for (int k = 0; k < 3; k++)
+            append_overlapped_step_(buf, sizeof buf, pid, k + 1, 1000.0 * k);
+    strcat(buf, "\n]}\n");
+    struct trace_profile p;
+    char err[512];
+    int rc = trace_profile_parse(&p, buf, strlen(buf), "t.json", err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p.n_coll, 0); // only the buckets' all-reduces: none of the step's own
+    assert_int_equal(p.n_buckets, 2);
+    assert_int_equal(p.bucket[0].bytes, 2048);
+    assert_close_(p.bucket[0].ready_share, (60 - 10 - 40) / 40.0, "final a quarter in");
+    assert_int_equal(p.bucket[1].bytes, 1024);
+    assert_close_(p.bucket[1].ready_share, 1, "final at the pass's end");
+    assert_close_(p.backward_share, 40 / 60.0, "the backward of forward + backward");
+    assert_close_(p.comm_us, 0, "no collective of the step's own");
+    assert_close_(p.wait_us, 0, "lane 1's wait is the overlap's");
+    // 120 - data, forward, backward (70) - the update (5) - the buckets'
+    // wait past the pass (94 - 80 = 14).
+    assert_close_(p.other_us, 120 - 70 - 5 - 14, "the rest of the step");
+}
+
+// The buckets' all-reduces on a lane beside the pass: each from when it is
+// final (its share of the projected pass) and the one before it ended; the
+// step waits only for what runs past the pass.
+static void row_overlap(void **state)
+{
+    (void)state;
+    struct target t = load_(one_host_);
+    struct trace_profile p = profile_();
+    p.n_coll = 0;
+    p.backward_share = 0.5;
+    p.n_buckets = 2;
+    p.bucket[0] = (struct profile_bucket){.bytes = 400000, .ready_share = 0.25};
+    p.bucket[1] = (struct profile_bucket){.bytes = 400000, .ready_share = 1};
+    const struct projection_scale s = {.flops = 1, .memory = 1};
+    struct projection_row r;
+    projection_row(&r, &p, &t, &s, 4, 0);
+    // 4 GPUs: 64 rows x 10 us = 640 us of FLOP work, the pass 320 us. Each
+    // all-reduce 6 x (2 us + 100 us) = 612 us: the first runs 80..692, the
+    // second 692..1304, 984 us past the pass; 240 us beside it.
+    assert_close_(r.flop_s, 640e-6, "FLOP work");
+    assert_close_(r.comm_s, 984e-6, "exposed");
+    assert_close_(r.hidden_s, 1224e-6 - 984e-6, "beside the pass");
+    assert_close_(r.comm.latency_intra_s + r.comm.bytes_intra_s, r.comm_s, "the parts");
+    assert_close_(r.step_s, r.compute_s + 984e-6 + r.wait_s, "the step");
+    // Small buckets fit inside the pass: 18 us each, 80..98 and 160..178.
+    p.bucket[0].bytes = p.bucket[1].bytes = 4000;
+    p.bucket[1].ready_share = 0.5;
+    projection_row(&r, &p, &t, &s, 4, 0);
+    assert_close_(r.comm_s, 0, "all hidden");
+    assert_close_(r.hidden_s, 36e-6, "both beside the pass");
+    assert_close_(r.step_s, r.compute_s + r.wait_s, "the step is the compute");
+}
+
 static void trace_reads(void **state)
 {
     (void)state;
@@ -474,6 +569,7 @@ int main(void)
         cmocka_unit_test(network_link),
         cmocka_unit_test(target_bounds),    cmocka_unit_test(target_missing),
         cmocka_unit_test(trace_reads),      cmocka_unit_test(trace_errors),
+        cmocka_unit_test(trace_reads_buckets), cmocka_unit_test(row_overlap),
         cmocka_unit_test(json_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

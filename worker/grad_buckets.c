@@ -53,7 +53,8 @@ static void bucket_(const struct grad_buckets *b, size_t done, size_t *first, si
 static void *run_(void *arg)
 {
     struct grad_buckets *b = arg;
-    // Signals are the main thread's (the stop signals, preempt.c); faults stay here.
+    // Signals are for preempt.c's waiter thread (it takes the stop signals
+    // with sigwait); faults stay here.
     sigset_t all;
     sigfillset(&all);
     sigdelset(&all, SIGSEGV);

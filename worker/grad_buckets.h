@@ -15,7 +15,8 @@
 
 #include "model.h"
 
-#define GRAD_BUCKET_ALIGN 64 // floats: every bucket but the top one starts 256-byte aligned
+#define GRAD_BUCKET_ALIGN 64 // floats: every bucket starts 256-byte aligned (the top one may
+                             // end short)
 
 struct grad_buckets;
 
@@ -42,6 +43,7 @@ const struct grads_ready *grad_buckets_begin(struct grad_buckets *b);
 // the pass did not hide). Returns 0, or the first collective's failure.
 int grad_buckets_finish(struct grad_buckets *b, double *waited_s);
 
+// The buckets a step (grad_buckets_count_for's count).
 size_t grad_buckets_n(const struct grad_buckets *b);
 
 #endif

@@ -157,6 +157,12 @@ static int validate_(const void *part, char *err, size_t err_bytes)
     if (tc->model.hidden.count == 0)
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
                            "model.hidden: at least one hidden layer is needed");
+    // Each bucket is a collective of its own: below 1/64 MiB their latency
+    // is all a step would pay.
+    if (tc->train.bucket_mb > 0 && tc->train.bucket_mb < TRAIN_BUCKET_MB_MIN)
+        return util_errorf(err, err_bytes, VGPU_ECONFIG,
+                           "train.bucket_mb = %g: 0 (one all-reduce after the pass) or at least "
+                           "%g (16 KiB)", tc->train.bucket_mb, TRAIN_BUCKET_MB_MIN);
     return 0;
 }
 

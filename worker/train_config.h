@@ -69,6 +69,7 @@ struct train_config {
         long check_replicas_every; // steps between replica hash checks; 0 = off
         int shard_optimizer;       // optimizer step sharded into the all-reduce (normal mode)
         double grad_clip;          // the summed gradient's largest norm; 0 = no clipping
+#define TRAIN_BUCKET_MB_MIN (1.0 / 64) // the smallest bucket_mb but 0
         double bucket_mb;          // normal mode: all-reduce buckets overlapped with the
                                    // backward pass, MiB each; 0 = one all-reduce after it
     } train;

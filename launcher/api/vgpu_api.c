@@ -384,19 +384,23 @@ const char *vgpu_all_reduce_algorithm(const vgpu_t *v, size_t bytes)
 int vgpu_ctrl_all_reduce(const void *sendbuff, void *recvbuff, size_t count,
                          vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v)
 {
-    return v ? runtime_host_all_reduce(&v->rt, sendbuff, recvbuff, count,
-                                       (enum comm_dtype)datatype, (enum comm_reduce_op)op)
-             : VGPU_EINVAL;
+    return v && runtime_collective_thread_ok()
+               ? runtime_host_all_reduce(&v->rt, sendbuff, recvbuff, count,
+                                         (enum comm_dtype)datatype, (enum comm_reduce_op)op)
+               : VGPU_EINVAL;
 }
 
 int vgpu_ctrl_broadcast(void *buff, size_t bytes, int root, vgpu_t *v)
 {
-    return v ? runtime_host_broadcast(&v->rt, buff, bytes, root) : VGPU_EINVAL;
+    return v && runtime_collective_thread_ok() ? runtime_host_broadcast(&v->rt, buff, bytes, root)
+                                                : VGPU_EINVAL;
 }
 
 int vgpu_ctrl_all_gather(const void *sendbuff, void *recvbuff, size_t bytes, vgpu_t *v)
 {
-    return v ? runtime_host_all_gather(&v->rt, sendbuff, recvbuff, bytes) : VGPU_EINVAL;
+    return v && runtime_collective_thread_ok()
+               ? runtime_host_all_gather(&v->rt, sendbuff, recvbuff, bytes)
+               : VGPU_EINVAL;
 }
 
 // ---- the flight recorder and the timeline ----

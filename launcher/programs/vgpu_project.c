@@ -198,6 +198,16 @@ static void print_header_(const struct cli_ *cli, const struct trace_profile *p,
            "%.0f samples a step, %.3g FLOP a sample\n",
            p->step_us / 1e3, p->compute_us_per_rank / 1e3, p->comm_us / 1e3, p->wait_us / 1e3,
            p->global_batch, p->flops_per_sample);
+    if (p->n_buckets) {
+        double bytes = 0;
+        for (int i = 0; i < p->n_buckets; i++)
+            bytes += (double)p->bucket[i].bytes;
+        char all[16];
+        bytes_text_(bytes, all, sizeof all);
+        printf("  overlapped: %d all-reduces a step (%s) beside the backward pass (%.0f%% of "
+               "forward + backward): comm_ms is the part that runs past the pass\n",
+               p->n_buckets, all, 100 * p->backward_share);
+    }
     printf("%6s %5s %11s %11s %11s %11s %12s %6s %8s  %s\n", "gpus", "hosts", "step_ms",
            "compute_ms", "comm_ms", "wait_ms", "samples/s", "eff", "mem/GPU", "limited by");
 }

@@ -227,6 +227,43 @@ static enum projection_limit limit_of_(const struct projection_row *r)
     return (enum projection_limit)most;
 }
 
+// A shaper's bucket fills while the GPU computes and its NIC idles, and
+// then lets that much through at once: up to burst / rate of the network's
+// time (of `inter_s`), no more than the link was idle (`idle_s`).
+static double burst_hidden_(const struct target *t, long hosts, double idle_s, double inter_s)
+{
+    if (hosts < 2 || t->inter.burst_bytes <= 0)
+        return 0;
+    const double burst_s = (double)t->inter.burst_bytes / (t->inter.gbit_per_s * 1e9 / 8);
+    return fmin(burst_s, fmin(idle_s, inter_s));
+}
+
+// The buckets' all-reduces beside the backward pass (the job overlaps
+// them): each starts once the pass has made its part final (its share of
+// the projected pass) and the one before it has ended, on the link's lane;
+// what runs past the pass is exposed and joins the step's communication,
+// in the parts' proportions. The rest ran beside the pass.
+static void overlap_buckets_(struct projection_row *r, const struct trace_profile *p,
+                             const struct target *t, long n)
+{
+    const double pass = r->flop_s * p->backward_share; // the mean GPU's backward pass
+    double hidden = burst_hidden_(t, r->hosts, r->compute_s - pass, INFINITY);
+    double end = 0;
+    struct comm_cost all = {0};
+    for (int i = 0; i < p->n_buckets; i++) {
+        struct comm_cost c = projection_collective(t, PROFILE_ALL_REDUCE, p->bucket[i].bytes, n);
+        const double burst = fmin(hidden, c.bytes_inter_s); // the first buckets go at once
+        c.bytes_inter_s -= burst;
+        hidden -= burst;
+        end = fmax(end, p->bucket[i].ready_share * pass) + comm_cost_total(&c);
+        comm_add_(&all, &c, 1);
+    }
+    const double total = comm_cost_total(&all), exposed = fmax(end - pass, 0);
+    if (total > 0)
+        comm_add_(&r->comm, &all, exposed / total);
+    r->hidden_s = total - exposed;
+}
+
 void projection_row(struct projection_row *r, const struct trace_profile *p, const struct target *t,
                     const struct projection_scale *s, long n, double one_gpu_step_s)
 {
@@ -238,14 +275,10 @@ void projection_row(struct projection_row *r, const struct trace_profile *p, con
         const struct comm_cost c = projection_collective(t, p->coll[i].kind, p->coll[i].bytes, n);
         comm_add_(&r->comm, &c, p->coll[i].per_step);
     }
-    // A shaper's bucket fills while the GPU computes and its NIC idles, and
-    // then lets that much through at once: up to burst / rate of the
-    // network's time is hidden behind the step's compute.
-    if (r->hosts > 1 && t->inter.burst_bytes > 0) {
-        double hidden = (double)t->inter.burst_bytes / (t->inter.gbit_per_s * 1e9 / 8);
-        hidden = fmin(hidden, fmin(r->compute_s, r->comm.bytes_inter_s));
-        r->comm.bytes_inter_s -= hidden;
-    }
+    if (p->n_buckets)
+        overlap_buckets_(r, p, t, n);
+    else // the link idles through the step's compute
+        r->comm.bytes_inter_s -= burst_hidden_(t, r->hosts, r->compute_s, r->comm.bytes_inter_s);
     r->comm_s = comm_cost_total(&r->comm);
     r->step_s = r->compute_s + r->comm_s + r->wait_s;
     const int strong = p->global_batch > 0 && p->flop_us_per_sample > 0;

@@ -51,8 +51,9 @@ struct projection_row {
     double step_s;
     double compute_s;     // the mean GPU's work: FLOP-counted, the rest, optimizer
     double flop_s, rest_s; // compute's parts: FLOP-counted, the rest (data, optimizer, other)
-    double comm_s;        // the collectives
+    double comm_s;        // the collectives the step waits for (of the buckets', the exposed)
     struct comm_cost comm;
+    double hidden_s;      // the buckets' all-reduces that ran beside the backward pass
     double wait_s;        // the mean GPU waiting for the one with the most rows
     double samples_per_s; // 0 when the trace counts no samples
     double efficiency;    // step time of 1 GPU / (n x step time of n), or of 1 / of n (weak)

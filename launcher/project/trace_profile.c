@@ -14,15 +14,18 @@
 
 #define TRACE_BYTES_MAX ((size_t)4 << 30) // a trace of 1M spans a rank, 64 ranks, fits
 
-enum ev_what_ { EV_OTHER, EV_STEP, EV_DATA, EV_FORWARD, EV_BACKWARD, EV_OPTIMIZER, EV_WAIT, EV_COLL };
+enum ev_what_ {
+    EV_OTHER, EV_STEP, EV_DATA, EV_FORWARD, EV_BACKWARD, EV_OPTIMIZER, EV_WAIT, EV_BUCKET, EV_COLL
+};
 
 // One complete event ("ph":"X") of the file, what the profile needs of it.
 struct ev_ {
     double ts, dur;    // microseconds
     int pid;           // the rank
+    int lane;          // its tid: 0 the program's thread, 1 collectives beside it
     int what;          // enum ev_what_
     int coll;          // EV_COLL: its name's index in colls_
-    double a, b;       // step; rows, flops; first, count; seq, bytes
+    double a, b;       // step; rows, flops; first, count; seq, bytes; ready_us, count
 };
 
 // The collectives by the names common/flight.c gives them, and what each is
@@ -63,7 +66,8 @@ static int what_of_(const char *name, const char *cat, int has_seq, int *coll)
 {
     static const char *const names[] = {[EV_STEP] = "step", [EV_DATA] = "data",
                                         [EV_FORWARD] = "forward", [EV_BACKWARD] = "backward",
-                                        [EV_OPTIMIZER] = "optimizer", [EV_WAIT] = "wait"};
+                                        [EV_OPTIMIZER] = "optimizer", [EV_WAIT] = "wait",
+                                        [EV_BUCKET] = "gradient bucket"};
     if (has_seq && (!strcmp(cat, "comm") || !strcmp(cat, "control"))) {
         for (int i = 0; i < N_COLLS_; i++)
             if (!strcmp(name, colls_[i].name)) {
@@ -72,7 +76,7 @@ static int what_of_(const char *name, const char *cat, int has_seq, int *coll)
             }
         return EV_OTHER;
     }
-    for (int w = EV_STEP; w <= EV_WAIT; w++)
+    for (int w = EV_STEP; w <= EV_BUCKET; w++)
         if (!strcmp(name, names[w]))
             return w;
     return EV_OTHER;
@@ -88,7 +92,7 @@ static int read_args_(struct json_scan *j, struct ev_ *e, int *has_seq)
         return -1;
     while ((more = json_scan_member(j, key, sizeof key)) == 1) {
         const int first = !strcmp(key, "step") || !strcmp(key, "rows") ||
-                          !strcmp(key, "first") || !strcmp(key, "seq");
+                          !strcmp(key, "first") || !strcmp(key, "seq") || !strcmp(key, "ready_us");
         const int second = !strcmp(key, "flops") || !strcmp(key, "count") || !strcmp(key, "bytes");
         if (!first && !second) {
             if (json_scan_skip(j) < 0)
@@ -109,7 +113,7 @@ static int read_event_(struct json_scan *j, struct evs_ *evs)
     char key[32], name[48] = "", cat[32] = "", ph[8] = "";
     struct ev_ e = {0};
     int more, has_seq = 0;
-    double pid = -1;
+    double pid = -1, tid = 0;
     if (json_scan_object(j) < 0)
         return -1;
     while ((more = json_scan_member(j, key, sizeof key)) == 1) {
@@ -117,6 +121,7 @@ static int read_event_(struct json_scan *j, struct evs_ *evs)
                  : !strcmp(key, "cat") ? json_scan_string(j, cat, sizeof cat)
                  : !strcmp(key, "ph")  ? json_scan_string(j, ph, sizeof ph)
                  : !strcmp(key, "pid") ? json_scan_number(j, &pid)
+                 : !strcmp(key, "tid") ? json_scan_number(j, &tid)
                  : !strcmp(key, "ts")  ? json_scan_number(j, &e.ts)
                  : !strcmp(key, "dur") ? json_scan_number(j, &e.dur)
                  : !strcmp(key, "args") ? read_args_(j, &e, &has_seq)
@@ -127,6 +132,7 @@ static int read_event_(struct json_scan *j, struct evs_ *evs)
     if (more < 0 || strcmp(ph, "X") != 0 || pid < 0 || pid > 1e6)
         return more < 0 ? -1 : 0;
     e.pid = (int)pid;
+    e.lane = tid != 0;
     e.what = what_of_(name, cat, has_seq, &e.coll);
     return e.what == EV_OTHER ? 0 : push_(evs, &e);
 }
@@ -233,11 +239,15 @@ static double median_(double *v, size_t n)
 struct step_sum_ {
     double fb_us, fwd_rows, flops, data_us, opt_us, opt_count, opt_full_us, opt_in_coll_us;
     double coll_us, wait_us, step_us;
+    double bw_us, bw_start, bw_end; // the backward pass (its last span's start and end)
+    double lane_end;                // the end of the last collective beside it
+    int n_buckets;                  // the step's gradient buckets, in order:
+    struct profile_bucket *buckets; // ready_share here is the time final (us), until summed
 };
 
 // The columns the medians are taken over, one value a (rank, step).
 enum col_ { C_FLOP_PER_ROW, C_DATA_PER_ROW, C_COMPUTE, C_FLOPS_ROW, C_FLOPS, C_OPT_PER_PARAM,
-            C_OPT_FULL, C_OTHER, C_COMM, C_WAIT, C_STEP, C_ROWS, C_COUNT_ };
+            C_OPT_FULL, C_OTHER, C_COMM, C_WAIT, C_STEP, C_ROWS, C_BW_SHARE, C_COUNT_ };
 
 struct sums_ {
     double *col[C_COUNT_];
@@ -299,9 +309,26 @@ static void add_coll_(struct trace_profile *p, const struct ev_ *e)
     c->per_step = 1;
 }
 
+// What runs beside the program's thread (lane 1: a gradient bucket and its
+// collective's spans) is the overlap's: the step's own sums leave it out.
+static void add_beside_(struct step_sum_ *s, const struct ev_ *e)
+{
+    if (e->what == EV_BUCKET && s->buckets && s->n_buckets < PROFILE_BUCKETS_MAX) {
+        s->buckets[s->n_buckets++] = (struct profile_bucket){.ready_share = e->ts - e->a};
+    } else if (e->what == EV_COLL) {
+        s->lane_end = fmax(s->lane_end, e->ts + e->dur);
+        if (s->n_buckets && !s->buckets[s->n_buckets - 1].bytes) // the bucket's own
+            s->buckets[s->n_buckets - 1].bytes = e->b > 0 ? (uint64_t)e->b : 0;
+    }
+}
+
 static void add_to_step_(struct step_sum_ *s, const struct ev_ *e, const struct ev_ *const *colls,
                          long n_colls)
 {
+    if (e->lane) {
+        add_beside_(s, e);
+        return;
+    }
     switch (e->what) {
     case EV_FORWARD:
         s->fwd_rows += e->a;
@@ -311,6 +338,9 @@ static void add_to_step_(struct step_sum_ *s, const struct ev_ *e, const struct 
     case EV_BACKWARD:
         s->fb_us += e->dur;
         s->flops += e->b;
+        s->bw_us += e->dur;
+        s->bw_start = e->ts;
+        s->bw_end = e->ts + e->dur;
         break;
     case EV_DATA:
         s->data_us += e->dur;
@@ -349,13 +379,39 @@ static int push_step_(struct sums_ *sums, const struct step_sum_ *s, double *row
     row[C_OPT_PER_PARAM] = s->opt_count > 0 ? s->opt_us / s->opt_count : 0;
     row[C_OPT_FULL] = s->opt_full_us;
     const double opt_outside = s->opt_us + s->opt_full_us - s->opt_in_coll_us;
-    row[C_OTHER] = fmax(s->step_us - row[C_COMPUTE] - opt_outside - s->coll_us, 0);
+    // The wait for the buckets' all-reduces after the pass is the overlap's
+    // (projected from the buckets), not other work of the step.
+    const double exposed = s->lane_end > s->bw_end ? s->lane_end - s->bw_end : 0;
+    row[C_OTHER] = fmax(s->step_us - row[C_COMPUTE] - opt_outside - s->coll_us - exposed, 0);
+    row[C_BW_SHARE] = s->fb_us > 0 ? s->bw_us / s->fb_us : 0;
     row[C_COMM] = fmax(s->coll_us - s->opt_in_coll_us, 0);
     row[C_WAIT] = s->wait_us;
     row[C_STEP] = s->step_us;
     row[C_ROWS] = rows_here;
     *rows = s->opt_count;
     return sums_push_(sums, row);
+}
+
+// The buckets of the first used step, each final at the median share of the
+// backward pass over the steps that made as many.
+static void profile_buckets_(struct trace_profile *p, const struct step_sum_ *steps, long n)
+{
+    p->n_buckets = n > 0 ? steps[0].n_buckets : 0;
+    double *share = malloc(((size_t)n + 1) * sizeof *share);
+    for (int i = 0; share && i < p->n_buckets; i++) {
+        size_t m = 0;
+        for (long k = 0; k < n; k++) {
+            const struct step_sum_ *s = &steps[k];
+            const double pass = s->bw_end - s->bw_start;
+            if (s->n_buckets == p->n_buckets && pass > 0)
+                share[m++] = fmin(fmax((s->buckets[i].ready_share - s->bw_start) / pass, 0), 1);
+        }
+        p->bucket[i] = (struct profile_bucket){.bytes = steps[0].buckets[i].bytes,
+                                               .ready_share = median_(share, m)};
+    }
+    if (!share)
+        p->n_buckets = 0;
+    free(share);
 }
 
 // One rank's events [0, n), sorted by time: its steps added up, the first
@@ -372,23 +428,32 @@ static int rank_steps_(struct trace_profile *p, struct sums_ *sums, const struct
     for (size_t i = 0; i < n; i++) {
         if (ev[i].what == EV_STEP)
             steps[n_steps++] = &ev[i];
-        else if (ev[i].what == EV_COLL)
+        else if (ev[i].what == EV_COLL && !ev[i].lane)
             colls[n_colls++] = &ev[i];
     }
     struct step_sum_ *sum = calloc((size_t)n_steps + 1, sizeof *sum);
-    if (!sum) {
+    struct profile_bucket *buckets =
+        first_rank ? calloc(((size_t)n_steps + 1) * PROFILE_BUCKETS_MAX, sizeof *buckets) : NULL;
+    if (!sum || (first_rank && !buckets)) {
+        free(buckets);
+        free(sum);
         free(steps);
         return VGPU_ENOMEM;
     }
+    for (long k = 0; buckets && k < n_steps; k++)
+        sum[k].buckets = buckets + (size_t)k * PROFILE_BUCKETS_MAX;
     const long skip = n_steps > 1 ? 1 : 0;
     for (size_t i = 0; i < n; i++) {
         const long k = ev[i].what == EV_STEP ? -1 : holder_(steps, n_steps, ev[i].ts, ev[i].dur);
         if (k < 0)
             continue;
         add_to_step_(&sum[k], &ev[i], colls, n_colls);
-        if (first_rank && k >= skip && ev[i].what == EV_COLL)
+        if (first_rank && k >= skip && ev[i].what == EV_COLL && !ev[i].lane)
             add_coll_(p, &ev[i]);
     }
+    if (first_rank)
+        profile_buckets_(p, sum + skip, n_steps - skip);
+    free(buckets);
     int rc = 0;
     double params = 0, *rows = malloc(((size_t)n_steps + 1) * sizeof *rows);
     size_t n_rows = 0;
@@ -429,6 +494,7 @@ static void summarize_(struct trace_profile *p, struct sums_ *s)
     p->comm_us = median_(s->col[C_COMM], s->n);
     p->wait_us = median_(s->col[C_WAIT], s->n);
     p->step_us = median_(s->col[C_STEP], s->n);
+    p->backward_share = median_(s->col[C_BW_SHARE], s->n);
     p->sharded_params = s->sharded_params;
     p->global_batch = trace_profile_note(p, "global_batch", s->rows_by_rank);
     for (int i = 0; i < p->n_coll; i++)
@@ -457,7 +523,7 @@ static int analyse_(struct trace_profile *p, struct evs_ *evs, const char *origi
     if (rc == 0) {
         summarize_(p, &sums);
         p->ranks = p->ranks > ranks ? p->ranks : ranks;
-        if (p->n_coll == 0)
+        if (p->n_coll == 0 && p->n_buckets == 0)
             rc = util_errorf(err, err_bytes, VGPU_EFORMAT,
                              "%s has no collectives inside its steps: nothing to project "
                              "across GPUs (a run of one rank with no all-reduce?)", origin);

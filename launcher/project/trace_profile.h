@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #define PROFILE_COLL_MAX 32 // distinct (kind, size) collectives a step
+#define PROFILE_BUCKETS_MAX 512 // gradient buckets a step (overlapped all-reduces)
 #define PROFILE_NOTES_MAX 64
 
 enum profile_coll_kind {
@@ -28,6 +29,14 @@ struct profile_coll {
     double per_step;
 };
 
+// An all-reduce made beside the backward pass (a "gradient bucket" span of
+// the trace, around its collective on the overlapped lane): its size, and
+// when the pass had made its part final, as a share of the pass.
+struct profile_bucket {
+    uint64_t bytes;
+    double ready_share;          // 0: at the backward pass's start, 1: at its end (median)
+};
+
 struct trace_profile {
     char producer[192];          // the program that wrote it (otherData.producer)
     int ranks;                   // ranks measured
@@ -42,11 +51,15 @@ struct trace_profile {
     double optimizer_us_per_param; // a sharded update, a parameter (0: none)
     uint64_t sharded_params;     // parameters the sharded updates cover a step, all ranks
     double optimizer_full_us;    // an update of every parameter a step (not sharded)
-    double other_us;             // the rest of a step outside compute and collectives
+    double other_us;             // the rest of a step outside compute, collectives and the
+                                 // wait for the buckets' all-reduces after the pass
     double comm_us, wait_us;     // in collectives a step, and of it waiting for a peer
     double step_us;              // a step
-    struct profile_coll coll[PROFILE_COLL_MAX];
+    struct profile_coll coll[PROFILE_COLL_MAX]; // the step's collectives but the buckets'
     int n_coll;
+    double backward_share;       // of forward + backward, the backward pass's time (median)
+    struct profile_bucket bucket[PROFILE_BUCKETS_MAX]; // in the order they ran, a step
+    int n_buckets;
     struct {
         char key[48];
         double value;

@@ -171,7 +171,6 @@ static int start_mpi_(struct runtime *rt, int *argc, char ***argv, const struct 
         runtime_mpi.ours = 1;
     }
     runtime_mpi.thread_level = provided;
-    runtime_mpi.joiner = pthread_self();
     if (!join->library)
         log_set_fatal_hook(abort_hook_);
     return 0;
@@ -396,14 +395,16 @@ static const char *thread_level_name_(int level)
 
 int runtime_collective_thread_ok(void)
 {
-    const int joiner = pthread_equal(pthread_self(), runtime_mpi.joiner);
-    // A collective off the joining thread runs beside the program's compute:
+    int main_thread = 1;
+    MPI_Is_thread_main(&main_thread); // any thread may ask
+    // A collective off MPI's main thread runs beside the program's compute:
     // its waits leave the core to it (util.h).
-    util_waits_beside_compute = !joiner;
-    if (joiner || runtime_mpi.thread_level >= MPI_THREAD_SERIALIZED)
+    util_waits_beside_compute = !main_thread;
+    if (main_thread || runtime_mpi.thread_level >= MPI_THREAD_SERIALIZED)
         return 1;
-    log_error("a collective was called from a thread other than vgpu_init's, and MPI provides "
-              "only %s: start MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) to call "
-              "collectives from other threads", thread_level_name_(runtime_mpi.thread_level));
+    log_error("a collective was called from a thread other than MPI's main thread, and MPI "
+              "provides only %s: start MPI with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) "
+              "to call collectives from other threads",
+              thread_level_name_(runtime_mpi.thread_level));
     return 0;
 }

@@ -123,8 +123,10 @@ int runtime_host_all_gather(struct runtime *rt, const void *send, void *recv, si
 // Orderly teardown: communicator, device, MPI_Finalize. Safe after a failed
 // runtime_open. Returns exit_code for convenience.
 int runtime_close(struct runtime *rt, int exit_code);
-// Whether this thread may call a collective now: it is the one that joined,
-// or MPI provides MPI_THREAD_SERIALIZED (vgpu.h: Threads). 0 is said.
+// Whether this thread may call a collective now: it is MPI's main thread, or
+// MPI provides MPI_THREAD_SERIALIZED (vgpu.h: Threads); 0 is said. Also sets
+// the thread's waits to sleep when it is not the main thread
+// (util_waits_beside_compute): called at every collective's entry.
 int runtime_collective_thread_ok(void);
 
 // The timeline (common/trace.h), collective: runtime_trace_begin has rank 0

@@ -6,7 +6,6 @@
 #define VGPU_RUNTIME_INTERNAL_H
 
 #include <mpi.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -50,7 +49,6 @@ struct board_slot {
 struct runtime_mpi_state {
     int ours, stuck;
     int thread_level;       // what MPI provides (MPI_THREAD_*)
-    pthread_t joiner;       // the thread that joined (vgpu_init's)
 };
 extern struct runtime_mpi_state runtime_mpi;
 

@@ -22,6 +22,16 @@ need_netns_hosts() {
   need_cmds iproute2 ip tc
   need_cmds util-linux unshare nsenter
 }
+# need_netns_hosts, and that hosts.sh can make one here (a container without
+# CAP_SYS_ADMIN cannot), else skipped.
+need_working_netns_hosts() {
+  need_netns_hosts
+  local hosts_sh=$VGPU_SOURCE_DIR/scripts/cluster/hosts.sh probe=q$(($$ % 10000000))
+  at_exit "$hosts_sh down --name $probe"
+  run "can this machine make hosts?" 30 "$hosts_sh" up 1 --name "$probe"
+  [ "$rc" = 0 ] || skip "cannot make network-namespace hosts (a container without CAP_SYS_ADMIN?): $out"
+  "$hosts_sh" down --name "$probe" >/dev/null 2>&1
+}
 run_cleanup_() {
   local i
   for ((i = ${#CLEANUP[@]} - 1; i >= 0; i--)); do eval "${CLEANUP[i]}" >/dev/null 2>&1 || true; done

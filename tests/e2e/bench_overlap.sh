@@ -7,7 +7,6 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../cluster/lib.sh"
 BENCH=$VGPU_SOURCE_DIR/scripts/bench_overlap.sh
-HOSTS_SH=$VGPU_SOURCE_DIR/scripts/cluster/hosts.sh
 
 run "--hosts 5 refused" 10 "$BENCH" --hosts 5
 expect_rc 2
@@ -15,12 +14,7 @@ expect_out 'hosts 5: 2 to 4'
 run "--steps 0 refused" 10 "$BENCH" --steps 0
 expect_rc 2
 
-need_netns_hosts
-probe=q$(($$ % 10000000))
-at_exit "$HOSTS_SH down --name $probe"
-run "can this machine make hosts?" 30 "$HOSTS_SH" up 1 --name "$probe"
-[ "$rc" = 0 ] || skip "cannot make network-namespace hosts (a container without CAP_SYS_ADMIN?): $out"
-"$HOSTS_SH" down --name "$probe" >/dev/null 2>&1
+need_working_netns_hosts
 
 run "bench_overlap.sh: 1gbit, 2 hosts, buckets 0 and 1" 240 env VGPU_BUILD_DIR="$VGPU_BUILD_DIR" \
   "$BENCH" --links 1gbit --buckets "0 1" --steps 6 --repeat 1

@@ -68,18 +68,22 @@ if [ $? = 0 ]; then ok "timeline: $((STEPS * 34)) all-reduces a rank on the over
 
 syn=("$CONFIGS/synthetic_small.ini" --set train.max_steps=50)
 crc_of "mlp np=2, sharded all-reduce" 2 "${syn[@]}"; ref=$crc
-crc_of "mlp np=2, buckets of 0.01 MiB" 2 "${syn[@]}" --set train.bucket_mb=0.01
+crc_of "mlp np=2, buckets of 0.02 MiB" 2 "${syn[@]}" --set train.bucket_mb=0.02
 same_crc "mlp overlapped = sharded" "$ref"
 expect_out 'communication .*; [0-9]+ buckets$'
 
 crc_of "mlp np=3 deterministic" 3 "${syn[@]}" --set train.deterministic=true; ref=$crc
-crc_of "mlp np=3 deterministic, bucket_mb set" 3 "${syn[@]}" --set train.deterministic=true --set train.bucket_mb=0.01
+crc_of "mlp np=3 deterministic, bucket_mb set" 3 "${syn[@]}" --set train.deterministic=true --set train.bucket_mb=0.02
 same_crc "deterministic mode keeps its tree" "$ref"
 expect_no_out 'buckets'
 
-crc_of "mlp np=1, bucket_mb set" 1 "${syn[@]}" --set train.bucket_mb=0.01
+crc_of "mlp np=1, bucket_mb set" 1 "${syn[@]}" --set train.bucket_mb=0.02
 expect_no_out 'buckets'
 expect_out 'status=ok'
+
+run "bucket_mb below 1/64 MiB refused" 30 "$TRAIN" "$CONFIGS/gpt_tiny.ini" --set train.bucket_mb=0.01
+expect_rc 2
+expect_out 'train.bucket_mb = 0.01: 0 \(one all-reduce after the pass\) or at least 0.015625'
 
 expect_no_shm
 finish

@@ -11,14 +11,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../cluster/lib.sh"
 VALIDATE=$VGPU_SOURCE_DIR/scripts/project_validate.sh
-HOSTS_SH=$VGPU_SOURCE_DIR/scripts/cluster/hosts.sh
 
-need_netns_hosts
-probe=q$(($$ % 10000000))
-at_exit "$HOSTS_SH down --name $probe"
-run "can this machine make hosts?" 30 "$HOSTS_SH" up 1 --name "$probe"
-[ "$rc" = 0 ] || skip "cannot make network-namespace hosts (a container without CAP_SYS_ADMIN?): $out"
-"$HOSTS_SH" down --name "$probe" >/dev/null 2>&1
+need_working_netns_hosts
 
 run "project_validate.sh: 200mbit, 2 hosts" 240 env VGPU_BUILD_DIR="$VGPU_BUILD_DIR" "$VALIDATE" \
   --links 200mbit --hosts 2 --latency none --keep "$WORK/v"

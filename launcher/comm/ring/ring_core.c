@@ -168,8 +168,8 @@ int ring_xfer_wait(struct ring_core *r, struct ring_xfer *x, int peer)
             if (r->report)
                 r->report(r, peer, 0, waited_s);
         }
-        if (util_waits_beside_compute) {
-            nanosleep(&(struct timespec){0, UTIL_BESIDE_NAP_NS}, NULL);
+        if (util_waits_beside_compute) { // naps, longer once a peer is late
+            nanosleep(&(struct timespec){0, i < 2000 ? UTIL_BESIDE_NAP_NS : 1000000}, NULL);
         } else if (i < 4 * r->spin_count + 64) {
             sched_yield();
         } else {

@@ -23,12 +23,15 @@
 // arrive within comm.timeout_s makes the others return VGPU_ETIMEOUT, naming
 // it (mpi waits as the MPI library does). vgpu_init's waits are bounded too
 // (VGPU_COMM_TIMEOUT_S, else 300 s, until the config is read).
-// Threads: a collective may be called from any thread, one thread at a time
-// (a program that overlaps its all-reduces with compute calls them from a
-// thread of its own), while that thread's collective is the only MPI work of
-// the process: vgpu_init asks MPI for MPI_THREAD_SERIALIZED. Where the
-// program started MPI with less, a collective off vgpu_init's thread returns
-// VGPU_EINVAL, said. Device memory and copies may be used from any thread.
+// Threads: a collective (or a vgpu_ctrl_* call) may be called from any
+// thread, one at a time: a program that overlaps its all-reduces with
+// compute calls them from a thread of its own while its main thread only
+// computes and copies on other buffers (no other collective, no allocation
+// or free meanwhile). vgpu_init asks MPI for MPI_THREAD_SERIALIZED; where the
+// program started MPI with less, a collective off MPI's main thread returns
+// VGPU_EINVAL, said. Off that thread a collective's waits sleep rather than
+// spin (the core is the compute's). On a GPU such a collective is ordered
+// after all the work queued on the rank's stream when it is called.
 #ifndef VGPU_VGPU_H
 #define VGPU_VGPU_H
 
