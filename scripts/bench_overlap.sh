@@ -14,7 +14,8 @@ usage: scripts/bench_overlap.sh [--links "L..."] [--hosts N] [--buckets "MB..."]
                                 [--steps S] [--repeat R] [--config FILE]
 Prints a row a link and train.bucket_mb: ms a step (from samples_per_s), the
 communication the step waited for (exposed_ms, the slowest rank's), its share
-of the step, and the step's speed against the first setting. Ends with OK, or
+of the step, the step's speed against the first setting, and the rounds'
+fastest and slowest step (the spread the medians come from). Ends with OK, or
 FAILED (exit 1) when a run failed.
   --links "L..."    link models (hosts.sh RATE[,LATENCY]), default "1gbit 200mbit"
   --hosts N         namespace hosts, one rank each (2..4), default 2
@@ -72,7 +73,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 
 eval "$("$HOSTS_SH" env --name "$name")"
 echo "# $config on $hosts namespace hosts, 1 rank a host, 1 BLAS thread a rank; $steps steps a run, median of $repeat rounds"
 echo "# CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
-printf '%-10s %9s %10s %11s %8s %9s\n' link bucket_mb step_ms exposed_ms exposed speed
+printf '%-10s %9s %10s %11s %8s %9s  %s\n' link bucket_mb step_ms exposed_ms exposed speed runs_ms
 failed=0
 for link in $links; do
   "$HOSTS_SH" link "$link" --name "$name" >/dev/null
@@ -98,9 +99,10 @@ for link in $links; do
   for mb in "$@"; do
     [ -n "${step_of[$mb]:-}" ] || continue
     step=$(median ${step_of[$mb]}) exposed=$(median ${exp_of[$mb]})
+    lo=$(printf '%s\n' ${step_of[$mb]} | sort -g | head -1) hi=$(printf '%s\n' ${step_of[$mb]} | sort -g | tail -1)
     base=${base:-$step}
-    awk -v l="$link" -v m="$mb" -v s="$step" -v e="$exposed" -v b="$base" \
-      'BEGIN { printf "%-10s %9s %10.1f %11.1f %7.0f%% %8.2fx\n", l, m, s, e, 100 * e / s, b / s }'
+    awk -v l="$link" -v m="$mb" -v s="$step" -v e="$exposed" -v b="$base" -v lo="$lo" -v hi="$hi" \
+      'BEGIN { printf "%-10s %9s %10.1f %11.1f %7.0f%% %8.2fx  %.1f-%.1f\n", l, m, s, e, 100 * e / s, b / s, lo, hi }'
   done
   unset step_of exp_of
 done

@@ -86,7 +86,8 @@ static const struct config_key keys_[] = {
      "clip_grad_norm_ (the optimizer step is then not sharded); 0 = no clipping"},
     {"train", "bucket_mb", CONFIG_FLOAT, F_(train, bucket_mb), 0, "0", 0, 1024, NULL,
      "all-reduce the gradient in buckets of this many MiB, each as the backward pass finishes "
-     "it, beside the pass (normal mode, 2+ ranks; the step is not sharded); 0 = once after it"},
+     "it, beside the pass (normal mode, 2+ ranks; the step is not sharded); 0 = once after it, "
+     "else >= 1/64"},
     {"train", "shard_optimizer", CONFIG_BOOL, F_(train, shard_optimizer), 0, "true", 0, 0, NULL,
      "each rank updates 1/N of the parameters inside the all-reduce (normal mode)"},
 
