@@ -50,7 +50,7 @@ echo "--- job output:"
 sed 's/^/     | /' "$T/job.out"
 out=$(cat "$T/job.out")
 expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*srun --mpi=pmix --export=ALL -n 4 .*/vgpurun-rank [^ ]*/vgpu_train .*synthetic_small\.ini --set devices\.kind=cpu --set checkpoint\.dir=.*/ckpt$'
-expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host; BLAS: [0-9]+ threads?\)'
 for r in 0 1 2 3; do expect_out "^ +$r +$HOST +$r +cpu0 "; done
 expect_out 'collectives: ring'
 last=$(grep -v '^$' <<<"$out" | tail -n 1)

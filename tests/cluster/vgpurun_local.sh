@@ -38,7 +38,7 @@ expect_out '^vgpu_train: done ranks=4 .*status=ok$'
 run "4 ranks train through vgpurun" 120 "$VGPURUN" -np 4 --verbose -- "$TRAIN" "$CONFIGS/synthetic_small.ini"
 expect_rc 0
 expect_out '^vgpurun: ([A-Z_]+=[^ ]+ )*mpirun -np 4 '
-expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host; BLAS: [0-9]+ threads?\)'
 expect_out '^vgpu_train: done ranks=4 .*status=ok$'
 expect_no_shm
 

@@ -16,7 +16,7 @@ if grep -q 'cpu0 ' <<<"$out" && ! grep -q 'testmem0 ' <<<"$out"; then
   skip "this build has no test-only device backends (VGPU_TESTS=OFF)"
 fi
 expect_rc 0
-expect_out '^vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+expect_out '^vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host; BLAS: [0-9]+ threads?\)'
 expect_out '^vgpu: collectives: ring \(this build has no NCCL backend|^vgpu: collectives: ring \(not every rank has a CUDA device'
 expect_out '^ +3 +[^ ]+ +3 +testmem0 host memory \(test device\) +vgpu3 +[0-9.]+ [MG]iB$'
 # Deterministic mode's all-to-all needs host-addressable memory on the ring:

@@ -11,7 +11,7 @@ else
   expect_no_out 'ranks share the [0-9]+ cores'
 fi
 expect_rc 0
-expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host\)'
+expect_out 'vgpu: no GPU: 4 CPU-simulated virtual GPUs \(4 ranks, 1 host; BLAS: [0-9]+ threads?\)'
 for r in 0 1 2 3; do expect_out "^ +$r +[^ ]+ +$r +cpu0 "; done
 expect_out 'collectives: ring'
 # Progress lines: loss, accuracy, samples/s and every rank's peak device memory.
