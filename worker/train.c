@@ -16,18 +16,13 @@
 #include "log.h"
 #include "util.h"
 
-// This machine, as a number the ranks compare: its boot id's CRC32 (the
-// network-namespace hosts of one machine share it, and its cores); 0 when
-// unreadable.
-static uint32_t machine_id_(void)
+// This machine, as a number the ranks compare: util_machine_id's CRC32 (the
+// network-namespace hosts of one machine share it, and its cores).
+static uint32_t machine_id_(const char *host)
 {
     char id[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f)
-        return 0;
-    const size_t len = fread(id, 1, sizeof id - 1, f);
-    fclose(f);
-    return len ? util_crc32(0, id, len) : 0;
+    util_machine_id(id, sizeof id, host);
+    return util_crc32(0, id, strlen(id));
 }
 
 // What every ending reports: steps, the last training loss, the rate and
@@ -53,7 +48,7 @@ static int fill_result_(struct trainer *t, struct train_result *res)
         .buckets = t->buckets ? (int)grad_buckets_n(t->buckets) : 0,
         .wait_known = t->clock.wait_known,
         .comm_kib = (double)comm.bytes / 1024.0 / n,
-        .machine = machine_id_(),
+        .machine = machine_id_(vgpu_host_name(t->dev)),
         .cores = (int)sysconf(_SC_NPROCESSORS_ONLN),
         .hosts = vgpu_host_count(t->dev),
     };

@@ -424,17 +424,21 @@ static int rank_steps_(struct trace_profile *p, struct sums_ *sums, const struct
     if (!steps)
         return VGPU_ENOMEM;
     const struct ev_ **colls = steps + n + 1;
-    long n_steps = 0, n_colls = 0;
+    long n_steps = 0, n_colls = 0, n_buckets = 0;
     for (size_t i = 0; i < n; i++) {
         if (ev[i].what == EV_STEP)
             steps[n_steps++] = &ev[i];
         else if (ev[i].what == EV_COLL && !ev[i].lane)
             colls[n_colls++] = &ev[i];
+        n_buckets += ev[i].what == EV_BUCKET;
     }
+    // Room for the buckets of each step, only where the trace has buckets
+    // (and of the first rank: its buckets are the profile's).
+    const int keep = first_rank && n_buckets > 0;
     struct step_sum_ *sum = calloc((size_t)n_steps + 1, sizeof *sum);
     struct profile_bucket *buckets =
-        first_rank ? calloc(((size_t)n_steps + 1) * PROFILE_BUCKETS_MAX, sizeof *buckets) : NULL;
-    if (!sum || (first_rank && !buckets)) {
+        keep ? calloc(((size_t)n_steps + 1) * PROFILE_BUCKETS_MAX, sizeof *buckets) : NULL;
+    if (!sum || (keep && !buckets)) {
         free(buckets);
         free(sum);
         free(steps);
