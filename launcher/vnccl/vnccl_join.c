@@ -1,0 +1,357 @@
+// vnccl_join.c: how ranks meet without MPI, and how every wait stays bounded.
+//
+// The unique id holds a random nonce and the maker's boot id. The ranks of
+// the id open the shared-memory segment named from the nonce: the first
+// creates it (O_EXCL), sizes it for the rank count it was given, and marks it
+// ready; the others map it, check the rank count and claim their slot. Once
+// every rank has claimed one, the last unlinks the name: nothing stays in
+// /dev/shm however the job ends later, and the mapping lives while any rank
+// holds it. A rank count that differs, a rank claimed twice, or a rank of
+// another host fails the communicator for every rank, and a rank that never
+// comes costs the timeout (VGPU_COMM_TIMEOUT_S, as libvgpu's collectives).
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "vnccl.h"
+
+#define VNCCL_STAGE_BYTES_DEFAULT (4u << 20)
+#define VNCCL_HEAD_BYTES 4096
+// How often a wait looks at its peers' processes and the failure flag, s.
+#define VNCCL_WATCH_S 0.05
+
+static __thread char thread_error_[512];
+
+const char *vnccl_thread_error(void) { return thread_error_; }
+
+double vnccl_timeout_s(void)
+{
+    const char *v = getenv("VGPU_COMM_TIMEOUT_S");
+    char *end;
+    double t = v ? strtod(v, &end) : 0;
+    return v && end != v && t > 0 ? t : 300.0;
+}
+
+static uint64_t stage_bytes_(void)
+{
+    const char *v = getenv("VGPU_NCCL_STAGE_KB");
+    char *end;
+    unsigned long kb = v ? strtoul(v, &end, 10) : 0;
+    if (v && end != v && !*end && kb >= 4 && kb <= (1ul << 20))
+        return (uint64_t)kb << 10;
+    return VNCCL_STAGE_BYTES_DEFAULT;
+}
+
+static uint64_t machine_hash_(void)
+{
+    char id[128], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    util_machine_id(id, sizeof id, host);
+    return util_hash64(0, id, strlen(id)) | 1;
+}
+
+ncclResult_t vnccl_error(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
+{
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c) {
+        snprintf(c->last_error, sizeof c->last_error, "%s", msg);
+        fprintf(stderr, "vgpu-nccl: rank %d of %d: %s\n", c->rank, c->nranks, msg);
+    } else {
+        fprintf(stderr, "vgpu-nccl: %s\n", msg);
+    }
+    snprintf(thread_error_, sizeof thread_error_, "%s", msg);
+    return status;
+}
+
+void vnccl_fail(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
+{
+    struct vnccl_head *h = c->head;
+    if (!h)
+        return;
+    uint32_t expected = 0;
+    if (atomic_compare_exchange_strong(&h->failed, &expected, (uint32_t)c->rank + 1)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(h->why, sizeof h->why, fmt, ap);
+        va_end(ap);
+        atomic_store(&h->fail_status, (int32_t)status);
+    }
+    atomic_store(&c->async_error, (int)status);
+}
+
+ncclResult_t vnccl_make_id(struct vnccl_id *id)
+{
+    memset(id, 0, sizeof *id);
+    if (getrandom(id->nonce, sizeof id->nonce, 0) != (ssize_t)sizeof id->nonce)
+        return ncclSystemError;
+    id->magic = VNCCL_ID_MAGIC;
+    id->machine = machine_hash_();
+    id->maker_pid = (uint32_t)getpid();
+    return ncclSuccess;
+}
+
+void vnccl_derive_id(const struct vnccl_id *parent, uint64_t seq, int64_t color,
+                     struct vnccl_id *out)
+{
+    *out = *parent;
+    uint64_t h = util_hash64(0, parent->nonce, sizeof parent->nonce);
+    h = util_hash64(h, &seq, sizeof seq);
+    h = util_hash64(h, &color, sizeof color);
+    out->nonce[0] = h;
+    out->nonce[1] = util_hash64(h, parent->nonce, sizeof parent->nonce);
+}
+
+// A process that exited (or a zombie: exited, not yet reaped) is gone.
+static int process_gone_(uint32_t pid)
+{
+    if (pid == 0 || pid == (uint32_t)getpid())
+        return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); // the name may hold spaces and parentheses
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+// Fails the communicator when a peer's process is gone; returns its rank or -1.
+int vnccl_watch(struct ncclComm *c, const char *what)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        uint32_t pid = atomic_load(&c->slots[r].pid);
+        if (process_gone_(pid)) {
+            vnccl_fail(c, ncclRemoteError, "rank %d (pid %u) exited during %s", r, pid, what);
+            return r;
+        }
+    }
+    return -1;
+}
+
+ncclResult_t vnccl_wait(struct ncclComm *c, struct shm_flag *flag, uint64_t target, int peer,
+                        const char *what)
+{
+    const struct shm_flag_wait_opts opts = {
+        .timeout_s = VNCCL_WATCH_S, .spin_count = 2000, .yield_s = 2e-4};
+    struct util_wait_clock clock;
+    util_wait_clock_start(&clock);
+    for (;;) {
+        if (atomic_load(&c->head->failed)) {
+            ncclResult_t st = (ncclResult_t)atomic_load(&c->head->fail_status);
+            atomic_store(&c->async_error, (int)st);
+            return vnccl_error(c, st, "%s: %s", what, c->head->why);
+        }
+        if (shm_flag_wait(flag, target, &opts) == 0)
+            return ncclSuccess;
+        if (vnccl_watch(c, what) >= 0)
+            continue; // said through the failure flag
+        double waited_s = util_wait_clock_waited(&clock);
+        if (waited_s >= c->timeout_s) {
+            vnccl_fail(c, ncclSystemError,
+                       "rank %d did not arrive within %.0f s (VGPU_COMM_TIMEOUT_S) in %s", peer,
+                       c->timeout_s, what);
+            continue;
+        }
+    }
+}
+
+// Opens (or creates) the segment and maps its first page; *made: this rank made it.
+static ncclResult_t open_segment_(struct ncclComm *c, int *fd_out, int *made)
+{
+    const double start_s = util_now_s();
+    for (;;) {
+        int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        *made = fd >= 0;
+        if (fd < 0 && errno == EEXIST)
+            fd = shm_open(c->name, O_RDWR, 0600);
+        if (fd >= 0) {
+            *fd_out = fd;
+            return ncclSuccess;
+        }
+        if (errno != ENOENT) // ENOENT: unlinked between the two opens; try again
+            return vnccl_error(c, ncclSystemError, "cannot open shared memory %s: %s", c->name,
+                               strerror(errno));
+        if (util_now_s() - start_s > c->timeout_s)
+            return vnccl_error(c, ncclSystemError, "cannot open shared memory %s", c->name);
+        usleep(100);
+    }
+}
+
+static uint64_t segment_bytes_(int nranks, uint64_t stage)
+{
+    uint64_t slots = (uint64_t)nranks * sizeof(struct vnccl_slot);
+    uint64_t chans = (uint64_t)nranks * nranks * sizeof(struct vnccl_chan);
+    uint64_t meta = VNCCL_HEAD_BYTES + ((slots + chans + 4095) & ~4095ull);
+    return meta + (2 * (uint64_t)nranks + 1) * stage;
+}
+
+static void place_(struct ncclComm *c, char *base, int nranks, uint64_t stage)
+{
+    c->head = (struct vnccl_head *)base;
+    c->slots = (struct vnccl_slot *)(base + VNCCL_HEAD_BYTES);
+    c->chans = (struct vnccl_chan *)(c->slots + nranks);
+    uint64_t meta = segment_bytes_(nranks, stage) - (2 * (uint64_t)nranks + 1) * stage;
+    c->stage = base + meta;
+    c->p2p = c->stage + (uint64_t)nranks * stage;
+    c->result = c->p2p + (uint64_t)nranks * stage;
+}
+
+// The maker sizes and fills the segment; the others wait until it is ready.
+static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nranks)
+{
+    if (made) {
+        uint64_t stage = stage_bytes_(), total = segment_bytes_(nranks, stage);
+        if (ftruncate(fd, (off_t)total) != 0)
+            return vnccl_error(c, ncclSystemError, "cannot size shared memory %s to %llu bytes: %s",
+                               c->name, (unsigned long long)total, strerror(errno));
+        char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED)
+            return vnccl_error(c, ncclSystemError, "cannot map %s: %s", c->name, strerror(errno));
+        place_(c, base, nranks, stage);
+        c->map_bytes = total;
+        c->head->nranks = (uint32_t)nranks;
+        c->head->stage_bytes = stage;
+        c->head->total_bytes = total;
+        atomic_store(&c->head->magic, VNCCL_SEG_MAGIC);
+        return ncclSuccess;
+    }
+    const double start_s = util_now_s();
+    struct stat st;
+    while (fstat(fd, &st) == 0 && (uint64_t)st.st_size < VNCCL_HEAD_BYTES) {
+        if (util_now_s() - start_s > c->timeout_s)
+            return vnccl_error(c, ncclSystemError, "shared memory %s was never sized", c->name);
+        usleep(1000);
+    }
+    struct vnccl_head *h = mmap(NULL, VNCCL_HEAD_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED)
+        return vnccl_error(c, ncclSystemError, "cannot map %s: %s", c->name, strerror(errno));
+    while (atomic_load(&h->magic) != VNCCL_SEG_MAGIC) {
+        if (util_now_s() - start_s > c->timeout_s) {
+            munmap(h, VNCCL_HEAD_BYTES);
+            return vnccl_error(c, ncclSystemError, "shared memory %s was never made ready", c->name);
+        }
+        usleep(1000);
+    }
+    const uint64_t total = h->total_bytes, stage = h->stage_bytes;
+    const int theirs = (int)h->nranks;
+    munmap(h, VNCCL_HEAD_BYTES);
+    char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return vnccl_error(c, ncclSystemError, "cannot map %s: %s", c->name, strerror(errno));
+    place_(c, base, theirs, stage);
+    c->map_bytes = total;
+    if (theirs != nranks) {
+        c->nranks = theirs; // so that the failure reaches its ranks
+        vnccl_fail(c, ncclInvalidUsage,
+                   "rank %d was given nranks %d, but the communicator was made for %d ranks",
+                   c->rank, nranks, theirs);
+        return vnccl_error(c, ncclInvalidUsage, "%s", c->head->why);
+    }
+    return ncclSuccess;
+}
+
+// Claims this rank's slot and waits for the others.
+static ncclResult_t claim_and_meet_(struct ncclComm *c)
+{
+    struct vnccl_slot *me = &c->slots[c->rank];
+    uint32_t none = 0, pid = (uint32_t)getpid();
+    if (!atomic_compare_exchange_strong(&me->pid, &none, pid)) {
+        vnccl_fail(c, ncclInvalidUsage, "rank %d was claimed twice (pids %u and %u)", c->rank,
+                   none, pid);
+        return vnccl_error(c, ncclInvalidUsage, "%s", c->head->why);
+    }
+    me->device = c->device;
+    vnccl_current_device(me->bus_id, sizeof me->bus_id);
+    uint32_t joined = atomic_fetch_add(&c->head->joined, 1) + 1;
+    if (joined == (uint32_t)c->nranks)
+        shm_unlink(c->name); // all are in: the name goes, the memory stays while mapped
+    const double start_s = util_now_s();
+    while (atomic_load(&c->head->joined) < (uint32_t)c->nranks) {
+        if (atomic_load(&c->head->failed))
+            return vnccl_error(c, (ncclResult_t)atomic_load(&c->head->fail_status), "%s",
+                               c->head->why);
+        if (vnccl_watch(c, "ncclCommInitRank") >= 0)
+            continue;
+        if (util_now_s() - start_s > c->timeout_s) {
+            char missing[160] = "";
+            size_t at = 0;
+            for (int r = 0; r < c->nranks && at < sizeof missing - 12; r++)
+                if (!atomic_load(&c->slots[r].pid))
+                    at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d",
+                                           at ? ", " : "", r);
+            vnccl_fail(c, ncclSystemError,
+                       "%u of %d ranks arrived within %.0f s (VGPU_COMM_TIMEOUT_S); missing: %s",
+                       atomic_load(&c->head->joined), c->nranks, c->timeout_s, missing);
+            shm_unlink(c->name);
+            continue;
+        }
+        usleep(200);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t vnccl_join(struct ncclComm *c, int nranks, const struct vnccl_id *id, int rank)
+{
+    c->magic = VNCCL_COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->id = *id;
+    c->timeout_s = vnccl_timeout_s();
+    c->device = vnccl_current_device(NULL, 0);
+    snprintf(c->name, sizeof c->name, "/vgpu-nccl-%016llx%016llx",
+             (unsigned long long)id->nonce[0], (unsigned long long)id->nonce[1]);
+    if (id->magic != VNCCL_ID_MAGIC)
+        return vnccl_error(c, ncclInvalidArgument,
+                           "the unique id was not made by vgpu's ncclGetUniqueId (another NCCL's "
+                           "id? one library must serve every rank)");
+    if (id->machine != machine_hash_())
+        return vnccl_error(c, ncclInvalidUsage,
+                           "rank %d is on another host than the id's maker (pid %u): vgpu's NCCL "
+                           "joins the ranks of one host; across hosts use the real NCCL",
+                           rank, id->maker_pid);
+    int fd = -1, made = 0;
+    ncclResult_t st = open_segment_(c, &fd, &made);
+    if (st != ncclSuccess)
+        return st;
+    st = map_segment_(c, fd, made, nranks);
+    close(fd);
+    if (st == ncclSuccess)
+        st = claim_and_meet_(c);
+    if (st != ncclSuccess)
+        return st;
+    c->p2p_sent = calloc((size_t)nranks, sizeof *c->p2p_sent);
+    c->p2p_taken = calloc((size_t)nranks, sizeof *c->p2p_taken);
+    if (!c->p2p_sent || !c->p2p_taken)
+        return vnccl_error(c, ncclSystemError, "out of host memory");
+    return ncclSuccess;
+}
+
+void vnccl_leave(struct ncclComm *c)
+{
+    if (c->head && atomic_load(&c->head->joined) < (uint32_t)c->nranks)
+        shm_unlink(c->name); // it never filled: nobody else will unlink it
+    if (c->head)
+        munmap(c->head, c->map_bytes);
+    c->head = NULL;
+    free(c->p2p_sent);
+    free(c->p2p_taken);
+    c->p2p_sent = c->p2p_taken = NULL;
+}
