@@ -597,6 +597,8 @@ if need_gpu "probe: torch's NCCL" && time_left "probe: torch's NCCL"; then
     lib=$(ls "$tdir"/lib/libtorch_cuda.so 2>/dev/null)
     run "$L_PT" 30 sh -c "nm -D --undefined-only '$lib' | grep -i ' nccl'; echo '--- ldd'; ldd '$lib' | grep -i nccl"
     syms=$(grep -ciE ' U nccl' <<<"$out")
+    # The names, for vgpu's NCCL's export test (commit it: docs/gpu-runs/README.md).
+    grep -oE ' U nccl[A-Za-z0-9_]*' <<<"$out" | awk '{ print $2 }' | sort -u >"$outdir/torch_nccl_imports.txt"
     run "$L_PT" 60 python3 -c 'import torch
 print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())
 print("".join(sorted(set(l.split()[-1] + "\n" for l in open("/proc/self/maps") if "nccl" in l.lower()))))'
