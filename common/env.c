@@ -84,6 +84,15 @@ static const struct env_var vars_[] = {
      "test hook: the test-only device backend NAME (testmem: host memory without a host view, "
      "so the collectives copy through staging as on a GPU) stands for the CPU, in a build with "
      "the tests"},
+    {"VGPU_NCCL", "auto|vgpu|real",
+     "which libnccl.so.2 a program started by vgpurun loads: auto (default) puts vgpu's NCCL "
+     "first on the loader's path where the host's ranks share a GPU (and, on simulated GPUs, "
+     "the build's simulated CUDA runtime), so that an unmodified NCCL program runs there; vgpu "
+     "always; real never (docs/LIBRARY.md: vgpu's NCCL)"},
+    {"VGPU_NCCL_STAGE_KB", "KIB",
+     "vgpu's NCCL: each rank's stage in the communicator's shared memory, the chunk a "
+     "collective moves at a time (4 to 1048576, default 4096; every rank of a communicator "
+     "uses its first rank's)"},
     {"VGPU_CUDA_VISIBLE_DEVICES_PINNED", "PIN|BEFORE",
      "set by vgpurun-rank, not by users: the CUDA_VISIBLE_DEVICES it pinned and the value it "
      "replaced, which a vgpu program puts back to bind itself"},

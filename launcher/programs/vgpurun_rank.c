@@ -8,9 +8,13 @@
 // VGPU_RANKS_PER_DEVICE each), named by UUID. A program that knows nothing
 // of vgpu thus gets its slice of the GPU as "cuda:0"; vgpu's own programs
 // take the launcher's value back and make the runtime's one binding decision
-// with every rank's view and their config (binding.h).
+// with every rank's view and their config (binding.h). Where this host's
+// ranks share a GPU, vgpu's NCCL (launcher/vnccl/) goes first on the
+// loader's path, so an NCCL program (PyTorch's backend="nccl") runs there
+// unmodified instead of meeting NCCL's "Duplicate GPU detected".
 // Usage (by vgpurun): vgpurun-rank PROGRAM ARGS...
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include "binding.h"
 #include "config.h"
 #include "device.h"
+#include "env.h"
 #include "gpu_driver.h"
 #include "status.h"
 #include "vgpurun_plan.h"
@@ -65,8 +70,9 @@ static int pin_mig_instance_(const struct vgpurun_rank_id *id)
 // failing one (the program says why), a single GPU in view (a scheduler's
 // per-task GPU, one MIG instance: nothing to choose). A placement the
 // policy refuses is refused (said once a host; returns 2), else 0.
-static int bind_gpu_(const struct vgpurun_rank_id *id)
+static int bind_gpu_(const struct vgpurun_rank_id *id, int *usable_gpus)
 {
+    *usable_gpus = 0;
     unsetenv(BINDING_ENV_PINNED); // a record inherited from an outer vgpurun is not ours
     if (pin_mig_instance_(id))
         return 0;
@@ -79,6 +85,7 @@ static int bind_gpu_(const struct vgpurun_rank_id *id)
     for (int i = 0; i < count; i++)
         if (seen[i].compute_mode != GPU_MODE_PROHIBITED) // as good as absent
             usable[n++] = seen[i];
+    *usable_gpus = n;
     if (n == 0 || (count == 1 && n == 1))
         return 0;
     struct config cfg; // the launcher's settings (VGPU_RANKS_PER_DEVICE, ...)
@@ -117,6 +124,59 @@ static int bind_gpu_(const struct vgpurun_rank_id *id)
     return 0;
 }
 
+// Prepends dir to LD_LIBRARY_PATH.
+static void prepend_library_path_(const char *dir)
+{
+    const char *before = getenv("LD_LIBRARY_PATH");
+    char *value = NULL;
+    if (asprintf(&value, "%s%s%s", dir, before && *before ? ":" : "", before ? before : "") >= 0)
+        setenv("LD_LIBRARY_PATH", value, 1);
+    free(value);
+}
+
+// Whether path/name is a file; fills path (of PATH_MAX bytes) with dir/sub.
+static int has_lib_(char *path, const char *dir, const char *sub, const char *name)
+{
+    snprintf(path, PATH_MAX, "%s%s%s", dir, sub, "");
+    char file[PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/%s", path, name);
+    return access(file, R_OK) == 0;
+}
+
+// vgpu's NCCL first on the loader's path where this host's ranks share a GPU
+// (VGPU_NCCL=auto, the default), always (vgpu) or never (real): from the
+// build tree beside this program, else the installed LIBDIR/vgpu-nccl. On
+// simulated GPUs the build tree's simulated CUDA runtime goes first too, so
+// an NCCL program runs here on CPU devices.
+static void put_vgpu_nccl_first_(const struct vgpurun_rank_id *id, int usable_gpus)
+{
+    const char *mode = env_read("VGPU_NCCL");
+    if (mode && !strcmp(mode, "real"))
+        return;
+    const int forced = mode && !strcmp(mode, "vgpu");
+    if (mode && !forced && strcmp(mode, "auto"))
+        env_warn_malformed("VGPU_NCCL", mode, "auto, vgpu or real");
+    if (!forced && (usable_gpus == 0 || id->local_size <= usable_gpus))
+        return;
+    char exe[PATH_MAX], dir[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    const struct gpu_driver *drv = gpu_driver();
+    if (drv && drv->simulated && has_lib_(dir, exe, "/cudart_sim", "libcudart.so.13"))
+        prepend_library_path_(dir);
+    if (has_lib_(dir, exe, "/vnccl", "libnccl.so.2") ||
+        has_lib_(dir, VGPU_NCCL_INSTALL_DIR, "", "libnccl.so.2"))
+        prepend_library_path_(dir);
+    else if (id->local_rank == 0 && forced)
+        fprintf(stderr, "vgpurun-rank: VGPU_NCCL=vgpu, but vgpu's NCCL is not built (it needs "
+                        "nccl.h and CUDA's headers at build time)\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -133,8 +193,10 @@ int main(int argc, char **argv)
     set_int_("WORLD_SIZE", id.world_size);
     set_int_("LOCAL_RANK", id.local_rank);
     set_int_("LOCAL_WORLD_SIZE", id.local_size);
-    if (bind_gpu_(&id))
+    int usable_gpus;
+    if (bind_gpu_(&id, &usable_gpus))
         return 2;
+    put_vgpu_nccl_first_(&id, usable_gpus);
     execvp(argv[1], argv + 1);
     int e = errno;
     fprintf(stderr, "vgpurun-rank: %s: %s\n", argv[1], strerror(e));
