@@ -120,7 +120,9 @@ struct ncclComm {
     _Atomic int async_error;   // ncclResult_t: ncclInProgress while a nonblocking init runs
     int finalized, revoked;
     pthread_t init_thread;
-    int init_thread_live;
+    int init_thread_live;      // under lock: a watchdog thread may ask while the main one calls
+    pthread_mutex_t lock;
+    _Atomic int busy;          // calls in progress (ncclCommAbort from another thread waits)
     struct vnccl_premul premul[VNCCL_MAX_PREMUL];
     char last_error[512];
     // measured collectives (ncclGroupSimulateEnd's estimate)
@@ -201,6 +203,9 @@ ncclResult_t vnccl_host_all_gather(struct ncclComm *c, const void *mine, void *o
 // Seconds a call would take, from this communicator's measured collectives
 // (a least-squares line over their bytes); 0 before it has run one.
 double vnccl_estimate_s(const struct ncclComm *c, const struct vnccl_call *call);
+
+// Waits for a non-blocking creation's thread, once, whichever thread asks.
+void vnccl_finish_init(struct ncclComm *c);
 
 // ---- vnccl_group.c ----
 // Inside ncclGroupStart/End the call (or the initialisation) is queued

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "util.h"
 #include "vnccl.h"
 #include "vnccl_api.h"
 
@@ -16,10 +18,7 @@ ncclResult_t vnccl_check_comm(struct ncclComm *c, const char *what)
     if (!c || c->magic != VNCCL_COMM_MAGIC)
         return vnccl_error(NULL, ncclInvalidArgument, "%s: comm is NULL or not a communicator",
                            what);
-    if (c->init_thread_live) { // a non-blocking initialisation: its end first
-        pthread_join(c->init_thread, NULL);
-        c->init_thread_live = 0;
-    }
+    vnccl_finish_init(c); // a non-blocking initialisation: its end first
     ncclResult_t st = (ncclResult_t)atomic_load(&c->async_error);
     if (st != ncclSuccess)
         return vnccl_error(c, st, "%s: the communicator has failed: %s", what,
@@ -33,6 +32,16 @@ ncclResult_t vnccl_check_comm(struct ncclComm *c, const char *what)
         return vnccl_error(c, st, "%s: %s", what, c->head->why);
     }
     return ncclSuccess;
+}
+
+void vnccl_finish_init(struct ncclComm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->init_thread_live) {
+        pthread_join(c->init_thread, NULL);
+        c->init_thread_live = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 ncclResult_t ncclGetVersion(int *version)
@@ -107,6 +116,7 @@ static ncclResult_t init_rank_(ncclComm_t *out, int nranks, const struct vnccl_i
     c->magic = VNCCL_COMM_MAGIC;
     c->rank = rank;
     c->nranks = nranks;
+    pthread_mutex_init(&c->lock, NULL);
     atomic_store(&c->async_error, (int)ncclInProgress);
     if (vnccl_group_queue_init(c, nranks, id, rank)) {
         *out = c;
@@ -233,7 +243,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommShrink: invalid arguments");
     *newcomm = NULL;
     // A failed parent is what NCCL_SHRINK_ABORT is for: only revoked or finalized ones stop it.
-    if (comm->revoked || comm->finalized || comm->init_thread_live)
+    vnccl_finish_init(comm);
+    if (comm->revoked || comm->finalized || !comm->head)
         return vnccl_check_comm(comm, "ncclCommShrink");
     unsigned char *gone = calloc((size_t)comm->nranks, 1);
     if (!gone)
@@ -279,12 +290,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
 
 static void free_comm_(struct ncclComm *c)
 {
-    if (c->init_thread_live) {
-        pthread_join(c->init_thread, NULL);
-        c->init_thread_live = 0;
-    }
+    vnccl_finish_init(c);
     vnccl_leave(c);
     c->magic = 0;
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -304,8 +313,18 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
         return ncclSuccess;
     if (comm->magic != VNCCL_COMM_MAGIC)
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommAbort: not a communicator");
-    if (comm->head) // the peers' waits end now, not at their timeout
+    if (comm->head) // the peers' waits end now, not at their timeout (and this rank's own)
         vnccl_fail(comm, ncclRemoteError, "rank %d aborted the communicator", comm->rank);
+    // A call of another thread (PyTorch's watchdog aborts while the main
+    // thread waits in a collective) ends at its next look at the failure.
+    const double start_s = util_now_s();
+    while (atomic_load(&comm->busy) > 0 && util_now_s() - start_s < 10.0)
+        usleep(1000);
+    if (atomic_load(&comm->busy) > 0) { // still inside: its memory must stay
+        vnccl_error(comm, ncclSuccess, "ncclCommAbort: a call on another thread did not end "
+                    "within 10 s; the communicator's memory is left to it");
+        return ncclSuccess;
+    }
     free_comm_(comm);
     return ncclSuccess;
 }
@@ -353,10 +372,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
         atomic_store(&comm->async_error, (int)st);
         vnccl_error(comm, st, "%s", comm->head->why);
     }
-    if (st != ncclInProgress && comm->init_thread_live) {
-        pthread_join(comm->init_thread, NULL);
-        comm->init_thread_live = 0;
-    }
+    if (st != ncclInProgress)
+        vnccl_finish_init(comm);
     *asyncError = st;
     return ncclSuccess;
 }

@@ -33,7 +33,7 @@ static int buffers_ok_(const struct ncclComm *c, const struct vnccl_call *k)
     }
 }
 
-static ncclResult_t issue_(struct ncclComm *c, struct vnccl_call k)
+static ncclResult_t check_and_run_(struct ncclComm *c, struct vnccl_call k)
 {
     const char *what = vnccl_kind_name(k.kind);
     ncclResult_t st = vnccl_check_comm(c, what);
@@ -71,6 +71,16 @@ static ncclResult_t issue_(struct ncclComm *c, struct vnccl_call k)
         return vnccl_p2p(c, &k, 1);
     }
     return vnccl_collective(c, &k);
+}
+
+static ncclResult_t issue_(struct ncclComm *c, struct vnccl_call k)
+{
+    if (!c || c->magic != VNCCL_COMM_MAGIC)
+        return vnccl_check_comm(c, vnccl_kind_name(k.kind));
+    atomic_fetch_add(&c->busy, 1);
+    ncclResult_t st = check_and_run_(c, k);
+    atomic_fetch_sub(&c->busy, 1);
+    return st;
 }
 
 #define CALL_(...) ((struct vnccl_call){__VA_ARGS__})
