@@ -116,6 +116,7 @@ struct ncclComm {
     uint64_t *p2p_sent;        // [nranks] bytes this rank sent to each peer
     uint64_t *p2p_taken;       // [nranks] bytes this rank took from each peer
     double timeout_s;
+    unsigned spin_count;       // polls before a wait yields its core (few when ranks outnumber cores)
     int blocking;
     _Atomic int async_error;   // ncclResult_t: ncclInProgress while a nonblocking init runs
     int finalized, revoked;
