@@ -168,9 +168,11 @@ void vnccl_leave(struct ncclComm *c);
 // aborted peer, a dead process, the timeout. peer: whom it waits for.
 ncclResult_t vnccl_wait(struct ncclComm *c, struct shm_flag *flag, uint64_t target, int peer,
                         const char *what);
-// Fails the communicator when a peer's process is gone (exited, or a zombie);
-// returns its rank, or -1 when every peer lives.
-int vnccl_watch(struct ncclComm *c, const char *what);
+// Fails the communicator when the process of rank `peer` (-1: of any rank)
+// is gone (exited, or a zombie); returns its rank, or -1. Only the peer a
+// wait is for counts: a rank that has finished and exited while a slower one
+// still waits for another is no failure.
+int vnccl_watch(struct ncclComm *c, int peer, const char *what);
 // Marks the communicator failed for every rank (the first reason stays).
 void vnccl_fail(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -322,33 +322,34 @@ static int recv_step_(struct ncclComm *c, const struct vnccl_call *k, struct p2p
     return 1;
 }
 
-// Nothing moved: a bounded, polite wait (a pause, then the core given away).
-static ncclResult_t p2p_idle_(struct ncclComm *c, struct util_wait_clock *clock, unsigned *idle,
-                              int peer)
+// Nothing moved: a bounded, polite wait (a pause, then the core given away);
+// every ~50 ms the processes of the peers still owed data, and the bound.
+static void p2p_idle_(struct ncclComm *c, const struct vnccl_call *calls,
+                      const struct p2p_state *s, int n, struct util_wait_clock *clock,
+                      unsigned *idle)
 {
-    if (atomic_load(&c->head->failed)) {
-        ncclResult_t st = (ncclResult_t)atomic_load(&c->head->fail_status);
-        atomic_store(&c->async_error, (int)st);
-        return vnccl_error(c, st, "send/recv: %s", c->head->why);
-    }
     ++*idle;
     if (*idle < 1000)
-        return ncclSuccess;
+        return;
     if (*idle < 3000) {
         sched_yield();
-        return ncclSuccess;
+        return;
     }
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
-    if (*idle % 1000 == 0) { // every ~50 ms: the peers' processes and the bound
-        vnccl_watch(c, "send/recv");
-        if (util_wait_clock_waited(clock) > c->timeout_s)
-            vnccl_fail(c, ncclSystemError,
-                       "rank %d did not take part within %.0f s (VGPU_COMM_TIMEOUT_S) in "
-                       "send/recv",
-                       peer, c->timeout_s);
-    }
-    return ncclSuccess;
+    if (*idle % 1000)
+        return;
+    int late = -1;
+    for (int i = 0; i < n; i++)
+        if (s[i].done < s[i].bytes) {
+            late = calls[i].root;
+            if (vnccl_watch(c, late, "send/recv") >= 0)
+                return;
+        }
+    if (util_wait_clock_waited(clock) > c->timeout_s)
+        vnccl_fail(c, ncclSystemError,
+                   "rank %d did not take part within %.0f s (VGPU_COMM_TIMEOUT_S) in send/recv",
+                   late, c->timeout_s);
 }
 
 ncclResult_t vnccl_p2p(struct ncclComm *c, const struct vnccl_call *calls, int n)
@@ -364,33 +365,35 @@ ncclResult_t vnccl_p2p(struct ncclComm *c, const struct vnccl_call *calls, int n
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
     unsigned idle = 0;
-    ncclResult_t st = ncclSuccess;
-    while (left > 0 && st == ncclSuccess) {
-        int moved = 0, waiting_on = -1;
-        for (int i = 0; i < n && st == ncclSuccess; i++) {
+    int failed = 0;
+    while (left > 0 && !failed) {
+        int moved = 0;
+        for (int i = 0; i < n && !failed; i++) {
             if (s[i].done == s[i].bytes)
                 continue;
             int r = calls[i].kind == VNCCL_SEND ? send_step_(c, &calls[i], &s[i])
                                                 : recv_step_(c, &calls[i], &s[i]);
-            if (r < 0)
-                st = (ncclResult_t)atomic_load(&c->async_error);
+            failed = r < 0;
             moved += r > 0;
-            if (r == 0)
-                waiting_on = calls[i].root;
             if (r > 0 && s[i].done == s[i].bytes)
                 left--;
         }
-        if (st == ncclSuccess && !moved) {
-            st = p2p_idle_(c, &clock, &idle, waiting_on);
+        failed |= atomic_load(&c->head->failed) != 0;
+        if (!failed && !moved) {
+            p2p_idle_(c, calls, s, n, &clock, &idle);
         } else if (moved) {
             idle = 0;
             util_wait_clock_start(&clock);
         }
     }
     free(s);
-    if (st != ncclSuccess && !c->last_error[0])
-        vnccl_error(c, st, "send/recv failed");
-    return st;
+    if (!failed)
+        return ncclSuccess;
+    ncclResult_t st = (ncclResult_t)atomic_load(&c->head->fail_status);
+    if (st == ncclSuccess) // a copy failed on this rank only
+        st = ncclUnhandledCudaError;
+    atomic_store(&c->async_error, (int)st);
+    return vnccl_error(c, st, "send/recv: %s", c->head->why);
 }
 
 ncclResult_t vnccl_host_all_gather(struct ncclComm *c, const void *mine, void *out, size_t bytes)

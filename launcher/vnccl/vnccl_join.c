@@ -140,10 +140,10 @@ static int process_gone_(uint32_t pid)
     return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
-// Fails the communicator when a peer's process is gone; returns its rank or -1.
-int vnccl_watch(struct ncclComm *c, const char *what)
+int vnccl_watch(struct ncclComm *c, int peer, const char *what)
 {
-    for (int r = 0; r < c->nranks; r++) {
+    const int first = peer < 0 ? 0 : peer, last = peer < 0 ? c->nranks - 1 : peer;
+    for (int r = first; r <= last; r++) {
         uint32_t pid = atomic_load(&c->slots[r].pid);
         if (process_gone_(pid)) {
             vnccl_fail(c, ncclRemoteError, "rank %d (pid %u) exited during %s", r, pid, what);
@@ -168,7 +168,7 @@ ncclResult_t vnccl_wait(struct ncclComm *c, struct shm_flag *flag, uint64_t targ
         }
         if (shm_flag_wait(flag, target, &opts) == 0)
             return ncclSuccess;
-        if (vnccl_watch(c, what) >= 0)
+        if (vnccl_watch(c, peer, what) >= 0)
             continue; // said through the failure flag
         double waited_s = util_wait_clock_waited(&clock);
         if (waited_s >= c->timeout_s) {
@@ -295,7 +295,7 @@ static ncclResult_t claim_and_meet_(struct ncclComm *c)
         if (atomic_load(&c->head->failed))
             return vnccl_error(c, (ncclResult_t)atomic_load(&c->head->fail_status), "%s",
                                c->head->why);
-        if (vnccl_watch(c, "ncclCommInitRank") >= 0)
+        if (vnccl_watch(c, -1, "ncclCommInitRank") >= 0)
             continue;
         if (util_now_s() - start_s > c->timeout_s) {
             char missing[160] = "";
