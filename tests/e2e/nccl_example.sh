@@ -45,6 +45,8 @@ expect_rc 0
 expect_out '^nccl_allreduce: 2 ranks, 65536 floats: ok$'
 inits=$(grep -cF "calling init: $VNCCL" <<<"$out")
 if [ "$inits" = 2 ]; then ok "both ranks initialized $VNCCL"; else bad "$inits ranks initialized $VNCCL, want 2"; fi
+inits=$(grep -cF "calling init: $SIMRT" <<<"$out")
+if [ "$inits" = 2 ]; then ok "both ranks initialized $SIMRT"; else bad "$inits ranks initialized $SIMRT, want 2"; fi
 expect_no_out 'calling init: .*/(usr|opt)/.*libnccl\.so'
 expect_no_out 'calling init: .*/usr/local/cuda.*/libcudart\.so'
 expect_no_shm

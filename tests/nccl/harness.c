@@ -404,13 +404,23 @@ static int run_case_(const struct nt_case *c, const struct run_opts *o, struct n
                  o->timeout_s, late, late == 1 ? "" : "es");
         failed = 1;
     }
+    // The first failing rank's verdict in full; the others by number (their
+    // own lines went to stderr).
+    char others[256] = "";
+    int told = 0; // a rank's verdict is in why
     for (int r = 0; r < procs; r++) {
         char one[600];
-        if (rank_verdict_(&shared->slot[r], status[r], r, one, sizeof one) != 0) {
-            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", one);
-            failed = 1;
-        }
+        if (rank_verdict_(&shared->slot[r], status[r], r, one, sizeof one) == 0)
+            continue;
+        if (!told++)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "",
+                     one);
+        else
+            snprintf(others + strlen(others), sizeof others - strlen(others), " %d", r);
+        failed = 1;
     }
+    if (others[0])
+        snprintf(why + strlen(why), sizeof why - strlen(why), "; failed too: rank%s", others);
     shm_leaks_(before, left, sizeof left);
     if (left[0]) {
         snprintf(why + strlen(why), sizeof why - strlen(why), "%sleft in /dev/shm: %s",
