@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,19 @@ int nt_untouched(struct nt_ctx *ctx, const void *dev, size_t bytes, const char *
     }
     free(host);
     return rc;
+}
+
+void nt_barrier(struct nt_ctx *ctx)
+{
+    struct nt_shared *sh = ctx->shared;
+    unsigned round = atomic_load(&sh->barrier_round);
+    if (atomic_fetch_add(&sh->barrier_arrived, 1) + 1 == (unsigned)ctx->nranks) {
+        atomic_store(&sh->barrier_arrived, 0);
+        atomic_fetch_add(&sh->barrier_round, 1);
+        return;
+    }
+    while (atomic_load(&sh->barrier_round) == round)
+        usleep(100);
 }
 
 double nt_now_s(void)

@@ -23,6 +23,8 @@ struct nt_slot {
 
 struct nt_shared {
     struct nt_slot slot[NT_MAX_RANKS];
+    _Atomic unsigned barrier_arrived; // nt_barrier: processes in the current round
+    _Atomic unsigned barrier_round;   // rounds completed
 };
 
 // What a case sees on one rank.
@@ -113,6 +115,10 @@ int nt_sync(struct nt_ctx *ctx);
 // nt_untouched: every byte of dev (bytes long) still NT_SENTINEL; else a
 // soft failure naming what and the first changed byte. Returns 0 or -1.
 int nt_untouched(struct nt_ctx *ctx, const void *dev, size_t bytes, const char *what);
+// nt_barrier: waits until every rank of the case has called it (the
+// harness's own shared memory, nothing of NCCL's), for ordering a test's
+// steps between ranks. Bounded only by the case's time limit.
+void nt_barrier(struct nt_ctx *ctx);
 // nt_now_s: a monotonic clock in seconds.
 double nt_now_s(void);
 // nt_names_rank: msg names "rank R" (R not followed by another digit).
