@@ -76,7 +76,11 @@ struct vnccl_head {
     uint64_t stage_bytes;     // each rank's stage (and its p2p area), bytes
     uint64_t total_bytes;     // the segment, bytes
     _Atomic uint32_t joined;  // ranks that claimed their slot
-    _Atomic uint32_t failed;  // nonzero: a rank failed the communicator, see why
+    _Atomic uint32_t opened;  // processes that opened the segment, count
+    _Atomic uint32_t left;    // ...and that have left it, count
+    _Atomic uint32_t nranks_min, nranks_max; // the rank counts they were given (vnccl_join.c)
+    _Atomic uint32_t fail_claim; // the first rank to fail it writes why and fail_status...
+    _Atomic uint32_t failed;  // ...then sets this: nonzero, the communicator has failed
     _Atomic int32_t fail_status; // its ncclResult_t
     char why[480];            // the first failure, for every rank's message
 };
@@ -173,6 +177,8 @@ ncclResult_t vnccl_wait(struct ncclComm *c, struct shm_flag *flag, uint64_t targ
 // wait is for counts: a rank that has finished and exited while a slower one
 // still waits for another is no failure.
 int vnccl_watch(struct ncclComm *c, int peer, const char *what);
+// ncclSuccess, or the status of the communicator's failure (any rank's).
+ncclResult_t vnccl_failure(const struct ncclComm *c);
 // Marks the communicator failed for every rank (the first reason stays).
 void vnccl_fail(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

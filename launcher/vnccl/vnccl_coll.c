@@ -352,6 +352,17 @@ static void p2p_idle_(struct ncclComm *c, const struct vnccl_call *calls,
                    late, c->timeout_s);
 }
 
+// Messages between two ranks go in the order posted: call i waits while an
+// earlier send (receive) to (from) the same peer is unfinished.
+static int first_to_peer_(const struct vnccl_call *calls, const struct p2p_state *s, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (calls[j].kind == calls[i].kind && calls[j].root == calls[i].root &&
+            s[j].done < s[j].bytes)
+            return 0;
+    return 1;
+}
+
 ncclResult_t vnccl_p2p(struct ncclComm *c, const struct vnccl_call *calls, int n)
 {
     struct p2p_state *s = calloc((size_t)n, sizeof *s);
@@ -369,7 +380,7 @@ ncclResult_t vnccl_p2p(struct ncclComm *c, const struct vnccl_call *calls, int n
     while (left > 0 && !failed) {
         int moved = 0;
         for (int i = 0; i < n && !failed; i++) {
-            if (s[i].done == s[i].bytes)
+            if (s[i].done == s[i].bytes || !first_to_peer_(calls, s, i))
                 continue;
             int r = calls[i].kind == VNCCL_SEND ? send_step_(c, &calls[i], &s[i])
                                                 : recv_step_(c, &calls[i], &s[i]);

@@ -9,6 +9,13 @@
 // holds it. A rank count that differs, a rank claimed twice, or a rank of
 // another host fails the communicator for every rank, and a rank that never
 // comes costs the timeout (VGPU_COMM_TIMEOUT_S, as libvgpu's collectives).
+//
+// When the name goes: a failed communicator must stay findable for the ranks
+// still to come, or they would make a fresh one and wait out the timeout. So
+// the name is unlinked once as many processes have opened it as the largest
+// rank count any of them was given, or, when the communicator failed, by the
+// last of them to leave once at least the smallest count has come (a rank
+// that was given one more than the others); on a timeout, by every waiter.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -73,12 +80,16 @@ ncclResult_t vnccl_error(struct ncclComm *c, ncclResult_t status, const char *fm
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (c) {
+    // Said on stderr, except a bad argument (a program may probe; NCCL_DEBUG
+    // set says those too): ncclGetLastError has every message.
+    const char *debug = getenv("NCCL_DEBUG");
+    const int say = status != ncclInvalidArgument || (debug && *debug);
+    if (c)
         snprintf(c->last_error, sizeof c->last_error, "%s", msg);
+    if (say && c)
         fprintf(stderr, "vgpu-nccl: rank %d of %d: %s\n", c->rank, c->nranks, msg);
-    } else {
+    else if (say)
         fprintf(stderr, "vgpu-nccl: %s\n", msg);
-    }
     snprintf(thread_error_, sizeof thread_error_, "%s", msg);
     return status;
 }
@@ -89,14 +100,22 @@ void vnccl_fail(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
     if (!h)
         return;
     uint32_t expected = 0;
-    if (atomic_compare_exchange_strong(&h->failed, &expected, (uint32_t)c->rank + 1)) {
+    if (atomic_compare_exchange_strong(&h->fail_claim, &expected, (uint32_t)c->rank + 1)) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(h->why, sizeof h->why, fmt, ap);
         va_end(ap);
         atomic_store(&h->fail_status, (int32_t)status);
+        atomic_store(&h->failed, 1); // after the reason: a reader of failed finds both
     }
     atomic_store(&c->async_error, (int)status);
+}
+
+ncclResult_t vnccl_failure(const struct ncclComm *c)
+{
+    if (!c->head || !atomic_load(&c->head->failed))
+        return ncclSuccess;
+    return (ncclResult_t)atomic_load(&c->head->fail_status);
 }
 
 ncclResult_t vnccl_make_id(struct vnccl_id *id)
@@ -161,8 +180,11 @@ ncclResult_t vnccl_wait(struct ncclComm *c, struct shm_flag *flag, uint64_t targ
     struct util_wait_clock clock;
     util_wait_clock_start(&clock);
     for (;;) {
-        if (atomic_load(&c->head->failed)) {
-            ncclResult_t st = (ncclResult_t)atomic_load(&c->head->fail_status);
+        // Reached already: a failure since (a peer's abort after the call) is not this call's.
+        if (shm_flag_read(flag) >= target)
+            return ncclSuccess;
+        ncclResult_t st = vnccl_failure(c);
+        if (st != ncclSuccess) {
             atomic_store(&c->async_error, (int)st);
             return vnccl_error(c, st, "%s: %s", what, c->head->why);
         }
@@ -221,6 +243,29 @@ static void place_(struct ncclComm *c, char *base, int nranks, uint64_t stage)
     c->result = c->p2p + (uint64_t)nranks * stage;
 }
 
+static void atomic_min_(_Atomic uint32_t *v, uint32_t x)
+{
+    uint32_t cur = atomic_load(v);
+    while (x < cur && !atomic_compare_exchange_weak(v, &cur, x)) {}
+}
+
+static void atomic_max_(_Atomic uint32_t *v, uint32_t x)
+{
+    uint32_t cur = atomic_load(v);
+    while (x > cur && !atomic_compare_exchange_weak(v, &cur, x)) {}
+}
+
+// Another process opened the segment, given nranks: the name goes once as
+// many have come as the largest count given.
+static void count_opening_(struct ncclComm *c, int nranks)
+{
+    struct vnccl_head *h = c->head;
+    atomic_min_(&h->nranks_min, (uint32_t)nranks);
+    atomic_max_(&h->nranks_max, (uint32_t)nranks);
+    if (atomic_fetch_add(&h->opened, 1) + 1 >= atomic_load(&h->nranks_max))
+        shm_unlink(c->name);
+}
+
 // The maker sizes and fills the segment; the others wait until it is ready.
 static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nranks)
 {
@@ -237,7 +282,12 @@ static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nrank
         c->head->nranks = (uint32_t)nranks;
         c->head->stage_bytes = stage;
         c->head->total_bytes = total;
+        atomic_store(&c->head->opened, 1);
+        atomic_store(&c->head->nranks_min, (uint32_t)nranks);
+        atomic_store(&c->head->nranks_max, (uint32_t)nranks);
         atomic_store(&c->head->magic, VNCCL_SEG_MAGIC);
+        if (nranks == 1)
+            shm_unlink(c->name);
         return ncclSuccess;
     }
     const double start_s = util_now_s();
@@ -265,6 +315,7 @@ static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nrank
         return vnccl_error(c, ncclSystemError, "cannot map %s: %s", c->name, strerror(errno));
     place_(c, base, theirs, stage);
     c->map_bytes = total;
+    count_opening_(c, nranks);
     if (theirs != nranks) {
         c->nranks = theirs; // so that the failure reaches its ranks
         vnccl_fail(c, ncclInvalidUsage,
@@ -287,14 +338,12 @@ static ncclResult_t claim_and_meet_(struct ncclComm *c)
     }
     me->device = c->device;
     vnccl_current_device(me->bus_id, sizeof me->bus_id);
-    uint32_t joined = atomic_fetch_add(&c->head->joined, 1) + 1;
-    if (joined == (uint32_t)c->nranks)
-        shm_unlink(c->name); // all are in: the name goes, the memory stays while mapped
+    atomic_fetch_add(&c->head->joined, 1);
     const double start_s = util_now_s();
     while (atomic_load(&c->head->joined) < (uint32_t)c->nranks) {
-        if (atomic_load(&c->head->failed))
-            return vnccl_error(c, (ncclResult_t)atomic_load(&c->head->fail_status), "%s",
-                               c->head->why);
+        ncclResult_t st = vnccl_failure(c);
+        if (st != ncclSuccess)
+            return vnccl_error(c, st, "%s", c->head->why);
         if (vnccl_watch(c, -1, "ncclCommInitRank") >= 0)
             continue;
         if (util_now_s() - start_s > c->timeout_s) {
@@ -302,7 +351,7 @@ static ncclResult_t claim_and_meet_(struct ncclComm *c)
             size_t at = 0;
             for (int r = 0; r < c->nranks && at < sizeof missing - 12; r++)
                 if (!atomic_load(&c->slots[r].pid))
-                    at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d",
+                    at += (size_t)snprintf(missing + at, sizeof missing - at, "%srank %d",
                                            at ? ", " : "", r);
             vnccl_fail(c, ncclSystemError,
                        "%u of %d ranks arrived within %.0f s (VGPU_COMM_TIMEOUT_S); missing: %s",
@@ -355,8 +404,13 @@ ncclResult_t vnccl_join(struct ncclComm *c, int nranks, const struct vnccl_id *i
 
 void vnccl_leave(struct ncclComm *c)
 {
-    if (c->head && atomic_load(&c->head->joined) < (uint32_t)c->nranks)
-        shm_unlink(c->name); // it never filled: nobody else will unlink it
+    struct vnccl_head *h = c->head;
+    if (h) { // a failed communicator's last process to leave, once enough have come
+        uint32_t left = atomic_fetch_add(&h->left, 1) + 1;
+        if (atomic_load(&h->failed) && left >= atomic_load(&h->opened) &&
+            left >= atomic_load(&h->nranks_min))
+            shm_unlink(c->name);
+    }
     if (c->head)
         munmap(c->head, c->map_bytes);
     c->head = NULL;
