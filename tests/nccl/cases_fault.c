@@ -231,6 +231,44 @@ static int case_peer_killed_(struct nt_ctx *ctx)
     return 0;
 }
 
+// The last rank SIGKILLs itself instead of sending to rank 0, which waits in
+// ncclRecv: it fails within the same bound, naming the dead rank.
+static int case_peer_killed_p2p_(struct nt_ctx *ctx)
+{
+    int victim = ctx->nranks - 1;
+    ncclComm_t comm;
+    if (nt_comm_init(ctx, &comm, 0) != 0 || sound_(ctx, comm, "before the kill") != 0)
+        return -1;
+    if (ctx->rank == victim) {
+        ctx->shared->slot[ctx->rank].expect_killed = 1;
+        usleep(KILL_AFTER_US);
+        kill(getpid(), SIGKILL);
+        pause();
+    }
+    if (ctx->rank != 0) { // bystanders leave quietly (an abort would fail rank 0 first)
+        NT_EXPECT_RC(ctx, ncclCommDestroy(comm), ncclSuccess);
+        return 0;
+    }
+    size_t bytes = 1024 * sizeof(float);
+    void *recv = nt_dev_alloc(ctx, bytes, NULL);
+    NT_REQUIRE(ctx, recv, "buffer");
+    double t0 = nt_now_s();
+    ncclResult_t rc = ncclRecv(recv, 1024, ncclFloat32, victim, comm, ctx->stream);
+    double secs = nt_now_s() - t0 - KILL_AFTER_US * 1e-6;
+    NT_EXPECT(ctx, rc == ncclRemoteError || rc == ncclSystemError,
+              "ncclRecv from killed rank %d returned %s, want ncclRemoteError or ncclSystemError",
+              victim, ncclGetErrorString(rc));
+    NT_EXPECT(ctx, secs <= DEAD_PEER_LIMIT_S + 0.2,
+              "ncclRecv returned %.2f s after rank %d was killed (bound %.0f s)", secs, victim,
+              DEAD_PEER_LIMIT_S);
+    const char *msg = ncclGetLastError(comm);
+    NT_EXPECT(ctx, nt_names_rank(msg, victim), "ncclGetLastError does not name 'rank %d': '%s'",
+              victim, msg ? msg : "(NULL)");
+    NT_EXPECT_RC(ctx, ncclCommAbort(comm), ncclSuccess);
+    cudaFree(recv);
+    return 0;
+}
+
 // msg names rank r as "rank r" or in a list after "missing" ("missing: 1, 3").
 static int names_missing_(const char *msg, int r)
 {
@@ -283,6 +321,8 @@ const struct nt_case nt_cases_fault[] = {
      "count/type/op/root differ on one rank: ncclInvalidUsage everywhere, output untouched"},
     {"peer_killed", case_peer_killed_, 2, 1, 0, NULL,
      "a rank SIGKILLed in an all-reduce: the others fail within 2 s, naming it"},
+    {"peer_killed_p2p", case_peer_killed_p2p_, 2, 1, 0, NULL,
+     "a rank SIGKILLed instead of sending: ncclRecv fails within 2 s, naming it"},
     {"peer_missing", case_peer_missing_, 2, 1, 0, "VGPU_COMM_TIMEOUT_S=2",
      "a rank never arrives: ncclSystemError after VGPU_COMM_TIMEOUT_S, naming it"},
     {NULL, NULL, 0, 0, 0, NULL, NULL},
