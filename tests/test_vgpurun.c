@@ -193,8 +193,11 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
     struct vgpurun_facts gpu = root_2cores;
     gpu.gpu_count = 2;
     gpu.have_mps_control = 1;
-    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "prog"), "");
-    assert_non_null(strstr(err_, "--mem-per-rank"));
+    // No --mem-per-rank and the GPUs' sizes not known: MPS without a limit.
+    assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "prog"),
+                        "mpirun -np 2 -q --allow-run-as-root --map-by slot "
+                        "--bind-to numa:overload-allowed "
+                        "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY prog");
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"),
                         "VGPU_MEMORY_LIMIT=1G CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2560MB,1=2560MB "
                         "mpirun -np 2 -q --allow-run-as-root --map-by slot "
@@ -247,12 +250,151 @@ static void test_mps_needs_a_gpu_and_a_cap(void **state)
                         "-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "
                         "-x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE prog");
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--sm-share", "50", "prog"), "");
-    assert_non_null(strstr(err_, "add --mps"));
+    assert_non_null(strstr(err_, "which is not started here (one rank a GPU): add --mps"));
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--sm-share", "0", "prog"), "");
     assert_non_null(strstr(err_, "1 to 100"));
     gpu.have_mps_control = 0;
     assert_string_equal(PLAN(&gpu, "vgpurun", "-np", "2", "--mps", "--mem-per-rank", "1G", "prog"), "");
     assert_non_null(strstr(err_, "nvidia-cuda-mps-control"));
+}
+
+// ---- MPS without asking: vgpurun_mps_decide ----
+
+static struct vgpurun_mps_choice mps_;
+
+// The decision for `vgpurun ARGS...` (np from -np) on facts; its rc.
+static int decide_for_(const struct vgpurun_facts *facts, int argc, char **argv)
+{
+    struct vgpurun_options opts;
+    err_[0] = '\0';
+    memset(&mps_, 0, sizeof mps_);
+    int rc = vgpurun_parse_args(argc, argv, &opts, err_, sizeof err_);
+    return rc < 0 ? rc : vgpurun_mps_decide(&opts, facts, opts.np, &mps_, err_, sizeof err_);
+}
+#define DECIDE(facts, ...)                                                     \
+    decide_for_(facts, sizeof((char *[]){__VA_ARGS__}) / sizeof(char *), (char *[]){__VA_ARGS__})
+
+#define GIB (1ull << 30)
+static const int default_modes_[4] = {0, 0, 0, 0}; // GPU_MODE_DEFAULT
+static const uint64_t gpus_80g_[4] = {80 * GIB, 80 * GIB, 80 * GIB, 80 * GIB};
+
+// A host of n 80 GiB GPUs in DEFAULT mode with nvidia-cuda-mps-control.
+static struct vgpurun_facts gpu_host_(int n)
+{
+    struct vgpurun_facts f = user_2cores;
+    f.gpu_count = n;
+    f.gpu_modes = default_modes_;
+    f.gpu_bytes = gpus_80g_;
+    f.have_mps_control = 1;
+    return f;
+}
+
+static void test_mps_starts_where_ranks_share_a_gpu(void **state)
+{
+    (void)state;
+    struct vgpurun_facts f = gpu_host_(1);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "prog"), 0);
+    assert_true(mps_.start && mps_.loud);
+    assert_string_equal(mps_.why, "MPS: started for the job (4 ranks share GPU 0)");
+    assert_int_equal(mps_.shared_ranks, 4);
+    assert_int_equal(mps_.limit_bytes, 20 * GIB); // an equal share of 80 GiB
+    // The plan: the limit and the daemon's directories for every rank.
+    assert_string_equal(PLAN(&f, "vgpurun", "-np", "4", "prog"),
+                        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20480MB mpirun -np 4 -q "
+                        "--oversubscribe --map-by slot --bind-to none "
+                        "-x CUDA_MPS_PINNED_DEVICE_MEM_LIMIT -x CUDA_MPS_PIPE_DIRECTORY "
+                        "-x CUDA_MPS_LOG_DIRECTORY prog");
+    assert_true(plan_.mps);
+    // --mem-per-rank: that cap plus the context's and NCCL's room, as --mps.
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "--mem-per-rank", "8G", "prog"), 0);
+    assert_int_equal(mps_.limit_bytes, 8 * GIB + (1536ull << 20));
+    // 3 ranks on 2 GPUs: two share GPU 0, and the one on GPU 1 gets the same
+    // limit (a plain program pinned there sees it as device 0).
+    f = gpu_host_(2);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "3", "prog"), 0);
+    assert_string_equal(mps_.why, "MPS: started for the job (2 ranks share GPU 0)");
+    assert_int_equal(mps_.limit_bytes, 40 * GIB);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "8", "--ranks-per-gpu", "4", "prog"), 0);
+    assert_string_equal(mps_.why, "MPS: started for the job (8 ranks share GPUs 0,1)");
+    // The binding policy's count: VGPU_RANKS_PER_DEVICE from the
+    // environment; a rank past the GPUs' room has none (the runtime refuses).
+    f = gpu_host_(4);
+    f.ranks_per_gpu_env = 2;
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "prog"), 0);
+    assert_string_equal(mps_.why, "MPS: started for the job (4 ranks share GPUs 0,1)");
+    f = gpu_host_(1);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "5", "--ranks-per-gpu", "4", "prog"), 0);
+    assert_string_equal(mps_.why, "MPS: started for the job (4 ranks share GPU 0)");
+    assert_int_equal(mps_.limit_bytes, 20 * GIB);
+    // A PROHIBITED GPU is left out: both ranks go to GPU 1.
+    static const int prohibited_first[2] = {2, 0}; // GPU_MODE_PROHIBITED, GPU_MODE_DEFAULT
+    f = gpu_host_(2);
+    f.gpu_modes = prohibited_first;
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "prog"), 0);
+    assert_string_equal(mps_.why, "MPS: started for the job (2 ranks share GPU 1)");
+    // --dry-run starts nothing: said as what a run would do.
+    f = gpu_host_(1);
+    PLAN(&f, "vgpurun", "-np", "4", "--dry-run", "prog");
+    int said = 0;
+    for (int i = 0; i < plan_.notec; i++)
+        said |= !strcmp(plan_.notes[i], "MPS: would start for the job (4 ranks share GPU 0)") &&
+                plan_.loud[i];
+    assert_true(said);
+}
+
+static void test_mps_not_started_says_why(void **state)
+{
+    (void)state;
+    struct vgpurun_facts f = gpu_host_(2);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "prog"), 0);
+    assert_false(mps_.start || mps_.loud); // nothing lost: said with -v only
+    assert_string_equal(mps_.why, "MPS: not started: one rank a GPU");
+    f = gpu_host_(1);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "--no-mps", "prog"), 0);
+    assert_true(!mps_.start && mps_.loud);
+    assert_string_equal(mps_.why, "MPS: not started: --no-mps (ranks take turns on the GPU)");
+    assert_string_equal(PLAN(&f, "vgpurun", "-np", "4", "--no-mps", "prog"),
+                        "mpirun -np 4 -q --oversubscribe --map-by slot --bind-to none prog");
+    assert_false(plan_.mps);
+    f.mps_server = "CUDA_MPS_PIPE_DIRECTORY=/x";
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "prog"), 0);
+    assert_false(mps_.start);
+    assert_string_equal(mps_.why,
+                        "MPS: not started: an MPS server already runs (CUDA_MPS_PIPE_DIRECTORY=/x)");
+    static const int exclusive[1] = {1}; // GPU_MODE_EXCLUSIVE_PROCESS
+    f = gpu_host_(1);
+    f.gpu_modes = exclusive;
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "prog"), 0);
+    assert_false(mps_.start);
+    assert_string_equal(mps_.why, "MPS: not started: GPU 0 is in Exclusive_Process mode (one "
+                                  "process may use it: --mps starts MPS there, or run one rank a GPU)");
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "--mps", "prog"), 0); // forced: it may
+    assert_true(mps_.start);
+    assert_string_equal(mps_.why, "MPS: started for the job (--mps; 2 ranks share GPU 0)");
+    f = gpu_host_(1);
+    f.have_mps_control = 0;
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "prog"), 0);
+    assert_false(mps_.start);
+    assert_string_equal(mps_.why, "MPS: not started: nvidia-cuda-mps-control not found: ranks "
+                                  "take turns (install the CUDA driver's MPS tools)");
+    f = gpu_host_(1);
+    f.host_count = 2;
+    f.slot_count = 8;
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "8", "-H", "a:4,b:4", "prog"), 0);
+    assert_true(!mps_.start && mps_.loud);
+    assert_string_equal(mps_.why, "MPS: not started: the job spans 2 hosts, and vgpurun starts MPS "
+                                  "on its own host only (start it on each node, "
+                                  "nvidia-cuda-mps-control -d): ranks sharing a GPU take turns");
+    // No GPU here: nothing to decide, nothing said.
+    assert_int_equal(DECIDE(&user_2cores, "vgpurun", "-np", "4", "prog"), 0);
+    assert_false(mps_.start);
+    assert_string_equal(mps_.why, "");
+    f = gpu_host_(1);
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "--mps", "--no-mps", "prog"), VGPU_ECONFIG);
+    assert_string_equal(err_, "--mps and --no-mps: choose one");
+    // --sm-share needs MPS: with it started here it goes along.
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "4", "--sm-share", "25", "prog"), 0);
+    assert_true(mps_.start);
 }
 
 static void test_bad_command_lines_say_why(void **state)
@@ -465,6 +607,8 @@ int main(void)
         cmocka_unit_test_teardown(test_hosts_decide_slots, teardown_),
         cmocka_unit_test_teardown(test_slurm_uses_srun_pmix, teardown_),
         cmocka_unit_test_teardown(test_mps_needs_a_gpu_and_a_cap, teardown_),
+        cmocka_unit_test_teardown(test_mps_starts_where_ranks_share_a_gpu, teardown_),
+        cmocka_unit_test_teardown(test_mps_not_started_says_why, teardown_),
         cmocka_unit_test_teardown(test_bad_command_lines_say_why, teardown_),
         cmocka_unit_test_teardown(test_mps_limit_rounds_up_to_mib, teardown_),
         cmocka_unit_test_teardown(test_one_host_runs_mpirun_quiet_and_binds_past_its_cores, teardown_),

@@ -38,10 +38,12 @@ static void usage_(FILE *f)
             "                         (exports " VGPURUN_ENV_MEMORY_LIMIT ")\n"
             "  --backend B            collectives: auto, ring, mpi or nccl (exports " VGPURUN_ENV_BACKEND ")\n"
             "  --launcher L           auto (srun inside Slurm, else mpirun), mpirun or srun\n"
-            "  --mps                  run a private CUDA MPS daemon for the job; each rank gets\n"
-            "                         a driver-enforced cap CUDA_MPS_PINNED_DEVICE_MEM_LIMIT =\n"
-            "                         --mem-per-rank + 512 MiB (GPU hosts only; one host)\n"
-            "  --sm-share PCT         with --mps: each rank may use PCT%% of the GPU's SMs\n"
+            "  --mps                  start a private CUDA MPS daemon for the job even where\n"
+            "                         no GPU is shared (GPU hosts only; one host). Without it\n"
+            "                         vgpurun starts one by itself when ranks share a GPU in\n"
+            "                         Default mode and no MPS server runs (said on one line)\n"
+            "  --no-mps               never start MPS: ranks sharing a GPU take turns on it\n"
+            "  --sm-share PCT         under MPS: each rank may use PCT%% of the GPU's SMs\n"
             "                         (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)\n"
             "  -x NAME[=VALUE]        pass a variable to every rank (mpirun -x; srun exports all)\n"
             "  --dry-run              print the command and exit\n"
@@ -60,6 +62,11 @@ static void usage_(FILE *f)
             "the last word, not mpirun's 10-line report; a rank killed by a signal is\n"
             "still named as such. On a terminal the ranks are told so (VGPU_TERMINAL=1,\n"
             "COLUMNS): vgpu_train then draws its live progress bar (VGPU_PROGRESS decides).\n"
+            "\n"
+            "Under vgpurun's MPS each rank gets a driver-enforced memory limit,\n"
+            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = --mem-per-rank + 1.5 GiB, or without it an\n"
+            "equal share of the GPU; the daemon is stopped however the job ends (a watcher\n"
+            "process stops it if vgpurun itself is killed).\n"
             "\n"
             "PROGRAM may be any program: each rank starts through vgpurun-rank (beside\n"
             "vgpurun), which sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun\n"
@@ -157,11 +164,11 @@ static int exec_srun_(const struct vgpurun_plan *plan)
 }
 
 // The job beside a private MPS daemon, started before the ranks and stopped
-// after them.
+// after them (by its watcher, also when vgpurun is killed).
 static int run_with_mps_(const struct vgpurun_options *opts, const struct vgpurun_plan *plan)
 {
     char err[1024] = "";
-    struct vgpurun_mps mps = {{0}};
+    struct vgpurun_mps mps = {.watcher = 0, .watch_fd = -1};
     if (vgpurun_mps_start(&mps, err, sizeof err) < 0) {
         fprintf(stderr, "vgpurun: %s\n", err);
         return EXIT_NOT_RUN;
@@ -170,9 +177,7 @@ static int run_with_mps_(const struct vgpurun_options *opts, const struct vgpuru
         fprintf(stderr, "vgpurun: MPS control daemon started (CUDA_MPS_PIPE_DIRECTORY=%s)\n",
                 getenv("CUDA_MPS_PIPE_DIRECTORY"));
     int rc = vgpurun_launch_run(plan);
-    vgpurun_mps_stop(&mps);
-    if (opts->verbose)
-        fprintf(stderr, "vgpurun: MPS control daemon stopped\n");
+    vgpurun_mps_stop(&mps, rc);
     return rc;
 }
 
@@ -199,14 +204,15 @@ int main(int argc, char **argv)
     int in_slurm;
     if ((rc = plan_job_(&opts, &plan, &in_slurm)) != 0)
         return rc;
+    // A program that is not there ends it before anything is said to start.
+    if (!opts.dry_run && (rc = check_program_(opts.program[0])) != 0) {
+        vgpurun_plan_free(&plan);
+        return rc;
+    }
     show_plan_(&opts, &plan);
     if (opts.dry_run) {
         vgpurun_plan_free(&plan);
         return 0;
-    }
-    if ((rc = check_program_(opts.program[0])) != 0) {
-        vgpurun_plan_free(&plan);
-        return rc;
     }
     if (plan.uses_srun && !in_slurm)
         fprintf(stderr, "vgpurun: not inside a Slurm allocation (no SLURM_JOB_ID): srun asks Slurm "
@@ -214,9 +220,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < plan.envc; i++)
         putenv(plan.env[i]); // the plan keeps owning the strings until exit
 
-    if (!opts.mps && plan.uses_srun)
+    if (!plan.mps && plan.uses_srun)
         return exec_srun_(&plan);
     const int ranks_are_children = !opts.hostfile && !opts.hosts;
     vgpurun_launch_expect(plan.uses_srun, ranks_are_children, ranks_are_children ? opts.np : 0);
-    return opts.mps ? run_with_mps_(&opts, &plan) : vgpurun_launch_run(&plan);
+    return plan.mps ? run_with_mps_(&opts, &plan) : vgpurun_launch_run(&plan);
 }

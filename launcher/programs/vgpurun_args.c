@@ -13,8 +13,8 @@
 
 static const char *const backends_[] = {"auto", "ring", "mpi", "nccl"};
 
-enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_DRY, OPT_PLAN, OPT_SM,
-       OPT_VERSION };
+enum { OPT_HOSTFILE = 256, OPT_RPG, OPT_MEM, OPT_BACKEND, OPT_LAUNCHER, OPT_MPS, OPT_NO_MPS,
+       OPT_DRY, OPT_PLAN, OPT_SM, OPT_VERSION };
 
 // Mirrors usage_ in vgpurun.c.
 static const struct option options_[] = {
@@ -26,6 +26,7 @@ static const struct option options_[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"launcher", required_argument, NULL, OPT_LAUNCHER},
     {"mps", no_argument, NULL, OPT_MPS},
+    {"no-mps", no_argument, NULL, OPT_NO_MPS},
     {"dry-run", no_argument, NULL, OPT_DRY},
     {"plan", no_argument, NULL, OPT_PLAN},
     {"sm-share", required_argument, NULL, OPT_SM},
@@ -138,6 +139,7 @@ static int take_option_(int c, char **argv, struct vgpurun_options *opts, char *
     case OPT_BACKEND: return take_backend_(optarg, opts, err, err_bytes);
     case OPT_LAUNCHER: return take_launcher_(optarg, opts, err, err_bytes);
     case OPT_MPS: opts->mps = 1; return VGPU_OK;
+    case OPT_NO_MPS: opts->no_mps = 1; return VGPU_OK;
     case OPT_DRY: opts->dry_run = 1; return VGPU_OK;
     case OPT_PLAN: opts->plan = 1; return VGPU_OK;
     case OPT_SM: return take_sm_share_(optarg, opts, err, err_bytes);

@@ -2,7 +2,6 @@
 // the terminal, Slurm, the hosts and rank 0's rendezvous.
 #include "vgpurun_facts.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -39,48 +38,6 @@ static int env_int_(const char *name)
     return v ? atoi(v) : 0;
 }
 
-// GPUs this host shows: /dev/nvidiaN nodes, limited by CUDA_VISIBLE_DEVICES.
-static int count_gpus_(void)
-{
-    int nodes = 0;
-    DIR *d = opendir("/dev");
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            const char *tail = e->d_name + 6;
-            if (!strncmp(e->d_name, "nvidia", 6) && *tail && strspn(tail, "0123456789") == strlen(tail))
-                nodes++;
-        }
-        closedir(d);
-    }
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    if (!visible || nodes == 0)
-        return nodes;
-    int listed = *visible ? 1 : 0;
-    for (const char *p = visible; *p; p++)
-        listed += *p == ',';
-    return listed < nodes ? listed : nodes;
-}
-
-// The host's GPU UUIDs in PCI bus order, as nvidia-smi numbers them (for
-// --mps with CUDA_VISIBLE_DEVICES). Fills uuids[max] (strdup'ed); returns how many.
-static int gpu_uuids_(char **uuids, int max)
-{
-    FILE *p = popen("nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null", "r");
-    if (!p)
-        return 0;
-    int n = 0;
-    char line[128];
-    while (n < max && fgets(line, sizeof line, p)) {
-        line[strcspn(line, "\r\n ")] = '\0';
-        if (!strncmp(line, "GPU-", 4) && !(uuids[n] = strdup(line)))
-            break;
-        n += !strncmp(line, "GPU-", 4);
-    }
-    pclose(p);
-    return n;
-}
-
 int vgpurun_on_path(const char *program)
 {
     const char *path = getenv("PATH");
@@ -95,6 +52,19 @@ int vgpurun_on_path(const char *program)
         p += len + (p[len] == ':');
     }
     return 0;
+}
+
+// An MPS server the ranks reach already: the pipe directory they are given
+// (CUDA_MPS_PIPE_DIRECTORY), or the default one with its control pipe.
+static const char *mps_server_(void)
+{
+    static char said[320];
+    const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    if (pipe && *pipe) {
+        snprintf(said, sizeof said, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
+        return said;
+    }
+    return access("/tmp/nvidia-mps/control", F_OK) == 0 ? "/tmp/nvidia-mps" : NULL;
 }
 
 // Width of the terminal on stdout; 0 when stdout is not a terminal.
@@ -307,7 +277,8 @@ int vgpurun_facts_gather(const struct vgpurun_options *opts, struct vgpurun_fact
         .in_slurm = getenv("SLURM_JOB_ID") != NULL,
         .slurm_ntasks = env_int_("SLURM_NTASKS"),
         .slurm_nnodes = env_int_("SLURM_JOB_NUM_NODES"),
-        .gpu_count = count_gpus_(),
+        .ranks_per_gpu_env = env_int_(VGPURUN_ENV_RANKS_PER_DEVICE),
+        .mps_server = mps_server_(),
         .have_mps_control = vgpurun_on_path("nvidia-cuda-mps-control"),
         .have_rsh_agent = vgpurun_on_path("ssh") || vgpurun_on_path("rsh"),
         .terminal_columns = terminal_columns_(),
@@ -316,10 +287,14 @@ int vgpurun_facts_gather(const struct vgpurun_options *opts, struct vgpurun_fact
         .env_names = (const char *const *)store->env_names,
         .cuda_visible = getenv("CUDA_VISIBLE_DEVICES"),
     };
-    if (opts->mps && facts->cuda_visible && facts->cuda_visible[0]) {
-        facts->gpu_uuid_count = gpu_uuids_(store->uuids, VGPURUN_MAX_GPU_UUIDS);
-        facts->gpu_uuids = (const char *const *)store->uuids;
+    int known = 0;
+    facts->gpu_count = vgpurun_gpus_probe(store, !opts->no_mps, &known);
+    if (known) {
+        facts->gpu_modes = store->gpu_modes;
+        facts->gpu_bytes = store->gpu_bytes;
     }
+    facts->gpu_uuid_count = store->uuid_count;
+    facts->gpu_uuids = (const char *const *)store->uuids;
     int rc = find_hosts_(opts, facts, store->master, sizeof store->master);
     if (rc < 0)
         return rc;

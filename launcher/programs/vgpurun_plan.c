@@ -135,30 +135,6 @@ int vgpurun_visible_as_uuids(const char *visible, const char *const *uuids, int 
     return 0;
 }
 
-static int check_mps_(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
-                      char *err, size_t err_bytes)
-{
-    if (facts->gpu_count == 0)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "--mps needs an NVIDIA GPU, and %s has none (no /dev/nvidia0); without --mps "
-                           "the ranks still keep to --mem-per-rank through vgpu's own allocator",
-                           facts->host);
-    if (!facts->have_mps_control)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "--mps needs nvidia-cuda-mps-control (part of the NVIDIA driver utilities) "
-                           "on PATH; it is not on %s",
-                           facts->host);
-    if (!opts->mem_per_rank)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "--mps needs --mem-per-rank SIZE (the per-rank hard cap)");
-    if (facts->host_count > 1 || facts->slurm_nnodes > 1)
-        return util_errorf(err, err_bytes, VGPU_ECONFIG,
-                           "--mps starts the MPS daemon on this host only, and the job spans %d hosts; "
-                           "start MPS on every node in the batch script instead",
-                           facts->host_count > 1 ? facts->host_count : facts->slurm_nnodes);
-    return VGPU_OK;
-}
-
 // ---- building the plan, step by step ----
 
 // What the plan sets for the ranks; mpirun passes these on with -x.
@@ -184,19 +160,16 @@ static int set_(struct vgpurun_plan *plan, struct env_set *set, const char *name
 }
 
 // Combinations that cannot work, refused before anything is built.
-static int check_request_(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
-                          int srun, char *err, size_t err_bytes)
+static int check_request_(const struct vgpurun_options *opts, int srun, char *err,
+                          size_t err_bytes)
 {
     if (srun && (opts->hostfile || opts->hosts))
         return util_errorf(err, err_bytes, VGPU_ECONFIG,
                            "inside a Slurm allocation the hosts come from Slurm: drop %s, or use "
                            "--launcher mpirun",
                            opts->hostfile ? "--hostfile" : "-H");
-    int rc = opts->mps ? check_mps_(opts, facts, err, err_bytes) : VGPU_OK;
-    if (rc == VGPU_OK && opts->sm_share && !opts->mps)
-        rc = util_errorf(err, err_bytes, VGPU_ECONFIG,
-                         "--sm-share gives each rank a share of the SMs through MPS: add --mps");
-    return rc;
+    // MPS's refusals are vgpurun_mps_decide's, once the rank count is known.
+    return VGPU_OK;
 }
 
 // -np, else Slurm's tasks, else the hostfile's slots; 0 when none says.
@@ -259,22 +232,30 @@ static int add_rendezvous_env_(const struct vgpurun_facts *facts, struct vgpurun
     return 0;
 }
 
-// --mps: the driver's per-rank cap, the SM share, and the GPUs by UUID.
-// Returns VGPU_OK, or VGPU_ECONFIG with err.
+// MPS for the job (vgpurun_mps_decide): the driver's per-rank cap, the SM
+// share, and the GPUs by UUID. Returns VGPU_OK, or VGPU_ECONFIG with err.
 static int add_mps_env_(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
-                        struct vgpurun_plan *plan, struct env_set *set, char *err, size_t err_bytes)
+                        const struct vgpurun_mps_choice *mps, struct vgpurun_plan *plan,
+                        struct env_set *set, char *err, size_t err_bytes)
 {
     char limit[512];
-    vgpurun_mps_limit(opts->mem_per_rank_bytes + VGPURUN_MPS_HEADROOM_BYTES, facts->gpu_count,
-                      limit, sizeof limit);
-    if (set_(plan, set, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit))
+    vgpurun_mps_limit(mps->limit_bytes, facts->gpu_count, limit, sizeof limit);
+    if (mps->limit_bytes && set_(plan, set, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit))
         return too_long_(err, err_bytes);
     // The directories are made when the daemon starts (vgpurun_mps.c).
     set->names[set->count++] = "CUDA_MPS_PIPE_DIRECTORY";
     set->names[set->count++] = "CUDA_MPS_LOG_DIRECTORY";
-    note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 1.5 GiB for the "
-                "CUDA context and NCCL's buffers), enforced by the driver",
-          limit);
+    if (!mps->limit_bytes)
+        note_(plan, "MPS: no memory limit per rank (no --mem-per-rank, and the GPUs' sizes are "
+                    "not known here)");
+    else if (opts->mem_per_rank)
+        note_(plan, "MPS: hard cap %s per rank and GPU (--mem-per-rank + 1.5 GiB for the "
+                    "CUDA context and NCCL's buffers), enforced by the driver",
+              limit);
+    else
+        note_(plan, "MPS: hard cap %s per rank and GPU (an equal share of the GPU: no "
+                    "--mem-per-rank), enforced by the driver",
+              limit);
     if (opts->sm_share) {
         char pct[16];
         snprintf(pct, sizeof pct, "%d", opts->sm_share);
@@ -443,7 +424,7 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
     memset(plan, 0, sizeof *plan);
     int srun = opts->launcher == VGPURUN_SRUN || (opts->launcher == VGPURUN_AUTO && facts->in_slurm);
     plan->uses_srun = srun;
-    int rc = check_request_(opts, facts, srun, err, err_bytes);
+    int rc = check_request_(opts, srun, err, err_bytes);
     if (rc < 0)
         return rc;
     int np = rank_count_(opts, facts, srun);
@@ -453,7 +434,17 @@ int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_
     struct env_set set = {.count = 0};
     if (add_device_env_(opts, plan, &set) || add_rendezvous_env_(facts, plan, &set))
         return too_long_(err, err_bytes);
-    if (opts->mps && (rc = add_mps_env_(opts, facts, plan, &set, err, err_bytes)) < 0)
+    struct vgpurun_mps_choice mps;
+    if ((rc = vgpurun_mps_decide(opts, facts, np, &mps, err, err_bytes)) < 0)
+        return rc;
+    plan->mps = mps.start;
+    if (mps.why[0] && opts->dry_run && mps.start) // nothing starts: said as what a run would do
+        note_(plan, "MPS: would start for the job%s", mps.why + strlen("MPS: started for the job"));
+    else if (mps.why[0])
+        note_(plan, "%s", mps.why);
+    if (mps.why[0] && mps.loud)
+        plan->loud[plan->notec - 1] = 1;
+    if (mps.start && (rc = add_mps_env_(opts, facts, &mps, plan, &set, err, err_bytes)) < 0)
         return rc;
     if (add_terminal_env_(facts, plan, &set))
         return too_long_(err, err_bytes);

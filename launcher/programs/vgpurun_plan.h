@@ -44,6 +44,7 @@ struct vgpurun_options {
     const char *backend;        // auto|ring|mpi|nccl, or NULL
     enum vgpurun_launcher launcher;
     int mps, dry_run, verbose, plan;
+    int no_mps;                 // --no-mps: never start MPS (ranks sharing a GPU take turns)
     int help;                   // --help: print the usage, run nothing
     int version;                // --version: print the version, run nothing
     const char *exports[VGPURUN_MAX_EXPORTS]; // -x NAME or NAME=VALUE, in order
@@ -64,14 +65,21 @@ struct vgpurun_facts {
     int slurm_nnodes;           // SLURM_JOB_NUM_NODES, 0 if unset
     int host_count;             // hosts named by --hostfile / -H; 0 = none given
     int slot_count;             // their slots; -1 = some host gave none (mpirun decides)
-    int gpu_count;              // GPUs this host shows (/dev/nvidiaN); 0 = none
+    int gpu_count;              // GPUs this host shows (VGPU_SIM_GPUS's when set, else
+                                // /dev/nvidiaN, as CUDA_VISIBLE_DEVICES selects); 0 = none
+    const int *gpu_modes;       // [gpu_count] compute modes (enum gpu_compute_mode); NULL = not
+                                // known (DEFAULT assumed)
+    const uint64_t *gpu_bytes;  // [gpu_count] memory of each, bytes; NULL = not known
+    int ranks_per_gpu_env;      // VGPU_RANKS_PER_DEVICE as set here; 0 = unset
+    const char *mps_server;     // an MPS server the ranks reach already: CUDA_MPS_PIPE_DIRECTORY,
+                                // or /tmp/nvidia-mps with its control pipe; NULL = none
     int have_mps_control;       // nvidia-cuda-mps-control is on PATH
     int have_rsh_agent;         // ssh or rsh is on PATH (Open MPI 4's mpirun needs one, even
                                 // on one host)
     int terminal_columns;       // width of vgpurun's stdout terminal; 0 = not a terminal
     int keep_mpirun_reports;    // VGPU_MPIRUN_REPORT=1: no mpirun -q
     const char *cuda_visible;   // CUDA_VISIBLE_DEVICES as set, NULL if not
-    const char *const *gpu_uuids; // with --mps: the host's GPU UUIDs in PCI order (nvidia-smi),
+    const char *const *gpu_uuids; // the host's GPU UUIDs in PCI order (nvidia-smi, simulated),
     int gpu_uuid_count;           // NULL/0 when unknown
     const char *host;           // this host's name, for messages
     const char *const *env_names; // variables set in the environment (names only), NULL-terminated
@@ -111,6 +119,7 @@ struct vgpurun_plan {
     int loud[VGPURUN_MAX_NOTES];    // said even without -v: it overrides what the user asked for
     int notec;
     int uses_srun;
+    int mps;                      // vgpurun starts the job's own MPS daemon (vgpurun_mps_decide)
     int quiet_mpirun;             // mpirun -q: its reports are left out (see vgpurun_plan_build)
 };
 
@@ -134,6 +143,28 @@ int vgpurun_count_host_list(const char *list, int *host_count, int *slot_count, 
 int vgpurun_plan_build(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
                        struct vgpurun_plan *plan, char *err, size_t err_bytes);
 void vgpurun_plan_free(struct vgpurun_plan *plan);
+
+// Whether vgpurun starts a job-private MPS daemon, and why, in one line.
+struct vgpurun_mps_choice {
+    int start;              // start it (--mps, or ranks share a DEFAULT-mode GPU here)
+    int loud;               // say `why` without -v: a daemon starts, or ranks take turns
+    int shared_ranks;       // ranks on GPUs that hold more than one (this host)
+    uint64_t limit_bytes;   // each rank's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; 0 = none
+    char why[320];          // "MPS: started for the job (4 ranks share GPU 0)"; "" = nothing
+                            // to say (no GPU here)
+};
+
+// The decision, from the options, this host's GPUs (count, compute modes,
+// sizes), the np ranks and the binding policy's placement (ranks in order
+// fill the usable GPUs, --ranks-per-gpu / VGPU_RANKS_PER_DEVICE each, else
+// an even split), a server already running, nvidia-cuda-mps-control on PATH
+// and the hosts. Started only for ranks sharing a GPU in DEFAULT mode on
+// vgpurun's one host, unless --mps forces it. The limit is --mem-per-rank +
+// VGPURUN_MPS_HEADROOM_BYTES, else an equal share of the smallest shared
+// GPU's memory (its size / its ranks, MiB-rounded down). Returns VGPU_OK, or
+// VGPU_ECONFIG with err where --mps cannot work or options contradict.
+int vgpurun_mps_decide(const struct vgpurun_options *opts, const struct vgpurun_facts *facts,
+                       int np, struct vgpurun_mps_choice *out, char *err, size_t err_bytes);
 
 // The value for CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "0=NMB,1=NMB,..." for each of
 // gpu_count devices, N = limit rounded up to MiB. Returns buf.
