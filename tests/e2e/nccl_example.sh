@@ -5,7 +5,8 @@
 # libnccl.so.2 and the simulated libcudart.so.13 first, scripts/mpirun.sh
 # runs it on 4 ranks and on 2 of one (simulated) GPU: the all-reduce is exact,
 # the loader took vgpu's libraries (ldd, and LD_DEBUG=libs on every rank of
-# the 2-rank run), and nothing is left in shared memory.
+# the 2-rank run), and nothing is left in shared memory. Then as the docs
+# launch it: through vgpurun, which puts both libraries first by itself.
 source "$(dirname "$0")/lib.sh"
 PROG=$VGPU_BUILD_DIR/vgpu_example_nccl_allreduce
 VNCCL=$VGPU_BUILD_DIR/vnccl/libnccl.so.2
@@ -49,5 +50,21 @@ inits=$(grep -cF "calling init: $SIMRT" <<<"$out")
 if [ "$inits" = 2 ]; then ok "both ranks initialized $SIMRT"; else bad "$inits ranks initialized $SIMRT, want 2"; fi
 expect_no_out 'calling init: .*/(usr|opt)/.*libnccl\.so'
 expect_no_out 'calling init: .*/usr/local/cuda.*/libcudart\.so'
+expect_no_shm
+
+# As README and docs/LIBRARY.md launch it: vgpurun puts both libraries first
+# by itself where the ranks share a (simulated) GPU.
+unset LD_LIBRARY_PATH
+run "vgpurun -np 4 on one simulated GPU" 120 env VGPU_SIM_GPUS=1x80G \
+  "$VGPU_BUILD_DIR/vgpurun" -np 4 -- "$PROG"
+expect_rc 0
+expect_out '^nccl_allreduce: 4 ranks, 1048576 floats: ok$'
+expect_no_shm
+run "vgpu_nccl_perf, as docs/LIBRARY.md runs it" 120 env VGPU_SIM_GPUS=1x80G \
+  "$VGPU_BUILD_DIR/vgpurun" -np 4 -- "$VGPU_BUILD_DIR/vgpu_nccl_perf" -b 8 -e 1M -f 8
+expect_rc 0
+expect_out '^# every result checked: ok$'
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$' <<<"$out")
+if [ "$rows" = 6 ]; then ok "6 sizes, 8 B to 256 KiB, none wrong"; else bad "$rows rows of 6 with #wrong 0"; fi
 expect_no_shm
 finish
