@@ -562,7 +562,7 @@ for backend in gloo nccl; do
     "$repo/scripts/gpu/ddp_gpu.py" "$backend"
   oks=$(grep -cE "^ddp_gpu: $backend rank [0-3] of 4 .* ok$" <<<"$out")
   if [ "$oks" = 4 ]; then
-    record "$st" PASS "4 ranks on one GPU: all_reduce and 2 DDP steps agree"
+    record "$st" PASS "4 ranks on one GPU: all_reduce and 2 DDP steps agree$(grep -m1 -oE 'libnccl=[^ ]+' <<<"$out" | sed 's/^/; /')"
   elif [ "$backend" = nccl ]; then
     # The step's purpose: the exact message a user gets.
     msg=$(grep -m1 -E 'NCCL WARN' <<<"$out" | sed 's/^.*NCCL WARN //')
@@ -573,6 +573,45 @@ for backend in gloo nccl; do
     record "$st" FAIL "$oks of 4 ranks ok: $(grep -m1 'ddp_gpu:.*\(FAILED\|failed\)' <<<"$out" | cut -c1-200)"
   fi
 done
+
+# ---- vgpu's NCCL (issue 44): NCCL programs with 4 ranks on the one GPU ----
+# vgpurun puts build/vnccl/libnccl.so.2 first where ranks share a GPU (and
+# starts MPS). The MPI+NCCL example, vgpu_nccl_perf beside vgpu's own
+# all-reduce above, PyTorch's all_reduce from 1 to 256 MiB, and FSDP's
+# all-gathers and reduce-scatters; each names the libnccl it loaded. A dry
+# run runs the first two on the simulated GPU (vgpurun adds the simulated
+# CUDA runtime there).
+NCCL_EX=$B/vgpu_example_nccl_allreduce NCCL_PERF=$B/vgpu_nccl_perf
+if [ ! -x "$NCCL_EX" ] || [ ! -e "$B/vnccl/libnccl.so.2" ]; then
+  record "vnccl example np=4" FAIL "not built: $NCCL_EX, $B/vnccl/libnccl.so.2 (VGPU_HAVE_NCCL off?)"
+elif time_left "vnccl example np=4" 30; then
+  run "$L_PT" 60 "${SIM[@]}" "$VGPURUN" -np 4 -- "$NCCL_EX"
+  if [ "$rc" = 0 ] && grep -q '^nccl_allreduce: 4 ranks, 1048576 floats: ok$' <<<"$out"; then
+    record "vnccl example np=4" PASS "an MPI+NCCL program, 4 ranks on one GPU: exact, ${secs} s"
+  else record "vnccl example np=4" FAIL "exit $rc: $(grep -m1 -E 'nccl_allreduce|vgpu-nccl|error' <<<"$out" | cut -c1-200)"; fi
+fi
+if [ -x "$NCCL_PERF" ] && time_left "vnccl perf np=4" 60; then
+  if [ "$dry" = 1 ]; then PSIZES=(-b 64K -e 4M -f 4 -n 5 -w 2); else PSIZES=(-b 1M -e 256M -f 4 -n 10 -w 3); fi
+  run "$L_AR" 120 "${SIM[@]}" "$VGPURUN" -np 4 -- "$NCCL_PERF" "${PSIZES[@]}"
+  if [ "$rc" = 0 ] && grep -q '^# every result checked: ok$' <<<"$out"; then
+    record "vnccl perf np=4" PASS "$(grep -E '^ +[0-9]+ ' <<<"$out" | awk '$1 == 67108864 || $1 == 268435456 || $1 == 4194304 { printf "%d MiB %s us busbw %s GB/s; ", $1 / 1048576, $3, $5 }')#wrong 0"
+  else record "vnccl perf np=4" FAIL "exit $rc: $(grep -m1 -E 'vgpu_nccl_perf|vgpu-nccl|WRONG' <<<"$out" | cut -c1-200)"; fi
+fi
+if need_gpu "torch all_reduce nccl np=4" && [ "$torch_ok" = 1 ] && time_left "torch all_reduce nccl np=4" 60; then
+  run "$L_PT" 150 env OMP_NUM_THREADS=1 "$VGPURUN" -np 4 -- "$(command -v python3)" \
+    "$repo/scripts/gpu/torch_allreduce.py" nccl cuda
+  oks=$(grep -cE '^torch_allreduce: rank [0-3] libnccl=.*vnccl.* ok$' <<<"$out")
+  if [ "$oks" = 4 ]; then
+    record "torch all_reduce nccl np=4" PASS "vgpu's NCCL on 4 ranks: $(grep -E '^torch_allreduce: nccl 4 ranks (1|64|256) MiB' <<<"$out" | sed 's/^torch_allreduce: nccl 4 ranks //; s/, algbw [^,]*//' | paste -sd';')"
+  else record "torch all_reduce nccl np=4" FAIL "$oks of 4 ranks ok on vgpu's NCCL: $(grep -m1 -E 'WRONG|Error|error|libnccl=' <<<"$out" | cut -c1-200)"; fi
+fi
+if need_gpu "fsdp nccl np=4" && [ "$torch_ok" = 1 ] && time_left "fsdp nccl np=4" 60; then
+  run "$L_PT" 150 env OMP_NUM_THREADS=1 "$VGPURUN" -np 4 -- "$(command -v python3)" \
+    "$repo/scripts/gpu/fsdp_gpu.py" nccl
+  oks=$(grep -cE '^fsdp_gpu: nccl rank [0-3] of 4: matches_single_process=True .*libnccl=.*vnccl.* ok$' <<<"$out")
+  if [ "$oks" = 4 ]; then record "fsdp nccl np=4" PASS "3 FSDP steps on vgpu's NCCL equal one process's: $(grep -m1 -oE 'max_abs_diff=[^ ]+' <<<"$out")"
+  else record "fsdp nccl np=4" FAIL "$oks of 4 ranks ok: $(grep -m1 -E 'fsdp_gpu: .*(FAILED|failed)' <<<"$out" | cut -c1-220)"; fi
+fi
 
 # ---- probes for unmodified PyTorch jobs with N ranks on one GPU ----
 if need_gpu "probe: UUID twice" && time_left "probe: UUID twice"; then
@@ -597,8 +636,8 @@ if need_gpu "probe: torch's NCCL" && time_left "probe: torch's NCCL"; then
     lib=$(ls "$tdir"/lib/libtorch_cuda.so 2>/dev/null)
     run "$L_PT" 30 sh -c "nm -D --undefined-only '$lib' | grep -i ' nccl'; echo '--- ldd'; ldd '$lib' | grep -i nccl"
     syms=$(grep -ciE ' U nccl' <<<"$out")
-    # The names, for vgpu's NCCL's export test (commit it: docs/gpu-runs/README.md).
-    grep -oE ' U nccl[A-Za-z0-9_]*' <<<"$out" | awk '{ print $2 }' | sort -u >"$outdir/torch_nccl_imports.txt"
+    # The names, for vgpu's NCCL's export test (docs/gpu-runs/README.md: A record).
+    grep -oE ' U nccl[A-Za-z0-9_]*' <<<"$out" | awk '{ print "torch_nccl_import: " $2 }' | sort -u >>"$L_PT"
     run "$L_PT" 60 python3 -c 'import torch
 print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())
 print("".join(sorted(set(l.split()[-1] + "\n" for l in open("/proc/self/maps") if "nccl" in l.lower()))))'

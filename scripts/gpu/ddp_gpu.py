@@ -59,8 +59,11 @@ def main():
         close = torch.allclose(flat, ref_flat, rtol=1e-5, atol=1e-6)
         ok &= same and close
         torch.cuda.synchronize()
+        maps = open("/proc/self/maps").read().splitlines()
+        lib = ",".join(sorted({l.split()[-1] for l in maps if "nccl" in l.split()[-1]})) or "none"
         say(f"ddp_gpu: {backend} rank {rank} of {world} ({where}): all_reduce={t.item():g} "
-            f"replicas_equal={same} matches_single_process={close} {'ok' if ok else 'FAILED'}")
+            f"replicas_equal={same} matches_single_process={close} libnccl={lib} "
+            f"{'ok' if ok else 'FAILED'}")
         dist.destroy_process_group()
         return 0 if ok else 1
     except Exception as e:  # the message a user would get, verbatim

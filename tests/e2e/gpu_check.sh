@@ -13,16 +13,20 @@ expect_out '^0 failed, [0-9]+ steps; logs in '
 expect_out '^vgpu GPU check \(dry run, no GPU\): [0-9a-f]{40}'
 for step in 'mpirun' 'train np=4 \(headline\)' 'train np=1' 'train np=4 CPU' 'cap overrun' \
             'allreduce ring np=2' 'allreduce staging np=2' 'allreduce ring np=4' 'allreduce staging np=4' \
-            'allreduce cpu np=2' 'determinism np=1,2,4' 'kill -9 a rank'; do
+            'allreduce cpu np=2' 'determinism np=1,2,4' 'kill -9 a rank' 'vnccl example np=4' \
+            'vnccl perf np=4'; do
   expect_out "^$step +PASS "
 done
 for step in 'gpu facts' 'ctest -L gpu' 'allreduce nccl np=1' 'memcheck np=2' 'racecheck ring' \
-            'ddp gloo np=4' 'ddp nccl np=4' 'probe: UUID twice' "probe: torch's NCCL"; do
+            'ddp gloo np=4' 'ddp nccl np=4' 'torch all_reduce nccl np=4' 'fsdp nccl np=4' \
+            'probe: UUID twice' "probe: torch's NCCL"; do
   expect_out "^$step +SKIP\(dry-run: needs a GPU"
 done
 # The all-reduce rows ran vgpu_allreduce_perf on the simulated GPU, beside its copy rate.
 expect_out '^allreduce ring np=4 +PASS +4 MiB: busbw [0-9.]+ GB/s \(in place [0-9.]+\), [0-9.]+ us; d2d copy [0-9.]+ GB/s; #wrong 0; 4 ranks on 1 host\(s\), device cuda, 1 physical device\(s\) \(simulated GPUs\), backend ring'
 expect_out '^allreduce cpu np=2 +PASS +CPU devices \(devices.kind=cpu\): Avg bus bandwidth'
+# vgpu's NCCL on the simulated GPU: the example exact, vgpu_nccl_perf's 4 MiB row.
+expect_out '^vnccl perf np=4 +PASS +4 MiB [0-9.]+ us busbw [0-9.]+ GB/s; #wrong 0$'
 # The headline job really ran: the README's accuracy, 1 simulated GPU -> 4 virtual.
 expect_out '^train np=4 \(headline\) +PASS +acc 0\.(89|9)'
 if grep -q 'vgpu: 1 simulated physical GPU -> 4 virtual GPUs (4 ranks, 1 host)' "$WORK/out/train.log"; then
