@@ -86,7 +86,7 @@ static const struct env_var vars_[] = {
      "the tests"},
     {"VGPU_NCCL", "auto|vgpu|real",
      "which libnccl.so.2 a program started by vgpurun loads: auto (default) puts vgpu's NCCL "
-     "first on the loader's path where the host's ranks share a GPU (and, on simulated GPUs, "
+     "first on the loader's path (and in LD_PRELOAD) where the host's ranks share a GPU (and, on simulated GPUs, "
      "the build's simulated CUDA runtime), so that an unmodified NCCL program runs there; vgpu "
      "always; real never (docs/LIBRARY.md: vgpu's NCCL)"},
     {"VGPU_NCCL_STAGE_KB", "KIB",

@@ -124,13 +124,13 @@ static int bind_gpu_(const struct vgpurun_rank_id *id, int *usable_gpus)
     return 0;
 }
 
-// Prepends dir to LD_LIBRARY_PATH.
-static void prepend_library_path_(const char *dir)
+// Prepends `first` to the variable `name`, separated by `sep` from what was there.
+static void prepend_env_(const char *name, const char *first, const char *sep)
 {
-    const char *before = getenv("LD_LIBRARY_PATH");
+    const char *before = getenv(name);
     char *value = NULL;
-    if (asprintf(&value, "%s%s%s", dir, before && *before ? ":" : "", before ? before : "") >= 0)
-        setenv("LD_LIBRARY_PATH", value, 1);
+    if (asprintf(&value, "%s%s%s", first, before && *before ? sep : "", before ? before : "") >= 0)
+        setenv(name, value, 1);
     free(value);
 }
 
@@ -143,7 +143,7 @@ static int has_lib_(char *path, const char *dir, const char *sub, const char *na
     return access(file, R_OK) == 0;
 }
 
-// vgpu's NCCL first on the loader's path where this host's ranks share a GPU
+// vgpu's NCCL first on the loader's path (and preloaded) where this host's ranks share a GPU
 // (VGPU_NCCL=auto, the default), always (vgpu) or never (real): from the
 // build tree beside this program, else the installed LIBDIR/vgpu-nccl. On
 // simulated GPUs the build tree's simulated CUDA runtime goes first too, so
@@ -168,10 +168,17 @@ static void put_vgpu_nccl_first_(const struct vgpurun_rank_id *id, int usable_gp
         *slash = 0;
     const struct gpu_driver *drv = gpu_driver();
     if (drv && drv->simulated && has_lib_(dir, exe, "/cudart_sim", "libcudart.so.13"))
-        prepend_library_path_(dir);
+        prepend_env_("LD_LIBRARY_PATH", dir, ":");
     if (has_lib_(dir, exe, "/vnccl", "libnccl.so.2") ||
-        has_lib_(dir, VGPU_NCCL_INSTALL_DIR, "", "libnccl.so.2"))
-        prepend_library_path_(dir);
+        has_lib_(dir, VGPU_NCCL_INSTALL_DIR, "", "libnccl.so.2")) {
+        prepend_env_("LD_LIBRARY_PATH", dir, ":");
+        // Preloaded too: a program whose library names NCCL's folder in a
+        // DT_RPATH (searched before LD_LIBRARY_PATH; PyTorch's wheels point
+        // at their own NCCL) finds the loaded one by its SONAME instead.
+        char lib[PATH_MAX + 16];
+        snprintf(lib, sizeof lib, "%s/libnccl.so.2", dir);
+        prepend_env_("LD_PRELOAD", lib, ":");
+    }
     else if (id->local_rank == 0 && forced)
         fprintf(stderr, "vgpurun-rank: VGPU_NCCL=vgpu, but vgpu's NCCL is not built (it needs "
                         "nccl.h and CUDA's headers at build time)\n");

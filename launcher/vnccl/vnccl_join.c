@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "util.h"
 #include "vnccl.h"
 
@@ -49,20 +50,25 @@ const char *vnccl_thread_error(void) { return thread_error_; }
 
 double vnccl_timeout_s(void)
 {
-    const char *v = getenv("VGPU_COMM_TIMEOUT_S");
+    const char *v = env_read("VGPU_COMM_TIMEOUT_S");
     char *end;
     double t = v ? strtod(v, &end) : 0;
     return v && end != v && t > 0 ? t : 300.0;
 }
 
-static uint64_t stage_bytes_(void)
+// A rank's stage: VGPU_NCCL_STAGE_KB, but at least 256 bytes a rank (each
+// rank's p2p area is cut into a slice a peer, 64-byte aligned).
+static uint64_t stage_bytes_(int nranks)
 {
-    const char *v = getenv("VGPU_NCCL_STAGE_KB");
+    const char *v = env_read("VGPU_NCCL_STAGE_KB");
     char *end;
     unsigned long kb = v ? strtoul(v, &end, 10) : 0;
+    uint64_t bytes = VNCCL_STAGE_BYTES_DEFAULT;
     if (v && end != v && !*end && kb >= 4 && kb <= (1ul << 20))
-        return (uint64_t)kb << 10;
-    return VNCCL_STAGE_BYTES_DEFAULT;
+        bytes = (uint64_t)kb << 10;
+    else if (v)
+        env_warn_malformed("VGPU_NCCL_STAGE_KB", v, "4 to 1048576");
+    return bytes < (uint64_t)nranks * 256 ? (uint64_t)nranks * 256 : bytes;
 }
 
 static uint64_t machine_hash_(void)
@@ -270,7 +276,7 @@ static void count_opening_(struct ncclComm *c, int nranks)
 static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nranks)
 {
     if (made) {
-        uint64_t stage = stage_bytes_(), total = segment_bytes_(nranks, stage);
+        uint64_t stage = stage_bytes_(nranks), total = segment_bytes_(nranks, stage);
         if (ftruncate(fd, (off_t)total) != 0)
             return vnccl_error(c, ncclSystemError, "cannot size shared memory %s to %llu bytes: %s",
                                c->name, (unsigned long long)total, strerror(errno));
