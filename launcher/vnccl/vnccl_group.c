@@ -48,7 +48,15 @@ int vnccl_group_queue(struct ncclComm *c, const struct vnccl_call *call)
     if (group_.depth == 0)
         return 0;
     struct queued q = {.comm = c, .call = *call};
-    return push_(&q);
+    const int before = group_.count;
+    push_(&q);
+    // The call is in progress until the group has run it: an ncclCommAbort
+    // of another thread (PyTorch's watchdog) waits for it, as for a call
+    // outside a group, instead of freeing the communicator under it
+    // (released by clear_).
+    if (group_.count > before)
+        atomic_fetch_add(&c->busy, 1);
+    return 1;
 }
 
 int vnccl_group_queue_init(struct ncclComm *c, int nranks, const struct vnccl_id *id, int rank)
@@ -138,9 +146,11 @@ static ncclResult_t run_queue_(struct queued *ops, int count)
 {
     struct queued *sorted = malloc((size_t)count * sizeof *sorted);
     struct lane *lanes = calloc((size_t)count, sizeof *lanes);
-    if (!sorted || !lanes) {
+    char *taken = calloc((size_t)count, 1);
+    if (!sorted || !lanes || !taken) {
         free(sorted);
         free(lanes);
+        free(taken);
         return ncclSystemError;
     }
     int nl = 0, at = 0;
@@ -152,7 +162,7 @@ static ncclResult_t run_queue_(struct queued *ops, int count)
     ncclResult_t st = nl ? run_lanes_(lanes, nl) : ncclSuccess;
     int first_comm_lane = nl;
     for (int i = 0; i < count; i++) {
-        if (ops[i].is_init || !ops[i].comm)
+        if (ops[i].is_init || taken[i])
             continue;
         struct ncclComm *c = ops[i].comm;
         struct lane *l = &lanes[nl++];
@@ -160,7 +170,7 @@ static ncclResult_t run_queue_(struct queued *ops, int count)
         for (int j = i; j < count; j++)
             if (!ops[j].is_init && ops[j].comm == c) {
                 sorted[at++] = ops[j];
-                ops[j].comm = NULL; // taken
+                taken[j] = 1;
                 l->count++;
             }
     }
@@ -168,11 +178,15 @@ static ncclResult_t run_queue_(struct queued *ops, int count)
         st = run_lanes_(lanes + first_comm_lane, nl - first_comm_lane);
     free(sorted);
     free(lanes);
+    free(taken);
     return st;
 }
 
 static void clear_(void)
 {
+    for (int i = 0; i < group_.count; i++) // each queued call's hold (vnccl_group_queue)
+        if (!group_.ops[i].is_init)
+            atomic_fetch_sub(&group_.ops[i].comm->busy, 1);
     free(group_.ops);
     group_.ops = NULL;
     group_.count = group_.cap = 0;

@@ -6,6 +6,7 @@
 // (ncclSystemError after VGPU_COMM_TIMEOUT_S, the missing rank named).
 #include "nccl_test.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #define KILL_AFTER_US 300000  // the victim dies this long after the others enter
 #define DEAD_PEER_LIMIT_S 2.0 // the contract's bound on noticing a dead peer
 #define COMM_TIMEOUT_S 2      // VGPU_COMM_TIMEOUT_S of peer_missing
+#define ABORT_AFTER_US 300000 // abort_watchdog's watchdog aborts this long after the call
 
 // An all-reduce of (rank + 1) over comm, checked: the ranks are in step.
 static int sound_(struct nt_ctx *ctx, ncclComm_t comm, const char *what)
@@ -269,6 +271,76 @@ static int case_peer_killed_p2p_(struct nt_ctx *ctx)
     return 0;
 }
 
+// ---- an abort from another thread (PyTorch's watchdog) ----
+
+struct watchdog_ {
+    ncclComm_t comm;
+    ncclResult_t rc;
+};
+
+static void *watchdog_abort_(void *arg)
+{
+    struct watchdog_ *w = arg;
+    usleep(ABORT_AFTER_US);
+    w->rc = ncclCommAbort(w->comm);
+    return NULL;
+}
+
+// The last rank never enters the all-reduce; on the others a second thread
+// aborts the communicator while the main one waits in it, alone or inside
+// ncclGroupStart/End: the call fails within the dead-peer bound, the abort
+// succeeds, nothing touches the freed communicator (the main thread reads
+// its error through ncclGetLastError(NULL), the comm being gone).
+static int abort_in_call_(struct nt_ctx *ctx, int id_index, int grouped)
+{
+    const char *what = grouped ? "grouped all-reduce" : "all-reduce";
+    ncclComm_t comm;
+    if (nt_comm_init(ctx, &comm, id_index) != 0 || sound_(ctx, comm, "before the abort") != 0)
+        return -1;
+    if (ctx->rank == ctx->nranks - 1) {
+        usleep(3 * ABORT_AFTER_US);
+        NT_EXPECT_RC(ctx, ncclCommDestroy(comm), ncclSuccess);
+        return 0;
+    }
+    size_t bytes = 1024 * sizeof(float);
+    void *send = nt_dev_alloc(ctx, bytes, NULL), *recv = nt_dev_alloc(ctx, bytes, NULL);
+    NT_REQUIRE(ctx, send && recv, "buffers");
+    struct watchdog_ w = {comm, ncclInternalError};
+    pthread_t thread;
+    NT_REQUIRE(ctx, pthread_create(&thread, NULL, watchdog_abort_, &w) == 0, "pthread_create");
+    double t0 = nt_now_s();
+    ncclResult_t rc;
+    if (grouped) {
+        ncclGroupStart();
+        rc = ncclAllReduce(send, recv, 1024, ncclFloat32, ncclSum, comm, ctx->stream);
+        ncclResult_t end = ncclGroupEnd();
+        rc = rc != ncclSuccess ? rc : end;
+    } else {
+        rc = ncclAllReduce(send, recv, 1024, ncclFloat32, ncclSum, comm, ctx->stream);
+    }
+    double secs = nt_now_s() - t0 - ABORT_AFTER_US * 1e-6;
+    pthread_join(thread, NULL);
+    NT_EXPECT(ctx, rc == ncclRemoteError || rc == ncclSystemError,
+              "%s aborted by another thread returned %s, want ncclRemoteError or "
+              "ncclSystemError; last error: %s",
+              what, ncclGetErrorString(rc), ncclGetLastError(NULL));
+    NT_EXPECT(ctx, secs <= DEAD_PEER_LIMIT_S + 0.2,
+              "%s returned %.2f s after another thread aborted (bound %.0f s)", what, secs,
+              DEAD_PEER_LIMIT_S);
+    NT_EXPECT(ctx, w.rc == ncclSuccess, "ncclCommAbort during the %s returned %s", what,
+              ncclGetErrorString(w.rc));
+    cudaFree(send);
+    cudaFree(recv);
+    return 0;
+}
+
+static int case_abort_watchdog_(struct nt_ctx *ctx)
+{
+    if (abort_in_call_(ctx, 0, 0) != 0)
+        return -1;
+    return abort_in_call_(ctx, 1, 1);
+}
+
 // msg names rank r as "rank r" or in a list after "missing" ("missing: 1, 3").
 static int names_missing_(const char *msg, int r)
 {
@@ -323,6 +395,8 @@ const struct nt_case nt_cases_fault[] = {
      "a rank SIGKILLed in an all-reduce: the others fail within 2 s, naming it"},
     {"peer_killed_p2p", case_peer_killed_p2p_, 2, 1, 0, NULL,
      "a rank SIGKILLed instead of sending: ncclRecv fails within 2 s, naming it"},
+    {"abort_watchdog", case_abort_watchdog_, 2, 2, 0, NULL,
+     "another thread aborts while the main one waits in a call (grouped too): it fails, no crash"},
     {"peer_missing", case_peer_missing_, 2, 1, 0, "VGPU_COMM_TIMEOUT_S=2",
      "a rank never arrives: ncclSystemError after VGPU_COMM_TIMEOUT_S, naming it"},
     {NULL, NULL, 0, 0, 0, NULL, NULL},
