@@ -146,6 +146,12 @@ void vnccl_reduce(void *acc, const void *x, size_t n, ncclDataType_t t, ncclRedO
                   int last_div);
 // x[i] = scalar * x[i], rounded to the type; scalar is one element of type t.
 void vnccl_scale(void *x, size_t n, ncclDataType_t t, const void *scalar);
+// ncclAvg as NCCL computes it: integer types divide the sum by the rank count
+// (1 here: vnccl_reduce's last_div); floating types are a premultiplied sum,
+// each rank's x[i] times 1/nranks (the scalar rounded to the type, fp8's to
+// a half), so the sum of large values cannot overflow or saturate first.
+int vnccl_avg_divides(ncclDataType_t t);
+void vnccl_scale_avg(void *x, size_t n, ncclDataType_t t, int nranks);
 
 // ---- vnccl_cuda.c: user buffers through the process's CUDA runtime ----
 // Copies bytes from src to dst (either device or host memory) in order on

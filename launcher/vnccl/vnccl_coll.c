@@ -132,7 +132,7 @@ static void reduce_ranks_(struct ncclComm *c, const struct vnccl_call *k, void *
 {
     const int N = c->nranks;
     memcpy(acc, stage_(c, 0) + at * esz, n * esz);
-    const int avg = k->op == ncclAvg;
+    const int avg = k->op == ncclAvg && vnccl_avg_divides(k->dtype); // floats: premultiplied
     for (int r = 1; r < N; r++)
         vnccl_reduce(acc, stage_(c, r) + at * esz, n, k->dtype, k->op, avg && r == N - 1 ? N : 0);
 }
@@ -176,15 +176,20 @@ static ncclResult_t read_out_(struct ncclComm *c, const struct vnccl_call *k, co
     }
 }
 
-// Premultiplied sums scale this rank's staged input by its scalar.
+// Premultiplied sums scale this rank's staged input by its scalar, and so
+// does a floating type's average, by 1/nranks (NCCL's).
 static void premultiply_(struct ncclComm *c, const struct vnccl_call *k, const struct chunk *ch)
 {
-    if (!ch->scalar)
+    const int avg = k->op == ncclAvg && !vnccl_avg_divides(k->dtype);
+    if (!ch->scalar && !avg)
         return;
     size_t n = ch->n;
     if (k->kind == VNCCL_REDUCE_SCATTER)
         n *= (size_t)c->nranks;
-    vnccl_scale(stage_(c, c->rank), n, k->dtype, ch->scalar);
+    if (avg)
+        vnccl_scale_avg(stage_(c, c->rank), n, k->dtype, c->nranks);
+    else
+        vnccl_scale(stage_(c, c->rank), n, k->dtype, ch->scalar);
 }
 
 static ncclResult_t premul_scalar_(struct ncclComm *c, const struct vnccl_call *k,

@@ -161,6 +161,46 @@ void vnccl_reduce(void *acc, const void *x, size_t n, ncclDataType_t t, ncclRedO
     }
 }
 
+int vnccl_avg_divides(ncclDataType_t t)
+{
+    return t == ncclInt8 || t == ncclUint8 || t == ncclInt32 || t == ncclUint32 ||
+           t == ncclInt64 || t == ncclUint64;
+}
+
+void vnccl_scale_avg(void *x, size_t n, ncclDataType_t t, int nranks)
+{
+    unsigned char scalar[8];
+    const double inv = 1.0 / nranks;
+    switch (t) {
+    case ncclFloat16: {
+        uint16_t s = kernel_f32_to_f16((float)inv); // NCCL's __float2half(float(1.0/nRanks))
+        memcpy(scalar, &s, sizeof s);
+        break;
+    }
+    case ncclBfloat16: {
+        uint16_t s = kernel_f32_to_bf16((float)inv);
+        memcpy(scalar, &s, sizeof s);
+        break;
+    }
+    case ncclFloat32: {
+        float s = (float)inv;
+        memcpy(scalar, &s, sizeof s);
+        break;
+    }
+    case ncclFloat64: memcpy(scalar, &inv, sizeof inv); break;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: { // the scalar as a half (an fp8 1/3 would be 3% off), each product rounded once
+        const struct fp8_format *f = t == ncclFloat8e4m3 ? &E4M3_ : &E5M2_;
+        const float s = kernel_f16_to_f32(kernel_f32_to_f16((float)inv));
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)x)[i] = fp8_from_f32_(s * fp8_to_f32_(((uint8_t *)x)[i], f), f);
+        return;
+    }
+    default: return; // integers divide the sum instead
+    }
+    vnccl_scale(x, n, t, scalar);
+}
+
 #define SCALE_INT_(T, U)                                                        \
     do {                                                                        \
         T s;                                                                    \

@@ -308,6 +308,50 @@ static int case_premul_device_(struct nt_ctx *ctx)
     return 0;
 }
 
+// ncclAvg of values near the top of each floating type's range (the same on
+// every rank): NCCL scales each rank's value by 1/N before the sum, so the
+// average is the value itself where a sum first would overflow (float16 to
+// inf) or saturate (fp8 at its largest finite value: 4 x 256 in e4m3 gave 112).
+static int case_avg_range_(struct nt_ctx *ctx)
+{
+    static const struct {
+        ncclDataType_t type;
+        double value;
+    } big[] = {{ncclFloat16, 40000},       {ncclBfloat16, 2e38}, {ncclFloat32, 2e38},
+               {ncclFloat64, 1e308},       {ncclFloat8e4m3, 256}, {ncclFloat8e5m2, 49152}};
+    ncclComm_t comm;
+    if (nt_comm_init(ctx, &comm, 0) != 0)
+        return -1;
+    for (size_t k = 0; k < sizeof big / sizeof *big; k++) {
+        const ncclDataType_t t = big[k].type;
+        const size_t count = 33, size = ref_type_size(t);
+        unsigned char host[33 * 8], want[33 * 8], got[33 * 8];
+        for (size_t i = 0; i < count; i++)
+            ref_store(host, t, i, i % 2 ? -big[k].value : big[k].value);
+        const void *in[NT_MAX_RANKS];
+        for (int r = 0; r < ctx->nranks; r++)
+            in[r] = host;
+        ref_reduce(want, in, ctx->nranks, count, t, ncclAvg, NULL);
+        void *buf = nt_dev_alloc(ctx, count * size, host);
+        NT_REQUIRE(ctx, buf, "buffer");
+        NT_NCCL(ctx, comm, ncclAllReduce(buf, buf, count, t, ncclAvg, comm, ctx->stream));
+        if (nt_sync(ctx) != 0 || nt_dev_read(ctx, got, buf, count * size) != 0)
+            return -1;
+        char why[256];
+        size_t wrong = ref_compare(got, want, count, t, why, sizeof why);
+        NT_EXPECT(ctx, wrong == 0, "avg of %g on every rank, %s: %zu of %zu wrong; first: %s",
+                  big[k].value, ref_type_name(t), wrong, count, why);
+        // (fp8's rank-order sums round at each step: 8 x 6144 in e5m2 is 57344, the reference's bits too)
+        const double mean = ref_load(got, t, 0);
+        const int fp8 = t == ncclFloat8e4m3 || t == ncclFloat8e5m2;
+        NT_EXPECT(ctx, fp8 || (mean > 0.85 * big[k].value && mean < 1.15 * big[k].value),
+                  "avg of %g on every rank, %s: %g", big[k].value, ref_type_name(t), mean);
+        cudaFree(buf);
+    }
+    NT_NCCL(ctx, comm, ncclCommDestroy(comm));
+    return 0;
+}
+
 const struct nt_case nt_cases_reduce[] = {
     {"allreduce", case_allreduce_, 1, 1, 0, NULL,
      "every type x op (premulsum: host scalar), in and out of place"},
@@ -316,6 +360,8 @@ const struct nt_case nt_cases_reduce[] = {
      "every type x op, in place (recvbuff = sendbuff + rank*recvcount) and out"},
     {"float_order", case_float_order_, 1, 1, 0, NULL,
      "inexact float32 sum/avg/premulsum (scalar per rank): bitwise rank order, every reduction"},
+    {"avg_range", case_avg_range_, 1, 1, 0, NULL,
+     "ncclAvg of values near each float type's top: scaled by 1/N first, no overflow"},
     {"premul_device", case_premul_device_, 1, 1, 0, NULL,
      "premulsum with the scalar in device memory, read at the call"},
     {NULL, NULL, 0, 0, 0, NULL, NULL},

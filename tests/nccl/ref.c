@@ -5,9 +5,10 @@
 // (((x0 op x1) op x2) ... op x_{N-1}). Integers wrap (sum, product);
 // float16 / bfloat16 / fp8 take each step in float and round back to the
 // type (nearest even; fp8 saturating at its largest finite value); float32
-// in float, float64 in double. ncclAvg: the sum (as above) divided by N
-// (integers toward zero; floats in float, rounded). Pre-multiplied sum: the
-// sum of (scalar_r * x_r), each product rounded to the type.
+// in float, float64 in double. ncclAvg, as NCCL computes it: integers, the
+// sum (as above) divided by N toward zero; floating types, a pre-multiplied
+// sum with the scalar 1/N rounded to the type (fp8: to a half). Pre-multiplied
+// sum: the sum of (scalar_r * x_r), each product rounded to the type.
 #include "ref.h"
 
 #include <math.h>
@@ -330,25 +331,29 @@ static void reduce_double_(double *out, const void *const *in, int n, size_t cou
             double x = ((const double *)in[r])[i];
             if (op == REF_PREMUL)
                 x = scalars[r] * x;
+            else if (op == ncclAvg)
+                x = (1.0 / n) * x;
             acc = r == 0 ? x : double_step_(op, acc, x);
         }
-        out[i] = op == ncclAvg ? acc / n : acc;
+        out[i] = acc;
     }
 }
 
 static void reduce_float_(void *out, const void *const *in, int n, size_t count, ncclDataType_t t,
                           int op, const double *scalars)
 {
+    const int fp8 = t == ncclFloat8e4m3 || t == ncclFloat8e5m2;
+    const float inv = round_to_(fp8 ? ncclFloat16 : t, (float)(1.0 / n)); // avg's scalar
     for (size_t i = 0; i < count; i++) {
         float acc = 0;
         for (int r = 0; r < n; r++) {
             float x = load_f_(in[r], t, i);
             if (op == REF_PREMUL)
                 x = round_to_(t, (float)scalars[r] * x);
+            else if (op == ncclAvg)
+                x = round_to_(t, inv * x);
             acc = r == 0 ? x : round_to_(t, float_step_(op, acc, x));
         }
-        if (op == ncclAvg)
-            acc = round_to_(t, acc / (float)n);
         store_f_(out, t, i, acc);
     }
 }
