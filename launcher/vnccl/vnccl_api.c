@@ -13,7 +13,7 @@
 
 #define CONFIG_MAGIC 0xcafebeefu
 
-ncclResult_t vnccl_check_comm(struct ncclComm *c, const char *what)
+static ncclResult_t check_comm_(struct ncclComm *c, const char *what, int revoked_ok)
 {
     if (!c || c->magic != VNCCL_COMM_MAGIC)
         return vnccl_error(NULL, ncclInvalidArgument, "%s: comm is NULL or not a communicator",
@@ -23,15 +23,20 @@ ncclResult_t vnccl_check_comm(struct ncclComm *c, const char *what)
     if (st != ncclSuccess)
         return vnccl_error(c, st, "%s: the communicator has failed: %s", what,
                            c->last_error[0] ? c->last_error : ncclGetErrorString(st));
-    if (c->revoked || c->finalized)
+    if ((c->revoked && !revoked_ok) || c->finalized)
         return vnccl_error(c, ncclInvalidUsage, "%s: the communicator was %s", what,
-                           c->revoked ? "revoked" : "finalized");
+                           c->finalized ? "finalized" : "revoked");
     if (c->head && atomic_load(&c->head->failed)) {
         st = (ncclResult_t)atomic_load(&c->head->fail_status);
         atomic_store(&c->async_error, (int)st);
         return vnccl_error(c, st, "%s: %s", what, c->head->why);
     }
     return ncclSuccess;
+}
+
+ncclResult_t vnccl_check_comm(struct ncclComm *c, const char *what)
+{
+    return check_comm_(c, what, 0);
 }
 
 void vnccl_finish_init(struct ncclComm *c)
@@ -205,7 +210,8 @@ static ncclResult_t make_child_(struct ncclComm *parent, int64_t color, int rank
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config)
 {
-    ncclResult_t st = vnccl_check_comm(comm, "ncclCommSplit");
+    // nccl.h: split (and shrink) may follow ncclCommRevoke, once nothing is in flight
+    ncclResult_t st = check_comm_(comm, "ncclCommSplit", 1);
     if (st != ncclSuccess)
         return st;
     if (!newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR))
@@ -242,9 +248,10 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
         (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT))
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommShrink: invalid arguments");
     *newcomm = NULL;
-    // A failed parent is what NCCL_SHRINK_ABORT is for: only revoked or finalized ones stop it.
+    // A failed parent is what NCCL_SHRINK_ABORT is for, and a revoked one may
+    // be shrunk (nccl.h): only a finalized one, or one never made, stops it.
     vnccl_finish_init(comm);
-    if (comm->revoked || comm->finalized || !comm->head)
+    if (comm->finalized || !comm->head)
         return vnccl_check_comm(comm, "ncclCommShrink");
     unsigned char *gone = calloc((size_t)comm->nranks, 1);
     if (!gone)

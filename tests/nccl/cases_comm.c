@@ -186,6 +186,34 @@ static int case_nonblocking_(struct nt_ctx *ctx)
     return 0;
 }
 
+// Every rank revokes the communicator: its collectives and ncclCommFinalize
+// are refused, and, as nccl.h says, split and shrink proceed from it.
+static int case_revoke_(struct nt_ctx *ctx)
+{
+    int n = ctx->nranks, r = ctx->rank;
+    ncclComm_t comm, child = NULL, same = NULL;
+    if (nt_comm_init(ctx, &comm, 0) != 0)
+        return -1;
+    NT_NCCL(ctx, comm, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    float x = 1;
+    NT_EXPECT_RC(ctx, ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, ctx->stream),
+                 ncclInvalidUsage);
+    NT_EXPECT_RC(ctx, ncclCommFinalize(comm), ncclInvalidUsage);
+    NT_NCCL(ctx, comm, ncclCommSplit(comm, 0, n - r, &child, NULL));
+    NT_REQUIRE(ctx, child, "ncclCommSplit of a revoked communicator gave NULL");
+    expect_shape_(ctx, child, n, n - 1 - r, "split of a revoked communicator");
+    NT_NCCL(ctx, comm, ncclCommShrink(comm, NULL, 0, &same, NULL, NCCL_SHRINK_DEFAULT));
+    NT_REQUIRE(ctx, same, "ncclCommShrink of a revoked communicator gave NULL");
+    expect_shape_(ctx, same, n, r, "shrink of a revoked communicator");
+    if (expect_sum_(ctx, child, n, 0, "split of a revoked communicator") != 0 ||
+        expect_sum_(ctx, same, n, 0, "shrink of a revoked communicator") != 0)
+        return -1;
+    NT_NCCL(ctx, child, ncclCommDestroy(child));
+    NT_NCCL(ctx, same, ncclCommDestroy(same));
+    NT_NCCL(ctx, comm, ncclCommDestroy(comm));
+    return 0;
+}
+
 // Two ids, the same on every rank (NCCL: the same number and order).
 static int case_scalable_(struct nt_ctx *ctx)
 {
@@ -429,6 +457,8 @@ static int case_finalize_(struct nt_ctx *ctx)
 const struct nt_case nt_cases_comm[] = {
     {"split", case_split_, 1, 1, 0, NULL, "color rank%2, key -rank; NCCL_SPLIT_NOCOLOR gives NULL"},
     {"shrink", case_shrink_, 2, 1, 0, NULL, "rank 0 excluded, the others renumbered"},
+    {"revoke", case_revoke_, 1, 1, 0, NULL,
+     "ncclCommRevoke: calls refused, split and shrink proceed (nccl.h)"},
     {"nonblocking", case_nonblocking_, 1, 1, 0, NULL,
      "ncclCommInitRankConfig blocking = 0, polled with ncclCommGetAsyncError"},
     {"scalable", case_scalable_, 1, 2, 0, NULL, "ncclCommInitRankScalable with 2 ids"},
