@@ -34,7 +34,7 @@ enum { KERNEL_OP_SUM, KERNEL_OP_AVG, KERNEL_OP_PROD, KERNEL_OP_MIN, KERNEL_OP_MA
         case KERNEL_OP_MAX: r = y > x ? y : x; break;                                        \
         default: r = (T)((U)x + (U)y); break; /* sum; avg's sum */                           \
         }                                                                                    \
-        dst[i] = avg_div ? (T)(r / (T)avg_div) : r;                                          \
+        dst[i] = avg_div ? (T)(r / avg_div) : r; /* in int at least: a byte type holds no N */ \
     }
 KERNEL_REDUCE_TYPED(kernel_reduce_f32, float, float)
 KERNEL_REDUCE_TYPED(kernel_reduce_f64, double, double)

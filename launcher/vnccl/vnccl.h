@@ -128,6 +128,7 @@ struct ncclComm {
     int init_thread_live;      // under lock: a watchdog thread may ask while the main one calls
     pthread_mutex_t lock;
     _Atomic int busy;          // calls in progress (ncclCommAbort from another thread waits)
+    _Atomic int aborted;       // ncclCommAbort was called: a creation still meeting its peers stops
     struct vnccl_premul premul[VNCCL_MAX_PREMUL];
     char last_error[512];
     // measured collectives (ncclGroupSimulateEnd's estimate)
@@ -158,6 +159,11 @@ void vnccl_scale_avg(void *x, size_t n, ncclDataType_t t, int nranks);
 // stream and waits for it. 0 or ncclUnhandledCudaError (message in err).
 ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream,
                         char *err, size_t err_bytes);
+// ncclInvalidUsage (why in err) when the stream is being captured into a CUDA
+// graph: the staged calls wait for the stream, which a capture forbids.
+ncclResult_t vnccl_stream_usable(cudaStream_t stream, char *err, size_t err_bytes);
+// Which CUDA the copies go through, for messages ("libcudart.so.12 (the program's)").
+const char *vnccl_cuda_name(void);
 // The current CUDA device and its PCI bus id; -1 and "" without CUDA.
 int vnccl_current_device(char *bus_id, size_t bus_bytes);
 void vnccl_set_device(int device);
@@ -229,6 +235,8 @@ int vnccl_group_queue(struct ncclComm *c, const struct vnccl_call *call);
 int vnccl_group_queue_init(struct ncclComm *c, int nranks, const struct vnccl_id *id, int rank);
 int vnccl_group_depth(void);
 void vnccl_group_start(void);
+// A call of the group failed its checks: the whole group fails at its End (as NCCL's).
+void vnccl_group_fail(ncclResult_t st);
 // The outermost End runs the queue (simulate: only estimates it, seconds).
 ncclResult_t vnccl_group_end(int simulate, float *estimate_s);
 

@@ -320,6 +320,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
         return ncclSuccess;
     if (comm->magic != VNCCL_COMM_MAGIC)
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommAbort: not a communicator");
+    atomic_store(&comm->aborted, 1); // a creation still meeting its peers stops now
+    vnccl_finish_init(comm);
     if (comm->head) // the peers' waits end now, not at their timeout (and this rank's own)
         vnccl_fail(comm, ncclRemoteError, "rank %d aborted the communicator", comm->rank);
     // A call of another thread (PyTorch's watchdog aborts while the main

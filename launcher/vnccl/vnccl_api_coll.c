@@ -61,6 +61,9 @@ static ncclResult_t check_and_run_(struct ncclComm *c, struct vnccl_call k)
                            k.root, c->nranks);
     if (!buffers_ok_(c, &k))
         return vnccl_error(c, ncclInvalidArgument, "%s: a buffer is NULL", what);
+    char why[256];
+    if (vnccl_stream_usable(k.stream, why, sizeof why) != ncclSuccess)
+        return vnccl_error(c, ncclInvalidUsage, "%s: %s", what, why);
     if (vnccl_group_queue(c, &k))
         return ncclSuccess;
     if (k.kind == VNCCL_SEND || k.kind == VNCCL_RECV) {
@@ -80,6 +83,8 @@ static ncclResult_t issue_(struct ncclComm *c, struct vnccl_call k)
     atomic_fetch_add(&c->busy, 1);
     ncclResult_t st = check_and_run_(c, k);
     atomic_fetch_sub(&c->busy, 1);
+    if (st != ncclSuccess)
+        vnccl_group_fail(st);
     return st;
 }
 

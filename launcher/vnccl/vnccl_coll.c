@@ -54,6 +54,7 @@ static ncclResult_t copy_(struct ncclComm *c, void *dst, const void *src, size_t
     ncclResult_t st = vnccl_copy(dst, src, bytes, stream, err, sizeof err);
     if (st != ncclSuccess) {
         vnccl_fail(c, ncclRemoteError, "rank %d failed in %s: %s", c->rank, what, err);
+        atomic_store(&c->async_error, (int)st); // the peers' error is remote, this rank's its own
         return vnccl_error(c, st, "%s: %s", what, err);
     }
     return ncclSuccess;
@@ -405,9 +406,9 @@ ncclResult_t vnccl_p2p(struct ncclComm *c, const struct vnccl_call *calls, int n
     free(s);
     if (!failed)
         return ncclSuccess;
-    ncclResult_t st = (ncclResult_t)atomic_load(&c->head->fail_status);
-    if (st == ncclSuccess) // a copy failed on this rank only
-        st = ncclUnhandledCudaError;
+    ncclResult_t st = (ncclResult_t)atomic_load(&c->async_error); // this rank's own failure
+    if (st == ncclSuccess || st == ncclInProgress)
+        st = (ncclResult_t)atomic_load(&c->head->fail_status);
     atomic_store(&c->async_error, (int)st);
     return vnccl_error(c, st, "send/recv: %s", c->head->why);
 }

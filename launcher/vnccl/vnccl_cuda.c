@@ -1,21 +1,25 @@
-// vnccl_cuda.c: user buffers through the process's own CUDA runtime.
+// vnccl_cuda.c: user buffers through the process's own CUDA.
 //
-// The library does not link CUDA: it opens libcudart.so.<major> when first
-// needed. A process that uses CUDA has it loaded already (PyTorch, a program
-// linked with -lcudart), and dlopen by that name finds that very copy, so the
-// streams and the current device are the program's. On a machine without a
-// GPU the simulated runtime (launcher/cudart_sim/, put first on the loader's
-// path) answers the same calls, so the tests here run this file's code. A
-// process with no CUDA runtime, or one that finds no device, hands the
-// library host memory: copies are memcpy and the stream is not used.
+// The library links no CUDA. When first needed it finds the CUDA runtime the
+// process already has loaded (libcudart.so.13, .12 or .11.0: PyTorch's, a
+// program's -lcudart), so the streams and the current device are the
+// program's; with none loaded it opens the build's (a CUDA program whose
+// runtime is static still shares the driver's primary context with it, and
+// a cudaStream_t is the driver's CUstream). On a machine without a GPU the
+// simulated runtime (launcher/cudart_sim/, first on the loader's path)
+// answers the same calls, so the CPU tests run this code. A runtime that
+// finds no device, where the driver is not loaded either, means host
+// memory: copies are memcpy. The driver's own copy stands in where a driver
+// is loaded but no runtime answers, so device memory is never memcpy'd.
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lazy_lib.h"
 #include "vnccl.h"
 
-static struct lazy_lib cudart_ = {.soname = VNCCL_CUDART_SONAME, .once = PTHREAD_ONCE_INIT};
+// The runtime's calls used here, unchanged in ABI from CUDA 11 to 13.
 static struct {
     cudaError_t (*memcpy_async)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
     cudaError_t (*stream_sync)(cudaStream_t);
@@ -25,34 +29,84 @@ static struct {
     cudaError_t (*malloc_)(void **, size_t);
     cudaError_t (*free_)(void *);
     const char *(*error_string)(cudaError_t);
-} cuda_;
-static int cuda_usable_; // a runtime with a device: copies go through it
+    cudaError_t (*is_capturing)(cudaStream_t, enum cudaStreamCaptureStatus *); // may be absent
+} rt_;
+// The driver's, where no runtime answers (CUdeviceptr and CUstream as integers and pointers).
+static struct {
+    int (*memcpy_async)(unsigned long long, unsigned long long, size_t, void *);
+    int (*stream_sync)(void *);
+} drv_;
+enum { MEM_HOST, MEM_RUNTIME, MEM_DRIVER };
+static int mem_ = MEM_HOST;
+static char runtime_name_[64] = "none";
+static pthread_once_t once_ = PTHREAD_ONCE_INIT;
 
-static void cuda_load_(void)
+static int bind_runtime_(void *h)
 {
+    void **slots[] = {(void **)&rt_.memcpy_async, (void **)&rt_.stream_sync,
+                      (void **)&rt_.get_device,   (void **)&rt_.set_device,
+                      (void **)&rt_.bus_id,       (void **)&rt_.malloc_,
+                      (void **)&rt_.free_,        (void **)&rt_.error_string};
     static const char *const names[] = {"cudaMemcpyAsync", "cudaStreamSynchronize",
                                         "cudaGetDevice",   "cudaSetDevice",
                                         "cudaDeviceGetPCIBusId", "cudaMalloc",
                                         "cudaFree",        "cudaGetErrorString"};
-    enum { N = sizeof names / sizeof *names };
-    void *slots[N] = {0};
-    lazy_lib_load(&cudart_, names, slots, N);
-    if (!cudart_.handle)
-        return;
-    void **dst[N] = {(void **)&cuda_.memcpy_async, (void **)&cuda_.stream_sync,
-                     (void **)&cuda_.get_device,   (void **)&cuda_.set_device,
-                     (void **)&cuda_.bus_id,       (void **)&cuda_.malloc_,
-                     (void **)&cuda_.free_,        (void **)&cuda_.error_string};
-    for (int i = 0; i < N; i++)
-        *dst[i] = slots[i];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(*slots[i] = dlsym(h, names[i])))
+            return 0;
+    *(void **)&rt_.is_capturing = dlsym(h, "cudaStreamIsCapturing");
     int dev;
-    cuda_usable_ = cuda_.get_device(&dev) == cudaSuccess;
+    return rt_.get_device(&dev) == cudaSuccess;
 }
 
-static int cuda_ready_(void)
+static void load_(void)
 {
-    pthread_once(&cudart_.once, cuda_load_);
-    return cuda_usable_;
+    static const char *const loaded[] = {"libcudart.so.13", "libcudart.so.12",
+                                         "libcudart.so.11.0"};
+    for (size_t i = 0; i < sizeof loaded / sizeof *loaded; i++) {
+        void *h = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h && bind_runtime_(h)) {
+            mem_ = MEM_RUNTIME;
+            snprintf(runtime_name_, sizeof runtime_name_, "%s (the program's)", loaded[i]);
+            return;
+        }
+    }
+    void *h = dlopen(VNCCL_CUDART_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (h && bind_runtime_(h)) {
+        mem_ = MEM_RUNTIME;
+        snprintf(runtime_name_, sizeof runtime_name_, "%s", VNCCL_CUDART_SONAME);
+        return;
+    }
+    void *d = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (d && (*(void **)&drv_.memcpy_async = dlsym(d, "cuMemcpyAsync")) &&
+        (*(void **)&drv_.stream_sync = dlsym(d, "cuStreamSynchronize"))) {
+        mem_ = MEM_DRIVER;
+        snprintf(runtime_name_, sizeof runtime_name_, "libcuda.so.1 (no runtime answered)");
+    }
+}
+
+static int mem_kind_(void)
+{
+    pthread_once(&once_, load_);
+    return mem_;
+}
+
+const char *vnccl_cuda_name(void)
+{
+    mem_kind_();
+    return runtime_name_;
+}
+
+ncclResult_t vnccl_stream_usable(cudaStream_t stream, char *err, size_t err_bytes)
+{
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (mem_kind_() != MEM_RUNTIME || !rt_.is_capturing ||
+        rt_.is_capturing(stream, &capture) != cudaSuccess || capture == cudaStreamCaptureStatusNone)
+        return ncclSuccess;
+    snprintf(err, err_bytes, "the stream is being captured into a CUDA graph: vgpu's NCCL waits "
+                             "for the stream at each call, which a capture forbids (run the "
+                             "collectives outside the graph)");
+    return ncclInvalidUsage;
 }
 
 ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream,
@@ -60,18 +114,32 @@ ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t s
 {
     if (bytes == 0 || dst == src)
         return ncclSuccess;
-    if (!cuda_ready_()) {
+    switch (mem_kind_()) {
+    case MEM_RUNTIME: {
+        cudaError_t e = rt_.memcpy_async(dst, src, bytes, cudaMemcpyDefault, stream);
+        if (e == cudaSuccess)
+            e = rt_.stream_sync(stream);
+        if (e == cudaSuccess)
+            return ncclSuccess;
+        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: %s", bytes,
+                 rt_.error_string(e));
+        return ncclUnhandledCudaError;
+    }
+    case MEM_DRIVER: {
+        int e = drv_.memcpy_async((unsigned long long)(uintptr_t)dst,
+                                  (unsigned long long)(uintptr_t)src, bytes, (void *)stream);
+        if (e == 0)
+            e = drv_.stream_sync((void *)stream);
+        if (e == 0)
+            return ncclSuccess;
+        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: CUDA driver error %d",
+                 bytes, e);
+        return ncclUnhandledCudaError;
+    }
+    default:
         memcpy(dst, src, bytes);
         return ncclSuccess;
     }
-    cudaError_t e = cuda_.memcpy_async(dst, src, bytes, cudaMemcpyDefault, stream);
-    if (e == cudaSuccess)
-        e = cuda_.stream_sync(stream);
-    if (e == cudaSuccess)
-        return ncclSuccess;
-    snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: %s", bytes,
-             cuda_.error_string(e));
-    return ncclUnhandledCudaError;
 }
 
 int vnccl_current_device(char *bus_id, size_t bus_bytes)
@@ -79,35 +147,41 @@ int vnccl_current_device(char *bus_id, size_t bus_bytes)
     int dev = -1;
     if (bus_bytes)
         bus_id[0] = 0;
-    if (!cuda_ready_() || cuda_.get_device(&dev) != cudaSuccess)
+    if (mem_kind_() != MEM_RUNTIME || rt_.get_device(&dev) != cudaSuccess)
         return -1;
-    if (bus_bytes && cuda_.bus_id(bus_id, (int)bus_bytes, dev) != cudaSuccess)
+    if (bus_bytes && rt_.bus_id(bus_id, (int)bus_bytes, dev) != cudaSuccess)
         bus_id[0] = 0;
     return dev;
 }
 
 void vnccl_set_device(int device)
 {
-    if (device >= 0 && cuda_ready_())
-        cuda_.set_device(device);
+    if (device >= 0 && mem_kind_() == MEM_RUNTIME)
+        rt_.set_device(device);
 }
 
 ncclResult_t vnccl_device_alloc(void **ptr, size_t bytes)
 {
-    if (!cuda_ready_()) {
-        *ptr = NULL;
-        if (posix_memalign(ptr, 4096, bytes ? bytes : 1))
-            return ncclSystemError;
-        return ncclSuccess;
+    *ptr = NULL;
+    switch (mem_kind_()) {
+    case MEM_RUNTIME:
+        return rt_.malloc_(ptr, bytes) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    case MEM_DRIVER:
+        return ncclUnhandledCudaError; // no runtime to allocate with: said by the caller
+    default:
+        return posix_memalign(ptr, 4096, bytes ? bytes : 1) ? ncclSystemError : ncclSuccess;
     }
-    return cuda_.malloc_(ptr, bytes) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
 ncclResult_t vnccl_device_free(void *ptr)
 {
-    if (!cuda_ready_()) {
+    switch (mem_kind_()) {
+    case MEM_RUNTIME:
+        return rt_.free_(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    case MEM_DRIVER:
+        return ncclUnhandledCudaError;
+    default:
         free(ptr);
         return ncclSuccess;
     }
-    return cuda_.free_(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }

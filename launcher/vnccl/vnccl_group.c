@@ -70,6 +70,12 @@ int vnccl_group_queue_init(struct ncclComm *c, int nranks, const struct vnccl_id
 
 void vnccl_group_start(void) { group_.depth++; }
 
+void vnccl_group_fail(ncclResult_t st)
+{
+    if (group_.depth > 0 && group_.first_error == ncclSuccess)
+        group_.first_error = st;
+}
+
 // One lane: a communicator's queued calls (or one initialisation).
 struct lane {
     struct queued *ops;

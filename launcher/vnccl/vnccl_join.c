@@ -299,6 +299,8 @@ static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nrank
     const double start_s = util_now_s();
     struct stat st;
     while (fstat(fd, &st) == 0 && (uint64_t)st.st_size < VNCCL_HEAD_BYTES) {
+        if (atomic_load(&c->aborted))
+            return vnccl_error(c, ncclRemoteError, "ncclCommAbort during ncclCommInitRank");
         if (util_now_s() - start_s > c->timeout_s)
             return vnccl_error(c, ncclSystemError, "shared memory %s was never sized", c->name);
         usleep(1000);
@@ -307,7 +309,7 @@ static ncclResult_t map_segment_(struct ncclComm *c, int fd, int made, int nrank
     if (h == MAP_FAILED)
         return vnccl_error(c, ncclSystemError, "cannot map %s: %s", c->name, strerror(errno));
     while (atomic_load(&h->magic) != VNCCL_SEG_MAGIC) {
-        if (util_now_s() - start_s > c->timeout_s) {
+        if (util_now_s() - start_s > c->timeout_s || atomic_load(&c->aborted)) {
             munmap(h, VNCCL_HEAD_BYTES);
             return vnccl_error(c, ncclSystemError, "shared memory %s was never made ready", c->name);
         }
@@ -352,6 +354,11 @@ static ncclResult_t claim_and_meet_(struct ncclComm *c)
             return vnccl_error(c, st, "%s", c->head->why);
         if (vnccl_watch(c, -1, "ncclCommInitRank") >= 0)
             continue;
+        if (atomic_load(&c->aborted)) {
+            vnccl_fail(c, ncclRemoteError, "rank %d aborted the communicator while it was made",
+                       c->rank);
+            continue;
+        }
         if (util_now_s() - start_s > c->timeout_s) {
             char missing[160] = "";
             size_t at = 0;

@@ -432,6 +432,36 @@ static int case_simulate_(struct nt_ctx *ctx)
     return 0;
 }
 
+// A group whose second call has a bad argument: that call is refused
+// (ncclInvalidArgument), ncclGroupEnd fails the whole group with it, and
+// the group's valid all-reduce never runs (its output untouched, as NCCL
+// runs nothing of a failed group); the communicator works after.
+static int case_group_error_(struct nt_ctx *ctx)
+{
+    ncclComm_t comm;
+    if (nt_comm_init(ctx, &comm, 0) != 0)
+        return -1;
+    float ones[64];
+    for (int i = 0; i < 64; i++)
+        ones[i] = 1;
+    void *send = nt_dev_alloc(ctx, sizeof ones, ones), *recv = nt_dev_alloc(ctx, sizeof ones, NULL);
+    NT_REQUIRE(ctx, send && recv, "buffers");
+    NT_NCCL(ctx, NULL, ncclGroupStart());
+    NT_NCCL(ctx, comm, ncclAllReduce(send, recv, 64, ncclFloat32, ncclSum, comm, ctx->stream));
+    NT_EXPECT_RC(ctx, ncclAllReduce(send, recv, 64, (ncclDataType_t)ncclNumTypes, ncclSum, comm,
+                                    ctx->stream), ncclInvalidArgument);
+    NT_EXPECT_RC(ctx, ncclGroupEnd(), ncclInvalidArgument);
+    if (nt_sync(ctx) != 0)
+        return -1;
+    (void)nt_untouched(ctx, recv, sizeof ones, "the output of a failed group's all-reduce");
+    if (expect_sum_(ctx, comm, ctx->nranks, 0, "all-reduce after a failed group") != 0)
+        return -1;
+    cudaFree(send);
+    cudaFree(recv);
+    NT_NCCL(ctx, comm, ncclCommDestroy(comm));
+    return 0;
+}
+
 // ncclCommFinalize + ncclCommDestroy on one communicator, ncclCommAbort on
 // another (both after an all-reduce).
 static int case_finalize_(struct nt_ctx *ctx)
@@ -469,6 +499,8 @@ const struct nt_case nt_cases_comm[] = {
     {"register", case_register_, 1, 1, 0, NULL,
      "ncclCommRegister, ncclMemAlloc, ncclCommWindowRegister (symmetric)"},
     {"simulate", case_simulate_, 1, 1, 0, NULL, "ncclGroupSimulateEnd runs nothing"},
+    {"group_error", case_group_error_, 1, 1, 0, NULL,
+     "a bad argument in a group fails ncclGroupEnd and runs none of it"},
     {"finalize", case_finalize_, 1, 2, 0, NULL, "ncclCommFinalize + Destroy; ncclCommAbort"},
     {NULL, NULL, 0, 0, 0, NULL, NULL},
 };
