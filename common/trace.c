@@ -20,6 +20,12 @@ static _Atomic size_t count_; // slots taken: past capacity_, the excess was dro
 static _Atomic uint64_t dropped_;
 static pthread_t owner_;      // lane 0's thread
 
+// The device operations lane 0 made since the last phase span ended
+// (trace_op_end), by enum trace_op: only that thread touches them.
+static struct {
+    uint64_t count, flops, bytes, ns;
+} ops_[TRACE_OP_KINDS];
+
 // The program's notes (trace_note), written into the file's otherData.
 static struct {
     char key[TRACE_NOTE_KEY_MAX];
@@ -42,6 +48,7 @@ int trace_start(size_t capacity)
     memset(spans_, 0, capacity_ * sizeof *spans_);
     atomic_store(&count_, 0);
     atomic_store(&dropped_, 0);
+    memset(ops_, 0, sizeof ops_);
     owner_ = pthread_self();
     trace_enabled_ = capacity_ > 0;
     return 0;
@@ -77,24 +84,74 @@ int trace_note(const char *key, double value)
     return 0;
 }
 
+// n consecutive slots (a TRACE_OPS span and its second half stay
+// together), or NULL when the buffer is full (counted as dropped).
+static struct trace_span *take_(size_t n)
+{
+    const size_t slot = atomic_fetch_add_explicit(&count_, n, memory_order_relaxed);
+    if (slot + n > capacity_) {
+        atomic_fetch_add_explicit(&dropped_, n, memory_order_relaxed);
+        return NULL;
+    }
+    return &spans_[slot];
+}
+
+void trace_op_end(enum trace_op kind, uint64_t start_ns, uint64_t flops, uint64_t bytes)
+{
+    if (!start_ns || !trace_enabled_ || (unsigned)kind >= TRACE_OP_KINDS ||
+        !pthread_equal(pthread_self(), owner_))
+        return;
+    const uint64_t now = trace_now_ns();
+    ops_[kind].count++;
+    ops_[kind].flops += flops;
+    ops_[kind].bytes += bytes;
+    ops_[kind].ns += now > start_ns ? now - start_ns : 0;
+}
+
+// What the phase that ends now (its span: start_us, dur) made, a
+// TRACE_OPS pair a kind, over the phase's span; the counters start again.
+static void ops_flush_(uint64_t start_us, uint32_t dur_us)
+{
+    for (int k = 0; k < TRACE_OP_KINDS; k++) {
+        if (!ops_[k].count)
+            continue;
+        struct trace_span *two = take_(2);
+        if (two) {
+            two[0] = (struct trace_span){.start_us = start_us, .dur_us = dur_us,
+                                         .what = TRACE_OPS, .lane = 2, .kind = (uint16_t)k,
+                                         .arg = (int64_t)ops_[k].count,
+                                         .arg2 = (int64_t)ops_[k].flops};
+            two[1] = (struct trace_span){.start_us = start_us, .dur_us = dur_us,
+                                         .what = TRACE_OPS_MORE, .lane = 2, .kind = (uint16_t)k,
+                                         .arg = (int64_t)ops_[k].bytes,
+                                         .arg2 = (int64_t)ops_[k].ns};
+        }
+        memset(&ops_[k], 0, sizeof ops_[k]);
+    }
+}
+
+static int is_phase_(enum trace_what what)
+{
+    return what == TRACE_STEP || what == TRACE_DATA || what == TRACE_FORWARD ||
+           what == TRACE_BACKWARD || what == TRACE_OPTIMIZER || what == TRACE_EVAL ||
+           what == TRACE_CHECKPOINT;
+}
+
 void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2)
 {
     if (!start_us || !trace_enabled_)
         return;
     const uint64_t now = trace_now_us();
-    const size_t slot = atomic_fetch_add_explicit(&count_, 1, memory_order_relaxed);
-    if (slot >= capacity_) {
-        atomic_fetch_add_explicit(&dropped_, 1, memory_order_relaxed);
-        return;
-    }
-    const uint64_t dur = now > start_us ? now - start_us : 0;
-    spans_[slot] = (struct trace_span){.start_us = start_us,
-                                       .dur_us = dur > UINT32_MAX ? UINT32_MAX : (uint32_t)dur,
-                                       .what = (uint8_t)what,
-                                       .lane = !pthread_equal(pthread_self(), owner_),
-                                       .kind = (uint16_t)kind,
-                                       .arg = arg,
-                                       .arg2 = arg2};
+    const uint64_t dur64 = now > start_us ? now - start_us : 0;
+    const uint32_t dur = dur64 > UINT32_MAX ? UINT32_MAX : (uint32_t)dur64;
+    const int lane = !pthread_equal(pthread_self(), owner_);
+    if (!lane && is_phase_(what))
+        ops_flush_(start_us, dur);
+    struct trace_span *s = take_(1);
+    if (s)
+        *s = (struct trace_span){.start_us = start_us, .dur_us = dur, .what = (uint8_t)what,
+                                 .lane = (uint8_t)lane, .kind = (uint16_t)kind, .arg = arg,
+                                 .arg2 = arg2};
 }
 
 // Read once every thread that records has stopped (a program reads its
@@ -126,7 +183,18 @@ static const struct {
     [TRACE_CHECKPOINT] = {"checkpoint", "checkpoint"},
     [TRACE_INJECTED_SLOW] = {"injected slowness", "injected"},
     [TRACE_BUCKET] = {"gradient bucket", "comm"},
+    [TRACE_OPS] = {"device ops", "device"},
 };
+
+const char *trace_op_name(unsigned kind)
+{
+    static const char *const names[TRACE_OP_KINDS] = {
+        [TRACE_OP_GEMM] = "gemm ops",           [TRACE_OP_KERNEL] = "kernel ops",
+        [TRACE_OP_COPY_HOST] = "host copies",   [TRACE_OP_COPY_DEVICE] = "device copies",
+        [TRACE_OP_SYNC] = "syncs",
+    };
+    return kind < TRACE_OP_KINDS ? names[kind] : "?";
+}
 
 struct trace_call trace_call_begin(unsigned kind, uint64_t bytes)
 {
@@ -167,12 +235,18 @@ static void json_string_(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *s, uint64_t origin_us)
+// more: the slot after s (a TRACE_OPS span's second half), or NULL.
+static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *s,
+                  const struct trace_span *more, uint64_t origin_us)
 {
     const int64_t ts = (int64_t)s->start_us + r->offset_us - (int64_t)origin_us;
     const char *name = trace_what_name(s->what);
     if (s->what == TRACE_COLLECTIVE || s->what == TRACE_CONTROL)
         name = flight_kind_name(s->kind);
+    if (s->what == TRACE_OPS_MORE || !s->what) // with its first half; a slot never filled
+        return;
+    if (s->what == TRACE_OPS)
+        name = trace_op_name(s->kind);
     fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%" PRId64
                ",\"dur\":%" PRIu32,
             name, what_cat_(s->what),
@@ -206,6 +280,13 @@ static void span_(FILE *f, const struct trace_rank *r, const struct trace_span *
     case TRACE_OPTIMIZER: // a sharded update's range of parameters (count 0: all)
         if (s->arg2)
             fprintf(f, ",\"args\":{\"first\":%" PRId64 ",\"count\":%" PRId64 "}", s->arg, s->arg2);
+        break;
+    case TRACE_OPS: // the phase's operations of a kind (vgpu-project's lanes)
+        fprintf(f, ",\"args\":{\"n\":%" PRId64 ",\"flops\":%" PRId64, s->arg, s->arg2);
+        if (more && more->what == TRACE_OPS_MORE && more->kind == s->kind)
+            fprintf(f, ",\"bytes\":%" PRId64 ",\"busy_us\":%.3f", more->arg,
+                    (double)more->arg2 / 1e3);
+        fputc('}', f);
         break;
     default:
         break;
@@ -250,8 +331,10 @@ int trace_json_begin(FILE *f, const struct trace_rank *ranks, int n, const char 
         // The lanes' rows (a lane without spans draws none).
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{"
                    "\"name\":\"steps\"}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                   "\"tid\":1,\"args\":{\"name\":\"overlapped collectives\"}}",
-                ranks[i].rank, ranks[i].rank);
+                   "\"tid\":1,\"args\":{\"name\":\"overlapped collectives\"}},\n"
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{"
+                   "\"name\":\"device ops (a phase's, counted)\"}}",
+                ranks[i].rank, ranks[i].rank, ranks[i].rank);
     }
     return ferror(f) ? -EIO : 0;
 }
@@ -260,7 +343,7 @@ int trace_json_spans(FILE *f, const struct trace_rank *rank, const struct trace_
                      size_t count, uint64_t origin_us)
 {
     for (size_t k = 0; k < count; k++)
-        span_(f, rank, &spans[k], origin_us);
+        span_(f, rank, &spans[k], k + 1 < count ? &spans[k + 1] : NULL, origin_us);
     return ferror(f) ? -EIO : 0;
 }
 

@@ -29,6 +29,9 @@ enum trace_what {
     TRACE_INJECTED_SLOW,  // VGPU_INJECT_SLOW's sleep
     TRACE_BUCKET,         // a gradient bucket's collective (around it); arg: microseconds
                           // since its values were final; arg2: its elements
+    TRACE_OPS,            // the device operations of one kind a phase made (kind: enum
+                          // trace_op; arg: how many; arg2: their FLOPs), over the phase's span
+    TRACE_OPS_MORE,       // the slot after TRACE_OPS (arg: their bytes; arg2: ns inside them)
     TRACE_WHAT_COUNT
 };
 
@@ -37,7 +40,8 @@ struct trace_span {
     uint32_t dur_us;
     uint8_t what;      // enum trace_what
     uint8_t lane;      // 0: the thread that started the trace; 1: any other (a program's
-                       // collectives overlapped with its compute), drawn as a row of its own
+                       // collectives overlapped with its compute), drawn as a row of its own;
+                       // 2: TRACE_OPS, the counted device operations' row
     uint16_t kind;     // enum flight_kind (collectives, control)
     int64_t arg, arg2;
 };
@@ -64,6 +68,36 @@ static inline uint64_t trace_begin(void) { return trace_enabled_ ? trace_now_us(
 // Records a span begun at start_us (from trace_begin) ending now, from any
 // thread. When the buffer is full the span is counted as dropped.
 void trace_end(enum trace_what what, unsigned kind, uint64_t start_us, int64_t arg, int64_t arg2);
+
+// ---- device operations (vgpu-project's lanes: docs/PROJECTION.md) ----
+// Each operation the program puts on its device (a math operation, a copy)
+// and each wait for the device is counted, not drawn: while tracing, the
+// thread that started the trace adds its kind's count, FLOPs, bytes and the
+// time the call took into a few counters (two clock reads an operation, no
+// span), and each phase span's end (step, data, forward, backward,
+// optimizer, evaluation, checkpoint) writes what accumulated since the
+// last one as a TRACE_OPS span a kind over that phase's span. Other
+// threads' operations (a collective's) are not counted.
+enum trace_op {
+    TRACE_OP_GEMM,        // matrix products (FLOPs: 2 m n k)
+    TRACE_OP_KERNEL,      // the other math operations (elementwise, reductions, a layer's)
+    TRACE_OP_COPY_HOST,   // copies between the host and the device (the host link)
+    TRACE_OP_COPY_DEVICE, // copies and fills inside device memory
+    TRACE_OP_SYNC,        // the host waiting for the device (the program's own waits)
+    TRACE_OP_KINDS
+};
+static inline uint64_t trace_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+// The start of an operation: its time (ns), or 0 when tracing is off.
+static inline uint64_t trace_op_begin(void) { return trace_enabled_ ? trace_now_ns() : 0; }
+// Counts an operation begun at start_ns (from trace_op_begin) ending now.
+void trace_op_end(enum trace_op kind, uint64_t start_ns, uint64_t flops, uint64_t bytes);
+// The name the file gives a kind's TRACE_OPS spans ("gemm ops").
+const char *trace_op_name(unsigned kind);
 
 // A number the program adds to the file's otherData "notes" (the model's
 // sizing: vgpu_train notes the device bytes a rank needs at each rank count,

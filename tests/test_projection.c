@@ -465,6 +465,148 @@ static void row_overlap(void **state)
     assert_close_(r.step_s, r.compute_s + r.wait_s, "the step is the compute");
 }
 
+// ---- the lanes (issue 47) ----
+
+// A GPU described by its lanes: 10 TFLOP/s, 1000 GB/s, a 100 GB/s host
+// link, 4 us a launch, 2 us the shortest kernel, 5 us a wait; 4 of them on
+// one host at 1 GB/s.
+static const char lanes_gpu_[] = "[target]\nhosts = 1\ngpus_per_host = 4\n"
+                                 "[device]\nfp32_tflops = 10\nmemory_gbyte_per_s = 1000\n"
+                                 "launch_us = 4\nkernel_min_us = 2\nsync_us = 5\n"
+                                 "host_link_gbyte_per_s = 100\n"
+                                 "[intra]\nlatency_us = 2\ngbit_per_s = 8\n";
+
+// A step's counted operations, a sample: 8 GEMMs (flops_per_sample FLOPs,
+// 0 bytes), 10 kernels of 1 kB, 2 host copies of 2 kB, 1 wait; the host's
+// own work 20 us; 256 samples a step over 2 ranks; one 4 MB all-reduce.
+static struct trace_profile lanes_profile_(double flops_per_sample)
+{
+    struct trace_profile p = profile_();
+    p.n_notes = 0; // no memory check
+    p.has_ops = 1;
+    p.rows_per_rank = 128;
+    p.host_us = 20;
+    p.ops[PROFILE_OP_GEMM] = (struct profile_ops){.count = 8, .flops = flops_per_sample};
+    p.ops[PROFILE_OP_KERNEL] = (struct profile_ops){.count = 10, .bytes = 1000};
+    p.ops[PROFILE_OP_COPY_HOST] = (struct profile_ops){.count = 2, .bytes = 2000};
+    p.ops[PROFILE_OP_SYNC] = (struct profile_ops){.count = 1};
+    return p;
+}
+
+static struct projection_scale lanes_scale_(const struct trace_profile *p, const struct target *t)
+{
+    const struct target here = load_("[device]\nfp32_tflops = 0.2\nmemory_gbyte_per_s = 25\n");
+    struct projection_scale s;
+    char err[512];
+    assert_int_equal(projection_scale_for(&s, p, t, &here, TARGET_FP32, err, sizeof err), 0);
+    assert_true(s.lanes);
+    return s;
+}
+
+// Small work: 20 launches (80 us) and the host's 20 us outlast the device
+// lane; the step is the host lane, one wait, and the all-reduce.
+static void lanes_launch_bound(void **state)
+{
+    (void)state;
+    const struct target t = load_(lanes_gpu_);
+    const struct trace_profile p = lanes_profile_(1e6);
+    const struct projection_scale s = lanes_scale_(&p, &t);
+    struct projection_row r;
+    projection_row(&r, &p, &t, &s, 2, 0);
+    // 2 GPUs: 128 samples each. Device: GEMMs max(128e6 / 1e13 = 12.8 us,
+    // 8 x 2 us) = 16 us (the floor); kernels max(128 kB / 1e12 = 0.128 us,
+    // 20 us) = 20 us; copies max(256 kB / 1e11 = 2.56 us, 4 us) = 4 us: 40 us.
+    assert_close_(r.lanes.device_s, 40e-6, "device lane");
+    assert_close_(r.lanes.floor_s, 40e-6, "all at the shortest kernel");
+    // Host: 20 us + 20 launches x 4 us = 100 us, then a wait of 5 us.
+    assert_close_(r.lanes.host_s, 100e-6, "host lane");
+    assert_close_(r.compute_s, 100e-6 + 5e-6, "the critical path: the host's");
+    const double comm = 2 * (2e-6 + 2e-3); // 2 steps of 2 MB at 1 GB/s
+    assert_close_(r.comm_s, comm, "the all-reduce");
+    assert_close_(r.step_s, 105e-6 + comm, "compute + communication");
+    assert_true(r.wait_s == 0);
+    assert_int_equal(r.lanes.limit, LANES_LAUNCH);
+    // On one GPU no collective: the launches limit the step.
+    projection_row(&r, &p, &t, &s, 1, 0);
+    assert_close_(r.step_s, 105e-6, "one GPU");
+    assert_int_equal(r.limit, LIMIT_LAUNCH);
+    assert_string_equal(projection_limit_name(r.limit), "launches (host lane)");
+}
+
+// Large GEMMs: the device lane sets the step (the host waits for it).
+static void lanes_compute_bound(void **state)
+{
+    (void)state;
+    const struct target t = load_(lanes_gpu_);
+    const struct trace_profile p = lanes_profile_(1e9);
+    const struct projection_scale s = lanes_scale_(&p, &t);
+    struct projection_row r;
+    projection_row(&r, &p, &t, &s, 1, 0);
+    // 256 samples x 1e9 FLOPs / 1e13 = 25.6 ms of GEMMs; kernels 20 us (the
+    // floor), copies max(512 kB / 1e11 = 5.12 us, 4 us).
+    assert_close_(r.lanes.flop_s, 25.6e-3, "GEMMs at the peak");
+    assert_close_(r.lanes.device_s, 25.6e-3 + 20e-6 + 5.12e-6, "device lane");
+    assert_close_(r.compute_s, 4e-6 + 25.6e-3 + 20e-6 + 5.12e-6 + 5e-6,
+                  "a launch, the device lane, the wait");
+    assert_close_(r.step_s, r.compute_s, "one GPU: no communication");
+    assert_int_equal(r.limit, LIMIT_LANE_COMPUTE);
+    // 3 GPUs: 85.33 samples on average, 86 the most: the others wait.
+    projection_row(&r, &p, &t, &s, 3, 0);
+    assert_close_(r.wait_s, (86 - 256.0 / 3) * 1e9 / 1e13, "waiting for the GEMMs of 0.67 sample");
+    // A synchronous device (a CPU): the lanes add up, no floor.
+    struct target cpu = t;
+    cpu.device.synchronous = 1;
+    projection_row(&r, &p, &cpu, &s, 1, 0);
+    assert_close_(r.compute_s, 20e-6 + 20 * 4e-6 + 5e-6 + 25.6e-3 + 256e3 / 1e12 + 512e3 / 1e11,
+                  "own + launches + wait + device work");
+}
+
+// A slow link: the all-reduce sets the step; the lanes are still counted once.
+static void lanes_network_bound(void **state)
+{
+    (void)state;
+    struct target t = load_(lanes_gpu_);
+    t.intra.gbit_per_s = 0.008; // 1 MB/s
+    const struct trace_profile p = lanes_profile_(1e6);
+    const struct projection_scale s = lanes_scale_(&p, &t);
+    struct projection_row r;
+    projection_row(&r, &p, &t, &s, 4, 0);
+    // 64 samples: the host lane 100 us, the wait 5 us; 6 steps of 1 MB at 1 MB/s.
+    assert_close_(r.compute_s, 105e-6, "compute");
+    assert_close_(r.comm_s, 6 * (2e-6 + 1), "the all-reduce");
+    assert_close_(r.step_s, 105e-6 + 6 * (2e-6 + 1), "the step");
+    assert_int_equal(r.limit, LIMIT_INTRA_BW);
+}
+
+// Without counted operations (a trace from before issue 47) or without a
+// launch cost in the target, compute is the peaks' ratio, as before.
+static void lanes_fallback(void **state)
+{
+    (void)state;
+    const struct target t = load_(lanes_gpu_);
+    const struct target here = load_("[device]\nfp32_tflops = 0.2\nmemory_gbyte_per_s = 25\n");
+    struct trace_profile p = lanes_profile_(1e6);
+    struct projection_scale s;
+    char err[512];
+    p.has_ops = 0;
+    assert_int_equal(projection_scale_for(&s, &p, &t, &here, TARGET_FP32, err, sizeof err), 0);
+    assert_false(s.lanes);
+    struct projection_row r;
+    projection_row(&r, &p, &t, &s, 1, 0);
+    assert_false(r.lanes_on);
+    const double flop1 = 256 * 10e-6 * 0.02, rest1 = (256 * 1e-6 + 5e-6 + 1000 * 0.002e-6) * 0.025;
+    assert_close_(r.step_s, flop1 + rest1, "the peaks' ratio");
+    struct target no_launch = t;
+    no_launch.device.launch_us = 0;
+    p.has_ops = 1;
+    assert_int_equal(projection_scale_for(&s, &p, &no_launch, &here, TARGET_FP32, err, sizeof err), 0);
+    assert_false(s.lanes);
+    struct target measured = t;
+    measured.device.measured = 1;
+    assert_int_equal(projection_scale_for(&s, &p, &measured, NULL, TARGET_FP32, err, sizeof err), 0);
+    assert_false(s.lanes);
+}
+
 static void trace_reads(void **state)
 {
     (void)state;
@@ -491,6 +633,47 @@ static void trace_reads(void **state)
     assert_int_equal(p.coll[0].bytes, 4096);
     assert_close_(p.coll[0].per_step, 1, "one a step");
     assert_close_(trace_profile_note(&p, "device_bytes@2", 0), 1000, "a note");
+}
+
+// The counted operations of each step (the "device ops" row): their
+// medians, FLOPs and bytes a sample, and the host's own work: the step less
+// its collective (less the update inside it) and the operations' calls.
+static void trace_reads_ops(void **state)
+{
+    (void)state;
+    static char buf[32768];
+    snprintf(buf, sizeof buf, "%s", trace_text_(1));
+    buf[strlen(buf) - 4] = '\0'; // the closing "\n]}\n"
+    for (int pid = 0; pid < 2; pid++)
+        for (int k = 0; k < 3; k++)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf),
+                     ",\n{\"name\":\"gemm ops\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":%d,\"tid\":2,"
+                     "\"ts\":%d,\"dur\":120,\"args\":{\"n\":3,\"flops\":24000,\"bytes\":4000,"
+                     "\"busy_us\":50}}"
+                     ",\n{\"name\":\"syncs\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":%d,\"tid\":2,"
+                     "\"ts\":%d,\"dur\":120,\"args\":{\"n\":1,\"flops\":0,\"bytes\":0,\"busy_us\":2}}",
+                     pid, 1000 * k, pid, 1000 * k);
+    strcat(buf, "\n]}\n");
+    struct trace_profile p;
+    char err[512];
+    int rc = trace_profile_parse(&p, buf, strlen(buf), "t.json", err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(p.has_ops);
+    assert_close_(p.ops[PROFILE_OP_GEMM].count, 3, "GEMMs a step");
+    assert_close_(p.ops[PROFILE_OP_GEMM].flops, 24000 / 4.0, "their FLOPs a sample");
+    assert_close_(p.ops[PROFILE_OP_GEMM].bytes, 4000 / 4.0, "their bytes a sample");
+    assert_close_(p.ops[PROFILE_OP_GEMM].busy_us, 50, "their calls' time");
+    assert_close_(p.ops[PROFILE_OP_SYNC].count, 1, "a wait a step");
+    assert_close_(p.rows_per_rank, 4, "rows a rank");
+    assert_close_(p.host_us, 120 - (30 - 5) - 50 - 2, "the host's own work");
+    // The rest of the profile is as without them.
+    assert_close_(p.other_us, 120 - 70 - 30, "the rest of the step");
+    // A trace without them (before issue 47) reads as before, with no lanes.
+    const char *old = trace_text_(1);
+    assert_int_equal(trace_profile_parse(&p, old, strlen(old), "t.json", err, sizeof err), 0);
+    assert_false(p.has_ops);
 }
 
 static void trace_errors(void **state)
@@ -570,6 +753,9 @@ int main(void)
         cmocka_unit_test(target_bounds),    cmocka_unit_test(target_missing),
         cmocka_unit_test(trace_reads),      cmocka_unit_test(trace_errors),
         cmocka_unit_test(trace_reads_buckets), cmocka_unit_test(row_overlap),
+        cmocka_unit_test(lanes_launch_bound), cmocka_unit_test(lanes_compute_bound),
+        cmocka_unit_test(lanes_network_bound), cmocka_unit_test(lanes_fallback),
+        cmocka_unit_test(trace_reads_ops),
         cmocka_unit_test(json_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

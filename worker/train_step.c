@@ -172,12 +172,13 @@ static void maybe_slow_(const struct trainer *t, double start)
 // Ends a compute phase's span with its rows and the model's FLOPs for them
 // (what vgpu-project scales compute by). A device runs its kernels after
 // the host queued them: the span waits for them, so that it holds their
-// time (only while tracing).
+// time (only while tracing; a wait the timeline does not count as the
+// program's, vgpu_math_wait).
 static int end_phase_(struct trainer *t, vgpu_span_t what, uint64_t span, long rows)
 {
     if (!span)
         return 0;
-    TRY(vgpu_synchronize(t->dev));
+    TRY(vgpu_math_wait(vgpu_math_device(t->dev)));
     const uint64_t flops = what == vgpu_span_data ? 0
                            : model_pass_flops(&t->model, (int)rows, what == vgpu_span_backward);
     vgpu_span_end(t->dev, what, span, rows, (int64_t)flops);

@@ -167,6 +167,16 @@ const char *vgpu_backend(const vgpu_t *v)
 
 // ---- device memory ----
 
+// The program's copies and waits, counted for the timeline (trace.h's device
+// operations) as the math entries are: trace_op_begin before the call,
+// counted_ with its result. The collectives' own copies go to the device
+// directly and are not counted (their time is the communication's).
+static int counted_(uint64_t start_ns, enum trace_op kind, size_t bytes, int rc)
+{
+    trace_op_end(kind, start_ns, 0, bytes);
+    return rc;
+}
+
 int vgpu_malloc(vgpu_t *v, void **ptr, size_t bytes)
 {
     device_t *d = api_device(v);
@@ -182,25 +192,41 @@ int vgpu_free(vgpu_t *v, void *ptr)
 int vgpu_memcpy_htod(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes)
 {
     device_t *d = api_device(v);
-    return d ? device_copy_to_device(d, device_dst, host_src, bytes) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_COPY_HOST, bytes,
+                    device_copy_to_device(d, device_dst, host_src, bytes));
 }
 
 int vgpu_memcpy_dtoh(vgpu_t *v, void *host_dst, const void *device_src, size_t bytes)
 {
     device_t *d = api_device(v);
-    return d ? device_copy_to_host(d, host_dst, device_src, bytes) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_COPY_HOST, bytes,
+                    device_copy_to_host(d, host_dst, device_src, bytes));
 }
 
 int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t bytes)
 {
     device_t *d = api_device(v);
-    return d ? device_copy(d, device_dst, device_src, bytes) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_COPY_DEVICE, bytes,
+                    device_copy(d, device_dst, device_src, bytes));
 }
 
 int vgpu_synchronize(vgpu_t *v)
 {
     device_t *d = api_device(v);
-    return d ? device_sync(d) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_SYNC, 0,
+                    device_sync(d));
 }
 
 void *vgpu_stream(vgpu_t *v)
@@ -227,19 +253,32 @@ int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap)
 int vgpu_memzero(vgpu_t *v, void *device_ptr, size_t bytes)
 {
     device_t *d = api_device(v);
-    return d ? device_zero(d, device_ptr, bytes) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_COPY_DEVICE, bytes,
+                    device_zero(d, device_ptr, bytes));
 }
 
 int vgpu_memcpy_htod_async(vgpu_t *v, void *device_dst, const void *host_src, size_t bytes)
 {
     device_t *d = api_device(v);
-    return d ? device_copy_to_device_async(d, device_dst, host_src, bytes) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_COPY_HOST, bytes,
+                    device_copy_to_device_async(d, device_dst, host_src, bytes));
 }
 
 int vgpu_wait_host_reads(vgpu_t *v)
 {
     device_t *d = api_device(v);
-    return d ? device_wait_host_reads(d) : VGPU_EINVAL;
+    if (!d)
+        return VGPU_EINVAL;
+    if (!d->host_reads_pending) // nothing to wait for: no wait
+        return 0;
+    const uint64_t t0 = trace_op_begin();
+    return counted_(t0, TRACE_OP_SYNC, 0, device_wait_host_reads(d));
 }
 
 int vgpu_host_register(vgpu_t *v, void *host_ptr, size_t bytes)

@@ -20,6 +20,11 @@ const struct math_ops *vgpu_math_for(const device_t *dev)
     return ops;
 }
 
+// The bytes the current entry's checks passed (its operands), for the
+// timeline's count of the call; each thread its own (a collective's thread
+// may compute too).
+static _Thread_local uint64_t op_bytes_;
+
 int vgpu_math_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
                           const char *op)
 {
@@ -27,7 +32,28 @@ int vgpu_math_check_range(const device_t *dev, const void *p, size_t bytes, cons
         log_error("%s: no device (before vgpu_open)", op);
         return VGPU_EINVAL;
     }
-    return device_check_range(dev, p, bytes, what, op);
+    const int rc = device_check_range(dev, p, bytes, what, op);
+    if (rc == 0 && trace_enabled_)
+        op_bytes_ += bytes;
+    return rc;
 }
 
-int vgpu_math_zero(device_t *dev, void *dst, size_t bytes) { return device_zero(dev, dst, bytes); }
+uint64_t vgpu_math_op_begin(void) { return trace_op_begin(); }
+
+void vgpu_math_op_end(uint64_t start_ns, unsigned kind, uint64_t flops)
+{
+    if (!start_ns)
+        return;
+    trace_op_end((enum trace_op)kind, start_ns, flops, op_bytes_);
+    op_bytes_ = 0;
+}
+
+int vgpu_math_zero(device_t *dev, void *dst, size_t bytes)
+{
+    const uint64_t t0 = trace_op_begin();
+    const int rc = device_zero(dev, dst, bytes);
+    trace_op_end(TRACE_OP_COPY_DEVICE, t0, 0, bytes);
+    return rc;
+}
+
+int vgpu_math_wait(device_t *dev) { return dev ? device_sync(dev) : VGPU_EINVAL; }

@@ -39,6 +39,7 @@
 #include "kernels.h" // KERNEL_FN
 #include "log.h"
 #include "status.h"
+#include "trace.h" // enum trace_op
 
 // softmax_xent's per-sample output: one row of XENT_STATS floats a sample,
 // {loss, correct (top-1), in top-5}.
@@ -79,6 +80,14 @@ const struct math_ops *vgpu_math_for(const device_t *dev);
 int vgpu_math_check_range(const device_t *dev, const void *p, size_t bytes, const char *what,
                           const char *op);
 int vgpu_math_zero(device_t *dev, void *dst, size_t bytes);
+// The timeline's count of the entries' calls (MATH_RUN_): the start (0 when
+// not tracing), and the end with the call's kind (enum trace_op) and FLOPs;
+// its bytes are those vgpu_math_check_range passed since the last end.
+uint64_t vgpu_math_op_begin(void);
+void vgpu_math_op_end(uint64_t start_ns, unsigned kind, uint64_t flops);
+// Waits for the device without counting it as the program's wait: the
+// timeline's own (a traced phase waits for its kernels to hold their time).
+int vgpu_math_wait(device_t *dev);
 // The backends' tables (a backend not built answers NULL: cuda/absent.c).
 const struct math_ops *math_cpu_ops(void);
 const struct math_ops *math_cuda_ops(void);
@@ -87,18 +96,35 @@ const struct math_ops *math_cuda_ops(void);
 
 #define MATH_F_ sizeof(float)
 #define MATH_DEV_(p, bytes, what, op) TRY(vgpu_math_check_range(dev, (p), (bytes), (what), (op)))
-#define MATH_CALL_(fn, ...)                                                                \
+// Every entry's call is counted for the timeline (trace.h's device
+// operations, while tracing): its kind (TRACE_OP_GEMM for matrix products,
+// else TRACE_OP_KERNEL), the FLOPs given, the bytes its checks passed
+// (MATH_DEV_: each operand once), the time the call took.
+#define MATH_RUN_(kind, flops, call)                                                       \
+    do {                                                                                   \
+        const uint64_t t_ = vgpu_math_op_begin();                                          \
+        const int rc_ = (call);                                                            \
+        vgpu_math_op_end(t_, (kind), (flops));                                             \
+        return rc_;                                                                        \
+    } while (0)
+#define MATH_CALL_FLOPS_(kind, flops, fn, ...)                                             \
     do {                                                                                   \
         const struct math_ops *ops_ = vgpu_math_for(dev);                                  \
-        return ops_ ? ops_->fn(dev, __VA_ARGS__) : VGPU_EUNSUPPORTED;                      \
+        if (!ops_)                                                                         \
+            return VGPU_EUNSUPPORTED;                                                      \
+        MATH_RUN_(kind, flops, ops_->fn(dev, __VA_ARGS__));                                \
     } while (0)
+#define MATH_CALL_(fn, ...) MATH_CALL_FLOPS_(TRACE_OP_KERNEL, 0, fn, __VA_ARGS__)
 // A family's operation: through the device's table of that family.
-#define MATH_FAMILY_CALL_(family, fn, ...)                                                 \
+#define MATH_FAMILY_CALL_FLOPS_(kind, flops, family, fn, ...)                              \
     do {                                                                                   \
         const struct math_ops *ops_ = vgpu_math_for(dev);                                  \
-        return ops_ && ops_->family ? ops_->family->fn(dev, __VA_ARGS__)                   \
-                                    : VGPU_EUNSUPPORTED;                                   \
+        if (!ops_ || !ops_->family)                                                        \
+            return VGPU_EUNSUPPORTED;                                                      \
+        MATH_RUN_(kind, flops, ops_->family->fn(dev, __VA_ARGS__));                        \
     } while (0)
+#define MATH_FAMILY_CALL_(family, fn, ...)                                                 \
+    MATH_FAMILY_CALL_FLOPS_(TRACE_OP_KERNEL, 0, family, fn, __VA_ARGS__)
 
 static inline int math_axpby(device_t *dev, float *y, float a, const float *x, float b, size_t n);
 
@@ -117,7 +143,8 @@ static inline int math_gemm(device_t *dev, int trans_a, int trans_b, int m, int 
     if (k == 0) // an empty product: BLAS libraries disagree on the leading dimensions
         return beta == 0.0f ? vgpu_math_zero(dev, c, (size_t)m * n * MATH_F_)
                             : math_axpby(dev, c, 0.0f, c, beta, (size_t)m * n);
-    MATH_CALL_(gemm, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    MATH_CALL_FLOPS_(TRACE_OP_GEMM, 2 * (uint64_t)m * (uint64_t)n * (uint64_t)k, gemm, trans_a,
+                     trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
 // out[i] = table[codes[i]]: 8-bit samples to values by their 256-entry table.

@@ -351,7 +351,10 @@ static inline int math_attention_forward(device_t *dev, float *out, float *att, 
     MATH_DEV_(out, bt * C * MATH_F_, "out", "attention_forward");
     MATH_DEV_(att, bt * NH * T * MATH_F_, "att", "attention_forward");
     MATH_DEV_(qkv, bt * 3 * C * MATH_F_, "qkv", "attention_forward");
-    MATH_FAMILY_CALL_(transformer, attention_forward, out, att, qkv, B, T, C, NH);
+    // Its two products over the positions each sees (causal: t + 1), a
+    // multiply-add counting 2, as the model's FLOP count has them.
+    MATH_FAMILY_CALL_FLOPS_(TRACE_OP_GEMM, 2 * (uint64_t)B * T * (T + 1) * C, transformer,
+                            attention_forward, out, att, qkv, B, T, C, NH);
 }
 
 // Row r's first part of the backward pass: datt row r = the gradient wrt the
@@ -430,7 +433,8 @@ static inline int math_attention_backward(device_t *dev, float *dqkv, float *dat
     MATH_DEV_(dout, bt * C * MATH_F_, "dout", "attention_backward");
     MATH_DEV_(qkv, n3, "qkv", "attention_backward");
     MATH_DEV_(att, natt, "att", "attention_backward");
-    MATH_FAMILY_CALL_(transformer, attention_backward, dqkv, datt, dout, qkv, att, B, T, C, NH);
+    MATH_FAMILY_CALL_FLOPS_(TRACE_OP_GEMM, 4 * (uint64_t)B * T * (T + 1) * C, transformer,
+                            attention_backward, dqkv, datt, dout, qkv, att, B, T, C, NH);
 }
 
 // ---- GELU, the tanh approximation (PyTorch's approximate='tanh') ----

@@ -212,6 +212,86 @@ static void print_header_(const struct cli_ *cli, const struct trace_profile *p,
            "compute_ms", "comm_ms", "wait_ms", "samples/s", "eff", "mem/GPU", "limited by");
 }
 
+// How compute is projected: the lanes and what they were given, or why not.
+static void print_lanes_(const struct trace_profile *p, const struct target *t,
+                         const struct projection_scale *s)
+{
+    const struct profile_ops *o = p->ops;
+    if (s->lanes)
+        printf("  lanes: %.0f operations a step a rank (%.0f GEMM, %.0f other kernels, %.0f host "
+               "copies, %.0f device copies), %.0f waits; host's own work %.3f ms: compute is the "
+               "critical path of the host lane (%.2f us a launch, %.2f us a wait) and the device "
+               "lane (each kind at max(FLOPs / peak, bytes / rate, %.2f us a kernel))\n",
+               o[PROFILE_OP_GEMM].count + o[PROFILE_OP_KERNEL].count +
+                   o[PROFILE_OP_COPY_HOST].count + o[PROFILE_OP_COPY_DEVICE].count,
+               o[PROFILE_OP_GEMM].count, o[PROFILE_OP_KERNEL].count,
+               o[PROFILE_OP_COPY_HOST].count, o[PROFILE_OP_COPY_DEVICE].count,
+               o[PROFILE_OP_SYNC].count, p->host_us / 1e3, t->device.launch_us, t->device.sync_us,
+               t->device.kernel_min_us);
+    else if (!p->has_ops && !t->device.measured)
+        printf("  lanes: none: the trace counts no device operations (written before issue 47): "
+               "compute is scaled by the peaks' ratio, with no launch or wait cost\n");
+    else if (!t->device.measured)
+        printf("  lanes: none: the target gives no device.launch_us: compute is scaled by the "
+               "peaks' ratio, with no launch or wait cost\n");
+}
+
+// What the projection assumes that matters most where `l` limits the step.
+static void print_assumption_(enum projection_limit l, const struct trace_profile *p,
+                              const struct target *t, const struct cli_ *cli)
+{
+    const struct target_link *link = l == LIMIT_INTER_LATENCY || l == LIMIT_INTER_BW ? &t->inter
+                                                                                   : &t->intra;
+    printf("  %s: ", projection_limit_name(l));
+    switch (l) {
+    case LIMIT_LAUNCH:
+        printf("launch-bound: %.2f us a launch and %.2f us a wait (device.launch_us, sync_us: "
+               "the target file's figures), the operations as this trace counts them; CUDA "
+               "graphs or fused kernels would cut both\n", t->device.launch_us, t->device.sync_us);
+        break;
+    case LIMIT_HOST_WORK:
+        printf("the host's own work, %.3f ms a step as measured here, taken to cost the same on "
+               "the target's host\n", p->host_us / 1e3);
+        break;
+    case LIMIT_KERNEL_FLOOR:
+        printf("launch-bound on the device: each operation takes at least %.2f us "
+               "(device.kernel_min_us), more than its FLOPs and bytes would\n",
+               t->device.kernel_min_us);
+        break;
+    case LIMIT_LANE_COMPUTE:
+        printf("compute-bound: the GEMMs at the target's %s peak (%.4g TFLOP/s, the datasheet's); "
+               "small GEMMs reach a fraction of it, so the step is a lower bound\n",
+               target_math_name(cli->math), target_peak_flops(t, cli->math) / 1e12);
+        break;
+    case LIMIT_LANE_MEMORY:
+        printf("memory-bound: each operand read or written once at %.4g GB/s (host copies: %.4g); "
+               "caches and fused kernels change it\n", t->device.memory_gbyte_per_s,
+               t->device.host_link_gbyte_per_s > 0 ? t->device.host_link_gbyte_per_s
+                                                   : t->device.memory_gbyte_per_s);
+        break;
+    case LIMIT_COMPUTE:
+    case LIMIT_MEMORY_BW:
+        printf("%s: the job reaches the same share of the target's %s as of the measured "
+               "device's; no launch or wait cost\n", t->device.measured ? "as measured here"
+               : "scaled by the peaks' ratio", l == LIMIT_COMPUTE ? "peak" : "memory bandwidth");
+        break;
+    case LIMIT_INTRA_LATENCY:
+    case LIMIT_INTRA_BW:
+    case LIMIT_INTER_LATENCY:
+    case LIMIT_INTER_BW:
+        printf("network-bound: alpha-beta over %s (%.3g us a step, %.4g Gbit/s), %s all-reduce, "
+               "one collective at a time, no congestion\n", link->name[0] ? link->name : "the link",
+               link->latency_us, link->gbit_per_s, target_algo_name(t->cluster.collective));
+        break;
+    case LIMIT_IMBALANCE:
+        printf("the batch's split: every GPU waits for the one with the most samples\n");
+        break;
+    case LIMIT_MEMORY_SIZE:
+        printf("the job's own sizing (the trace's notes) against device.memory\n");
+        break;
+    }
+}
+
 static void print_row_(const struct projection_row *r)
 {
     char mem[16], rate[24];
@@ -330,6 +410,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         projection_row(&rows[i], &profile, &target, &scale, counts[i], one.step_s);
         print_row_(&rows[i]);
+    }
+    print_lanes_(&profile, &target, &scale);
+    for (int i = 0; i < n; i++) { // each limit once, with what it assumes
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= rows[j].limit == rows[i].limit;
+        if (!seen)
+            print_assumption_(rows[i].limit, &profile, &target, &cli);
     }
     return cli.plot ? plot_(cli.plot, &target, rows, n) : 0;
 }

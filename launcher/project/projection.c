@@ -157,6 +157,8 @@ int projection_scale_for(struct projection_scale *s, const struct trace_profile 
     // The job reaches the same share of the target's peak as it reached of
     // the measured device's: time scales as the peaks' ratio, inverted.
     s->flops = here / peak;
+    s->peak_flops = peak;
+    s->lanes = lanes_apply(p, t);
     if (measured->device.memory_gbyte_per_s > 0 && t->device.memory_gbyte_per_s > 0)
         s->memory = measured->device.memory_gbyte_per_s / t->device.memory_gbyte_per_s;
     return 0;
@@ -210,10 +212,49 @@ static void compute_parts_(struct projection_row *r, const struct trace_profile 
     r->compute_s = r->flop_s + r->rest_s;
 }
 
+// The lanes' compute on n GPUs: the mean GPU's rows, and the one with the
+// most (the others wait for it). The forward and backward passes take
+// their measured share of it (the buckets' pass).
+static void lanes_parts_(struct projection_row *r, const struct trace_profile *p,
+                         const struct target *t, const struct projection_scale *s, long n)
+{
+    const int strong = p->global_batch > 0 && p->rows_per_rank > 0;
+    const double mean_rows = strong ? p->global_batch / (double)n : 1;
+    struct lanes most;
+    lanes_compute(&r->lanes, p, t, s->peak_flops, mean_rows);
+    lanes_compute(&most, p, t, s->peak_flops, strong ? ceil(mean_rows) : 1);
+    r->lanes_on = 1;
+    r->compute_s = r->lanes.compute_s;
+    r->wait_s = most.compute_s - r->compute_s;
+    double here = p->host_us;
+    for (int k = 0; k < PROFILE_OP_KINDS; k++)
+        here += p->ops[k].busy_us;
+    const double passes = p->flop_us_per_sample * p->rows_per_rank;
+    r->flop_s = here > 0 ? r->compute_s * fmin(passes / here, 1) : 0;
+    r->rest_s = r->compute_s - r->flop_s;
+}
+
 static enum projection_limit limit_of_(const struct projection_row *r)
 {
     if (!r->fits)
         return LIMIT_MEMORY_SIZE;
+    if (r->lanes_on) { // the compute as a whole, by what set it, against the rest
+        const enum projection_limit lane = (enum projection_limit)(LIMIT_LAUNCH + r->lanes.limit);
+        enum projection_limit most = lane;
+        const double rest[] = {
+            [LIMIT_INTRA_LATENCY] = r->comm.latency_intra_s,
+            [LIMIT_INTRA_BW] = r->comm.bytes_intra_s,
+            [LIMIT_INTER_LATENCY] = r->comm.latency_inter_s,
+            [LIMIT_INTER_BW] = r->comm.bytes_inter_s, [LIMIT_IMBALANCE] = r->wait_s,
+        };
+        double top = r->compute_s;
+        for (int i = LIMIT_INTRA_LATENCY; i <= LIMIT_IMBALANCE; i++)
+            if (rest[i] > top) {
+                top = rest[i];
+                most = (enum projection_limit)i;
+            }
+        return most;
+    }
     const double parts[] = {
         [LIMIT_COMPUTE] = r->flop_s, [LIMIT_MEMORY_BW] = r->rest_s,
         [LIMIT_INTRA_LATENCY] = r->comm.latency_intra_s, [LIMIT_INTRA_BW] = r->comm.bytes_intra_s,
@@ -270,7 +311,10 @@ void projection_row(struct projection_row *r, const struct trace_profile *p, con
     memset(r, 0, sizeof *r);
     r->gpus = n;
     r->hosts = (n + t->cluster.gpus_per_host - 1) / t->cluster.gpus_per_host;
-    compute_parts_(r, p, s, n);
+    if (s->lanes)
+        lanes_parts_(r, p, t, s, n);
+    else
+        compute_parts_(r, p, s, n);
     for (int i = 0; i < p->n_coll; i++) {
         const struct comm_cost c = projection_collective(t, p->coll[i].kind, p->coll[i].bytes, n);
         comm_add_(&r->comm, &c, p->coll[i].per_step);
@@ -304,6 +348,11 @@ const char *projection_limit_name(enum projection_limit l)
         [LIMIT_INTER_BW] = "network bandwidth",
         [LIMIT_IMBALANCE] = "load imbalance",
         [LIMIT_MEMORY_SIZE] = "memory size (does not fit)",
+        [LIMIT_LAUNCH] = "launches (host lane)",
+        [LIMIT_HOST_WORK] = "host work (host lane)",
+        [LIMIT_KERNEL_FLOOR] = "shortest kernels (device lane)",
+        [LIMIT_LANE_COMPUTE] = "compute (device lane)",
+        [LIMIT_LANE_MEMORY] = "memory bandwidth (device lane)",
     };
     return (unsigned)l < sizeof names / sizeof names[0] ? names[l] : "?";
 }

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "lanes.h"
 #include "target.h"
 #include "trace_profile.h"
 
@@ -28,6 +29,8 @@ double comm_cost_total(const struct comm_cost *c);
 struct projection_scale {
     double flops;  // target time / measured time, of work the model counts FLOPs for
     double memory; // ... of the rest (1: taken as measured)
+    int lanes;     // compute runs the lanes instead (lanes_apply): the ratios are not used
+    double peak_flops; // the target's peak for the math chosen, FLOP/s (for the lanes)
 };
 
 // The scales for projecting onto t from a trace measured on `measured` (a
@@ -42,7 +45,9 @@ int projection_scale_for(struct projection_scale *s, const struct trace_profile 
 // What limits a projected step.
 enum projection_limit {
     LIMIT_COMPUTE, LIMIT_MEMORY_BW, LIMIT_INTRA_LATENCY, LIMIT_INTRA_BW, LIMIT_INTER_LATENCY,
-    LIMIT_INTER_BW, LIMIT_IMBALANCE, LIMIT_MEMORY_SIZE
+    LIMIT_INTER_BW, LIMIT_IMBALANCE, LIMIT_MEMORY_SIZE,
+    // the lanes' (enum lanes_limit, in its order)
+    LIMIT_LAUNCH, LIMIT_HOST_WORK, LIMIT_KERNEL_FLOOR, LIMIT_LANE_COMPUTE, LIMIT_LANE_MEMORY
 };
 
 // One row of the table: n GPUs. Times in seconds a step.
@@ -60,6 +65,8 @@ struct projection_row {
     double memory_bytes;  // device bytes a GPU needs (the trace's note; 0 = not known)
     int fits;             // memory_bytes <= the target's memory (1 when either is unknown)
     enum projection_limit limit;
+    int lanes_on;         // compute is the lanes' critical path (projection_scale.lanes)
+    struct lanes lanes;   // then its lanes (the mean GPU's rows)
 };
 
 // The row for n GPUs (1 <= n <= target_gpus(t)); one_gpu_step_s: the step

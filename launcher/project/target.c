@@ -44,6 +44,19 @@ static const struct config_key keys_[] = {
     {"device", "memory_gbyte_per_s", CONFIG_FLOAT, F_(device.memory_gbyte_per_s), 0, "0", 0, 1e6,
      NULL, "device memory bandwidth, GB/s (1e9 bytes); 0 = not given (work without FLOPs is "
      "then taken as measured)"},
+    {"device", "launch_us", CONFIG_FLOAT, F_(device.launch_us), 0, "0", 0, 1e6, NULL,
+     "the host's time to launch one operation (a kernel, a copy), microseconds; 0 = not given "
+     "(no lanes: compute is scaled by the peaks alone)"},
+    {"device", "kernel_min_us", CONFIG_FLOAT, F_(device.kernel_min_us), 0, "0", 0, 1e6, NULL,
+     "the shortest time an operation takes on the device, microseconds (an empty kernel's)"},
+    {"device", "sync_us", CONFIG_FLOAT, F_(device.sync_us), 0, "0", 0, 1e6, NULL,
+     "the host's cost of one wait for the device beyond the wait itself, microseconds"},
+    {"device", "host_link_gbyte_per_s", CONFIG_FLOAT, F_(device.host_link_gbyte_per_s), 0, "0",
+     0, 1e6, NULL, "copies between the host and the device, GB/s one way (PCIe); 0 = "
+     "memory_gbyte_per_s"},
+    {"device", "synchronous", CONFIG_BOOL, F_(device.synchronous), 0, "false", 0, 0, NULL,
+     "each operation returns when its work is done (a CPU device): the host and device lanes "
+     "add up instead of overlapping"},
 
     {"intra", "link", CONFIG_STR, F_(intra.name), STR_(intra.name), "", 0, 0, NULL,
      "the link between GPUs of one host (NVLink 4, PCIe 4.0 x16, shared memory), for the "

@@ -42,6 +42,12 @@ struct target {
         double tflops[3];        // dense peak a GPU, by enum target_math; 0 = not given
         uint64_t memory_bytes;   // device memory a GPU
         double memory_gbyte_per_s; // its bandwidth, GB/s (1e9 bytes)
+        // The lanes (docs/PROJECTION.md): what an operation costs beyond its work.
+        double launch_us;        // the host's time to launch one operation; 0 = lanes off
+        double kernel_min_us;    // the shortest time an operation takes on the device
+        double sync_us;          // the host's cost of one wait for the device, beyond the wait
+        double host_link_gbyte_per_s; // host <-> device copies, GB/s; 0 = memory_gbyte_per_s
+        int synchronous;         // each call returns when its work is done (a CPU device)
     } device;
     struct target_link intra, inter;
 };

@@ -15,7 +15,15 @@
 #define TRACE_BYTES_MAX ((size_t)4 << 30) // a trace of 1M spans a rank, 64 ranks, fits
 
 enum ev_what_ {
-    EV_OTHER, EV_STEP, EV_DATA, EV_FORWARD, EV_BACKWARD, EV_OPTIMIZER, EV_WAIT, EV_BUCKET, EV_COLL
+    EV_OTHER, EV_STEP, EV_DATA, EV_FORWARD, EV_BACKWARD, EV_OPTIMIZER, EV_WAIT, EV_BUCKET, EV_COLL,
+    EV_OPS
+};
+
+// The device operations' spans by kind (common/trace.c's trace_op_name).
+static const char *const ops_names_[PROFILE_OP_KINDS] = {
+    [PROFILE_OP_GEMM] = "gemm ops",         [PROFILE_OP_KERNEL] = "kernel ops",
+    [PROFILE_OP_COPY_HOST] = "host copies", [PROFILE_OP_COPY_DEVICE] = "device copies",
+    [PROFILE_OP_SYNC] = "syncs",
 };
 
 // One complete event ("ph":"X") of the file, what the profile needs of it.
@@ -24,8 +32,9 @@ struct ev_ {
     int pid;           // the rank
     int lane;          // its tid: 0 the program's thread, 1 collectives beside it
     int what;          // enum ev_what_
-    int coll;          // EV_COLL: its name's index in colls_
+    int coll;          // EV_COLL: its name's index in colls_; EV_OPS: enum profile_op
     double a, b;       // step; rows, flops; first, count; seq, bytes; ready_us, count
+    double n, flops, bytes, busy_us; // EV_OPS: its operations
 };
 
 // The collectives by the names common/flight.c gives them, and what each is
@@ -68,6 +77,14 @@ static int what_of_(const char *name, const char *cat, int has_seq, int *coll)
                                         [EV_FORWARD] = "forward", [EV_BACKWARD] = "backward",
                                         [EV_OPTIMIZER] = "optimizer", [EV_WAIT] = "wait",
                                         [EV_BUCKET] = "gradient bucket"};
+    if (!strcmp(cat, "device")) {
+        for (int k = 0; k < PROFILE_OP_KINDS; k++)
+            if (!strcmp(name, ops_names_[k])) {
+                *coll = k;
+                return EV_OPS;
+            }
+        return EV_OTHER;
+    }
     if (has_seq && (!strcmp(cat, "comm") || !strcmp(cat, "control"))) {
         for (int i = 0; i < N_COLLS_; i++)
             if (!strcmp(name, colls_[i].name)) {
@@ -94,15 +111,22 @@ static int read_args_(struct json_scan *j, struct ev_ *e, int *has_seq)
         const int first = !strcmp(key, "step") || !strcmp(key, "rows") ||
                           !strcmp(key, "first") || !strcmp(key, "seq") || !strcmp(key, "ready_us");
         const int second = !strcmp(key, "flops") || !strcmp(key, "count") || !strcmp(key, "bytes");
-        if (!first && !second) {
+        const int ops = !strcmp(key, "n") || !strcmp(key, "busy_us");
+        if (!first && !second && !ops) {
             if (json_scan_skip(j) < 0)
                 return -1;
             continue;
         }
         if (json_scan_number(j, &v) < 0)
             return -1;
-        *(first ? &e->a : &e->b) = v;
+        if (first || second)
+            *(first ? &e->a : &e->b) = v;
         *has_seq |= !strcmp(key, "seq");
+        double *op = !strcmp(key, "n") ? &e->n : !strcmp(key, "flops") ? &e->flops
+                     : !strcmp(key, "bytes") ? &e->bytes : !strcmp(key, "busy_us") ? &e->busy_us
+                                                                        : NULL;
+        if (op)
+            *op = v;
     }
     return more;
 }
@@ -241,13 +265,15 @@ struct step_sum_ {
     double coll_us, wait_us, step_us;
     double bw_us, bw_start, bw_end; // the backward pass (its last span's start and end)
     double lane_end;                // the end of the last collective beside it
+    double ops[PROFILE_OP_KINDS][4];// the device operations: count, FLOPs, bytes, busy us
     int n_buckets;                  // the step's gradient buckets, in order:
     struct profile_bucket *buckets; // ready_share here is the time final (us), until summed
 };
 
 // The columns the medians are taken over, one value a (rank, step).
 enum col_ { C_FLOP_PER_ROW, C_DATA_PER_ROW, C_COMPUTE, C_FLOPS_ROW, C_FLOPS, C_OPT_PER_PARAM,
-            C_OPT_FULL, C_OTHER, C_COMM, C_WAIT, C_STEP, C_ROWS, C_BW_SHARE, C_COUNT_ };
+            C_OPT_FULL, C_OTHER, C_COMM, C_WAIT, C_STEP, C_ROWS, C_BW_SHARE, C_HOST,
+            C_OPS, C_COUNT_ = C_OPS + 4 * PROFILE_OP_KINDS };
 
 struct sums_ {
     double *col[C_COUNT_];
@@ -325,7 +351,7 @@ static void add_beside_(struct step_sum_ *s, const struct ev_ *e)
 static void add_to_step_(struct step_sum_ *s, const struct ev_ *e, const struct ev_ *const *colls,
                          long n_colls)
 {
-    if (e->lane) {
+    if (e->lane && e->what != EV_OPS) { // the operations' counts have a row of their own
         add_beside_(s, e);
         return;
     }
@@ -361,6 +387,14 @@ static void add_to_step_(struct step_sum_ *s, const struct ev_ *e, const struct 
     case EV_COLL:
         s->coll_us += e->dur;
         break;
+    case EV_OPS: {
+        double *o = s->ops[e->coll];
+        o[0] += e->n;
+        o[1] += e->flops;
+        o[2] += e->bytes;
+        o[3] += e->busy_us;
+        break;
+    }
     default:
         break;
     }
@@ -388,6 +422,16 @@ static int push_step_(struct sums_ *sums, const struct step_sum_ *s, double *row
     row[C_WAIT] = s->wait_us;
     row[C_STEP] = s->step_us;
     row[C_ROWS] = rows_here;
+    double busy = 0;
+    for (int k = 0; k < PROFILE_OP_KINDS; k++) { // FLOPs and bytes a row, where rows are counted
+        const double per = rows_here > 0 ? rows_here : 1;
+        row[C_OPS + 4 * k] = s->ops[k][0];
+        row[C_OPS + 4 * k + 1] = s->ops[k][1] / per;
+        row[C_OPS + 4 * k + 2] = s->ops[k][2] / per;
+        row[C_OPS + 4 * k + 3] = s->ops[k][3];
+        busy += s->ops[k][3];
+    }
+    row[C_HOST] = fmax(s->step_us - row[C_COMM] - exposed - busy, 0);
     *rows = s->opt_count;
     return sums_push_(sums, row);
 }
@@ -499,6 +543,16 @@ static void summarize_(struct trace_profile *p, struct sums_ *s)
     p->wait_us = median_(s->col[C_WAIT], s->n);
     p->step_us = median_(s->col[C_STEP], s->n);
     p->backward_share = median_(s->col[C_BW_SHARE], s->n);
+    p->host_us = median_(s->col[C_HOST], s->n);
+    p->rows_per_rank = median_(s->col[C_ROWS], s->n);
+    for (int k = 0; k < PROFILE_OP_KINDS; k++) {
+        struct profile_ops *o = &p->ops[k];
+        o->count = median_(s->col[C_OPS + 4 * k], s->n);
+        o->flops = median_(s->col[C_OPS + 4 * k + 1], s->n);
+        o->bytes = median_(s->col[C_OPS + 4 * k + 2], s->n);
+        o->busy_us = median_(s->col[C_OPS + 4 * k + 3], s->n);
+        p->has_ops |= o->count > 0;
+    }
     p->sharded_params = s->sharded_params;
     p->global_batch = trace_profile_note(p, "global_batch", s->rows_by_rank);
     for (int i = 0; i < p->n_coll; i++)

@@ -37,6 +37,24 @@ struct profile_bucket {
     double ready_share;          // 0: at the backward pass's start, 1: at its end (median)
 };
 
+// The device operations a trace counts (libvgpu's timeline, common/trace.h
+// enum trace_op: the "device ops" spans), by kind.
+enum profile_op {
+    PROFILE_OP_GEMM,        // matrix products: FLOPs
+    PROFILE_OP_KERNEL,      // the other math operations: bytes
+    PROFILE_OP_COPY_HOST,   // copies between the host and the device
+    PROFILE_OP_COPY_DEVICE, // copies and fills in device memory
+    PROFILE_OP_SYNC,        // the host waiting for the device
+    PROFILE_OP_KINDS
+};
+
+// A step's operations of one kind, a rank (medians over the steps).
+struct profile_ops {
+    double count;           // operations a step
+    double flops, bytes;    // a sample (a step when the trace counts no rows)
+    double busy_us;         // the time their calls took here, a step
+};
+
 struct trace_profile {
     char producer[192];          // the program that wrote it (otherData.producer)
     int ranks;                   // ranks measured
@@ -60,6 +78,12 @@ struct trace_profile {
     double backward_share;       // of forward + backward, the backward pass's time (median)
     struct profile_bucket bucket[PROFILE_BUCKETS_MAX]; // in the order they ran, a step
     int n_buckets;
+    int has_ops;                 // the trace counts device operations (0: a trace from before
+                                 // issue 47: the projection scales compute by the peaks alone)
+    struct profile_ops ops[PROFILE_OP_KINDS];
+    double host_us;              // the host's own work a step: the step less its collectives,
+                                 // the operations' calls (syncs included), the buckets' wait
+    double rows_per_rank;        // samples a rank a step (median; 0: not counted)
     struct {
         char key[48];
         double value;
