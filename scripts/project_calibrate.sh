@@ -4,7 +4,8 @@
 # [device] from the trainer's GEMMs as one rank runs them (vgpu_gemm_perf,
 # one thread) and this machine's memory copy rate, [intra] from a 2-rank
 # ring all-reduce over shared memory (vgpu_allreduce_perf): t(S) = 2 alpha +
-# S / B, alpha from the smallest size, B from the two largest.
+# S / B, alpha from the smallest size, B from the two largest; the lanes'
+# facts from vgpu_device_probe.
 set -eu
 usage() {
   cat <<'USAGE'
@@ -17,7 +18,7 @@ case "${1:-}" in -h|--help) usage; exit 0 ;; -*) usage >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${VGPU_BUILD_DIR:-$here/build}
 out=${1:-$build/calibration.ini}
-for p in vgpu_gemm_perf vgpu_allreduce_perf vgpu-project; do
+for p in vgpu_gemm_perf vgpu_allreduce_perf vgpu-project vgpu_device_probe; do
   [ -x "$build/$p" ] || { echo "project_calibrate: $build/$p is not built (make $p)" >&2; exit 2; }
 done
 
@@ -27,6 +28,9 @@ gflops=$("$build/vgpu_gemm_perf" -l device -n 3 -m 10 |
   awk '/all \(time-weighted\)/ { if ($NF > best) best = $NF } END { if (best > 0) print best }')
 [ -n "$gflops" ] || { echo "project_calibrate: vgpu_gemm_perf gave no rate" >&2; exit 1; }
 mem=$("$build/vgpu-project" --measure-memory | awk '{ print $3 }')
+# The lanes' facts (docs/PROJECTION.md, "The lanes"): a tiny operation's
+# call, the shortest operation, a wait, the host-to-device copy rate.
+probe=$("$build/vgpu_device_probe") || { echo "project_calibrate: vgpu_device_probe failed" >&2; exit 1; }
 
 # The ring over shared memory, 2 ranks, the ring algorithm forced (the model's).
 # On a busy machine a size's mean can take a preempted rank's pause, so that
@@ -69,6 +73,7 @@ name = ${cpu:-CPU} (one rank, one thread)
 fp32_tflops = $(awk -v g="$gflops" 'BEGIN { printf "%.6f", g / 1000 }')
 ; vgpu-project --measure-memory: memcpy, read + write
 memory_gbyte_per_s = $mem
+$probe
 
 [intra]
 link = shared memory (vgpu ring)
@@ -78,4 +83,5 @@ latency_us = $alpha
 gbit_per_s = $gbit
 INI
 mv "$tmp" "$out"
-echo "project_calibrate: $out: ${gflops} GFLOP/s, memory $mem GB/s, shared memory alpha ${alpha} us, ${gbit} Gbit/s"
+launch=$(printf '%s\n' "$probe" | awk '$1 == "launch_us" { print $3 }')
+echo "project_calibrate: $out: ${gflops} GFLOP/s, memory $mem GB/s, ${launch} us an operation's call, shared memory alpha ${alpha} us, ${gbit} Gbit/s"
