@@ -85,4 +85,16 @@ if [ -x "$build/trace_span_cost" ] && [ "${steps:-0}" -gt 0 ]; then
            " on (%.3f%% of the median step), %.3f us off (%.4f%%)\n",
            on, off, per, per * on / 1e3, per * on / 1e4 / step_ms, per * off / 1e3, per * off / 1e4 / step_ms
   }'
+  # The counted device operations (issue 47): each costs two clock reads.
+  ops=$(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+print(sum(e["args"]["n"] for e in d["traceEvents"] if e.get("cat") == "device" and e["name"] != "syncs"
+          and e["name"] != "?"))' "$trace" 2>/dev/null || echo 0)
+  awk -v ops="$ops" -v np="$np" -v steps="$steps" -v cost="$cost" -v step_ms="$(median "$offs")" 'BEGIN {
+    split(cost, l, "\n"); for (i in l) { split(l[i], f, " "); v[f[1]] = f[2] }
+    per = ops / (np * steps)
+    printf "# a counted operation costs %.1f ns recorded, %.1f ns off; %.1f a rank a step (with"  \
+           " evaluation): %.2f us a step on (%.3f%% of the median step)\n",
+           v["op_on_ns"], v["op_off_ns"], per, per * v["op_on_ns"] / 1e3, per * v["op_on_ns"] / 1e4 / step_ms
+  }'
 fi
