@@ -25,7 +25,16 @@ fi
 run "calibrate this machine" 120 env VGPU_BUILD_DIR="$VGPU_BUILD_DIR" \
   "$VGPU_SOURCE_DIR/scripts/project_calibrate.sh" "$cal"
 expect_rc 0
-expect_out "^project_calibrate: $cal: [0-9.]+ GFLOP/s, memory [0-9.]+ GB/s, shared memory alpha [0-9.]+ us, [0-9.]+ Gbit/s\$"
+expect_out "^project_calibrate: $cal: [0-9.]+ GFLOP/s, memory [0-9.]+ GB/s, [0-9.]+ us an operation's call, shared memory alpha [0-9.]+ us, [0-9.]+ Gbit/s\$"
+expect_out_file() { if grep -qE "$2" "$1"; then ok "$1 has '$2'"; else bad "$1 lacks '$2'"; fi; }
+for key in launch_us kernel_min_us sync_us host_link_gbyte_per_s; do
+  expect_out_file "$cal" "^$key = [0-9.]+\$"
+done
+if grep -q '"name":"gemm ops","cat":"device"' "$t"; then
+  ok "the trace counts the device operations"
+else
+  bad "the trace has no 'gemm ops' counts"
+fi
 
 # ---- every shipped target ----
 row='^ +[0-9]+ +[0-9]+( +[0-9]+\.[0-9]{4}){4} +([0-9]+|-) +[0-9]+% +[0-9.]+[KMG] +[a-z]'
@@ -52,6 +61,24 @@ if [ "$one" = "0.0000" ]; then ok "1 GPU: no communication"; else bad "1 GPU: co
 expect_out "^ +2 +1 "
 
 # ---- bad input ----
+# The lanes (issue 47): the default job on one H100 is its launches; a trace
+# without the counted operations (before issue 47) falls back, and says so.
+run "onto one H100: the lanes" 10 "$PROJECT" --trace "$t" --target "$TARGETS/h100_nvlink_8.ini" \
+  --measured-on "$cal" --ranks 1
+expect_rc 0
+expect_out "^  lanes: [0-9]+ operations a step a rank \\([0-9]+ GEMM"
+expect_out "^ +1 +1 .* launches \\(host lane\\)\$"
+expect_out "^  launches \\(host lane\\): launch-bound: 4.00 us a launch"
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["traceEvents"] = [e for e in d["traceEvents"] if e.get("cat") != "device"]
+json.dump(d, open(sys.argv[2], "w"))' "$t" "$WORK/old.json"
+run "a trace without counted operations" 10 "$PROJECT" --trace "$WORK/old.json" \
+  --target "$TARGETS/h100_nvlink_8.ini" --measured-on "$cal" --ranks 1
+expect_rc 0
+expect_out "^  lanes: none: the trace counts no device operations"
+expect_out "^ +1 +1 .* memory bandwidth|compute\$"
+
 head -c 3000 "$t" >"$WORK/cut.json"
 run "a cut-off trace" 10 "$PROJECT" --trace "$WORK/cut.json" --target "$TARGETS/h100_nvlink_8.ini" --measured-on "$cal"
 expect_rc 2
