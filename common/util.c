@@ -1,8 +1,9 @@
-// util.c: clocks, hashing, size formatting, whole files.
+// util.c: clocks, processes, hashing, size formatting, whole files.
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,37 @@ void util_machine_id(char *out, size_t bytes, const char *host)
     if (f)
         fclose(f);
     out[strcspn(out, "\n")] = 0;
+}
+
+int util_proc_stat(long pid, char *state, long *ppid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *after = strrchr(buf, ')');
+    long parent = 0;
+    char letter = 0;
+    if (!after || sscanf(after + 1, " %c %ld", &letter, &parent) != 2)
+        return -1;
+    *state = letter;
+    if (ppid)
+        *ppid = parent;
+    return 0;
+}
+
+int util_proc_gone(long pid)
+{
+    char state;
+    if (pid <= 0)
+        return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    return util_proc_stat(pid, &state, NULL) == 0 && (state == 'Z' || state == 'X');
 }
 
 double util_now_s(void)

@@ -51,6 +51,14 @@ extern __thread int util_waits_beside_compute; // (__thread: C and CUDA C++ incl
 // share its cores too. Without it, "host:" and the host name.
 void util_machine_id(char *out, size_t bytes, const char *host);
 
+// Process pid's state letter ('R', 'S', 'Z' for a zombie, 'X' dead...) and its
+// parent's pid from /proc/PID/stat (its name may hold spaces and parentheses).
+// Returns 0, or -1 when there is no such process (ppid may be NULL).
+int util_proc_stat(long pid, char *state, long *ppid);
+// Whether process pid has ended: no such process, or a zombie (exited, not
+// reaped: a parent that does not reap, as some containers' init).
+int util_proc_gone(long pid);
+
 // CRC32 (zlib's polynomial) of a byte range, continuing from `crc` (start at 0).
 uint32_t util_crc32(uint32_t crc, const void *data, size_t bytes);
 

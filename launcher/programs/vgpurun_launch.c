@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "util.h"
 
 // A repeat within this time of the first stop signal is the same request
 // (a double Ctrl-C, Slurm and a script both passing it on), as for the ranks
@@ -95,18 +96,9 @@ static int catches_usr1_(pid_t pid)
 // hung mpirun does not, is no child).
 static int live_child_(const char *pid, pid_t parent)
 {
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *after = strrchr(buf, ')'); // the name may hold spaces and parentheses
     char state;
-    int ppid;
-    return after && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)parent &&
+    long ppid;
+    return util_proc_stat(strtol(pid, NULL, 10), &state, &ppid) == 0 && ppid == (long)parent &&
            state != 'Z' && state != 'X';
 }
 

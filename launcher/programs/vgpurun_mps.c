@@ -82,19 +82,7 @@ static pid_t daemon_pid_(const struct vgpurun_mps *mps)
 // zombie, and gone.
 static int alive_(pid_t pid)
 {
-    if (pid <= 0 || kill(pid, 0) != 0)
-        return 0;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 1;
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *after = strrchr(buf, ')');
-    char state = 'R';
-    return !(after && sscanf(after + 1, " %c", &state) == 1 && (state == 'Z' || state == 'X'));
+    return pid > 0 && kill(pid, 0) == 0 && !util_proc_gone((long)pid);
 }
 
 // Asks the daemon to quit, waits for it (bounded), removes the directory.

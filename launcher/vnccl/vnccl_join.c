@@ -146,23 +146,11 @@ void vnccl_derive_id(const struct vnccl_id *parent, uint64_t seq, int64_t color,
     out->nonce[1] = util_hash64(h, parent->nonce, sizeof parent->nonce);
 }
 
-// A process that exited (or a zombie: exited, not yet reaped) is gone.
+// A process that exited (or a zombie: exited, not yet reaped) is gone; this
+// process (ranks that are threads of one) never.
 static int process_gone_(uint32_t pid)
 {
-    if (pid == 0 || pid == (uint32_t)getpid())
-        return 0;
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *paren = strrchr(buf, ')'); // the name may hold spaces and parentheses
-    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+    return pid != 0 && pid != (uint32_t)getpid() && util_proc_gone((long)pid);
 }
 
 int vnccl_watch(struct ncclComm *c, int peer, const char *what)
