@@ -377,6 +377,11 @@ static void test_mps_not_started_says_why(void **state)
     assert_false(mps_.start);
     assert_string_equal(mps_.why, "MPS: not started: nvidia-cuda-mps-control not found: ranks "
                                   "take turns (install the CUDA driver's MPS tools)");
+    f.gpus_simulated = 1; // simulated GPUs: nothing to install
+    assert_int_equal(DECIDE(&f, "vgpurun", "-np", "2", "prog"), 0);
+    assert_false(mps_.start);
+    assert_string_equal(mps_.why, "MPS: not started: the GPUs are simulated and this host has no "
+                                  "nvidia-cuda-mps-control (on a GPU host vgpurun would start it)");
     f = gpu_host_(1);
     f.host_count = 2;
     f.slot_count = 8;

@@ -289,6 +289,8 @@ int vgpurun_facts_gather(const struct vgpurun_options *opts, struct vgpurun_fact
     };
     int known = 0;
     facts->gpu_count = vgpurun_gpus_probe(store, !opts->no_mps, &known);
+    const char *sim = env_read("VGPU_SIM_GPUS");
+    facts->gpus_simulated = sim && *sim;
     if (known) {
         facts->gpu_modes = store->gpu_modes;
         facts->gpu_bytes = store->gpu_bytes;

@@ -133,6 +133,9 @@ int vgpurun_mps_decide(const struct vgpurun_options *opts, const struct vgpurun_
     } else if (mode_(facts, first_shared) != GPU_MODE_DEFAULT) {
         WHY_("MPS: not started: GPU %d is in Exclusive_Process mode (one process may use it: "
              "--mps starts MPS there, or run one rank a GPU)", first_shared);
+    } else if (!facts->have_mps_control && facts->gpus_simulated) {
+        WHY_("MPS: not started: the GPUs are simulated and this host has no "
+             "nvidia-cuda-mps-control (on a GPU host vgpurun would start it)");
     } else if (!facts->have_mps_control) {
         WHY_("MPS: not started: nvidia-cuda-mps-control not found: ranks take turns (install "
              "the CUDA driver's MPS tools)");

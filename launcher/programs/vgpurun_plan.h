@@ -65,6 +65,7 @@ struct vgpurun_facts {
     int slurm_nnodes;           // SLURM_JOB_NUM_NODES, 0 if unset
     int host_count;             // hosts named by --hostfile / -H; 0 = none given
     int slot_count;             // their slots; -1 = some host gave none (mpirun decides)
+    int gpus_simulated;         // they are VGPU_SIM_GPUS's: no driver behind them
     int gpu_count;              // GPUs this host shows (VGPU_SIM_GPUS's when set, else
                                 // /dev/nvidiaN, as CUDA_VISIBLE_DEVICES selects); 0 = none
     const int *gpu_modes;       // [gpu_count] compute modes (enum gpu_compute_mode); NULL = not

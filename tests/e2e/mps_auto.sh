@@ -101,7 +101,7 @@ if [ "$(grep -c "pipe=$WORK/site limit=unset" <<<"$out")" = 2 ]; then ok "the ra
 if command -v nvidia-cuda-mps-control >/dev/null; then
   echo "--- 'not found' not checked: this host has nvidia-cuda-mps-control"
 else
-  not_started "no nvidia-cuda-mps-control" "nvidia-cuda-mps-control not found: ranks take turns \\(install the CUDA driver's MPS tools\\)\$" \
+  not_started "no nvidia-cuda-mps-control" "the GPUs are simulated and this host has no nvidia-cuda-mps-control \\(on a GPU host vgpurun would start it\\)\$" \
     FAKE_MPS_LOG="$LOG" VGPU_SIM_GPUS=1x80G "$VGPURUN" -np 2 -- sh -c "$show"
   expect_rc 0
 fi
