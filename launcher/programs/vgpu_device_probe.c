@@ -69,13 +69,19 @@ static double copy_gbyte_per_s_(device_t *dev, void *d0, void *d1, void *host, s
 int main(int argc, char **argv)
 {
     enum device_kind kind = DEVICE_KIND_CPU;
+    static const struct option longs[] = {{"help", no_argument, NULL, 'h'},
+                                          {"kind", required_argument, NULL, 'k'}, {0}};
     int c;
-    while ((c = getopt(argc, argv, "k:h")) != -1) {
+    while ((c = getopt_long(argc, argv, "k:h", longs, NULL)) != -1) {
         if (c == 'k' && !strcmp(optarg, "cuda"))
             kind = DEVICE_KIND_CUDA;
         else if (!(c == 'k' && !strcmp(optarg, "cpu"))) {
-            fprintf(stdout, "usage: vgpu_device_probe [-k cpu|cuda]\n"
-                            "Prints the device's lanes facts as target-file keys (INI).\n");
+            fprintf(c == 'h' ? stdout : stderr,
+                    "usage: vgpu_device_probe [-k|--kind cpu|cuda]\n"
+                    "Measures the device's lanes facts (a launch, the shortest operation, a wait,\n"
+                    "the copy rates) and prints them as target-file keys (INI); "
+                    "scripts/project_calibrate.sh\nwrites them into this machine's target "
+                    "(docs/PROJECTION.md).\n");
             return c == 'h' ? 0 : 2;
         }
     }

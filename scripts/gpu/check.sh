@@ -341,6 +341,17 @@ if time_left "projection (1 GPU)" 50; then
   else record "projection (1 GPU)" FAIL "calibration exit $cal_rc$([ "$cal_rc" != 0 ] && echo " ($cal_msg)"); $fig"; fi
 fi
 
+# ---- the GPU's lanes facts (issue 47 item 2): measured, for the GPU targets ----
+# vgpu_device_probe on the GPU: a launch (a 1-element kernel's call), the
+# shortest kernel, a wait, the copy rates; the GPU targets carry published
+# figures until a record has these.
+if need_gpu "device probe" && time_left "device probe" 20; then
+  run "$L_TRAIN" 30 "$B/vgpu_device_probe" -k cuda
+  if [ "$rc" = 0 ] && grep -q '^launch_us = ' <<<"$out"; then
+    record "device probe" PASS "$(grep -E '^(launch_us|kernel_min_us|sync_us|host_link_gbyte_per_s) = ' <<<"$out" | sed 's/ = /=/' | paste -sd' ')"
+  else record "device probe" FAIL "exit $rc: $(tail -1 <<<"$out" | cut -c1-200)"; fi
+fi
+
 # ---- a rank past its cap (tests/api_cap.c: libvgpu's public API, so it binds the GPU) ----
 if time_left "cap overrun"; then
   run "$L_FAULTS" 60 "${SIM[@]}" "$MPIRUN" -np 4 "$CAP" 2

@@ -18,7 +18,7 @@ for step in 'mpirun' 'train np=4 \(headline\)' 'train np=1' 'train np=4 CPU' 'ca
   expect_out "^$step +PASS "
 done
 for step in 'gpu facts' 'ctest -L gpu' 'allreduce nccl np=1' 'memcheck np=2' 'racecheck ring' \
-            'ddp gloo np=4' 'ddp nccl np=4' 'torch all_reduce nccl np=4' 'fsdp nccl np=4' \
+            'ddp gloo np=4' 'ddp nccl np=4' 'torch all_reduce nccl np=4' 'fsdp nccl np=4' 'device probe' \
             'probe: UUID twice' "probe: torch's NCCL"; do
   expect_out "^$step +SKIP\(dry-run: needs a GPU"
 done
