@@ -178,6 +178,9 @@ static void put_vgpu_nccl_first_(const struct vgpurun_rank_id *id, int usable_gp
         char lib[PATH_MAX + 16];
         snprintf(lib, sizeof lib, "%s/libnccl.so.2", dir);
         prepend_env_("LD_PRELOAD", lib, ":");
+#ifdef VGPU_ASAN_RUNTIME // a sanitized build's library: the ASan runtime must come first
+        prepend_env_("LD_PRELOAD", VGPU_ASAN_RUNTIME, ":");
+#endif
     }
     else if (id->local_rank == 0 && forced)
         fprintf(stderr, "vgpurun-rank: VGPU_NCCL=vgpu, but vgpu's NCCL is not built (it needs "

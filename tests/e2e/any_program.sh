@@ -80,6 +80,8 @@ fi
 # VGPU_NCCL=vgpu forces it, VGPU_NCCL=real keeps NCCL's own.
 if [ -e "$VGPU_BUILD_DIR/vnccl/libnccl.so.2" ]; then
   front="$VGPU_BUILD_DIR/vnccl:$VGPU_BUILD_DIR/cudart_sim"
+  asan="" # a sanitized build preloads the ASan runtime before vgpu's NCCL
+  grep -q '^VGPU_SANITIZE:BOOL=ON' "$VGPU_BUILD_DIR/CMakeCache.txt" && asan="$(gcc -print-file-name=libasan.so):"
   show='echo "path=$LD_LIBRARY_PATH preload=$LD_PRELOAD"'
   for case in "1x80G auto 2 yes" "2x80G auto 2 no" "2x80G auto 3 yes" "1x80G real 2 no" "2x80G vgpu 2 yes" "1x80G auto 1 no"; do
     read -r gpus mode np want <<<"$case"
@@ -87,7 +89,7 @@ if [ -e "$VGPU_BUILD_DIR/vnccl/libnccl.so.2" ]; then
       LD_LIBRARY_PATH=/opt/user/lib LD_PRELOAD=/opt/user/pre.so "$VGPURUN" -np "$np" -- sh -c "$show"
     expect_rc 0
     if [ "$want" = yes ]; then
-      expected="path=$front:/opt/user/lib preload=$VGPU_BUILD_DIR/vnccl/libnccl.so.2:/opt/user/pre.so"
+      expected="path=$front:/opt/user/lib preload=$asan$VGPU_BUILD_DIR/vnccl/libnccl.so.2:/opt/user/pre.so"
     else expected="path=/opt/user/lib preload=/opt/user/pre.so"; fi
     got=$(grep -c -x -F "$expected" <<<"$out")
     if [ "$got" = "$np" ]; then ok "$gpus, VGPU_NCCL=$mode, $np ranks: $expected"
