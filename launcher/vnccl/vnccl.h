@@ -162,8 +162,6 @@ ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t s
 // ncclInvalidUsage (why in err) when the stream is being captured into a CUDA
 // graph: the staged calls wait for the stream, which a capture forbids.
 ncclResult_t vnccl_stream_usable(cudaStream_t stream, char *err, size_t err_bytes);
-// Which CUDA the copies go through, for messages ("libcudart.so.12 (the program's)").
-const char *vnccl_cuda_name(void);
 // The current CUDA device and its PCI bus id; -1 and "" without CUDA.
 int vnccl_current_device(char *bus_id, size_t bus_bytes);
 void vnccl_set_device(int device);

@@ -38,7 +38,7 @@ static struct {
 } drv_;
 enum { MEM_HOST, MEM_RUNTIME, MEM_DRIVER };
 static int mem_ = MEM_HOST;
-static char runtime_name_[64] = "none";
+static char runtime_name_[64] = "none"; // which CUDA the copies go through, for messages
 static pthread_once_t once_ = PTHREAD_ONCE_INIT;
 
 static int bind_runtime_(void *h)
@@ -91,12 +91,6 @@ static int mem_kind_(void)
     return mem_;
 }
 
-const char *vnccl_cuda_name(void)
-{
-    mem_kind_();
-    return runtime_name_;
-}
-
 ncclResult_t vnccl_stream_usable(cudaStream_t stream, char *err, size_t err_bytes)
 {
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -121,8 +115,8 @@ ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t s
             e = rt_.stream_sync(stream);
         if (e == cudaSuccess)
             return ncclSuccess;
-        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: %s", bytes,
-                 rt_.error_string(e));
+        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: %s (through %s)",
+                 bytes, rt_.error_string(e), runtime_name_);
         return ncclUnhandledCudaError;
     }
     case MEM_DRIVER: {
@@ -132,8 +126,8 @@ ncclResult_t vnccl_copy(void *dst, const void *src, size_t bytes, cudaStream_t s
             e = drv_.stream_sync((void *)stream);
         if (e == 0)
             return ncclSuccess;
-        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: CUDA driver error %d",
-                 bytes, e);
+        snprintf(err, err_bytes, "a copy of %zu bytes on the stream failed: CUDA driver error %d "
+                 "(through %s)", bytes, e, runtime_name_);
         return ncclUnhandledCudaError;
     }
     default:
