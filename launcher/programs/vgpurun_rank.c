@@ -134,20 +134,20 @@ static void prepend_env_(const char *name, const char *first, const char *sep)
     free(value);
 }
 
-// Whether path/name is a file; fills path (of PATH_MAX bytes) with dir/sub.
+// Fills path (PATH_MAX bytes) with dir and sub; whether path/name is readable.
 static int has_lib_(char *path, const char *dir, const char *sub, const char *name)
 {
-    snprintf(path, PATH_MAX, "%s%s%s", dir, sub, "");
+    snprintf(path, PATH_MAX, "%s%s", dir, sub);
     char file[PATH_MAX + 64];
     snprintf(file, sizeof file, "%s/%s", path, name);
     return access(file, R_OK) == 0;
 }
 
-// vgpu's NCCL first on the loader's path (and preloaded) where this host's ranks share a GPU
-// (VGPU_NCCL=auto, the default), always (vgpu) or never (real): from the
-// build tree beside this program, else the installed LIBDIR/vgpu-nccl. On
-// simulated GPUs the build tree's simulated CUDA runtime goes first too, so
-// an NCCL program runs here on CPU devices.
+// vgpu's NCCL first on the loader's path, and preloaded, where this host's
+// ranks share a GPU (VGPU_NCCL=auto, the default), always (vgpu) or never
+// (real): from the build tree beside this program, else the installed
+// LIBDIR/vgpu-nccl. On simulated GPUs the build tree's simulated CUDA
+// runtime goes first too, so an NCCL program runs here on CPU devices.
 static void put_vgpu_nccl_first_(const struct vgpurun_rank_id *id, int usable_gpus)
 {
     const char *mode = env_read("VGPU_NCCL");
@@ -181,10 +181,10 @@ static void put_vgpu_nccl_first_(const struct vgpurun_rank_id *id, int usable_gp
 #ifdef VGPU_ASAN_RUNTIME // a sanitized build's library: the ASan runtime must come first
         prepend_env_("LD_PRELOAD", VGPU_ASAN_RUNTIME, ":");
 #endif
-    }
-    else if (id->local_rank == 0 && forced)
+    } else if (id->local_rank == 0 && forced) {
         fprintf(stderr, "vgpurun-rank: VGPU_NCCL=vgpu, but vgpu's NCCL is not built (it needs "
                         "nccl.h and CUDA's headers at build time)\n");
+    }
 }
 
 int main(int argc, char **argv)
