@@ -17,6 +17,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nccl_loaded import nccl_library  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # The model, data and training of the CPU check, on this rank's GPU.
@@ -59,8 +62,7 @@ def main():
         close = torch.allclose(flat, ref_flat, rtol=1e-5, atol=1e-6)
         ok &= same and close
         torch.cuda.synchronize()
-        maps = open("/proc/self/maps").read().splitlines()
-        lib = ",".join(sorted({l.split()[-1] for l in maps if "nccl" in l.split()[-1]})) or "none"
+        lib = nccl_library()
         say(f"ddp_gpu: {backend} rank {rank} of {world} ({where}): all_reduce={t.item():g} "
             f"replicas_equal={same} matches_single_process={close} libnccl={lib} "
             f"{'ok' if ok else 'FAILED'}")

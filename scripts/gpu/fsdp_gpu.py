@@ -15,6 +15,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nccl_loaded import nccl_library  # noqa: E402
 import torch.nn as nn
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -62,8 +65,7 @@ def main():
         ref_flat = torch.cat([p.detach().flatten() for p in ref.parameters()])
         close = torch.allclose(flat, ref_flat, rtol=1e-5, atol=1e-6)
         worst = (flat - ref_flat).abs().max().item()
-        maps = open("/proc/self/maps").read().splitlines()
-        lib = ",".join(sorted({l.split()[-1] for l in maps if "nccl" in l.split()[-1]})) or "none"
+        lib = nccl_library()
         say(f"fsdp_gpu: {backend} rank {rank} of {world}: matches_single_process={close} "
             f"max_abs_diff={worst:.3g} libnccl={lib} {'ok' if close else 'FAILED'}")
         dist.destroy_process_group()
