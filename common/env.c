@@ -132,6 +132,14 @@ const char *env_read(const char *name)
     return env_table_get(vars_, VARS_COUNT_, name);
 }
 
+double env_comm_timeout_s(void)
+{
+    const char *v = env_read("VGPU_COMM_TIMEOUT_S");
+    char *end = NULL;
+    double t = v ? strtod(v, &end) : 0;
+    return v && end != v && !*end && t >= 0.1 && t <= 86400 ? t : ENV_DEFAULT_TIMEOUT_S;
+}
+
 // A whole number in [lo, hi]; -1 when unset, and when malformed or out of
 // range (then said once, as "expected").
 static long env_long_(const char *name, long lo, long hi, const char *expected)

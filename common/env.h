@@ -77,6 +77,12 @@ void env_reset(void);
 // binding's record). A name not in the table aborts (env_table_get).
 const char *env_read(const char *name);
 
+// VGPU_COMM_TIMEOUT_S as a bound before any config is read (vgpu's start-up,
+// vgpu's NCCL, which has none): its value where it is 0.1 to 86400 seconds,
+// else 300.
+#define ENV_DEFAULT_TIMEOUT_S 300.0
+double env_comm_timeout_s(void);
+
 // Writes one entry per library switch: its name, form and meaning.
 void env_print_reference(FILE *f);
 

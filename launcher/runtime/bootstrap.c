@@ -48,13 +48,7 @@ int runtime_launcher_rank(void)
     return rank > 0 ? rank : 0;
 }
 
-double runtime_early_timeout_s(void)
-{
-    const char *v = env_read("VGPU_COMM_TIMEOUT_S");
-    char *end = NULL;
-    double t = v ? strtod(v, &end) : 0;
-    return v && end != v && !*end && t >= 0.1 && t <= 86400 ? t : CONTROL_DEFAULT_TIMEOUT_S;
-}
+double runtime_early_timeout_s(void) { return env_comm_timeout_s(); }
 
 static void watch_beat_(void *arg)
 {

@@ -195,7 +195,6 @@ void vnccl_fail(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
 // Records an error in c's last error (and the thread's), says it on stderr.
 ncclResult_t vnccl_error(struct ncclComm *c, ncclResult_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-double vnccl_timeout_s(void);
 // The calling thread's last error message ("" if none): ncclGetLastError(NULL).
 const char *vnccl_thread_error(void);
 const char *vnccl_kind_name(enum vnccl_kind k);

@@ -48,14 +48,6 @@ static __thread char thread_error_[512];
 
 const char *vnccl_thread_error(void) { return thread_error_; }
 
-double vnccl_timeout_s(void)
-{
-    const char *v = env_read("VGPU_COMM_TIMEOUT_S");
-    char *end;
-    double t = v ? strtod(v, &end) : 0;
-    return v && end != v && t > 0 ? t : 300.0;
-}
-
 // A rank's stage: VGPU_NCCL_STAGE_KB, but at least 256 bytes a rank (each
 // rank's p2p area is cut into a slice a peer, 64-byte aligned).
 static uint64_t stage_bytes_(int nranks)
@@ -371,7 +363,7 @@ ncclResult_t vnccl_join(struct ncclComm *c, int nranks, const struct vnccl_id *i
     c->rank = rank;
     c->nranks = nranks;
     c->id = *id;
-    c->timeout_s = vnccl_timeout_s();
+    c->timeout_s = env_comm_timeout_s();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->spin_count = cores > 0 && nranks > cores ? VNCCL_SPIN_OVERSUBSCRIBED : VNCCL_SPIN_DEDICATED;
     c->device = vnccl_current_device(NULL, 0);
