@@ -195,12 +195,13 @@ static int case_mismatch_coll_(struct nt_ctx *ctx)
 
 // ---- dead and missing peers ----
 
-// The last rank SIGKILLs itself while the others are in an all-reduce.
-static int case_peer_killed_(struct nt_ctx *ctx)
+// A sound communicator whose last rank then SIGKILLs itself (after
+// KILL_AFTER_US: the others are in their call by then); returns that rank
+// to the others, -1 when the communicator could not be made.
+static int victim_dies_(struct nt_ctx *ctx, ncclComm_t *comm)
 {
     int victim = ctx->nranks - 1;
-    ncclComm_t comm;
-    if (nt_comm_init(ctx, &comm, 0) != 0 || sound_(ctx, comm, "before the kill") != 0)
+    if (nt_comm_init(ctx, comm, 0) != 0 || sound_(ctx, *comm, "before the kill") != 0)
         return -1;
     if (ctx->rank == victim) {
         ctx->shared->slot[ctx->rank].expect_killed = 1;
@@ -208,25 +209,43 @@ static int case_peer_killed_(struct nt_ctx *ctx)
         kill(getpid(), SIGKILL);
         pause();
     }
+    return victim;
+}
+
+// The call `what`, begun at t0, saw the victim's death: a remote or system
+// error, within the bound after the kill, and the last error names it.
+static void death_seen_(struct nt_ctx *ctx, ncclComm_t comm, ncclResult_t rc, double t0,
+                        int victim, const char *what)
+{
+    double secs = nt_now_s() - t0 - KILL_AFTER_US * 1e-6;
+    NT_EXPECT(ctx, rc == ncclRemoteError || rc == ncclSystemError,
+              "%s with rank %d killed returned %s, want ncclRemoteError or ncclSystemError", what,
+              victim, ncclGetErrorString(rc));
+    NT_EXPECT(ctx, secs <= DEAD_PEER_LIMIT_S + 0.2,
+              "%s returned %.2f s after rank %d was killed (bound %.0f s)", what, secs, victim,
+              DEAD_PEER_LIMIT_S);
+    const char *msg = ncclGetLastError(comm);
+    NT_EXPECT(ctx, nt_names_rank(msg, victim), "ncclGetLastError does not name 'rank %d': '%s'",
+              victim, msg ? msg : "(NULL)");
+}
+
+// The last rank SIGKILLs itself while the others are in an all-reduce.
+static int case_peer_killed_(struct nt_ctx *ctx)
+{
+    ncclComm_t comm;
+    int victim = victim_dies_(ctx, &comm);
+    if (victim < 0)
+        return -1;
     size_t bytes = 1024 * sizeof(float);
     void *send = nt_dev_alloc(ctx, bytes, NULL), *recv = nt_dev_alloc(ctx, bytes, NULL);
     NT_REQUIRE(ctx, send && recv, "buffers");
     double t0 = nt_now_s();
     ncclResult_t rc = ncclAllReduce(send, recv, 1024, ncclFloat32, ncclSum, comm, ctx->stream);
-    double secs = nt_now_s() - t0 - KILL_AFTER_US * 1e-6;
-    NT_EXPECT(ctx, rc == ncclRemoteError || rc == ncclSystemError,
-              "all-reduce with rank %d killed returned %s, want ncclRemoteError or ncclSystemError",
-              victim, ncclGetErrorString(rc));
-    NT_EXPECT(ctx, secs <= DEAD_PEER_LIMIT_S + 0.2,
-              "all-reduce returned %.2f s after rank %d was killed (bound %.0f s)", secs, victim,
-              DEAD_PEER_LIMIT_S);
+    death_seen_(ctx, comm, rc, t0, victim, "all-reduce");
     ncclResult_t async = ncclSuccess;
     NT_EXPECT_RC(ctx, ncclCommGetAsyncError(comm, &async), ncclSuccess);
     NT_EXPECT(ctx, async == ncclRemoteError || async == ncclSystemError,
               "ncclCommGetAsyncError after the peer's death: %s", ncclGetErrorString(async));
-    const char *msg = ncclGetLastError(comm);
-    NT_EXPECT(ctx, nt_names_rank(msg, victim), "ncclGetLastError does not name 'rank %d': '%s'",
-              victim, msg ? msg : "(NULL)");
     NT_EXPECT_RC(ctx, ncclCommAbort(comm), ncclSuccess);
     cudaFree(send);
     cudaFree(recv);
@@ -237,35 +256,19 @@ static int case_peer_killed_(struct nt_ctx *ctx)
 // ncclRecv: it fails within the same bound, naming the dead rank.
 static int case_peer_killed_p2p_(struct nt_ctx *ctx)
 {
-    int victim = ctx->nranks - 1;
     ncclComm_t comm;
-    if (nt_comm_init(ctx, &comm, 0) != 0 || sound_(ctx, comm, "before the kill") != 0)
+    int victim = victim_dies_(ctx, &comm);
+    if (victim < 0)
         return -1;
-    if (ctx->rank == victim) {
-        ctx->shared->slot[ctx->rank].expect_killed = 1;
-        usleep(KILL_AFTER_US);
-        kill(getpid(), SIGKILL);
-        pause();
-    }
     if (ctx->rank != 0) { // bystanders leave quietly (an abort would fail rank 0 first)
         NT_EXPECT_RC(ctx, ncclCommDestroy(comm), ncclSuccess);
         return 0;
     }
-    size_t bytes = 1024 * sizeof(float);
-    void *recv = nt_dev_alloc(ctx, bytes, NULL);
+    void *recv = nt_dev_alloc(ctx, 1024 * sizeof(float), NULL);
     NT_REQUIRE(ctx, recv, "buffer");
     double t0 = nt_now_s();
     ncclResult_t rc = ncclRecv(recv, 1024, ncclFloat32, victim, comm, ctx->stream);
-    double secs = nt_now_s() - t0 - KILL_AFTER_US * 1e-6;
-    NT_EXPECT(ctx, rc == ncclRemoteError || rc == ncclSystemError,
-              "ncclRecv from killed rank %d returned %s, want ncclRemoteError or ncclSystemError",
-              victim, ncclGetErrorString(rc));
-    NT_EXPECT(ctx, secs <= DEAD_PEER_LIMIT_S + 0.2,
-              "ncclRecv returned %.2f s after rank %d was killed (bound %.0f s)", secs, victim,
-              DEAD_PEER_LIMIT_S);
-    const char *msg = ncclGetLastError(comm);
-    NT_EXPECT(ctx, nt_names_rank(msg, victim), "ncclGetLastError does not name 'rank %d': '%s'",
-              victim, msg ? msg : "(NULL)");
+    death_seen_(ctx, comm, rc, t0, victim, "ncclRecv");
     NT_EXPECT_RC(ctx, ncclCommAbort(comm), ncclSuccess);
     cudaFree(recv);
     return 0;
