@@ -403,9 +403,13 @@ static int case_register_(struct nt_ctx *ctx)
     return 0;
 }
 
-// ncclGroupSimulateEnd: success, an estimate >= 0, and the group's
-// all-reduce not run (its output untouched); a real one works after.
-static int case_simulate_(struct nt_ctx *ctx)
+// A group that must run nothing: it queues an all-reduce of ones, then
+// simulate != 0 ends it with ncclGroupSimulateEnd (success, an estimate >=
+// 0), else queues a call with a bad type (refused, ncclInvalidArgument) and
+// ends it with ncclGroupEnd, which fails the whole group with it (NCCL runs
+// nothing of a failed group). Either way the all-reduce's output stays
+// untouched, and a real all-reduce works after.
+static int group_runs_nothing_(struct nt_ctx *ctx, int simulate, const char *which)
 {
     ncclComm_t comm;
     if (nt_comm_init(ctx, &comm, 0) != 0)
@@ -415,16 +419,25 @@ static int case_simulate_(struct nt_ctx *ctx)
         ones[i] = 1;
     void *send = nt_dev_alloc(ctx, sizeof ones, ones), *recv = nt_dev_alloc(ctx, sizeof ones, NULL);
     NT_REQUIRE(ctx, send && recv, "buffers");
-    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
     NT_NCCL(ctx, NULL, ncclGroupStart());
     NT_NCCL(ctx, comm, ncclAllReduce(send, recv, 64, ncclFloat32, ncclSum, comm, ctx->stream));
-    NT_NCCL(ctx, comm, ncclGroupSimulateEnd(&sim));
-    NT_EXPECT(ctx, sim.estimatedTime >= 0, "ncclGroupSimulateEnd: estimatedTime %g < 0",
-              (double)sim.estimatedTime);
+    if (simulate) {
+        ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+        NT_NCCL(ctx, comm, ncclGroupSimulateEnd(&sim));
+        NT_EXPECT(ctx, sim.estimatedTime >= 0, "ncclGroupSimulateEnd: estimatedTime %g < 0",
+                  (double)sim.estimatedTime);
+    } else {
+        NT_EXPECT_RC(ctx, ncclAllReduce(send, recv, 64, (ncclDataType_t)ncclNumTypes, ncclSum,
+                                        comm, ctx->stream), ncclInvalidArgument);
+        NT_EXPECT_RC(ctx, ncclGroupEnd(), ncclInvalidArgument);
+    }
     if (nt_sync(ctx) != 0)
         return -1;
-    (void)nt_untouched(ctx, recv, sizeof ones, "the output of a simulated group's all-reduce");
-    if (expect_sum_(ctx, comm, ctx->nranks, 0, "all-reduce after a simulated group") != 0)
+    char what[96];
+    snprintf(what, sizeof what, "the output of a %s group's all-reduce", which);
+    (void)nt_untouched(ctx, recv, sizeof ones, what);
+    snprintf(what, sizeof what, "all-reduce after a %s group", which);
+    if (expect_sum_(ctx, comm, ctx->nranks, 0, what) != 0)
         return -1;
     cudaFree(send);
     cudaFree(recv);
@@ -432,35 +445,8 @@ static int case_simulate_(struct nt_ctx *ctx)
     return 0;
 }
 
-// A group whose second call has a bad argument: that call is refused
-// (ncclInvalidArgument), ncclGroupEnd fails the whole group with it, and
-// the group's valid all-reduce never runs (its output untouched, as NCCL
-// runs nothing of a failed group); the communicator works after.
-static int case_group_error_(struct nt_ctx *ctx)
-{
-    ncclComm_t comm;
-    if (nt_comm_init(ctx, &comm, 0) != 0)
-        return -1;
-    float ones[64];
-    for (int i = 0; i < 64; i++)
-        ones[i] = 1;
-    void *send = nt_dev_alloc(ctx, sizeof ones, ones), *recv = nt_dev_alloc(ctx, sizeof ones, NULL);
-    NT_REQUIRE(ctx, send && recv, "buffers");
-    NT_NCCL(ctx, NULL, ncclGroupStart());
-    NT_NCCL(ctx, comm, ncclAllReduce(send, recv, 64, ncclFloat32, ncclSum, comm, ctx->stream));
-    NT_EXPECT_RC(ctx, ncclAllReduce(send, recv, 64, (ncclDataType_t)ncclNumTypes, ncclSum, comm,
-                                    ctx->stream), ncclInvalidArgument);
-    NT_EXPECT_RC(ctx, ncclGroupEnd(), ncclInvalidArgument);
-    if (nt_sync(ctx) != 0)
-        return -1;
-    (void)nt_untouched(ctx, recv, sizeof ones, "the output of a failed group's all-reduce");
-    if (expect_sum_(ctx, comm, ctx->nranks, 0, "all-reduce after a failed group") != 0)
-        return -1;
-    cudaFree(send);
-    cudaFree(recv);
-    NT_NCCL(ctx, comm, ncclCommDestroy(comm));
-    return 0;
-}
+static int case_simulate_(struct nt_ctx *ctx) { return group_runs_nothing_(ctx, 1, "simulated"); }
+static int case_group_error_(struct nt_ctx *ctx) { return group_runs_nothing_(ctx, 0, "failed"); }
 
 // ncclCommFinalize + ncclCommDestroy on one communicator, ncclCommAbort on
 // another (both after an all-reduce).
