@@ -201,16 +201,25 @@ cudaError_t cudaGetDevice(int *device)
     return sim_return(err);
 }
 
+// The simulated device of a runtime call's ordinal: the runtime started
+// (sim_init's error otherwise), and cudaErrorInvalidDevice past the count.
+static cudaError_t device_of_(int device, const struct sim_device **out)
+{
+    const cudaError_t err = sim_init();
+    if (err != cudaSuccess)
+        return err;
+    *out = sim_device_at(device);
+    return *out ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     if (!prop)
         return sim_return(cudaErrorInvalidValue);
-    const cudaError_t err = sim_init();
+    const struct sim_device *d;
+    const cudaError_t err = device_of_(device, &d);
     if (err != cudaSuccess)
         return sim_return(err);
-    const struct sim_device *d = sim_device_at(device);
-    if (!d)
-        return sim_return(cudaErrorInvalidDevice);
     if (d->failing)
         return sim_return(cudaErrorLaunchFailure);
     *prop = d->cuda;
@@ -272,12 +281,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 {
     if (!value)
         return sim_return(cudaErrorInvalidValue);
-    const cudaError_t err = sim_init();
+    const struct sim_device *d;
+    const cudaError_t err = device_of_(device, &d);
     if (err != cudaSuccess)
         return sim_return(err);
-    const struct sim_device *d = sim_device_at(device);
-    if (!d)
-        return sim_return(cudaErrorInvalidDevice);
     if (attr == cudaDevAttrComputeMode) { // not a field since CUDA 13
         const int mode = d->props.compute_mode;
         *value = mode == GPU_MODE_EXCLUSIVE_PROCESS ? cudaComputeModeExclusiveProcess
@@ -306,12 +313,10 @@ cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
 {
     if (!pciBusId || len <= 0)
         return sim_return(cudaErrorInvalidValue);
-    const cudaError_t err = sim_init();
+    const struct sim_device *d;
+    const cudaError_t err = device_of_(device, &d);
     if (err != cudaSuccess)
         return sim_return(err);
-    const struct sim_device *d = sim_device_at(device);
-    if (!d)
-        return sim_return(cudaErrorInvalidDevice);
     // CUDA's form: a 4-digit domain, "0000:10:00.0" (NVML's has 8 digits).
     snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", (unsigned)d->cuda.pciDomainID,
              (unsigned)d->cuda.pciBusID, (unsigned)d->cuda.pciDeviceID);
