@@ -89,6 +89,12 @@ static const struct env_var vars_[] = {
      "first on the loader's path (and in LD_PRELOAD) where the host's ranks share a GPU (and, on simulated GPUs, "
      "the build's simulated CUDA runtime), so that an unmodified NCCL program runs there; vgpu "
      "always; real never (docs/LIBRARY.md: vgpu's NCCL)"},
+    {"VGPU_DEVCOLL_ALGO", "auto|oneshot|twoshot",
+     "the device collectives (ranks sharing a GPU under MPS): which all-reduce every size "
+     "takes (default auto: one-shot for small sizes, two-shot above; docs/COLLECTIVES.md)"},
+    {"VGPU_DEVCOLL_AREA_KB", "KIB",
+     "the device collectives: each of a rank window's four data areas, the most a round "
+     "carries (1 to 1048576, default 4096; every rank of a communicator alike)"},
     {"VGPU_NCCL_STAGE_KB", "KIB",
      "vgpu's NCCL: each rank's stage in the communicator's shared memory, the chunk a "
      "collective moves at a time (4 to 1048576, default 4096; every rank of a communicator "

@@ -1,0 +1,111 @@
+// devcoll.h: collectives that stay on the device, for ranks of one host
+// that share a GPU under MPS (issue 43). Each rank owns a dedicated window
+// (devcoll_proto.h: mailboxes and four data areas) that every peer opens
+// once; a call is one launch of the protocol on the caller's stream and
+// returns at once, as NCCL's do. The protocol is the same code on a GPU
+// (devcoll_cuda.cu) and on the simulated device (devcoll_sim.c: host
+// shared memory, the calling thread), where the tests run it.
+//
+// Set-up, on every rank: devcoll_create, then the ranks exchange their
+// devcoll_handle (MPI, or vgpu's NCCL's shared memory), then
+// devcoll_connect. Every rank must make the same calls in the same order;
+// a call whose type, count, operation or root differs from a peer's fails
+// on every rank before anything is written. Errors are asynchronous, as
+// NCCL's: devcoll_error says what the device found (a peer that timed out,
+// died or called differently); after one, every later call fails.
+#ifndef VGPU_DEVCOLL_H
+#define VGPU_DEVCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devcoll_proto.h"
+
+#define DEVCOLL_WIN_HANDLE_BYTES 64
+
+// How the protocol runs on one kind of device: its memory and its launch.
+struct devcoll_exec {
+    const char *name; // "cuda", "sim"
+    // A window of `bytes` that peers can open (zeroed), and what they need.
+    int (*win_create)(void *ctx, uint64_t bytes, void **win,
+                      unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES]);
+    int (*win_open)(void *ctx, const unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES],
+                    uint64_t bytes, void **win);
+    void (*win_close)(void *ctx, void *win, uint64_t bytes); // a peer's
+    void (*win_free)(void *ctx, void *win, uint64_t bytes, // this rank's, as created
+                     const unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES]);
+    // struct dc_status that the host and the device both reach: *host for
+    // the host, *dev for the protocol (the same on the simulated device).
+    int (*status_alloc)(void *ctx, struct dc_status **host, struct dc_status **dev);
+    void (*status_free)(void *ctx, struct dc_status *host);
+    // Runs (or enqueues) the protocol for *a with this many blocks of lanes.
+    int (*launch)(void *ctx, const struct dc_args *a, int blocks, int lanes);
+    // Returns once everything launched has finished.
+    int (*sync)(void *ctx);
+    int blocks, lanes; // the launch shape (every rank of a communicator alike)
+};
+
+// The simulated device (devcoll_sim.c): windows are memfds (shm_share.h),
+// the protocol runs on the calling thread, block after block.
+extern const struct devcoll_exec devcoll_sim_exec;
+
+// What a peer needs from this rank.
+struct devcoll_handle {
+    unsigned char win[DEVCOLL_WIN_HANDLE_BYTES];
+    int32_t pid;       // the rank's process, watched while calls are in flight
+    int32_t rank;
+    uint64_t win_bytes; // the window's size (every rank's alike)
+};
+
+typedef struct devcoll devcoll_t;
+
+// All-reduce algorithms (VGPU_DEVCOLL_ALGO: auto, oneshot, twoshot).
+enum devcoll_algo { DEVCOLL_AUTO, DEVCOLL_ONESHOT, DEVCOLL_TWOSHOT };
+
+// area_bytes: each data area (0: the default, VGPU_DEVCOLL_AREA_KB or
+// 4 MiB), rounded down to whole units; timeout_s bounds every wait.
+// Returns 0, VGPU_EINVAL (n outside 1..DC_MAX_RANKS, rank outside 0..n-1),
+// VGPU_ENOMEM, or the exec's error creating the window.
+int devcoll_create(const struct devcoll_exec *ex, void *ctx, int rank, int n,
+                   uint64_t area_bytes, double timeout_s, devcoll_t **out);
+void devcoll_handle(const devcoll_t *d, struct devcoll_handle *h);
+// Opens every peer's window (all[q] is rank q's handle) and starts the
+// watchdog. 0, VGPU_EINVAL (a handle of another size or rank), or the
+// exec's error.
+int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all);
+// Closes the peers' windows, frees this rank's; after devcoll_sync.
+void devcoll_destroy(devcoll_t *d);
+
+// The collectives, comm.h's semantics and types (dtype: enum comm_dtype,
+// op: enum comm_reduce_op), on device memory; each returns once launched
+// (0, VGPU_EINVAL for an argument no rank could pass, or the launch's
+// error). Reduce-scatter: send holds n * count, recv count (in place: recv
+// is send's block `rank`). All-gather: send holds count, recv n * count (in
+// place: send is recv's block `rank`).
+int devcoll_all_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
+                       int op);
+int devcoll_reduce_scatter(devcoll_t *d, const void *send, void *recv, uint64_t count,
+                           int dtype, int op);
+int devcoll_all_gather(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype);
+int devcoll_broadcast(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
+                      int root);
+int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype, int op,
+                   int root);
+
+// Waits for every launched call (the exec's sync), then reports.
+int devcoll_sync(devcoll_t *d);
+// What the device has found so far: 0, VGPU_ETIMEOUT (a peer did not come
+// within the timeout), VGPU_ECOMM (a peer failed or died, or the calls
+// differed, or devcoll_abort); *peer (may be NULL) the rank named, what (may be NULL) a
+// sentence for the log.
+int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes);
+// Makes every wait of this rank give up (naming `peer`, or this rank).
+void devcoll_abort(devcoll_t *d, int peer);
+
+// The all-reduce algorithm for `bytes` among n ranks (every rank alike).
+enum devcoll_algo devcoll_algo_for(const devcoll_t *d, uint64_t bytes);
+const char *devcoll_algo_name(enum devcoll_algo a);
+// Rounds launched so far (each call is at least one).
+uint64_t devcoll_rounds(const devcoll_t *d);
+
+#endif

@@ -1,0 +1,498 @@
+// devcoll_proto.h: the device collectives' protocol, written once for both
+// sides: nvcc compiles it into the CUDA kernel (devcoll_cuda.cu), the C
+// compiler into the simulated device (devcoll_sim.c), so the CPU tests run
+// the GPU's schedule, flags and arithmetic. Nothing here allocates, launches
+// or knows a process; devcoll.c does that.
+//
+// Every rank has a window (one device allocation, opened once by every
+// peer): a head of mailboxes, then four data areas (in and out, each twice,
+// used by round parity). A collective is cut into rounds of at most one data
+// area; a round is a copy of this rank's input into its own window, a
+// barrier, and reads of every window (twice for the two-shot all-reduce).
+//
+// Threads. A call runs as `blocks` blocks of `lanes` threads (the simulated
+// device: one lane). Unit k of a round (bytes [16k, 16k + 16) of the area it
+// concerns) is always handled by global thread k mod (blocks * lanes), in
+// every phase and on every rank, so the data a block reads was written by
+// the same block number of its owner; a barrier is therefore per block:
+// block b of this rank waits only for block b of each peer.
+//
+// Barriers. Peer p's block b says it has passed barrier id by storing id
+// (release, system scope) into mailbox [b][p] of every window; a waiter
+// reads its own window's mailboxes (acquire). Ids grow with every round, so
+// a mailbox is never reset. The first barrier of a round also carries the
+// caller's call descriptor (kind, type, operation, root, count): a rank
+// whose call differs from a peer's fails there, before it writes anything a
+// peer or its caller can see.
+//
+// Double buffering. A rank writes area parity j mod 2 in round j; the peers
+// last read it in round j - 2, and before writing it the rank passed round
+// j - 1's first barrier, which each peer reached only after finishing round
+// j - 2. So no round ends with a barrier.
+//
+// Failure. A wait gives up when the host sets `abort` in the status (its
+// watchdog found a peer's process gone, or the communicator is aborted),
+// when the status already holds an error, or after timeout_ns; the block
+// then stores DC_POISON into its mailboxes at every peer, whose waits fail
+// at once, and the first error (kind, rank concerned, call) stays in the
+// status. Every later call fails at its first barrier.
+#ifndef VGPU_DEVCOLL_PROTO_H
+#define VGPU_DEVCOLL_PROTO_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+
+#ifdef __CUDACC__
+#define DC_FN static __device__ __forceinline__
+#else
+#include <sched.h>
+#include <time.h>
+#define DC_FN static inline
+#endif
+
+#define DC_MAX_RANKS 16
+#define DC_MAX_BLOCKS 32
+#define DC_UNIT 16                // bytes a thread handles at a time
+#define DC_POISON UINT64_MAX      // a mailbox's value once its writer failed
+#define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
+#define DC_MAX_COUNT (1ull << 44) // elements a descriptor can carry
+
+// What a call is (the descriptor's kind).
+enum dc_kind {
+    DC_ALL_REDUCE_ONE, // every rank reduces all inputs: one barrier
+    DC_ALL_REDUCE_TWO, // rank q reduces chunk q, then everyone gathers: two
+    DC_REDUCE_SCATTER,
+    DC_ALL_GATHER,
+    DC_BROADCAST,
+    DC_REDUCE,
+    DC_KINDS
+};
+
+// Element types, comm.h's enum comm_dtype's numbers (devcoll.c checks).
+enum { DC_F32, DC_F64, DC_I32, DC_I64, DC_F16, DC_BF16, DC_TYPES };
+
+// What the status says went wrong (0: nothing).
+enum dc_error { DC_OK, DC_ERR_TIMEOUT, DC_ERR_LEFT, DC_ERR_MISMATCH, DC_ERR_ABORT };
+
+// One mailbox: peer p's block b writes [b][p] of this window.
+struct dc_mailbox {
+    uint64_t passed;  // the last barrier id it passed (DC_POISON: it failed)
+    uint64_t desc[2]; // its call descriptor at the first barrier of a round, by parity
+    uint64_t pad_;
+};
+
+struct dc_head {
+    struct dc_mailbox box[DC_MAX_BLOCKS][DC_MAX_RANKS];
+};
+
+// Host-visible memory the device writes (the error) and the host writes
+// (abort): mapped page-locked memory on a GPU.
+struct dc_status {
+    uint32_t error;   // enum dc_error, the first one
+    int32_t peer;     // the rank it names (a peer's, or this rank's for abort)
+    uint64_t call;    // the round it happened in (devcoll's count of rounds)
+    uint32_t abort;   // set by the host to 1 + the rank it names: every wait gives up
+    uint32_t pad_;
+};
+
+// One call as every lane sees it.
+struct dc_args {
+    char *win[DC_MAX_RANKS]; // every rank's window as mapped in this process
+    uint64_t area_bytes;     // each of a window's four data areas, bytes
+    const char *send;        // the caller's input
+    char *recv;              // the caller's output
+    uint64_t count;          // elements: of the buffer (all-reduce, broadcast, reduce), of one
+                             // rank's block (reduce-scatter: recv; all-gather: send)
+    int kind, dtype, op, root;
+    int rank, n;
+    uint64_t round0;         // rounds this communicator ran before this call
+    uint64_t desc;           // dc_desc of the call
+    struct dc_status *status;
+    uint64_t timeout_ns;     // bound on one wait
+};
+
+DC_FN uint64_t dc_desc(int kind, int dtype, int op, int root, uint64_t count)
+{
+    return (uint64_t)kind | (uint64_t)dtype << 4 | (uint64_t)op << 8 |
+           (uint64_t)(root & 0xff) << 12 | count << 20;
+}
+
+DC_FN uint64_t dc_elem_bytes(int dtype)
+{
+    return dtype == DC_F64 || dtype == DC_I64 ? 8 : dtype == DC_F16 || dtype == DC_BF16 ? 2 : 4;
+}
+
+// Elements a round carries per rank block (every rank computes the same):
+// a whole number of units.
+DC_FN uint64_t dc_round_elems(int kind, int dtype, int n, uint64_t area_bytes)
+{
+    const uint64_t per = kind == DC_REDUCE_SCATTER ? area_bytes / (uint64_t)n : area_bytes;
+    return per / DC_UNIT * (DC_UNIT / dc_elem_bytes(dtype));
+}
+
+// Rounds of a call (at least one: an empty call still meets its peers,
+// so that a count that differs is found).
+DC_FN uint64_t dc_rounds(const struct dc_args *a)
+{
+    const uint64_t per = dc_round_elems(a->kind, a->dtype, a->n, a->area_bytes);
+    return a->count == 0 ? 1 : (a->count + per - 1) / per;
+}
+
+// Window q's data area: in (which = 0) or out (1), by parity.
+DC_FN char *dc_area(const struct dc_args *a, int q, int which, uint64_t parity)
+{
+    return a->win[q] + DC_HEAD_BYTES + (2 * (uint64_t)which + parity) * a->area_bytes;
+}
+
+// ---- the target's primitives ----
+
+#ifdef __CUDACC__
+struct dc_thread {
+    int block, blocks, lane, lanes;
+};
+DC_FN void dc_sync(void) { __syncthreads(); }
+DC_FN int dc_sync_or(int x) { return __syncthreads_or(x); }
+DC_FN void dc_fence(void) { __threadfence_system(); }
+DC_FN uint64_t dc_load(const uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+DC_FN void dc_store(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+DC_FN uint64_t dc_volatile(const uint64_t *p) { return *(const volatile uint64_t *)p; }
+DC_FN uint32_t dc_read_u32(const uint32_t *p) { return *(const volatile uint32_t *)p; }
+DC_FN uint64_t dc_now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+DC_FN void dc_pause(unsigned spins)
+{
+    if (spins > 64)
+        __nanosleep(256);
+}
+// The first error wins; the others are dropped.
+DC_FN void dc_fail(struct dc_status *s, uint32_t error, int peer, uint64_t call)
+{
+    if (atomicCAS((unsigned int *)&s->error, 0u, error) == 0u) {
+        s->peer = peer;
+        s->call = call;
+        __threadfence_system();
+    }
+}
+DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
+{
+    if (bytes == DC_UNIT && ((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
+        *(uint4 *)dst = *(const uint4 *)src;
+        return;
+    }
+    for (uint64_t i = 0; i < bytes; i++)
+        dst[i] = src[i];
+}
+#else
+struct dc_thread {
+    int block, blocks, lane, lanes;
+};
+DC_FN void dc_sync(void) {}
+DC_FN int dc_sync_or(int x) { return x; }
+DC_FN void dc_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+DC_FN uint64_t dc_load(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+DC_FN void dc_store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+DC_FN uint64_t dc_volatile(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+DC_FN uint32_t dc_read_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+DC_FN uint64_t dc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+// Ranks share cores on the simulated device: spin a little, then give the
+// core away, then sleep.
+DC_FN void dc_pause(unsigned spins)
+{
+    if (spins > 2000) {
+        const struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    } else if (spins > 100) {
+        sched_yield();
+    }
+}
+DC_FN void dc_fail(struct dc_status *s, uint32_t error, int peer, uint64_t call)
+{
+    uint32_t none = 0;
+    if (__atomic_compare_exchange_n(&s->error, &none, error, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        s->peer = peer;
+        s->call = call;
+    }
+}
+DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
+{
+    for (uint64_t i = 0; i < bytes; i++)
+        dst[i] = src[i];
+}
+#endif
+
+// ---- barriers ----
+
+// This block's side of barrier `id` of round `call`: every lane's writes
+// are made visible, the block announces it at every peer (with the call's
+// descriptor where `parity` >= 0), and waits until each peer's same block
+// has announced id. Returns 0, or nonzero in every lane once the status
+// holds an error (this block's mailboxes at the peers are poisoned then).
+DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_t id,
+                     int parity, uint64_t call)
+{
+    dc_fence();
+    // A communicator that failed before stays failed (its poison must not
+    // be overwritten): every lane sees the same answer.
+    int bad = dc_sync_or(dc_read_u32(&a->status->error) != 0);
+    for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
+        struct dc_mailbox *m = &((struct dc_head *)a->win[p])->box[t->block][a->rank];
+        if (parity >= 0)
+            m->desc[parity] = a->desc;
+        dc_store(&m->passed, id);
+    }
+    for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
+        struct dc_mailbox *m = &((struct dc_head *)a->win[a->rank])->box[t->block][p];
+        const uint64_t start = dc_now_ns();
+        for (unsigned spins = 0;; spins++) {
+            const uint64_t v = dc_load(&m->passed);
+            if (v == DC_POISON) {
+                dc_fail(a->status, DC_ERR_LEFT, p, call);
+                bad = 1;
+                break;
+            }
+            if (v >= id)
+                break;
+            if (dc_read_u32(&a->status->abort)) {
+                dc_fail(a->status, DC_ERR_ABORT, (int)dc_read_u32(&a->status->abort) - 1, call);
+                bad = 1;
+                break;
+            }
+            if (dc_read_u32(&a->status->error)) {
+                bad = 1;
+                break;
+            }
+            if (spins % 1024 == 1023 && dc_now_ns() - start > a->timeout_ns) {
+                dc_fail(a->status, DC_ERR_TIMEOUT, p, call);
+                bad = 1;
+                break;
+            }
+            dc_pause(spins);
+        }
+        if (!bad && parity >= 0 && dc_volatile(&m->desc[parity]) != a->desc) {
+            dc_fail(a->status, DC_ERR_MISMATCH, p, call);
+            bad = 1;
+        }
+    }
+    bad = dc_sync_or(bad);
+    if (bad)
+        for (int p = t->lane; p < a->n; p += t->lanes)
+            dc_store(&((struct dc_head *)a->win[p])->box[t->block][a->rank].passed, DC_POISON);
+    return bad;
+}
+
+// ---- data: units of one round ----
+
+// Iterates k over the units [lo, hi) of a run whose unit 0 is unit `base`
+// of the area the round concerns, those this thread owns ((base + k) mod G).
+#define DC_UNITS_(t, base, lo, hi, k)                                                        \
+    for (uint64_t g_ = (uint64_t)(t)->blocks * (uint64_t)(t)->lanes,                          \
+                  k = (lo) + ((uint64_t)(t)->block * (uint64_t)(t)->lanes + (uint64_t)(t)->lane + \
+                              g_ - ((base) + (lo)) % g_) % g_;                                \
+         k < (hi); k += g_)
+
+// Copies bytes [16 lo, min(16 hi, bytes)) of a run from src to dst.
+DC_FN void dc_copy_units(const struct dc_thread *t, char *dst, const char *src, uint64_t base,
+                         uint64_t lo, uint64_t hi, uint64_t bytes)
+{
+    DC_UNITS_(t, base, lo, hi, k)
+    {
+        const uint64_t at = k * DC_UNIT;
+        if (at < bytes)
+            dc_copy16(dst + at, src + at, bytes - at < DC_UNIT ? bytes - at : DC_UNIT);
+    }
+}
+
+// One unit of the reduction of n inputs in position order (the host
+// paths' order: ((x0 op x1) op x2) ..., / n at the end for avg), held in a
+// local accumulator so that dst may be an input. srcs[q]: input q at the
+// unit; `elems` (<= a unit's) are reduced.
+#define DC_REDUCE_UNIT_(T, FN, a, srcs, dst, elems)                                          \
+    do {                                                                                     \
+        T acc_[DC_UNIT / sizeof(T)], x_[DC_UNIT / sizeof(T)];                                \
+        for (uint64_t i_ = 0; i_ < (elems); i_++)                                            \
+            acc_[i_] = ((const T *)(srcs)[0])[i_];                                           \
+        for (int q_ = 1; q_ < (a)->n; q_++) {                                                \
+            const int div_ = (a)->op == KERNEL_OP_AVG && q_ == (a)->n - 1 ? (a)->n : 0;      \
+            for (uint64_t i_ = 0; i_ < (elems); i_++)                                        \
+                x_[i_] = ((const T *)(srcs)[q_])[i_];                                        \
+            for (uint64_t i_ = 0; i_ < (elems); i_++)                                        \
+                FN(i_, acc_, acc_, x_, (a)->op, div_);                                       \
+        }                                                                                    \
+        for (uint64_t i_ = 0; i_ < (elems); i_++)                                            \
+            ((T *)(dst))[i_] = acc_[i_];                                                     \
+    } while (0)
+
+DC_FN void dc_reduce_unit(const struct dc_args *a, const char *const *srcs, char *dst,
+                          uint64_t elems)
+{
+    switch (a->dtype) {
+    case DC_F64: DC_REDUCE_UNIT_(double, kernel_reduce_f64, a, srcs, dst, elems); break;
+    case DC_I32: DC_REDUCE_UNIT_(int32_t, kernel_reduce_i32, a, srcs, dst, elems); break;
+    case DC_I64: DC_REDUCE_UNIT_(int64_t, kernel_reduce_i64, a, srcs, dst, elems); break;
+    case DC_F16: DC_REDUCE_UNIT_(uint16_t, kernel_reduce_f16, a, srcs, dst, elems); break;
+    case DC_BF16: DC_REDUCE_UNIT_(uint16_t, kernel_reduce_bf16, a, srcs, dst, elems); break;
+    default: DC_REDUCE_UNIT_(float, kernel_reduce_f32, a, srcs, dst, elems); break;
+    }
+}
+
+// dst = the reduction over q of src[q], units [lo, hi) of a run of `bytes`
+// (unit 0 is the area's unit `base`); src[q] and dst are the run's starts.
+DC_FN void dc_reduce_units(const struct dc_args *a, const struct dc_thread *t,
+                           const char *const *src, char *dst, uint64_t base, uint64_t lo,
+                           uint64_t hi, uint64_t bytes)
+{
+    const uint64_t es = dc_elem_bytes(a->dtype);
+    DC_UNITS_(t, base, lo, hi, k)
+    {
+        const uint64_t at = k * DC_UNIT;
+        if (at >= bytes)
+            continue;
+        const char *at_src[DC_MAX_RANKS];
+        for (int q = 0; q < a->n; q++)
+            at_src[q] = src[q] + at;
+        const uint64_t len = bytes - at < DC_UNIT ? bytes - at : DC_UNIT;
+        dc_reduce_unit(a, at_src, dst + at, len / es);
+    }
+}
+
+// [lo, hi) of chunk c of `units` units cut into n balanced chunks.
+DC_FN void dc_chunk(uint64_t units, int n, int c, uint64_t *lo, uint64_t *hi)
+{
+    *lo = units * (uint64_t)c / (uint64_t)n;
+    *hi = units * (uint64_t)(c + 1) / (uint64_t)n;
+}
+
+// ---- the collectives: one round each ----
+
+// One round of the call, `call` the communicator's round number: elements
+// [e0, e0 + len) of each rank block. Returns nonzero once the status holds
+// an error.
+DC_FN int dc_round(const struct dc_args *a, const struct dc_thread *t, uint64_t call,
+                   uint64_t e0, uint64_t len)
+{
+    const uint64_t es = dc_elem_bytes(a->dtype), par = call % 2;
+    const uint64_t bytes = len * es, off = e0 * es;
+    const uint64_t units = (bytes + DC_UNIT - 1) / DC_UNIT;
+    const uint64_t id = 2 * call + 1; // this round's barriers: id, id + 1
+    const int me = a->rank, n = a->n;
+    char *in = dc_area(a, me, 0, par);
+    const char *src[DC_MAX_RANKS];
+    switch (a->kind) {
+    case DC_ALL_REDUCE_ONE:
+        dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        for (int q = 0; q < n; q++)
+            src[q] = q == me ? a->send + off : dc_area(a, q, 0, par);
+        dc_reduce_units(a, t, src, a->recv + off, 0, 0, units, bytes);
+        return 0;
+    case DC_ALL_REDUCE_TWO: {
+        uint64_t lo, hi;
+        dc_chunk(units, n, me, &lo, &hi);
+        // The peers read every chunk of this input but this rank's own.
+        dc_copy_units(t, in, a->send + off, 0, 0, lo, bytes);
+        dc_copy_units(t, in, a->send + off, 0, hi, units, bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        for (int q = 0; q < n; q++)
+            src[q] = q == me ? a->send + off : dc_area(a, q, 0, par);
+        char *out = dc_area(a, me, 1, par);
+        dc_reduce_units(a, t, src, out, 0, lo, hi, bytes);
+        dc_copy_units(t, a->recv + off, out, 0, lo, hi, bytes);
+        if (dc_barrier(a, t, id + 1, -1, call))
+            return 1;
+        for (int q = 0; q < n; q++) {
+            if (q == me)
+                continue;
+            uint64_t qlo, qhi;
+            dc_chunk(units, n, q, &qlo, &qhi);
+            dc_copy_units(t, a->recv + off, dc_area(a, q, 1, par), 0, qlo, qhi, bytes);
+        }
+        return 0;
+    }
+    case DC_REDUCE_SCATTER: {
+        // Rank q's piece of the round lies at q * stride of the in area,
+        // whose unit numbering the owners of units follow.
+        const uint64_t stride = dc_round_elems(a->kind, a->dtype, n, a->area_bytes) * es;
+        const uint64_t block = a->count * es, su = stride / DC_UNIT;
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                dc_copy_units(t, in + q * stride, a->send + q * block + off, q * su, 0, units,
+                              bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        for (int q = 0; q < n; q++)
+            src[q] = q == me ? a->send + me * block + off : dc_area(a, q, 0, par) + me * stride;
+        dc_reduce_units(a, t, src, a->recv + off, me * su, 0, units, bytes);
+        return 0;
+    }
+    case DC_ALL_GATHER: {
+        const uint64_t block = a->count * es;
+        dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        for (int q = 0; q < n; q++) {
+            const char *from = q == me ? a->send + off : dc_area(a, q, 0, par);
+            char *to = a->recv + q * block + off;
+            if (to != from) // in place: this rank's block is there already
+                dc_copy_units(t, to, from, 0, 0, units, bytes);
+        }
+        return 0;
+    }
+    case DC_BROADCAST:
+        if (me == a->root)
+            dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        if (me != a->root)
+            dc_copy_units(t, a->recv + off, dc_area(a, a->root, 0, par), 0, 0, units, bytes);
+        else if (a->recv != a->send)
+            dc_copy_units(t, a->recv + off, a->send + off, 0, 0, units, bytes);
+        return 0;
+    default: // DC_REDUCE
+        if (me != a->root)
+            dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
+        if (dc_barrier(a, t, id, (int)par, call))
+            return 1;
+        if (me == a->root) {
+            for (int q = 0; q < n; q++)
+                src[q] = q == me ? a->send + off : dc_area(a, q, 0, par);
+            dc_reduce_units(a, t, src, a->recv + off, 0, 0, units, bytes);
+        }
+        return 0;
+    }
+}
+
+// A whole call, as one block's lanes run it: its rounds in order.
+DC_FN void dc_run(const struct dc_args *a, const struct dc_thread *t)
+{
+    const uint64_t per = dc_round_elems(a->kind, a->dtype, a->n, a->area_bytes);
+    const uint64_t rounds = dc_rounds(a);
+    for (uint64_t j = 0; j < rounds; j++) {
+        const uint64_t e0 = j * per;
+        const uint64_t len = a->count - e0 < per ? a->count - e0 : per;
+        if (dc_round(a, t, a->round0 + j, e0, len))
+            return;
+    }
+}
+
+#endif
