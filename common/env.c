@@ -89,6 +89,11 @@ static const struct env_var vars_[] = {
      "first on the loader's path (and in LD_PRELOAD) where the host's ranks share a GPU (and, on simulated GPUs, "
      "the build's simulated CUDA runtime), so that an unmodified NCCL program runs there; vgpu "
      "always; real never (docs/LIBRARY.md: vgpu's NCCL)"},
+    {"VGPU_DEVCOLL", "auto|0|1",
+     "the device collectives, which keep a collective on the GPU when every rank of a "
+     "communicator shares it: auto (default) where its contexts run at once (MPS), 1 wherever "
+     "the device has them (a time-sliced GPU: slow; the test device), 0 never "
+     "(docs/COLLECTIVES.md)"},
     {"VGPU_DEVCOLL_ALGO", "auto|oneshot|twoshot",
      "the device collectives (ranks sharing a GPU under MPS): which all-reduce every size "
      "takes (default auto: one-shot for small sizes, two-shot above; docs/COLLECTIVES.md)"},

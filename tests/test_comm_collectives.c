@@ -667,6 +667,15 @@ int main(int argc, char **argv)
     if (!strcmp(backend, "ring") && fake_hosts > 0)
         check_algo_(c, fake_hosts);
     CHECK(!strcmp(comm_backend_name(c), backend), "backend is %s", comm_backend_name(c));
+    // VGPU_DEVCOLL=1 on one host: the device collectives carry the calls
+    // (comm/devcoll/), whichever algorithm a size takes.
+    const char *devcoll = getenv("VGPU_DEVCOLL");
+    const int on_device = devcoll && !strcmp(devcoll, "1") && !strcmp(backend, "ring") &&
+                          fake_hosts == 0 && size_ > 1;
+    if (on_device)
+        CHECK(!strncmp(comm_algo_name(c, 8), "device ", 7) &&
+                  !strncmp(comm_algo_name(c, 64 << 20), "device ", 7),
+              "VGPU_DEVCOLL=1: the algorithm is %s", comm_algo_name(c, 8));
     CHECK(comm_rank(c) == rank_ && comm_size(c) == size_, "rank/size mismatch");
     MPI_Barrier(MPI_COMM_WORLD);
     check_no_names_(1, "after comm_create");
@@ -690,8 +699,9 @@ int main(int argc, char **argv)
 
     long long all = total_(failures_);
     if (rank_ == 0)
-        printf("test_comm_collectives: backend %s, %d ranks%s%s%s%s: %s (%lld failed checks)\n",
+        printf("test_comm_collectives: backend %s, %d ranks%s%s%s%s%s: %s (%lld failed checks)\n",
                backend, size_, test_device ? ", device " : "", test_device ? test_device : "",
+               on_device ? ", device collectives" : "",
                fake_hosts ? ", fake hosts" : recv_never ? ", a recv that times out"
                : !strcmp(backend, "ring") && size_ > 1 && !getenv("VGPU_RING_STAGING")
                    ? " (and a pass over MPI links)" : "",

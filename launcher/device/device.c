@@ -119,6 +119,11 @@ int device_host_addressable(const device_t *dev) { return dev && dev->ops && dev
 
 int device_can_ipc(const device_t *dev) { return dev && dev->ops && dev->ops->ipc_export; }
 
+const struct devcoll_exec *device_devcoll(const device_t *dev)
+{
+    return dev && dev->ops ? dev->ops->devcoll : NULL;
+}
+
 void *device_stream(const device_t *dev)
 {
     return dev && dev->ops && dev->ops->stream ? dev->ops->stream(dev) : NULL;

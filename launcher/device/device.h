@@ -52,6 +52,7 @@ struct device_counters {
 #define DEVICE_IPC_HANDLE_BYTES 64
 struct ring_mem_ops;
 struct shm_handle;
+struct devcoll_exec;
 
 // What the runtime and the collectives may rely on of a device kind (its
 // backend's device_ops.caps; a backend that is not built still describes its
@@ -107,6 +108,9 @@ struct device_ops {
     // them they copy through host staging, as on a GPU.
     void *(*host_view)(const device_t *dev, const void *ptr);
     int (*share)(const device_t *dev, struct shm_handle *out);
+    // Optional: the device collectives on this kind (comm/devcoll/devcoll.h:
+    // windows, launch), for ranks that share one device; NULL: none.
+    const struct devcoll_exec *devcoll;
 };
 
 struct device {

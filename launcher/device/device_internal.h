@@ -28,5 +28,7 @@ const struct ring_mem_ops *device_ring_mem(device_t *dev);
 int device_ipc_export(const device_t *dev, unsigned char handle[DEVICE_IPC_HANDLE_BYTES]);
 int device_ipc_open(device_t *dev, const unsigned char handle[DEVICE_IPC_HANDLE_BYTES], void **base);
 void device_ipc_close(device_t *dev, void *base);
+// The device collectives' exec for this device (NULL: none).
+const struct devcoll_exec *device_devcoll(const device_t *dev);
 
 #endif

@@ -153,17 +153,27 @@ int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all)
     return 0;
 }
 
-void devcoll_destroy(devcoll_t *d)
+void devcoll_close_peers(devcoll_t *d)
 {
     if (!d)
         return;
     if (d->watching) {
         d->stop = 1;
         pthread_join(d->watch, NULL);
+        d->watching = 0;
     }
     for (int q = 0; q < d->n; q++)
-        if (q != d->rank && d->peer_win[q])
+        if (q != d->rank && d->peer_win[q]) {
             d->ex->win_close(d->ctx, d->peer_win[q], d->win_bytes);
+            d->peer_win[q] = NULL;
+        }
+}
+
+void devcoll_destroy(devcoll_t *d)
+{
+    if (!d)
+        return;
+    devcoll_close_peers(d);
     if (d->win)
         d->ex->win_free(d->ctx, d->win, d->win_bytes, d->handle);
     if (d->status_host)
@@ -193,8 +203,10 @@ uint64_t devcoll_rounds(const devcoll_t *d) { return d->rounds; }
 static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_t count,
                    int dtype, int op, int root)
 {
-    if (dtype < 0 || dtype >= DC_TYPES || op < 0 || op >= COMM_OP_COUNT || root < 0 ||
-        root >= d->n || count >= DC_MAX_COUNT || (count && (!send || !recv)))
+    const int moves = kind == DC_ALL_GATHER || kind == DC_BROADCAST; // no arithmetic
+    if (dtype < 0 || dtype >= (moves ? DC_TYPES : DC_BYTE) || op < 0 || op >= COMM_OP_COUNT ||
+        root < 0 || root >= d->n || count >= DC_MAX_COUNT ||
+        (count && (!send || (!recv && (kind != DC_REDUCE || d->rank == root)))))
         return VGPU_EINVAL;
     struct dc_args a;
     memset(&a, 0, sizeof a);

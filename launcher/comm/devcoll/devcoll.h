@@ -48,6 +48,8 @@ struct devcoll_exec {
 // The simulated device (devcoll_sim.c): windows are memfds (shm_share.h),
 // the protocol runs on the calling thread, block after block.
 extern const struct devcoll_exec devcoll_sim_exec;
+// A CUDA GPU (devcoll_cuda.cu; CUDA builds only).
+extern const struct devcoll_exec devcoll_cuda_exec;
 
 // What a peer needs from this rank.
 struct devcoll_handle {
@@ -73,7 +75,11 @@ void devcoll_handle(const devcoll_t *d, struct devcoll_handle *h);
 // watchdog. 0, VGPU_EINVAL (a handle of another size or rank), or the
 // exec's error.
 int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all);
-// Closes the peers' windows, frees this rank's; after devcoll_sync.
+// Closes the peers' windows (after devcoll_sync). A window's owner frees it
+// only once no peer has it open (CUDA: freeing exported memory still open
+// elsewhere is undefined), so ranks close, agree, then destroy.
+void devcoll_close_peers(devcoll_t *d);
+// Closes what is still open and frees this rank's window.
 void devcoll_destroy(devcoll_t *d);
 
 // The collectives, comm.h's semantics and types (dtype: enum comm_dtype,
@@ -81,7 +87,8 @@ void devcoll_destroy(devcoll_t *d);
 // (0, VGPU_EINVAL for an argument no rank could pass, or the launch's
 // error). Reduce-scatter: send holds n * count, recv count (in place: recv
 // is send's block `rank`). All-gather: send holds count, recv n * count (in
-// place: send is recv's block `rank`).
+// place: send is recv's block `rank`). All-gather and broadcast also take
+// DC_BYTE (count bytes); reduce's recv may be NULL but on root.
 int devcoll_all_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
                        int op);
 int devcoll_reduce_scatter(devcoll_t *d, const void *send, void *recv, uint64_t count,

@@ -69,8 +69,9 @@ enum dc_kind {
     DC_KINDS
 };
 
-// Element types, comm.h's enum comm_dtype's numbers (devcoll.c checks).
-enum { DC_F32, DC_F64, DC_I32, DC_I64, DC_F16, DC_BF16, DC_TYPES };
+// Element types, comm.h's enum comm_dtype's numbers (devcoll.c checks), and
+// bytes, which only the collectives that move data take.
+enum { DC_F32, DC_F64, DC_I32, DC_I64, DC_F16, DC_BF16, DC_BYTE, DC_TYPES };
 
 // What the status says went wrong (0: nothing).
 enum dc_error { DC_OK, DC_ERR_TIMEOUT, DC_ERR_LEFT, DC_ERR_MISMATCH, DC_ERR_ABORT };
@@ -120,7 +121,10 @@ DC_FN uint64_t dc_desc(int kind, int dtype, int op, int root, uint64_t count)
 
 DC_FN uint64_t dc_elem_bytes(int dtype)
 {
-    return dtype == DC_F64 || dtype == DC_I64 ? 8 : dtype == DC_F16 || dtype == DC_BF16 ? 2 : 4;
+    return dtype == DC_F64 || dtype == DC_I64     ? 8
+           : dtype == DC_F16 || dtype == DC_BF16 ? 2
+           : dtype == DC_BYTE                    ? 1
+                                                 : 4;
 }
 
 // Elements a round carries per rank block (every rank computes the same):

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "comm_internal.h"
+#include "devcoll.h"
 #include "device_internal.h"
 #include "env.h"
 #include "log.h"
@@ -66,6 +67,7 @@ struct ring_peer {
     char host[64];
     char machine[40];      // the kernel's boot id: ranks that share it share the CPUs
     struct shm_handle win; // its window, for a same-host right neighbour to map
+    char uuid[48];         // its device (the device collectives need every rank on one)
     uint64_t dev_bytes;    // (device windows) its arena's size
     unsigned char ipc[DEVICE_IPC_HANDLE_BYTES]; // (device windows) its arena's IPC handle
 };
@@ -212,6 +214,7 @@ static int share_windows_(comm_t *c, const struct comm_args *args, struct ring_c
     rc->piece_bytes = piece;
     struct ring_peer mine = {.node = args->node_index, .staging = rc->staging};
     snprintf(mine.host, sizeof mine.host, "%s", args->host ? args->host : "?");
+    snprintf(mine.uuid, sizeof mine.uuid, "%s", rc->dev->info.uuid);
     util_machine_id(mine.machine, sizeof mine.machine, mine.host);
     if (status == 0 && rc->staging) {
         rc->stage_bytes = rc->piece_bytes;
@@ -474,6 +477,55 @@ static int sub_rings_(comm_t *c, const struct comm_args *args, struct ring_comm 
     return status;
 }
 
+// Whether this rank would run the device collectives (devcoll.h): its
+// device has them, every rank of the communicator is on it, and its
+// contexts run at once (MPS: a kernel waiting for a peer's would otherwise
+// wait for a time slice), unless VGPU_DEVCOLL says otherwise.
+static int devcoll_wanted_(const comm_t *c, const struct ring_comm *rc)
+{
+    const char *v = env_read("VGPU_DEVCOLL");
+    const int mode = !v || !strcmp(v, "auto") ? -1 : !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : -2;
+    if (mode == -2)
+        env_warn_malformed("VGPU_DEVCOLL", v, "auto, 0 or 1");
+    if (mode == 0 || !device_devcoll(rc->dev) || c->size < 2 || c->size > DC_MAX_RANKS)
+        return 0;
+    if (mode != 1 && !(rc->dev->info.mps && (device_caps(rc->dev) & DEVICE_CAP_GPU)))
+        return 0;
+    for (int q = 0; q < c->size; q++)
+        if (rc->peers[q].node != rc->peers[c->rank].node ||
+            strcmp(rc->peers[q].uuid, rc->peers[c->rank].uuid) != 0)
+            return 0;
+    return 1;
+}
+
+// The device collectives, where every rank wants them: a window each,
+// opened by every peer. A failure anywhere fails the communicator
+// everywhere (as the rest of the set-up).
+static int devcoll_setup_(comm_t *c, struct ring_comm *rc)
+{
+    uint64_t want = (uint64_t)devcoll_wanted_(c, rc);
+    int status = comm_mpi_min_u64_bounded(c, rc->mpi, &want, "ring set-up (device collectives)");
+    if (status < 0 || !want)
+        return status;
+    status = devcoll_create(device_devcoll(rc->dev), rc->dev, c->rank, c->size, 0, c->timeout_s,
+                            &rc->dc);
+    struct devcoll_handle mine = {0}, *all = calloc((size_t)c->size, sizeof *all);
+    if (status == 0 && !all)
+        status = VGPU_ENOMEM;
+    if (status == 0)
+        devcoll_handle(rc->dc, &mine);
+    status = comm_agree(c, rc->mpi, status, "device collectives (windows)");
+    if (status == 0)
+        status = check_(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                      MPI_BYTE, rc->mpi),
+                        "MPI_Allgather");
+    if (status == 0)
+        status = comm_agree(c, rc->mpi, devcoll_connect(rc->dc, all),
+                            "device collectives (peers' windows)");
+    free(all);
+    return status;
+}
+
 // Every step agrees its outcome with all ranks before the next (a failure
 // anywhere fails everywhere, and no rank waits on one that gave up).
 static int ring_create_(comm_t *c, const struct comm_args *args)
@@ -520,6 +572,8 @@ static int ring_create_(comm_t *c, const struct comm_args *args)
         close(stage_fd);
     if (status == 0)
         status = sub_rings_(c, args, rc);
+    if (status == 0)
+        status = devcoll_setup_(c, rc);
     if (status < 0)
         ring_destroy_(c);
     return status;
@@ -532,6 +586,16 @@ static void ring_destroy_(comm_t *c)
         return;
     ring_hier_destroy(rc->hier); // its sub-rings first: all ranks alike
     comm_destroy(rc->small);
+    // The device collectives' windows as the arenas' below: every rank's
+    // calls done, the peers' windows closed, agreed, then its own freed.
+    if (rc->dc) {
+        if (devcoll_sync(rc->dc) != 0)
+            rc->core.broken = 1;
+        devcoll_close_peers(rc->dc);
+        if (!rc->core.broken && rc->mpi != MPI_COMM_NULL)
+            comm_agree(c, rc->mpi, 0, "device collectives teardown");
+        devcoll_destroy(rc->dc);
+    }
     if (rc->left_map)
         munmap(rc->left_map, rc->left_map_bytes);
     for (int q = 0; rc->all && q < rc->core.size; q++)

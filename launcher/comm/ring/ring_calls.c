@@ -6,11 +6,31 @@
 // all-reduce; point-to-point is MPI's.)
 #include <stdint.h>
 
+#include "devcoll.h"
 #include "device_internal.h"
 #include "log.h"
 #include "ring_comm.h"
 #include "ring_sub.h"
 #include "status.h"
+
+// ---- the device collectives (devcoll.h): every rank on one device ----
+
+// A call launched on the device returns at once; what the device found
+// (a peer that died, timed out or called differently) surfaces at the
+// next call, as NCCL's asynchronous errors do, and breaks the ring so that
+// nothing waits on the peers again. Said once.
+static int devcoll_status_(struct ring_comm *rc, int launched)
+{
+    if (launched != 0)
+        return launched;
+    char what[200];
+    const int status = devcoll_error(rc->dc, NULL, what, sizeof what);
+    if (status != 0 && !rc->core.broken) {
+        log_error("%s", what);
+        rc->core.broken = 1;
+    }
+    return status;
+}
 
 // ---- collectives: device buffers to host windows ----
 
@@ -27,6 +47,8 @@ int ring_comm_all_reduce(comm_t *c, const void *send, void *recv, size_t count, 
                          enum comm_reduce_op op)
 {
     struct ring_comm *rc = c->impl;
+    if (rc->dc)
+        return devcoll_status_(rc, devcoll_all_reduce(rc->dc, send, recv, count, (int)t, (int)op));
     if (ring_hier_applies(rc->hier, op))
         return ring_hier_all_reduce(rc->hier, send, recv, count, t, op);
     if (rc->small && count * comm_dtype_size(t) <= rc->small_bytes)
@@ -71,7 +93,7 @@ int ring_comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t c
                                 comm_update_fn update, void *ctx)
 {
     struct ring_comm *rc = c->impl;
-    if (rc->staging) { // through staging windows: the plain form
+    if (rc->staging || rc->dc) { // through staging windows or on the device: the plain form
         TRY(ring_comm_all_reduce(c, grads, grads, count, COMM_FLOAT32, COMM_SUM));
         return count ? update(ctx, 0, count) : 0;
     }
@@ -91,6 +113,8 @@ int ring_comm_all_reduce_update(comm_t *c, float *grads, float *params, size_t c
 int ring_comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
 {
     struct ring_comm *rc = c->impl;
+    if (rc->dc)
+        return devcoll_status_(rc, devcoll_broadcast(rc->dc, buf, buf, bytes, DC_BYTE, root));
     const uint64_t piece = rc->piece_bytes;
     const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
     const int root_pos = rc->pos_of[root];
@@ -114,6 +138,8 @@ int ring_comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
 int ring_comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
 {
     struct ring_comm *rc = c->impl;
+    if (rc->dc)
+        return devcoll_status_(rc, devcoll_all_gather(rc->dc, send, recv, bytes, DC_BYTE));
     const int n = c->size, me = c->rank;
     uint64_t piece = rc->piece_bytes / (uint64_t)n & ~(uint64_t)63;
     const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
@@ -209,6 +235,9 @@ double ring_comm_waited(const comm_t *c)
 const char *ring_comm_algo(const comm_t *c, size_t bytes)
 {
     const struct ring_comm *rc = c->impl;
+    if (rc->dc)
+        return devcoll_algo_for(rc->dc, bytes) == DEVCOLL_TWOSHOT ? "device two-shot"
+                                                                  : "device one-shot";
     if (rc->hier) // (a sum's; an average takes the flat ring)
         return "hierarchical";
     if (rc->small && bytes <= rc->small_bytes)

@@ -38,6 +38,7 @@ struct ring_comm {
     struct ring_hier *hier;    // the all-reduce across hosts of several ranks each; NULL: flat
     comm_t *small;             // (device windows) a staged ring for small all-reduces; NULL: none
     uint64_t small_bytes;      // up to this size they take it, bytes
+    struct devcoll *dc;        // the device collectives (every rank on this device); NULL: none
 };
 
 // comm_ops' per-call operations (ring_calls.c), on c->impl, a struct ring_comm.

@@ -17,6 +17,7 @@ extern "C" {
 #include "device_internal.h"
 #include "device_cuda.h"
 #include "ring_mem.h"
+#include "devcoll.h"
 #include "gpu_driver.h"
 #include "util.h"
 #include "kernels.h"
@@ -486,6 +487,7 @@ static const struct device_ops device_cuda_ops = {
     /* .discover = */ device_cuda_discover,
     /* .host_view = */ NULL, // device memory is not host-addressable
     /* .share = */ NULL,
+    /* .devcoll = */ &devcoll_cuda_exec,
 };
 
 extern "C" const struct device_ops *device_cuda_backend(void) { return &device_cuda_ops; }

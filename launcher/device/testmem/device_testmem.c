@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "devcoll.h"
 #include "device.h"
 #include "hostmem.h"
 #include "log.h"
@@ -107,6 +108,9 @@ static const struct device_ops device_testmem_ops = {
     .caps = DEVICE_CAP_TEST,
     .label = "test memory",
     .discover = testmem_discover_,
+    // Its memory is this process's: the simulated device collectives read
+    // it in place, as a GPU's kernel reads its own.
+    .devcoll = &devcoll_sim_exec,
 };
 
 const struct device_ops *device_testmem_backend(void) { return &device_testmem_ops; }
