@@ -532,6 +532,11 @@ static int connect_(struct runtime *rt, const struct runtime_open_args *args, co
             log_error("could not connect the %s communicator", chosen);
         comm_destroy(rt->comm);
         rt->comm = NULL;
+    } else if (!strncmp(comm_algo_name(rt->comm, 8), "device ", 7)) {
+        size_t len = strlen(rt->backend_reason);
+        snprintf(rt->backend_reason + len, sizeof rt->backend_reason - len,
+                 "; every rank shares one device: the collectives stay on it, one kernel a call "
+                 "(VGPU_DEVCOLL)");
     }
     return rc;
 }

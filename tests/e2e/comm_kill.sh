@@ -3,9 +3,14 @@
 # (not hang) and leave nothing behind: its shared memory has no name (memfds,
 # launcher/shm/shm_share.h), so it goes with the last process that maps it.
 # (Long options: scripts/mpirun.sh reads -n/-c anywhere on the line as the
-# rank count.)
+# rank count.) With the argument `devcoll` the benchmark runs on the device
+# collectives (VGPU_DEVCOLL=1: the protocol a GPU's kernel runs, simulated):
+# the survivors' waits must then end through the watchdog, naming the rank,
+# within 10 s.
 source "$(dirname "$0")/lib.sh"
 log="$WORK/bench.out"
+devcoll=${1:-}
+[ "$devcoll" = devcoll ] && export VGPU_DEVCOLL=1
 
 "$MPIRUN" -np 4 "$VGPU_BUILD_DIR/vgpu_allreduce_perf" --backend ring -b 16M -e 16M \
   --iters 100000 --warmup_iters 0 --check 0 -t 20 >"$log" 2>&1 &
@@ -27,6 +32,7 @@ if ! grep -q "^# *(B)" "$log" || [ -z "$victim" ]; then
   exit
 fi
 sleep 1
+victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
 shm_before=$(ls /dev/shm)
 named=$(cat $(printf '/proc/%s/maps ' $ranks) 2>/dev/null | grep -c '/dev/shm/vgpu')
 memfds=$(cat $(printf '/proc/%s/maps ' $ranks) 2>/dev/null | grep -c '/memfd:vgpu-arena')
@@ -46,6 +52,10 @@ else
   rc=$?
   expect_nonzero
   ok "the job ended ${secs}s after rank kill"
+  if [ "$devcoll" = devcoll ]; then
+    expect_out "device collective [0-9]+: rank ${victim_rank:-?} has exited"
+    expect_within 10
+  fi
 fi
 if [ "$named" = 0 ] && [ "$memfds" -ge 8 ]; then
   ok "the ranks' shared memory is memfds ($memfds arena mappings), none named in /dev/shm"

@@ -181,6 +181,24 @@ void devcoll_destroy(devcoll_t *d)
     free(d);
 }
 
+int devcoll_mode(void)
+{
+    const char *v = env_read("VGPU_DEVCOLL");
+    if (!v || !strcmp(v, "auto"))
+        return -1;
+    if (!strcmp(v, "0") || !strcmp(v, "1"))
+        return v[0] - '0';
+    env_warn_malformed("VGPU_DEVCOLL", v, "auto, 0 or 1");
+    return -1;
+}
+
+int devcoll_applies(int mode, int has_exec, int gpu, int mps, int ranks)
+{
+    if (mode == 0 || !has_exec || ranks < 2 || ranks > DC_MAX_RANKS)
+        return 0;
+    return mode == 1 || (gpu && mps);
+}
+
 enum devcoll_algo devcoll_algo_for(const devcoll_t *d, uint64_t bytes)
 {
     if (d->forced != DEVCOLL_AUTO)

@@ -109,6 +109,15 @@ int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes);
 // Makes every wait of this rank give up (naming `peer`, or this rank).
 void devcoll_abort(devcoll_t *d, int peer);
 
+// VGPU_DEVCOLL: -1 auto (unset), 0 never, 1 wherever the device has them.
+int devcoll_mode(void);
+// Whether `ranks` ranks that all share one device take the device
+// collectives: its kind has them (has_exec), and its contexts run at once
+// (a GPU under MPS: a kernel waiting for a peer's would otherwise wait for
+// a time slice), or VGPU_DEVCOLL=1 asks. The ring's set-up and the job
+// table both ask this.
+int devcoll_applies(int mode, int has_exec, int gpu, int mps, int ranks);
+
 // The all-reduce algorithm for `bytes` among n ranks (every rank alike).
 enum devcoll_algo devcoll_algo_for(const devcoll_t *d, uint64_t bytes);
 const char *devcoll_algo_name(enum devcoll_algo a);

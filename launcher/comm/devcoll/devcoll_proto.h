@@ -47,6 +47,7 @@
 #define DC_FN static __device__ __forceinline__
 #else
 #include <sched.h>
+#include <string.h>
 #include <time.h>
 #define DC_FN static inline
 #endif
@@ -236,11 +237,7 @@ DC_FN void dc_fail(struct dc_status *s, uint32_t error, int peer, uint64_t call)
         s->call = call;
     }
 }
-DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
-{
-    for (uint64_t i = 0; i < bytes; i++)
-        dst[i] = src[i];
-}
+DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes) { memcpy(dst, src, bytes); }
 #endif
 
 // ---- barriers ----

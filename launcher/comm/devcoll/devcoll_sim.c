@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "devcoll.h"
+#include "device_internal.h"
 #include "shm_share.h"
 #include "status.h"
 
@@ -81,12 +82,23 @@ static void sim_status_free_(void *ctx, struct dc_status *host)
     free(host);
 }
 
+// ctx: the device whose memory the buffers are (NULL: plain host memory).
+// A CPU device's memory is reached through its host view, as the ring's
+// host paths reach it (the device pointers fault outside it, as a GPU's).
 static int sim_launch_(void *ctx, const struct dc_args *a, int blocks, int lanes)
 {
-    (void)ctx, (void)lanes;
+    (void)lanes;
+    struct dc_args on_host = *a;
+    device_t *dev = ctx;
+    if (dev && device_host_addressable(dev)) {
+        on_host.send = device_host_view(dev, a->send);
+        on_host.recv = device_host_view(dev, a->recv);
+        if ((a->send && !on_host.send) || (a->recv && !on_host.recv))
+            return VGPU_EINVAL; // not this device's memory
+    }
     for (int b = 0; b < blocks; b++) {
         const struct dc_thread t = {.block = b, .blocks = blocks, .lane = 0, .lanes = 1};
-        dc_run(a, &t);
+        dc_run(&on_host, &t);
     }
     return 0;
 }

@@ -477,19 +477,12 @@ static int sub_rings_(comm_t *c, const struct comm_args *args, struct ring_comm 
     return status;
 }
 
-// Whether this rank would run the device collectives (devcoll.h): its
-// device has them, every rank of the communicator is on it, and its
-// contexts run at once (MPS: a kernel waiting for a peer's would otherwise
-// wait for a time slice), unless VGPU_DEVCOLL says otherwise.
+// Whether this rank would run the device collectives (devcoll_applies),
+// every rank of the communicator on its device.
 static int devcoll_wanted_(const comm_t *c, const struct ring_comm *rc)
 {
-    const char *v = env_read("VGPU_DEVCOLL");
-    const int mode = !v || !strcmp(v, "auto") ? -1 : !strcmp(v, "1") ? 1 : !strcmp(v, "0") ? 0 : -2;
-    if (mode == -2)
-        env_warn_malformed("VGPU_DEVCOLL", v, "auto, 0 or 1");
-    if (mode == 0 || !device_devcoll(rc->dev) || c->size < 2 || c->size > DC_MAX_RANKS)
-        return 0;
-    if (mode != 1 && !(rc->dev->info.mps && (device_caps(rc->dev) & DEVICE_CAP_GPU)))
+    if (!devcoll_applies(devcoll_mode(), device_devcoll(rc->dev) != NULL,
+                         (device_caps(rc->dev) & DEVICE_CAP_GPU) != 0, rc->dev->info.mps, c->size))
         return 0;
     for (int q = 0; q < c->size; q++)
         if (rc->peers[q].node != rc->peers[c->rank].node ||
