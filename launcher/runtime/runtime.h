@@ -28,7 +28,7 @@ struct runtime {
     int simulated;                // the GPUs are VGPU_SIM_GPUS's (CPU math behind them)
     int blas_threads;             // a CPU device's BLAS threads (devices.cpu_threads)
     int planned;                  // runtime_open only planned (plan_only): nothing is open
-    char backend_reason[160];     // why the collective backend was chosen
+    char backend_reason[512];     // why the collective backend was chosen
     int launched;                 // started by a launcher (mpirun, srun): a rank's stdout is
                                   // then not the user's terminal
     void *impl;                   // MPI communicators

@@ -10,7 +10,9 @@
 # 4 ranks on the one GPU beside 1 rank and the CPU-simulated run; a rank past
 # its cap; all-reduce bandwidth on the GPU (vgpu_allreduce_perf: the ring over
 # CUDA IPC, through host staging, NCCL) beside the device's copy bandwidth,
-# and on the host's CPU devices; deterministic mode;
+# and on the host's CPU devices; the device collectives (ranks sharing the
+# GPU: bandwidth, synccheck, the job at 1, 2, 4 ranks, a killed rank);
+# deterministic mode;
 # a rank killed with kill -9; compute-sanitizer; MPS; PyTorch DDP with gloo
 # and nccl; probes. Full logs go to OUTDIR (8 files, each cut to 15 MiB);
 # the table comes last. The whole check keeps within VGPU_CHECK_BUDGET_S
@@ -418,6 +420,129 @@ if time_left "allreduce cpu np=2"; then
   else record "allreduce cpu np=2" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_allreduce_perf:' <<<"$out" | cut -c1-200)"; fi
 fi
 
+# ---- the device collectives (issue 43): ranks that share the GPU ----
+# vgpurun starts MPS where ranks share a GPU, and the ring then keeps every
+# collective on it, one kernel a call (comm/devcoll/). 8 B to 256 MiB with
+# every result checked: np=4 automatic beside each forced all-reduce, np=2
+# automatic, and time-sliced (--no-mps, VGPU_DEVCOLL=1) beside the staged
+# rows above. The figure: 8 B and 8 KiB times, 64 MiB's time and its share
+# of the memory-traffic floor (2 N S bytes at the same run's copy rate),
+# the algorithms taken. A dry run takes the simulated device (VGPU_DEVCOLL=1
+# on the simulated GPU's CPU memory).
+if [ "$quick" = 1 ]; then DSIZES=(-b 8 -e 1M -f 4 -n 3 -w 1)
+elif [ "$dry" = 1 ]; then DSIZES=(-b 8 -e 4M -f 2 -n 5 -w 2)
+else DSIZES=(-b 8 -e 256M -f 2 -n 20 -w 5); fi
+DC_ON=(VGPU_DEVCOLL=1)
+[ "$gpu" = 1 ] && DC_ON=()
+# devcoll_ar STEP NP [VAR=VALUE...] [-- VGPURUN_OPTIONS...]
+devcoll_ar() {
+  local step=$1 np=$2 envs=() opts=()
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  opts=("$@")
+  time_left "$step" 30 || return
+  run "$L_AR" 120 "${SIM[@]}" "${DC_ON[@]}" "${envs[@]}" "$VGPURUN" "${opts[@]}" -np "$np" -- \
+    "$PERF" "${DSIZES[@]}" --copy_bw
+  local rows d2d algos fig
+  rows=$(grep -E '^ +[0-9]+ +[0-9]+ ' <<<"$out")
+  d2d=$(grep -m1 -oE 'copy on rank 0.s device: [0-9.]+ GB/s' <<<"$out" | sed 's/.*device: //; s/ GB.s//')
+  algos=$(awk '{ print $14, $15 }' <<<"$rows" | sort -u | grep '^device' | paste -sd',')
+  fig=$(awk -v n="$np" -v d2d="${d2d:-0}" '
+    $1 == 8 || $1 == 8192 { printf "%s B %s us; ", $1, $6 }
+    $1 == 67108864 { printf "64 MiB %s us (busbw %s GB/s", $6, $8
+                     if (d2d > 0) printf ", %.0f%% of the floor", 100 * 2 * n * $1 / (d2d * 1e3) / $6
+                     printf "); " }' <<<"$rows")
+  if [ "$rc" = 0 ] && grep -q '^OK$' <<<"$out" && grep -q '^# Out of bounds values : 0 OK$' <<<"$out"; then
+    if [ -z "$algos" ]; then record "$step" FAIL "not on the device collectives: $(awk '{ print $14, $15 }' <<<"$rows" | sort -u | paste -sd',')"
+    else record "$step" PASS "${fig}${algos}; d2d copy ${d2d:-?} GB/s; #wrong 0"; fi
+  else
+    record "$step" FAIL "exit $rc: $(grep -m1 -E 'FAILED|error|vgpu_allreduce_perf:' <<<"$out" | cut -c1-200)"
+  fi
+}
+devcoll_ar "devcoll np=4 auto" 4
+devcoll_ar "devcoll np=4 oneshot" 4 VGPU_DEVCOLL_ALGO=oneshot
+devcoll_ar "devcoll np=4 twoshot" 4 VGPU_DEVCOLL_ALGO=twoshot
+devcoll_ar "devcoll np=2 auto" 2
+if need_gpu "devcoll np=4 time-sliced"; then
+  devcoll_ar "devcoll np=4 time-sliced" 4 VGPU_DEVCOLL=1 -- --no-mps
+fi
+# synccheck on the kernel (its barriers): 2 ranks time-sliced (compute-
+# sanitizer does not follow MPS clients).
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if need_gpu "synccheck devcoll" && time_left "synccheck devcoll" 60; then
+  if [ -z "$CS" ]; then record "synccheck devcoll" FAIL "no compute-sanitizer"
+  else
+    run "$L_SAN" 120 env VGPU_DEVCOLL=1 "$MPIRUN" -np 2 "$CS" --tool synccheck --kernel-name kns=devcoll_kernel_ \
+      --error-exitcode 99 "$PERF" -b 8 -e 1M -f 16 -n 2 -w 1 --set devices.memory_limit=1G
+    errs=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' <<<"$out" | awk '{ s += $3; n++ } END { print s + 0 " in " n + 0 " ranks" }')
+    if [ "$rc" = 0 ] && grep -q '^OK$' <<<"$out"; then record "synccheck devcoll" PASS "devcoll_kernel_: $errs errors"
+    else record "synccheck devcoll" FAIL "exit $rc, $errs: $(grep -m1 -E 'Error|error' <<<"$out" | cut -c1-160)"; fi
+  fi
+fi
+# The README's job through vgpurun at 1, 2 and 4 ranks (MPS by default):
+# samples/s, and 4 ranks against 1 (the goal: >= 0.9x).
+if time_left "devcoll train np=1,2,4" 60; then
+  fig="" one=0 four=0 why=""
+  for np in 1 2 4; do
+    run "$L_TRAIN" 120 "${SIM[@]}" "${DC_ON[@]}" "$VGPURUN" -np "$np" -- "$TRAIN" "$CFG" "${DATASET[@]}" \
+      --set train.max_steps=$([ "$quick" = 1 ] && echo 100 || echo 1000)
+    s=$(grep 'vgpu_train: done' <<<"$out" | tail -1)
+    sps=$(field samples_per_s "$s")
+    [ "$(field status "$s")" = ok ] || why="$why np=$np exit $rc;"
+    [ "$np" -gt 1 ] && ! grep -q 'the collectives stay on it' <<<"$out" && why="$why np=$np not on the device collectives;"
+    fig="$fig np=$np ${sps:-?}/s;"
+    [ "$np" = 1 ] && one=${sps:-0}
+    [ "$np" = 4 ] && four=${sps:-0}
+  done
+  ratio=$(awk -v a="$four" -v b="$one" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+  if [ -z "$why" ]; then record "devcoll train np=1,2,4" PASS "samples/s:$fig 4 ranks / 1: ${ratio}x"
+  else record "devcoll train np=1,2,4" FAIL "${why# }"; fi
+fi
+# A rank killed mid-collective: the job ends within 10 s naming it, the
+# GPU's memory is released, nothing stays in /dev/shm.
+if time_left "devcoll kill" 40; then
+  ls /dev/shm >"$WORK/shm.before" 2>/dev/null
+  mem0=$([ "$gpu" = 1 ] && gpu_mem_used)
+  "${SIM[@]}" "${DC_ON[@]}" "$VGPURUN" -np 4 -- "$PERF" -b 16M -e 16M --iters 1000000 --warmup_iters 0 \
+    --check 0 >"$WORK/dckill.out" 2>&1 &
+  job=$!
+  bg_pids+=("$job")
+  victim=""
+  for _ in $(seq 1 300); do
+    grep -q '^# *(B)' "$WORK/dckill.out" && break
+    sleep 0.1
+  done
+  sleep 1
+  for p in $(procs_of "$PERF"); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = vgpu_allreduce_ ] || continue
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+  done
+  why=""
+  if [ -z "$victim" ]; then why="rank 1 not found: $(tail -3 "$WORK/dckill.out" | tr '\n' ' ' | cut -c1-160)"
+  else
+    t0=$EPOCHREALTIME
+    kill -9 "$victim"
+    for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    kill -0 "$job" 2>/dev/null && { why="still running after 30 s;"; kill -9 "$job"; }
+    cat "$WORK/dckill.out" >>"$L_FAULTS"
+    ge 10 "$secs" || why="$why ended after $secs s (bound 10 s);"
+    grep -q 'device collective [0-9]*: rank 1 has exited' "$WORK/dckill.out" || why="$why rank 1 not named;"
+    if [ "$gpu" = 1 ]; then
+      sleep 2
+      apps=$(gpu_apps | grep -v nvidia-cuda-mps | paste -sd' ')
+      mem1=$(gpu_mem_used)
+      [ -z "$apps" ] || why="$why still in nvidia-smi: $apps;"
+      ge $((mem0 + 256)) "$mem1" || why="$why GPU memory used $mem1 MiB, $mem0 before;"
+    fi
+    shm=$(ls /dev/shm 2>/dev/null | grep -E '^vgpu-' | grep -vxF -f "$WORK/shm.before" | paste -sd' ')
+    [ -z "$shm" ] || why="$why left in /dev/shm: $shm;"
+  fi
+  if [ -z "$why" ]; then record "devcoll kill" PASS "ended ${secs} s after kill -9 of rank 1, named; ${mem1:+GPU memory $mem0 -> $mem1 MiB; }/dev/shm clean"
+  else record "devcoll kill" FAIL "${why# }"; fi
+fi
+
 # ---- deterministic mode: the same parameters for 1, 2 and 4 ranks ----
 if time_left "determinism" 40; then
   crcs="" devs=""
@@ -522,8 +647,7 @@ if time_left "kill -9 a rank" 60; then
   else why=${why%;}; record "kill -9 a rank" FAIL "${why# }"; fi
 fi
 
-# ---- compute-sanitizer ----
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+# ---- compute-sanitizer (CS: found above, at the device collectives) ----
 if need_gpu "memcheck np=2" && time_left "memcheck np=2" 60; then
   if [ -z "$CS" ]; then record "memcheck np=2" FAIL "no compute-sanitizer"
   else

@@ -35,7 +35,8 @@
 // when the status already holds an error, or after timeout_ns; the block
 // then stores DC_POISON into its mailboxes at every peer, whose waits fail
 // at once, and the first error (kind, rank concerned, call) stays in the
-// status. Every later call fails at its first barrier.
+// status (through the window's fault word). Every later call fails at its
+// first barrier.
 #ifndef VGPU_DEVCOLL_PROTO_H
 #define VGPU_DEVCOLL_PROTO_H
 
@@ -86,10 +87,15 @@ struct dc_mailbox {
 
 struct dc_head {
     struct dc_mailbox box[DC_MAX_BLOCKS][DC_MAX_RANKS];
+    // This rank's first error, decided here in device memory (an atomic on
+    // mapped host memory is not one over PCIe) and then copied into the
+    // status by the thread that set it. Only its owner touches it.
+    uint32_t fault;
 };
 
-// Host-visible memory the device writes (the error) and the host writes
-// (abort): mapped page-locked memory on a GPU.
+// Host-visible memory the device writes (the error, once) and the host
+// writes (abort): mapped page-locked memory on a GPU. `error` is stored
+// last, so a host that sees it sees peer and call.
 struct dc_status {
     uint32_t error;   // enum dc_error, the first one
     int32_t peer;     // the rank it names (a peer's, or this rank's for abort)
@@ -182,14 +188,16 @@ DC_FN void dc_pause(unsigned spins)
     if (spins > 64)
         __nanosleep(256);
 }
-// The first error wins; the others are dropped.
-DC_FN void dc_fail(struct dc_status *s, uint32_t error, int peer, uint64_t call)
+// Whether *fault went from 0 to error here (the first error wins).
+DC_FN int dc_claim(uint32_t *fault, uint32_t error)
 {
-    if (atomicCAS((unsigned int *)&s->error, 0u, error) == 0u) {
-        s->peer = peer;
-        s->call = call;
-        __threadfence_system();
-    }
+    return atomicCAS((unsigned int *)fault, 0u, error) == 0u;
+}
+DC_FN void dc_publish_u32(uint32_t *p, uint32_t v)
+{
+    __threadfence_system();
+    *(volatile uint32_t *)p = v;
+    __threadfence_system();
 }
 DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
 {
@@ -228,17 +236,39 @@ DC_FN void dc_pause(unsigned spins)
         sched_yield();
     }
 }
-DC_FN void dc_fail(struct dc_status *s, uint32_t error, int peer, uint64_t call)
+DC_FN int dc_claim(uint32_t *fault, uint32_t error)
 {
     uint32_t none = 0;
-    if (__atomic_compare_exchange_n(&s->error, &none, error, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-        s->peer = peer;
-        s->call = call;
-    }
+    return __atomic_compare_exchange_n(fault, &none, error, 0, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
 }
+DC_FN void dc_publish_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes) { memcpy(dst, src, bytes); }
 #endif
+
+// ---- failure ----
+
+DC_FN struct dc_head *dc_head_of(const struct dc_args *a, int q)
+{
+    return (struct dc_head *)a->win[q];
+}
+
+// Records this rank's first error (the later ones are dropped): in its own
+// window's fault word, then in the status for the host.
+DC_FN void dc_fail(const struct dc_args *a, uint32_t error, int peer, uint64_t call)
+{
+    if (!dc_claim(&dc_head_of(a, a->rank)->fault, error))
+        return;
+    a->status->peer = peer;
+    a->status->call = call;
+    dc_publish_u32(&a->status->error, error);
+}
+
+// Whether this rank has failed before (any block, any call).
+DC_FN int dc_failed(const struct dc_args *a)
+{
+    return dc_read_u32(&dc_head_of(a, a->rank)->fault) != 0;
+}
 
 // ---- barriers ----
 
@@ -253,50 +283,53 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
     dc_fence();
     // A communicator that failed before stays failed (its poison must not
     // be overwritten): every lane sees the same answer.
-    int bad = dc_sync_or(dc_read_u32(&a->status->error) != 0);
+    int bad = dc_sync_or(dc_failed(a));
     for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
-        struct dc_mailbox *m = &((struct dc_head *)a->win[p])->box[t->block][a->rank];
+        struct dc_mailbox *m = &dc_head_of(a, p)->box[t->block][a->rank];
         if (parity >= 0)
             m->desc[parity] = a->desc;
         dc_store(&m->passed, id);
     }
     for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
-        struct dc_mailbox *m = &((struct dc_head *)a->win[a->rank])->box[t->block][p];
+        struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][p];
         const uint64_t start = dc_now_ns();
         for (unsigned spins = 0;; spins++) {
             const uint64_t v = dc_load(&m->passed);
             if (v == DC_POISON) {
-                dc_fail(a->status, DC_ERR_LEFT, p, call);
+                dc_fail(a, DC_ERR_LEFT, p, call);
                 bad = 1;
                 break;
             }
             if (v >= id)
                 break;
-            if (dc_read_u32(&a->status->abort)) {
-                dc_fail(a->status, DC_ERR_ABORT, (int)dc_read_u32(&a->status->abort) - 1, call);
+            // The host's abort (over PCIe on a GPU) and the other blocks'
+            // errors now and then; the clock less often.
+            const uint32_t abort = spins % 64 == 63 ? dc_read_u32(&a->status->abort) : 0;
+            if (abort) {
+                dc_fail(a, DC_ERR_ABORT, (int)abort - 1, call);
                 bad = 1;
                 break;
             }
-            if (dc_read_u32(&a->status->error)) {
+            if (spins % 64 == 63 && dc_failed(a)) {
                 bad = 1;
                 break;
             }
             if (spins % 1024 == 1023 && dc_now_ns() - start > a->timeout_ns) {
-                dc_fail(a->status, DC_ERR_TIMEOUT, p, call);
+                dc_fail(a, DC_ERR_TIMEOUT, p, call);
                 bad = 1;
                 break;
             }
             dc_pause(spins);
         }
         if (!bad && parity >= 0 && dc_volatile(&m->desc[parity]) != a->desc) {
-            dc_fail(a->status, DC_ERR_MISMATCH, p, call);
+            dc_fail(a, DC_ERR_MISMATCH, p, call);
             bad = 1;
         }
     }
     bad = dc_sync_or(bad);
     if (bad)
         for (int p = t->lane; p < a->n; p += t->lanes)
-            dc_store(&((struct dc_head *)a->win[p])->box[t->block][a->rank].passed, DC_POISON);
+            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].passed, DC_POISON);
     return bad;
 }
 
