@@ -490,7 +490,9 @@ if time_left "devcoll train np=1,2,4" 60; then
     s=$(grep 'vgpu_train: done' <<<"$out" | tail -1)
     sps=$(field samples_per_s "$s")
     [ "$(field status "$s")" = ok ] || why="$why np=$np exit $rc;"
-    [ "$np" -gt 1 ] && ! grep -q 'the collectives stay on it' <<<"$out" && why="$why np=$np not on the device collectives;"
+    # (the job table wraps its lines: joined first)
+    [ "$np" -gt 1 ] && ! tr -s ' \n' '  ' <<<"$out" | grep -q 'the collectives stay on it' &&
+      why="$why np=$np not on the device collectives;"
     fig="$fig np=$np ${sps:-?}/s;"
     [ "$np" = 1 ] && one=${sps:-0}
     [ "$np" = 4 ] && four=${sps:-0}
