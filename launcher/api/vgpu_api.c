@@ -205,8 +205,10 @@ int vgpu_memcpy_dtoh(vgpu_t *v, void *host_dst, const void *device_src, size_t b
     if (!d)
         return VGPU_EINVAL;
     const uint64_t t0 = trace_op_begin();
-    return counted_(t0, TRACE_OP_COPY_HOST, bytes,
-                    device_copy_to_host(d, host_dst, device_src, bytes));
+    int status = device_copy_to_host(d, host_dst, device_src, bytes);
+    if (status == 0) // the stream is synchronised: see vgpu_synchronize
+        status = comm_async_error(api_comm(v));
+    return counted_(t0, TRACE_OP_COPY_HOST, bytes, status);
 }
 
 int vgpu_memcpy_dtod(vgpu_t *v, void *device_dst, const void *device_src, size_t bytes)
@@ -225,8 +227,12 @@ int vgpu_synchronize(vgpu_t *v)
     if (!d)
         return VGPU_EINVAL;
     const uint64_t t0 = trace_op_begin();
-    return counted_(t0, TRACE_OP_SYNC, 0,
-                    device_sync(d));
+    int status = device_sync(d);
+    // Collectives queued on the stream (the device collectives) are done
+    // now: what they met is this call's to say.
+    if (status == 0)
+        status = comm_async_error(api_comm(v));
+    return counted_(t0, TRACE_OP_SYNC, 0, status);
 }
 
 void *vgpu_stream(vgpu_t *v)

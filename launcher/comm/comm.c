@@ -108,6 +108,11 @@ const char *comm_algo_name(const comm_t *c, size_t bytes)
     return c->ops->algo && c->impl ? c->ops->algo(c, bytes) : c->ops->name;
 }
 
+int comm_async_error(comm_t *c)
+{
+    return c && c->impl && c->ops->async_error ? c->ops->async_error(c) : 0;
+}
+
 struct comm_stats comm_get_stats(const comm_t *c)
 {
     struct comm_stats none = {0};

@@ -148,6 +148,11 @@ struct comm_stats comm_get_stats(const comm_t *c);
 // The algorithm an all-reduce of `bytes` runs with (e.g. the ring backend's
 // "one-shot", "two-shot" or "ring"; the mpi backend's "mpi").
 const char *comm_algo_name(const comm_t *c, size_t bytes);
+// The error a call that returned before its work was done has met since
+// (the device collectives queue their kernels: NCCL's asynchronous errors),
+// said once where it was found; 0 when none (or c is NULL). Call it after
+// the device's stream is synchronised to know the results are whole.
+int comm_async_error(comm_t *c);
 // Whether a collective of c timed out or met an MPI failure: a peer may never
 // come, so nothing collective (teardown, MPI_Finalize) should wait for it.
 int comm_failed(const comm_t *c);

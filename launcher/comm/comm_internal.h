@@ -56,6 +56,9 @@ struct comm_ops {
     // The algorithm an all-reduce of `bytes` uses (e.g. "one-shot"); NULL:
     // the backend's name.
     const char *(*algo)(const comm_t *c, size_t bytes);
+    // What calls that returned before their work was done have found since
+    // (the device collectives): 0 or the error; NULL: nothing is left behind.
+    int (*async_error)(comm_t *c);
 };
 
 struct comm {

@@ -639,4 +639,5 @@ const struct comm_ops comm_ring_ops = {
     .destroy = ring_destroy_,
     .waited = ring_comm_waited,
     .algo = ring_comm_algo,
+    .async_error = ring_comm_async_error,
 };

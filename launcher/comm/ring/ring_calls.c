@@ -232,6 +232,12 @@ double ring_comm_waited(const comm_t *c)
            (rc->small ? rc->small->ops->waited(rc->small) : 0);
 }
 
+int ring_comm_async_error(comm_t *c)
+{
+    struct ring_comm *rc = c->impl;
+    return rc->dc ? devcoll_status_(rc, 0) : 0;
+}
+
 const char *ring_comm_algo(const comm_t *c, size_t bytes)
 {
     const struct ring_comm *rc = c->impl;

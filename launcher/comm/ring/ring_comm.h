@@ -54,5 +54,6 @@ int ring_comm_recv(comm_t *c, void *buf, size_t bytes, int peer);
 int ring_comm_barrier(comm_t *c);
 double ring_comm_waited(const comm_t *c);
 const char *ring_comm_algo(const comm_t *c, size_t bytes);
+int ring_comm_async_error(comm_t *c);
 
 #endif

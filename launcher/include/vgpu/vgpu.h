@@ -184,6 +184,11 @@ int vgpu_launch_host_func(vgpu_t *v, void (*fn)(void *arg), void *arg);
 int vgpu_memory(const vgpu_t *v, size_t *in_use, size_t *peak, size_t *cap);
 
 // ---- collectives (NCCL's arguments, without the stream) ----
+// Stream-ordered, as NCCL's: on a GPU a call may return once its work is
+// queued on vgpu_stream (ranks sharing one GPU under MPS: one kernel a
+// call), so what it meets later (a peer that died) is returned by the next
+// collective, vgpu_synchronize or vgpu_memcpy_dtoh, as VGPU_ECOMM or
+// VGPU_ETIMEOUT.
 // recvbuff[i] = op over ranks of sendbuff[i]; sendbuff == recvbuff in place.
 int vgpu_all_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
                     vgpu_op_t op, vgpu_t *v);
