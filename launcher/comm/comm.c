@@ -314,9 +314,8 @@ static int scratch_agreed_(comm_t *c, int need, size_t bytes, void **ptr, const 
 // Reduce-scatter as an all-reduce of the whole into scratch (a second copy
 // of send's size, for the call), keeping this rank's block (backends without
 // their own).
-static int reduce_scatter_by_all_reduce_(comm_t *c, const void *send, void *recv,
-                                         size_t recv_count, enum comm_dtype t,
-                                         enum comm_reduce_op op)
+int comm_reduce_scatter_by_all_reduce(comm_t *c, const void *send, void *recv, size_t recv_count,
+                                      enum comm_dtype t, enum comm_reduce_op op)
 {
     const size_t es = comm_dtype_size(t), block = recv_count * es;
     void *all = NULL;
@@ -343,15 +342,15 @@ int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_cou
     const struct call_ call = enter_(FLIGHT_REDUCE_SCATTER, total);
     int rc = c->ops->reduce_scatter
                  ? c->ops->reduce_scatter(c, send, recv, recv_count, t, op)
-                 : reduce_scatter_by_all_reduce_(c, send, recv, recv_count, t, op);
+                 : comm_reduce_scatter_by_all_reduce(c, send, recv, recv_count, t, op);
     account_(c, &call, total, rc);
     return rc;
 }
 
 // Reduce as the all-reduce (the same bits): into recv on root, into
 // scratch of send's size on the other ranks (backends without their own).
-static int reduce_by_all_reduce_(comm_t *c, const void *send, void *recv, size_t count,
-                                 enum comm_dtype t, enum comm_reduce_op op, int root)
+int comm_reduce_by_all_reduce(comm_t *c, const void *send, void *recv, size_t count,
+                              enum comm_dtype t, enum comm_reduce_op op, int root)
 {
     const size_t bytes = count * comm_dtype_size(t);
     void *scratch = NULL;
@@ -377,7 +376,7 @@ int comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm
     const struct call_ call = enter_(FLIGHT_REDUCE, bytes);
     int rc = c->ops->reduce ? c->ops->reduce(c, send, c->rank == root ? recv : NULL, count, t, op,
                                              root)
-                            : reduce_by_all_reduce_(c, send, recv, count, t, op, root);
+                            : comm_reduce_by_all_reduce(c, send, recv, count, t, op, root);
     account_(c, &call, bytes, rc);
     return rc;
 }

@@ -80,7 +80,8 @@ int comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_cou
 // root is the in-place form. The ring's reduce is its all-reduce (into
 // device scratch of the send's size on the ranks but root, the ranks
 // agreeing first that every one has it: VGPU_EDEVMEM on all of them if
-// not), so a reduce then a broadcast from root gives the all-reduce's bits;
+// not; the device collectives' own reduce, without scratch, where they
+// run), so a reduce then a broadcast from root gives the all-reduce's bits;
 // mpi and nccl take their library's reduce (MPI_Reduce, ncclReduce), equal
 // to their all-reduce wherever the result is exact (integers, min, max,
 // sums of exactly representable partials) and possibly rounded otherwise

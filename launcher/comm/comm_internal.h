@@ -61,6 +61,14 @@ struct comm_ops {
     int (*async_error)(comm_t *c);
 };
 
+// Reduce-scatter and reduce as the all-reduce, through device scratch
+// (comm.c: what a backend without its own takes, and one that has its own
+// only sometimes falls back to).
+int comm_reduce_scatter_by_all_reduce(comm_t *c, const void *send, void *recv, size_t recv_count,
+                                      enum comm_dtype t, enum comm_reduce_op op);
+int comm_reduce_by_all_reduce(comm_t *c, const void *send, void *recv, size_t count,
+                              enum comm_dtype t, enum comm_reduce_op op, int root);
+
 struct comm {
     const struct comm_ops *ops;
     int rank, size;

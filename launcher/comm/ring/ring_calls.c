@@ -232,6 +232,27 @@ double ring_comm_waited(const comm_t *c)
            (rc->small ? rc->small->ops->waited(rc->small) : 0);
 }
 
+// Reduce-scatter and reduce: the device collectives' own where they run
+// (no scratch; the all-reduce's bits), else the all-reduce's forms.
+int ring_comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
+                             enum comm_dtype t, enum comm_reduce_op op)
+{
+    struct ring_comm *rc = c->impl;
+    if (!rc->dc)
+        return comm_reduce_scatter_by_all_reduce(c, send, recv, recv_count, t, op);
+    return devcoll_status_(rc, devcoll_reduce_scatter(rc->dc, send, recv, recv_count, (int)t,
+                                                      (int)op));
+}
+
+int ring_comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                     enum comm_reduce_op op, int root)
+{
+    struct ring_comm *rc = c->impl;
+    if (!rc->dc)
+        return comm_reduce_by_all_reduce(c, send, recv, count, t, op, root);
+    return devcoll_status_(rc, devcoll_reduce(rc->dc, send, recv, count, (int)t, (int)op, root));
+}
+
 int ring_comm_async_error(comm_t *c)
 {
     struct ring_comm *rc = c->impl;

@@ -55,5 +55,9 @@ int ring_comm_barrier(comm_t *c);
 double ring_comm_waited(const comm_t *c);
 const char *ring_comm_algo(const comm_t *c, size_t bytes);
 int ring_comm_async_error(comm_t *c);
+int ring_comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t recv_count,
+                             enum comm_dtype t, enum comm_reduce_op op);
+int ring_comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
+                     enum comm_reduce_op op, int root);
 
 #endif

@@ -201,14 +201,16 @@ int vgpu_all_gather(const void *sendbuff, void *recvbuff, size_t sendcount,
 // Rank r gets block r (recvcount elements) of the reduction of everyone's
 // size x recvcount elements. On the ring and mpi backends it takes device
 // scratch as large as sendbuff for the call (every rank returns VGPU_EDEVMEM
-// when one rank has no room for it).
+// when one rank has no room for it), except where ranks sharing one GPU
+// keep their collectives on it (no scratch; the same bits).
 int vgpu_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                         vgpu_datatype_t datatype, vgpu_op_t op, vgpu_t *v);
 // recvbuff on root = op over ranks of sendbuff (count elements); recvbuff is
 // not used on the other ranks (it may be NULL there); sendbuff == recvbuff
 // in place on root. The ring's is its all-reduce (the same bits; device
 // scratch of sendbuff's size on the ranks but root, VGPU_EDEVMEM on every
-// rank when one has no room); mpi and nccl take MPI_Reduce and ncclReduce,
+// rank when one has no room; none where ranks sharing one GPU keep their
+// collectives on it); mpi and nccl take MPI_Reduce and ncclReduce,
 // whose float sums may round differently from their all-reduce's.
 int vgpu_reduce(const void *sendbuff, void *recvbuff, size_t count, vgpu_datatype_t datatype,
                 vgpu_op_t op, int root, vgpu_t *v);
