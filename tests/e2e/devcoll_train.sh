@@ -3,7 +3,8 @@
 # protocol a GPU's kernel runs, here on the simulated device (VGPU_DEVCOLL=1
 # on CPU devices): the job table says so; with 2 ranks the parameters are
 # bitwise those of the ring's host paths (a + b is b + a, and the update is
-# the same); with 4 ranks (the all-reduce in position order, in rounds) the
+# the same, also with buckets all-reduced while the backward pass goes on);
+# with 4 ranks (the all-reduce in position order, in rounds) the
 # job trains to the same accuracy band.
 source "$(dirname "$0")/lib.sh"
 cfg="$CONFIGS/default.ini"
@@ -26,6 +27,17 @@ if [ -n "$host_crc" ] && [ "$(crc)" = "$host_crc" ]; then
   ok "the same parameters as the host paths ($host_crc)"
 else
   bad "parameters $(crc), the host paths' $host_crc"
+fi
+
+# Buckets all-reduced from the trainer's second thread while the backward
+# pass goes on (train.bucket_mb): the same parameters again.
+run "2 ranks, device collectives, buckets" 120 env VGPU_DEVCOLL=1 "$MPIRUN" -np 2 "$TRAIN" "$cfg" \
+  --set train.epochs=1 --set train.bucket_mb=0.25
+expect_rc 0
+if [ -n "$host_crc" ] && [ "$(crc)" = "$host_crc" ]; then
+  ok "buckets: the same parameters ($host_crc)"
+else
+  bad "buckets: parameters $(crc), the host paths' $host_crc"
 fi
 
 run "4 ranks, device collectives, both all-reduces" 180 env VGPU_DEVCOLL=1 VGPU_DEVCOLL_AREA_KB=64 \
