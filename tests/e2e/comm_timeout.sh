@@ -68,6 +68,24 @@ for algo in auto ring; do
   fi
 done
 
+# The device collectives (VGPU_DEVCOLL=1: their protocol on CPU devices):
+# the waits on the device are bounded by the same timeout, and name the rank.
+run "devcoll_all_reduce" 60 env VGPU_DEVCOLL=1 "$MPIRUN" -np 3 \
+  "$VGPU_BUILD_DIR/test_comm_collectives" --backend ring --timeout $timeout_s --sleep-rank 1
+expect_nonzero
+expect_within 30
+expect_out "error: device collective [0-9]+: rank 1 did not reach the collective within the timeout"
+reports=$(sed -n "s/^\[rank [02]\] comm_all_reduce -> \(.*\) after \([0-9.]*\) s$/\1|\2/p" <<<"$out")
+if [ -z "$reports" ]; then bad "no rank reported how its collective ended"; fi
+while IFS='|' read -r status took; do
+  [ -n "$status" ] || continue
+  if [ "$status" = "timed out" ] && [ "$(echo "$took >= $timeout_s && $took <= $limit" | bc)" = 1 ]; then
+    ok "a waiting rank timed out after $took s on the device collectives (bound $timeout_s s)"
+  else
+    bad "a rank's collective ended with '$status' after $took s (bound $timeout_s s, limit $limit s)"
+  fi
+done <<<"$reports"
+
 # The hierarchical all-reduce (2 hosts of 2 ranks: rank q on host q % 2):
 # its sub-rings name ranks as the job does. Rank 2 sleeps; rank 0 (its host
 # neighbour) and rank 3 (the ring between hosts of local index 1) wait for it.
