@@ -14,17 +14,24 @@ expect_out '^vgpu GPU check \(dry run, no GPU\): [0-9a-f]{40}'
 for step in 'mpirun' 'train np=4 \(headline\)' 'train np=1' 'train np=4 CPU' 'cap overrun' \
             'allreduce ring np=2' 'allreduce staging np=2' 'allreduce ring np=4' 'allreduce staging np=4' \
             'allreduce cpu np=2' 'determinism np=1,2,4' 'kill -9 a rank' 'vnccl example np=4' \
-            'vnccl perf np=4'; do
+            'vnccl perf np=4' 'devcoll np=4 auto' 'devcoll np=4 oneshot' 'devcoll np=4 twoshot' \
+            'devcoll np=2 auto' 'devcoll train np=1,2,4' 'devcoll kill'; do
   expect_out "^$step +PASS "
 done
 for step in 'gpu facts' 'ctest -L gpu' 'allreduce nccl np=1' 'memcheck np=2' 'racecheck ring' \
             'ddp gloo np=4' 'ddp nccl np=4' 'torch all_reduce nccl np=4' 'fsdp nccl np=4' 'device probe' \
-            'probe: UUID twice' "probe: torch's NCCL"; do
+            'probe: UUID twice' "probe: torch's NCCL" 'devcoll np=4 time-sliced' 'synccheck devcoll'; do
   expect_out "^$step +SKIP\(dry-run: needs a GPU"
 done
 # The all-reduce rows ran vgpu_allreduce_perf on the simulated GPU, beside its copy rate.
 expect_out '^allreduce ring np=4 +PASS +4 MiB: busbw [0-9.]+ GB/s \(in place [0-9.]+\), [0-9.]+ us; d2d copy [0-9.]+ GB/s; #wrong 0; 4 ranks on 1 host\(s\), device cuda, 1 physical device\(s\) \(simulated GPUs\), backend ring'
 expect_out '^allreduce cpu np=2 +PASS +CPU devices \(devices.kind=cpu\): Avg bus bandwidth'
+# The device collectives' rows ran their protocol (simulated: VGPU_DEVCOLL=1),
+# each forced algorithm alone, automatic both; the killed rank was named.
+expect_out '^devcoll np=4 auto +PASS +8 B [0-9.]+ us; 8192 B [0-9.]+ us; device one-shot,device two-shot; d2d copy [0-9.]+ GB/s; #wrong 0$'
+expect_out '^devcoll np=4 oneshot +PASS .*; device one-shot; d2d'
+expect_out '^devcoll np=4 twoshot +PASS .*; device two-shot; d2d'
+expect_out '^devcoll kill +PASS +ended [0-9.]+ s after kill -9 of rank 1, named; /dev/shm clean$'
 # vgpu's NCCL on the simulated GPU: the example exact, vgpu_nccl_perf's 4 MiB row.
 expect_out '^vnccl perf np=4 +PASS +4 MiB [0-9.]+ us busbw [0-9.]+ GB/s; #wrong 0$'
 # The headline job really ran: the README's accuracy, 1 simulated GPU -> 4 virtual.
