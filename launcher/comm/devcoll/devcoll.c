@@ -36,6 +36,8 @@ struct devcoll {
     uint64_t area_bytes, win_bytes;
     uint64_t timeout_ns;
     uint64_t rounds;            // launched so far
+    int blocks;                 // a call's blocks (devcoll_connect: every rank's least)
+    int launch_failed;          // a launch failed: its rounds no longer match the peers'
     enum devcoll_algo forced;   // VGPU_DEVCOLL_ALGO
     void *win;                  // this rank's window
     unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES];
@@ -92,7 +94,12 @@ int devcoll_create(const struct devcoll_exec *ex, void *ctx, int rank, int n,
     if (d->area_bytes < (uint64_t)n * DC_UNIT)
         d->area_bytes = (uint64_t)n * DC_UNIT;
     d->win_bytes = DC_HEAD_BYTES + 4 * d->area_bytes;
-    d->timeout_ns = (uint64_t)(timeout_s * 1e9);
+    d->timeout_ns = timeout_s < 1e9 ? (uint64_t)(timeout_s * 1e9) : (uint64_t)1e18;
+    d->blocks = ex->blocks;
+    if (ex->max_blocks) {
+        const int most = ex->max_blocks(ctx, n);
+        d->blocks = most < 1 ? 1 : most < d->blocks ? most : d->blocks;
+    }
     d->forced = forced_algo_();
     int status = ex->status_alloc(ctx, &d->status_host, &d->status_dev);
     if (status == 0)
@@ -113,6 +120,7 @@ void devcoll_handle(const devcoll_t *d, struct devcoll_handle *h)
     memcpy(h->win, d->handle, sizeof h->win);
     h->pid = (int32_t)getpid();
     h->rank = d->rank;
+    h->blocks = d->blocks;
     h->win_bytes = d->win_bytes;
 }
 
@@ -136,8 +144,10 @@ static void *watch_(void *arg)
 int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all)
 {
     for (int q = 0; q < d->n; q++)
-        if (all[q].rank != q || all[q].win_bytes != d->win_bytes)
+        if (all[q].rank != q || all[q].win_bytes != d->win_bytes || all[q].blocks < 1)
             return VGPU_EINVAL;
+    for (int q = 0; q < d->n; q++) // block b pairs with block b: every rank alike
+        d->blocks = all[q].blocks < d->blocks ? all[q].blocks : d->blocks;
     for (int q = 0; q < d->n; q++) {
         d->pid[q] = all[q].pid;
         if (q == d->rank)
@@ -174,7 +184,11 @@ void devcoll_destroy(devcoll_t *d)
     if (!d)
         return;
     devcoll_close_peers(d);
-    if (d->win)
+    // After an error a peer may not have run its call yet, and would write
+    // into a freed, exported allocation (on a GPU: a fault for every client
+    // of the MPS server): left to the process's end, which frees it.
+    const int failed = d->status_host && devcoll_error(d, NULL, NULL, 0) != 0;
+    if (d->win && (d->ex->on_host || !failed))
         d->ex->win_free(d->ctx, d->win, d->win_bytes, d->handle);
     if (d->status_host)
         d->ex->status_free(d->ctx, d->status_host);
@@ -243,9 +257,15 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
     a.desc = dc_desc(kind, dtype, op, root, count);
     a.status = d->status_dev;
     a.timeout_ns = d->timeout_ns;
-    const int status = d->ex->launch(d->ctx, &a, d->ex->blocks, d->ex->lanes);
-    if (status == 0)
+    if (d->launch_failed)
+        return VGPU_ECOMM;
+    const int status = d->ex->launch(d->ctx, &a, d->blocks, d->ex->lanes);
+    if (status == 0) {
         d->rounds += dc_rounds(&a);
+    } else { // this rank's rounds would pair with the peers' earlier ones: no more calls
+        d->launch_failed = 1;
+        devcoll_abort(d, d->rank);
+    }
     return status;
 }
 

@@ -42,7 +42,21 @@ struct devcoll_exec {
     int (*launch)(void *ctx, const struct dc_args *a, int blocks, int lanes);
     // Returns once everything launched has finished.
     int (*sync)(void *ctx);
-    int blocks, lanes; // the launch shape (every rank of a communicator alike)
+    // Optional: the most blocks a call may take with n ranks, so that every
+    // rank's blocks can be resident at once (block b waits for block b of
+    // each peer: a block that cannot start would hold the others to the
+    // timeout). NULL: `blocks`.
+    int (*max_blocks)(void *ctx, int n);
+    int blocks, lanes; // the launch shape: blocks at most, lanes a block
+    int on_host;       // runs on the host: its ctx is NULL or a struct devcoll_sim_ctx
+};
+
+// The simulated device's ctx where the caller's buffers are not plain host
+// memory: host_view(owner, p) is where the host reaches buffer p (NULL: not
+// the owner's).
+struct devcoll_sim_ctx {
+    void *(*host_view)(void *owner, const void *ptr);
+    void *owner;
 };
 
 // The simulated device (devcoll_sim.c): windows are memfds (shm_share.h),
@@ -56,6 +70,8 @@ struct devcoll_handle {
     unsigned char win[DEVCOLL_WIN_HANDLE_BYTES];
     int32_t pid;       // the rank's process, watched while calls are in flight
     int32_t rank;
+    int32_t blocks;     // the most blocks it can launch (every rank takes the least)
+    int32_t pad_;
     uint64_t win_bytes; // the window's size (every rank's alike)
 };
 
@@ -79,7 +95,9 @@ int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all);
 // only once no peer has it open (CUDA: freeing exported memory still open
 // elsewhere is undefined), so ranks close, agree, then destroy.
 void devcoll_close_peers(devcoll_t *d);
-// Closes what is still open and frees this rank's window.
+// Closes what is still open and frees this rank's window; after an error on
+// a GPU the window is left to the process's end instead (a peer that has
+// not yet run its call may still write into it).
 void devcoll_destroy(devcoll_t *d);
 
 // The collectives, comm.h's semantics and types (dtype: enum comm_dtype,

@@ -21,7 +21,9 @@ extern "C" {
 
 static_assert(sizeof(cudaIpcMemHandle_t) <= DEVCOLL_WIN_HANDLE_BYTES, "an IPC handle fits");
 
-__global__ void devcoll_kernel_(struct dc_args a)
+#define DEVCOLL_LANES 512
+
+__global__ void __launch_bounds__(DEVCOLL_LANES) devcoll_kernel_(struct dc_args a)
 {
     const struct dc_thread t = {(int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x,
                                 (int)blockDim.x};
@@ -57,15 +59,38 @@ static int cuda_win_open_(void *ctx, const unsigned char handle[DEVCOLL_WIN_HAND
 
 static void cuda_win_close_(void *ctx, void *win, uint64_t bytes)
 {
-    (void)ctx, (void)bytes;
-    (void)cuda_check_(cudaIpcCloseMemHandle(win), "cudaIpcCloseMemHandle", __FILE__, __LINE__);
+    (void)bytes;
+    device_t *dev = (device_t *)ctx;
+    if (cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __FILE__, __LINE__) == 0)
+        (void)cuda_check_(cudaIpcCloseMemHandle(win), "cudaIpcCloseMemHandle", __FILE__, __LINE__);
 }
 
 static void cuda_win_free_(void *ctx, void *win, uint64_t bytes,
                            const unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES])
 {
-    (void)ctx, (void)bytes, (void)handle;
-    (void)cuda_check_(cudaFree(win), "cudaFree", __FILE__, __LINE__);
+    (void)bytes, (void)handle;
+    device_t *dev = (device_t *)ctx;
+    if (cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __FILE__, __LINE__) == 0)
+        (void)cuda_check_(cudaFree(win), "cudaFree", __FILE__, __LINE__);
+}
+
+// Every rank's blocks resident at once: the blocks of this kernel an SM
+// holds, times the SMs this process may use (under MPS with a thread share,
+// the client's), shared among the n ranks. 0 (the exec's 32) when the
+// runtime cannot tell.
+static int cuda_max_blocks_(void *ctx, int n)
+{
+    device_t *dev = (device_t *)ctx;
+    int per_sm = 0, sms = 0;
+    if (cudaSetDevice(dev->info.index) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, devcoll_kernel_, DEVCOLL_LANES, 0) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev->info.index) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return per_sm * sms / (n > 0 ? n : 1);
 }
 
 static int cuda_status_alloc_(void *ctx, struct dc_status **host, struct dc_status **dev_ptr)
@@ -102,10 +127,11 @@ static int cuda_sync_(void *ctx)
     return 0;
 }
 
-// 32 blocks of 512 threads (on paper: vLLM's custom all-reduce runs 36 x
-// 512; the GPU check measures).
+// At most 32 blocks of 512 threads (on paper: vLLM's custom all-reduce runs
+// 36 x 512; the GPU check measures), fewer where the ranks' blocks would not
+// all be resident (cuda_max_blocks_).
 extern "C" const struct devcoll_exec devcoll_cuda_exec = {
-    "cuda",           cuda_win_create_, cuda_win_open_, cuda_win_close_, cuda_win_free_,
-    cuda_status_alloc_, cuda_status_free_, cuda_launch_,  cuda_sync_,      32,
-    512,
+    "cuda",           cuda_win_create_, cuda_win_open_, cuda_win_close_,  cuda_win_free_,
+    cuda_status_alloc_, cuda_status_free_, cuda_launch_,  cuda_sync_,       cuda_max_blocks_,
+    32,               DEVCOLL_LANES,    0,
 };

@@ -33,7 +33,7 @@
 // Failure. A wait gives up when the host sets `abort` in the status (its
 // watchdog found a peer's process gone, or the communicator is aborted),
 // when the status already holds an error, or after timeout_ns; the block
-// then stores DC_POISON into its mailboxes at every peer, whose waits fail
+// then stores DC_POISON into its mailboxes' `failed` at every peer, whose waits fail
 // at once, and the first error (kind, rank concerned, call) stays in the
 // status (through the window's fault word). Every later call fails at its
 // first barrier.
@@ -56,7 +56,7 @@
 #define DC_MAX_RANKS 16
 #define DC_MAX_BLOCKS 32
 #define DC_UNIT 16                // bytes a thread handles at a time
-#define DC_POISON UINT64_MAX      // a mailbox's value once its writer failed
+#define DC_POISON UINT64_MAX      // a mailbox's `failed` once its writer gave up
 #define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
 #define DC_MAX_COUNT (1ull << 44) // elements a descriptor can carry
 
@@ -80,9 +80,10 @@ enum dc_error { DC_OK, DC_ERR_TIMEOUT, DC_ERR_LEFT, DC_ERR_MISMATCH, DC_ERR_ABOR
 
 // One mailbox: peer p's block b writes [b][p] of this window.
 struct dc_mailbox {
-    uint64_t passed;  // the last barrier id it passed (DC_POISON: it failed)
+    uint64_t passed;  // the last barrier id it passed (only grows)
     uint64_t desc[2]; // its call descriptor at the first barrier of a round, by parity
-    uint64_t pad_;
+    uint64_t failed;  // DC_POISON once it gave up: in a word of its own, so that a
+                      // barrier it passed before stays passed for a slow reader
 };
 
 struct dc_head {
@@ -164,7 +165,11 @@ struct dc_thread {
 };
 DC_FN void dc_sync(void) { __syncthreads(); }
 DC_FN int dc_sync_or(int x) { return __syncthreads_or(x); }
-DC_FN void dc_fence(void) { __threadfence_system(); }
+// Nothing: the block barrier then one lane's release store at system scope
+// is cumulative over every lane's writes before the barrier (PTX memory
+// model; vLLM's custom all-reduce relies on the same). A fence in each of
+// 16384 threads a barrier would only cost.
+DC_FN void dc_fence(void) {}
 DC_FN uint64_t dc_load(const uint64_t *p)
 {
     uint64_t v;
@@ -281,9 +286,14 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
                      int parity, uint64_t call)
 {
     dc_fence();
-    // A communicator that failed before stays failed (its poison must not
-    // be overwritten): every lane sees the same answer.
-    int bad = dc_sync_or(dc_failed(a));
+    // A communicator that failed before stays failed, and an abort the host
+    // set since is seen here even by a rank whose peers are all ahead: every
+    // lane sees the same answer. (One lane reads the abort word: on a GPU it
+    // is mapped host memory, a read over PCIe.)
+    const uint32_t abort = t->lane == 0 ? dc_read_u32(&a->status->abort) : 0;
+    if (abort)
+        dc_fail(a, DC_ERR_ABORT, (int)abort - 1, call);
+    int bad = dc_sync_or(abort || dc_failed(a));
     for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
         struct dc_mailbox *m = &dc_head_of(a, p)->box[t->block][a->rank];
         if (parity >= 0)
@@ -294,23 +304,22 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][p];
         const uint64_t start = dc_now_ns();
         for (unsigned spins = 0;; spins++) {
-            const uint64_t v = dc_load(&m->passed);
-            if (v == DC_POISON) {
+            if (dc_load(&m->passed) >= id)
+                break;
+            if (dc_load(&m->failed) == DC_POISON) {
                 dc_fail(a, DC_ERR_LEFT, p, call);
                 bad = 1;
                 break;
             }
-            if (v >= id)
-                break;
-            // The host's abort (over PCIe on a GPU) and the other blocks'
-            // errors now and then; the clock less often.
-            const uint32_t abort = spins % 64 == 63 ? dc_read_u32(&a->status->abort) : 0;
-            if (abort) {
-                dc_fail(a, DC_ERR_ABORT, (int)abort - 1, call);
+            // Now and then: the other blocks' errors (device memory), the
+            // host's abort (PCIe), the clock.
+            if (spins % 64 == 63 && dc_failed(a)) {
                 bad = 1;
                 break;
             }
-            if (spins % 64 == 63 && dc_failed(a)) {
+            const uint32_t aborted = spins % 1024 == 1023 ? dc_read_u32(&a->status->abort) : 0;
+            if (aborted) {
+                dc_fail(a, DC_ERR_ABORT, (int)aborted - 1, call);
                 bad = 1;
                 break;
             }
@@ -329,7 +338,7 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
     bad = dc_sync_or(bad);
     if (bad)
         for (int p = t->lane; p < a->n; p += t->lanes)
-            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].passed, DC_POISON);
+            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].failed, DC_POISON);
     return bad;
 }
 
@@ -359,9 +368,9 @@ DC_FN void dc_copy_units(const struct dc_thread *t, char *dst, const char *src, 
 // paths' order: ((x0 op x1) op x2) ..., / n at the end for avg), held in a
 // local accumulator so that dst may be an input. srcs[q]: input q at the
 // unit; `elems` (<= a unit's) are reduced.
-#define DC_REDUCE_UNIT_(T, FN, a, srcs, dst, elems)                                          \
+#define DC_REDUCE_N_(T, FN, a, srcs, dst, elems)                                             \
     do {                                                                                     \
-        T acc_[DC_UNIT / sizeof(T)], x_[DC_UNIT / sizeof(T)];                                \
+        T acc_[DC_UNIT / sizeof(T)] = {0}, x_[DC_UNIT / sizeof(T)] = {0};                    \
         for (uint64_t i_ = 0; i_ < (elems); i_++)                                            \
             acc_[i_] = ((const T *)(srcs)[0])[i_];                                           \
         for (int q_ = 1; q_ < (a)->n; q_++) {                                                \
@@ -373,6 +382,15 @@ DC_FN void dc_copy_units(const struct dc_thread *t, char *dst, const char *src, 
         }                                                                                    \
         for (uint64_t i_ = 0; i_ < (elems); i_++)                                            \
             ((T *)(dst))[i_] = acc_[i_];                                                     \
+    } while (0)
+// A whole unit with a constant count (the compiler keeps it in registers),
+// else the run's last, partial one.
+#define DC_REDUCE_UNIT_(T, FN, a, srcs, dst, elems)                                          \
+    do {                                                                                     \
+        if ((elems) == DC_UNIT / sizeof(T))                                                  \
+            DC_REDUCE_N_(T, FN, a, srcs, dst, DC_UNIT / sizeof(T));                          \
+        else                                                                                 \
+            DC_REDUCE_N_(T, FN, a, srcs, dst, elems);                                        \
     } while (0)
 
 DC_FN void dc_reduce_unit(const struct dc_args *a, const char *const *srcs, char *dst,

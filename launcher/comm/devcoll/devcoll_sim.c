@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "devcoll.h"
-#include "device_internal.h"
 #include "shm_share.h"
 #include "status.h"
 
@@ -82,19 +81,19 @@ static void sim_status_free_(void *ctx, struct dc_status *host)
     free(host);
 }
 
-// ctx: the device whose memory the buffers are (NULL: plain host memory).
-// A CPU device's memory is reached through its host view, as the ring's
-// host paths reach it (the device pointers fault outside it, as a GPU's).
+// ctx: NULL where the buffers are plain host memory, else a struct
+// devcoll_sim_ctx that reaches them (a CPU device's host view: its device
+// pointers fault outside it, as a GPU's would).
 static int sim_launch_(void *ctx, const struct dc_args *a, int blocks, int lanes)
 {
     (void)lanes;
     struct dc_args on_host = *a;
-    device_t *dev = ctx;
-    if (dev && device_host_addressable(dev)) {
-        on_host.send = device_host_view(dev, a->send);
-        on_host.recv = device_host_view(dev, a->recv);
+    const struct devcoll_sim_ctx *sc = ctx;
+    if (sc) {
+        on_host.send = a->send ? sc->host_view(sc->owner, a->send) : NULL;
+        on_host.recv = a->recv ? sc->host_view(sc->owner, a->recv) : NULL;
         if ((a->send && !on_host.send) || (a->recv && !on_host.recv))
-            return VGPU_EINVAL; // not this device's memory
+            return VGPU_EINVAL; // not the owner's memory
     }
     for (int b = 0; b < blocks; b++) {
         const struct dc_thread t = {.block = b, .blocks = blocks, .lane = 0, .lanes = 1};
@@ -121,6 +120,8 @@ const struct devcoll_exec devcoll_sim_exec = {
     .status_free = sim_status_free_,
     .launch = sim_launch_,
     .sync = sim_sync_,
+    .max_blocks = NULL,
     .blocks = 2,
     .lanes = 1,
+    .on_host = 1,
 };

@@ -477,6 +477,8 @@ static int sub_rings_(comm_t *c, const struct comm_args *args, struct ring_comm 
     return status;
 }
 
+static void *host_view_(void *dev, const void *ptr) { return device_host_view(dev, ptr); }
+
 // Whether this rank would run the device collectives (devcoll_applies),
 // every rank of the communicator on its device.
 static int devcoll_wanted_(const comm_t *c, const struct ring_comm *rc)
@@ -500,8 +502,15 @@ static int devcoll_setup_(comm_t *c, struct ring_comm *rc)
     int status = comm_mpi_min_u64_bounded(c, rc->mpi, &want, "ring set-up (device collectives)");
     if (status < 0 || !want)
         return status;
-    status = devcoll_create(device_devcoll(rc->dev), rc->dev, c->rank, c->size, 0, c->timeout_s,
-                            &rc->dc);
+    // The simulated protocol reaches a CPU device's memory through its host
+    // view (the test device's is plain memory); a GPU's exec takes the device.
+    const struct devcoll_exec *ex = device_devcoll(rc->dev);
+    void *ctx = rc->dev;
+    if (ex->on_host) {
+        rc->dc_view = (struct devcoll_sim_ctx){host_view_, rc->dev};
+        ctx = device_host_addressable(rc->dev) ? &rc->dc_view : NULL;
+    }
+    status = devcoll_create(ex, ctx, c->rank, c->size, 0, c->timeout_s, &rc->dc);
     struct devcoll_handle mine = {0}, *all = calloc((size_t)c->size, sizeof *all);
     if (status == 0 && !all)
         status = VGPU_ENOMEM;

@@ -5,6 +5,7 @@
 #define VGPU_RING_COMM_H
 
 #include "comm_internal.h"
+#include "devcoll.h"
 #include "ring_internal.h"
 
 struct ring_ctl;  // the host's control segment (comm_ring.c)
@@ -39,6 +40,7 @@ struct ring_comm {
     comm_t *small;             // (device windows) a staged ring for small all-reduces; NULL: none
     uint64_t small_bytes;      // up to this size they take it, bytes
     struct devcoll *dc;        // the device collectives (every rank on this device); NULL: none
+    struct devcoll_sim_ctx dc_view; // (simulated device collectives) how they reach dev's memory
 };
 
 // comm_ops' per-call operations (ring_calls.c), on c->impl, a struct ring_comm.
