@@ -233,7 +233,7 @@ const char *devcoll_algo_name(enum devcoll_algo a)
 uint64_t devcoll_rounds(const devcoll_t *d) { return d->rounds; }
 
 static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_t count,
-                   int dtype, int op, int root)
+                   int dtype, int op, int root, void *stream)
 {
     const int moves = kind == DC_ALL_GATHER || kind == DC_BROADCAST; // no arithmetic
     if (dtype < 0 || dtype >= (moves ? DC_TYPES : DC_BYTE) || op < 0 || op >= COMM_OP_COUNT ||
@@ -259,7 +259,7 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
     a.timeout_ns = d->timeout_ns;
     if (d->launch_failed)
         return VGPU_ECOMM;
-    const int status = d->ex->launch(d->ctx, &a, d->blocks, d->ex->lanes);
+    const int status = d->ex->launch(d->ctx, stream, &a, d->blocks, d->ex->lanes);
     if (status == 0) {
         d->rounds += dc_rounds(&a);
     } else { // this rank's rounds would pair with the peers' earlier ones: no more calls
@@ -270,35 +270,36 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
 }
 
 int devcoll_all_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
-                       int op)
+                       int op, void *stream)
 {
     const uint64_t bytes = dtype >= 0 && dtype < DC_TYPES ? count * dc_elem_bytes(dtype) : 0;
     const int kind = devcoll_algo_for(d, bytes) == DEVCOLL_TWOSHOT ? DC_ALL_REDUCE_TWO
                                                                     : DC_ALL_REDUCE_ONE;
-    return launch_(d, kind, send, recv, count, dtype, op, 0);
+    return launch_(d, kind, send, recv, count, dtype, op, 0, stream);
 }
 
 int devcoll_reduce_scatter(devcoll_t *d, const void *send, void *recv, uint64_t count,
-                           int dtype, int op)
+                           int dtype, int op, void *stream)
 {
-    return launch_(d, DC_REDUCE_SCATTER, send, recv, count, dtype, op, 0);
+    return launch_(d, DC_REDUCE_SCATTER, send, recv, count, dtype, op, 0, stream);
 }
 
-int devcoll_all_gather(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype)
+int devcoll_all_gather(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
+                       void *stream)
 {
-    return launch_(d, DC_ALL_GATHER, send, recv, count, dtype, COMM_SUM, 0);
+    return launch_(d, DC_ALL_GATHER, send, recv, count, dtype, COMM_SUM, 0, stream);
 }
 
 int devcoll_broadcast(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
-                      int root)
+                      int root, void *stream)
 {
-    return launch_(d, DC_BROADCAST, send, recv, count, dtype, COMM_SUM, root);
+    return launch_(d, DC_BROADCAST, send, recv, count, dtype, COMM_SUM, root, stream);
 }
 
 int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype, int op,
-                   int root)
+                   int root, void *stream)
 {
-    return launch_(d, DC_REDUCE, send, recv, count, dtype, op, root);
+    return launch_(d, DC_REDUCE, send, recv, count, dtype, op, root, stream);
 }
 
 int devcoll_sync(devcoll_t *d)

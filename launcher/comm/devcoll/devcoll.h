@@ -38,8 +38,9 @@ struct devcoll_exec {
     // the host, *dev for the protocol (the same on the simulated device).
     int (*status_alloc)(void *ctx, struct dc_status **host, struct dc_status **dev);
     void (*status_free)(void *ctx, struct dc_status *host);
-    // Runs (or enqueues) the protocol for *a with this many blocks of lanes.
-    int (*launch)(void *ctx, const struct dc_args *a, int blocks, int lanes);
+    // Runs (or enqueues on `stream`, NULL: the exec's own) the protocol for
+    // *a with this many blocks of lanes.
+    int (*launch)(void *ctx, void *stream, const struct dc_args *a, int blocks, int lanes);
     // Returns once everything launched has finished.
     int (*sync)(void *ctx);
     // Optional: the most blocks a call may take with n ranks, so that every
@@ -101,21 +102,23 @@ void devcoll_close_peers(devcoll_t *d);
 void devcoll_destroy(devcoll_t *d);
 
 // The collectives, comm.h's semantics and types (dtype: enum comm_dtype,
-// op: enum comm_reduce_op), on device memory; each returns once launched
+// op: enum comm_reduce_op), on device memory, queued on `stream` (a
+// cudaStream_t; NULL: the exec's own, the device's); each returns once launched
 // (0, VGPU_EINVAL for an argument no rank could pass, or the launch's
 // error). Reduce-scatter: send holds n * count, recv count (in place: recv
 // is send's block `rank`). All-gather: send holds count, recv n * count (in
 // place: send is recv's block `rank`). All-gather and broadcast also take
 // DC_BYTE (count bytes); reduce's recv may be NULL but on root.
 int devcoll_all_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
-                       int op);
+                       int op, void *stream);
 int devcoll_reduce_scatter(devcoll_t *d, const void *send, void *recv, uint64_t count,
-                           int dtype, int op);
-int devcoll_all_gather(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype);
+                           int dtype, int op, void *stream);
+int devcoll_all_gather(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
+                       void *stream);
 int devcoll_broadcast(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
-                      int root);
+                      int root, void *stream);
 int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype, int op,
-                   int root);
+                   int root, void *stream);
 
 // Waits for every launched call (the exec's sync), then reports.
 int devcoll_sync(devcoll_t *d);

@@ -109,11 +109,11 @@ static void cuda_status_free_(void *ctx, struct dc_status *host)
     (void)cuda_check_(cudaFreeHost(host), "cudaFreeHost", __FILE__, __LINE__);
 }
 
-static int cuda_launch_(void *ctx, const struct dc_args *a, int blocks, int lanes)
+static int cuda_launch_(void *ctx, void *stream, const struct dc_args *a, int blocks, int lanes)
 {
     device_t *dev = (device_t *)ctx;
     USE_DEVICE(dev);
-    cudaStream_t s = (cudaStream_t)dev->ops->stream(dev);
+    cudaStream_t s = stream ? (cudaStream_t)stream : (cudaStream_t)dev->ops->stream(dev);
     devcoll_kernel_<<<blocks, lanes, 0, s>>>(*a);
     CUDA_CHECK(cudaGetLastError());
     return 0;

@@ -84,9 +84,9 @@ static void sim_status_free_(void *ctx, struct dc_status *host)
 // ctx: NULL where the buffers are plain host memory, else a struct
 // devcoll_sim_ctx that reaches them (a CPU device's host view: its device
 // pointers fault outside it, as a GPU's would).
-static int sim_launch_(void *ctx, const struct dc_args *a, int blocks, int lanes)
+static int sim_launch_(void *ctx, void *stream, const struct dc_args *a, int blocks, int lanes)
 {
-    (void)lanes;
+    (void)stream, (void)lanes; // the calling thread is the stream
     struct dc_args on_host = *a;
     const struct devcoll_sim_ctx *sc = ctx;
     if (sc) {

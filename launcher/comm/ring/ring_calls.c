@@ -47,8 +47,10 @@ int ring_comm_all_reduce(comm_t *c, const void *send, void *recv, size_t count, 
                          enum comm_reduce_op op)
 {
     struct ring_comm *rc = c->impl;
-    if (rc->dc)
-        return devcoll_status_(rc, devcoll_all_reduce(rc->dc, send, recv, count, (int)t, (int)op));
+    if (rc->dc) {
+        const int launched = devcoll_all_reduce(rc->dc, send, recv, count, (int)t, (int)op, NULL);
+        return devcoll_status_(rc, launched);
+    }
     if (ring_hier_applies(rc->hier, op))
         return ring_hier_all_reduce(rc->hier, send, recv, count, t, op);
     if (rc->small && count * comm_dtype_size(t) <= rc->small_bytes)
@@ -114,7 +116,8 @@ int ring_comm_broadcast(comm_t *c, void *buf, size_t bytes, int root)
 {
     struct ring_comm *rc = c->impl;
     if (rc->dc)
-        return devcoll_status_(rc, devcoll_broadcast(rc->dc, buf, buf, bytes, DC_BYTE, root));
+        return devcoll_status_(rc,
+                               devcoll_broadcast(rc->dc, buf, buf, bytes, DC_BYTE, root, NULL));
     const uint64_t piece = rc->piece_bytes;
     const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
     const int root_pos = rc->pos_of[root];
@@ -139,7 +142,7 @@ int ring_comm_all_gather(comm_t *c, const void *send, void *recv, size_t bytes)
 {
     struct ring_comm *rc = c->impl;
     if (rc->dc)
-        return devcoll_status_(rc, devcoll_all_gather(rc->dc, send, recv, bytes, DC_BYTE));
+        return devcoll_status_(rc, devcoll_all_gather(rc->dc, send, recv, bytes, DC_BYTE, NULL));
     const int n = c->size, me = c->rank;
     uint64_t piece = rc->piece_bytes / (uint64_t)n & ~(uint64_t)63;
     const uint64_t pieces = bytes ? (bytes + piece - 1) / piece : 1;
@@ -241,7 +244,7 @@ int ring_comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t rec
     if (!rc->dc)
         return comm_reduce_scatter_by_all_reduce(c, send, recv, recv_count, t, op);
     return devcoll_status_(rc, devcoll_reduce_scatter(rc->dc, send, recv, recv_count, (int)t,
-                                                      (int)op));
+                                                      (int)op, NULL));
 }
 
 int ring_comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm_dtype t,
@@ -250,7 +253,8 @@ int ring_comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum
     struct ring_comm *rc = c->impl;
     if (!rc->dc)
         return comm_reduce_by_all_reduce(c, send, recv, count, t, op, root);
-    return devcoll_status_(rc, devcoll_reduce(rc->dc, send, recv, count, (int)t, (int)op, root));
+    return devcoll_status_(rc,
+                           devcoll_reduce(rc->dc, send, recv, count, (int)t, (int)op, root, NULL));
 }
 
 int ring_comm_async_error(comm_t *c)
