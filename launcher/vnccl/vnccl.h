@@ -82,7 +82,8 @@ struct vnccl_head {
     _Atomic uint32_t fail_claim; // the first rank to fail it writes why and fail_status...
     _Atomic uint32_t failed;  // ...then sets this: nonzero, the communicator has failed
     _Atomic int32_t fail_status; // its ncclResult_t
-    char why[480];            // the first failure, for every rank's message
+    _Atomic uint32_t dc_closed; // ranks that closed the others' device-collective windows
+    char why[476];            // the first failure, for every rank's message
 };
 
 enum vnccl_kind {
@@ -133,6 +134,8 @@ struct ncclComm {
     char last_error[512];
     // measured collectives (ncclGroupSimulateEnd's estimate)
     double stat_n, stat_x, stat_y, stat_xx, stat_xy;
+    struct devcoll *dc;        // the device collectives (vnccl_devcoll.c); NULL: staged only
+    int dc_said;               // what they met has been said (and recorded) on this rank
 };
 #define VNCCL_COMM_MAGIC 0x4d4d4f434c43434eull
 
@@ -154,6 +157,9 @@ void vnccl_scale(void *x, size_t n, ncclDataType_t t, const void *scalar);
 int vnccl_avg_divides(ncclDataType_t t);
 void vnccl_scale_avg(void *x, size_t n, ncclDataType_t t, int nranks);
 
+struct vnccl_call;
+struct devcoll;
+
 // ---- vnccl_cuda.c: user buffers through the process's CUDA runtime ----
 // Copies bytes from src to dst (either device or host memory) in order on
 // stream and waits for it. 0 or ncclUnhandledCudaError (message in err).
@@ -167,6 +173,24 @@ int vnccl_current_device(char *bus_id, size_t bus_bytes);
 void vnccl_set_device(int device);
 ncclResult_t vnccl_device_alloc(void **ptr, size_t bytes);
 ncclResult_t vnccl_device_free(void *ptr);
+// The program's CUDA runtime (dlopen's handle) where one answers with a
+// device; NULL where copies go through the driver or host memory.
+void *vnccl_runtime_handle(void);
+// Waits for the work queued on stream (nothing to wait for in host memory).
+ncclResult_t vnccl_stream_wait(cudaStream_t stream);
+
+// ---- vnccl_devcoll.c: the device collectives, where ranks share one GPU ----
+// Collective over the communicator, after the ranks have met: sets c->dc
+// where every rank takes them (else it stays NULL: the staged engine).
+ncclResult_t vnccl_devcoll_setup(struct ncclComm *c);
+void vnccl_devcoll_teardown(struct ncclComm *c);
+// Queues the call on them and returns 1 (its status in *st), or 0 where
+// they do not carry it; a collective they do not carry is marked in their
+// sequence first (devcoll_mark), so that ranks whose calls differ fail
+// together, whichever path each call took (*st, returning 1).
+int vnccl_devcoll_call(struct ncclComm *c, const struct vnccl_call *k, ncclResult_t *st);
+// What the kernels met so far (the communicator fails with it), or ncclSuccess.
+ncclResult_t vnccl_devcoll_error(struct ncclComm *c);
 
 // ---- vnccl_join.c: ids, segments, waits ----
 ncclResult_t vnccl_make_id(struct vnccl_id *id);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "devcoll.h"
 #include "vnccl.h"
 #include "vnccl_api.h"
 
@@ -322,6 +323,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommAbort: not a communicator");
     atomic_store(&comm->aborted, 1); // a creation still meeting its peers stops now
     vnccl_finish_init(comm);
+    if (comm->dc) // kernels waiting for peers give up (this rank named)
+        devcoll_abort(comm->dc, comm->rank);
     if (comm->head) // the peers' waits end now, not at their timeout (and this rank's own)
         vnccl_fail(comm, ncclRemoteError, "rank %d aborted the communicator", comm->rank);
     // A call of another thread (PyTorch's watchdog aborts while the main
@@ -376,6 +379,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
     if (!comm || comm->magic != VNCCL_COMM_MAGIC || !asyncError)
         return vnccl_error(NULL, ncclInvalidArgument, "ncclCommGetAsyncError: invalid arguments");
     ncclResult_t st = (ncclResult_t)atomic_load(&comm->async_error);
+    if (st == ncclSuccess && comm->head)
+        vnccl_devcoll_error(comm); // what a queued kernel met fails the communicator
     if (st == ncclSuccess && comm->head && atomic_load(&comm->head->failed)) {
         st = (ncclResult_t)atomic_load(&comm->head->fail_status);
         atomic_store(&comm->async_error, (int)st);

@@ -220,6 +220,9 @@ static void record_(struct ncclComm *c, double bytes, double seconds)
 
 ncclResult_t vnccl_collective(struct ncclComm *c, const struct vnccl_call *k)
 {
+    ncclResult_t on_device;
+    if (vnccl_devcoll_call(c, k, &on_device))
+        return on_device;
     const char *what = kind_names_[k->kind];
     const double start_s = util_now_s();
     const size_t esz = vnccl_type_size(k->dtype), cap = chunk_elems_(c, k, esz);

@@ -38,6 +38,7 @@ static struct {
 } drv_;
 enum { MEM_HOST, MEM_RUNTIME, MEM_DRIVER };
 static int mem_ = MEM_HOST;
+static void *runtime_; // the runtime's dlopen handle (MEM_RUNTIME)
 static char runtime_name_[64] = "none"; // which CUDA the copies go through, for messages
 static pthread_once_t once_ = PTHREAD_ONCE_INIT;
 
@@ -67,6 +68,7 @@ static void load_(void)
         void *h = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
         if (h && bind_runtime_(h)) {
             mem_ = MEM_RUNTIME;
+            runtime_ = h;
             snprintf(runtime_name_, sizeof runtime_name_, "%s (the program's)", loaded[i]);
             return;
         }
@@ -74,6 +76,7 @@ static void load_(void)
     void *h = dlopen(VNCCL_CUDART_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (h && bind_runtime_(h)) {
         mem_ = MEM_RUNTIME;
+        runtime_ = h;
         snprintf(runtime_name_, sizeof runtime_name_, "%s", VNCCL_CUDART_SONAME);
         return;
     }
@@ -179,3 +182,16 @@ ncclResult_t vnccl_device_free(void *ptr)
         return ncclSuccess;
     }
 }
+
+ncclResult_t vnccl_stream_wait(cudaStream_t stream)
+{
+    switch (mem_kind_()) {
+    case MEM_RUNTIME: return rt_.stream_sync(stream) == cudaSuccess ? ncclSuccess
+                                                                    : ncclUnhandledCudaError;
+    case MEM_DRIVER: return drv_.stream_sync((void *)stream) == 0 ? ncclSuccess
+                                                                  : ncclUnhandledCudaError;
+    default: return ncclSuccess;
+    }
+}
+
+void *vnccl_runtime_handle(void) { return mem_kind_() == MEM_RUNTIME ? runtime_ : NULL; }

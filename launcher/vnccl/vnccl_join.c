@@ -392,11 +392,13 @@ ncclResult_t vnccl_join(struct ncclComm *c, int nranks, const struct vnccl_id *i
     c->p2p_taken = calloc((size_t)nranks, sizeof *c->p2p_taken);
     if (!c->p2p_sent || !c->p2p_taken)
         return vnccl_error(c, ncclSystemError, "out of host memory");
-    return ncclSuccess;
+    return vnccl_devcoll_setup(c);
 }
 
 void vnccl_leave(struct ncclComm *c)
 {
+    if (c->head)
+        vnccl_devcoll_teardown(c);
     struct vnccl_head *h = c->head;
     if (h) { // a failed communicator's last process to leave, once enough have come
         uint32_t left = atomic_fetch_add(&h->left, 1) + 1;

@@ -40,6 +40,16 @@ expect_rc 0
 expect_out '^nccl_allreduce: 4 ranks, 1048576 floats: ok$'
 expect_no_shm
 
+# The device collectives' protocol under the library (VGPU_DEVCOLL=1: on the
+# simulated runtime's memory, the calling thread), whose INFO line says so;
+# and the rounds of 1 KiB areas.
+run "4 ranks, device collectives" 120 env VGPU_DEVCOLL=1 VGPU_DEVCOLL_AREA_KB=1 NCCL_DEBUG=INFO \
+  "$MPIRUN" -np 4 "$PROG" 100003
+expect_rc 0
+expect_out '^nccl_allreduce: 4 ranks, 100003 floats: ok$'
+expect_out '^vgpu-nccl: INFO 4 ranks share one device: collectives on it \(sim\)$'
+expect_no_shm
+
 # Every rank's loader says which libnccl.so.2 it initialized.
 run "2 ranks, LD_DEBUG=libs" 120 "$MPIRUN" -np 2 env LD_DEBUG=libs "$PROG" 65536
 expect_rc 0

@@ -38,6 +38,7 @@ struct devcoll {
     uint64_t rounds;            // launched so far
     int blocks;                 // a call's blocks (devcoll_connect: every rank's least)
     int launch_failed;          // a launch failed: its rounds no longer match the peers'
+    int keep_window;            // devcoll_abandon: a peer may still have it open
     enum devcoll_algo forced;   // VGPU_DEVCOLL_ALGO
     void *win;                  // this rank's window
     unsigned char handle[DEVCOLL_WIN_HANDLE_BYTES];
@@ -46,6 +47,8 @@ struct devcoll {
     struct dc_status *status_host, *status_dev;
     pthread_t watch;
     int watching;
+    int (*failed_elsewhere)(void *arg); // devcoll_watch_also
+    void *failed_arg;
     _Atomic int stop;
 };
 
@@ -136,9 +139,19 @@ static void *watch_(void *arg)
                 devcoll_abort(d, q);
                 return NULL;
             }
+        if (d->failed_elsewhere && d->failed_elsewhere(d->failed_arg)) {
+            devcoll_abort(d, d->rank);
+            return NULL;
+        }
         nanosleep(&tick, NULL);
     }
     return NULL;
+}
+
+void devcoll_watch_also(devcoll_t *d, int (*failed)(void *arg), void *arg)
+{
+    d->failed_elsewhere = failed;
+    d->failed_arg = arg;
 }
 
 int devcoll_connect(devcoll_t *d, const struct devcoll_handle *all)
@@ -188,11 +201,18 @@ void devcoll_destroy(devcoll_t *d)
     // into a freed, exported allocation (on a GPU: a fault for every client
     // of the MPS server): left to the process's end, which frees it.
     const int failed = d->status_host && devcoll_error(d, NULL, NULL, 0) != 0;
-    if (d->win && (d->ex->on_host || !failed))
+    if (d->win && (d->ex->on_host || (!failed && !d->keep_window)))
         d->ex->win_free(d->ctx, d->win, d->win_bytes, d->handle);
     if (d->status_host)
         d->ex->status_free(d->ctx, d->status_host);
     free(d);
+}
+
+void devcoll_abandon(devcoll_t *d)
+{
+    if (d)
+        d->keep_window = 1;
+    devcoll_destroy(d);
 }
 
 int devcoll_mode(void)
@@ -235,10 +255,11 @@ uint64_t devcoll_rounds(const devcoll_t *d) { return d->rounds; }
 static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_t count,
                    int dtype, int op, int root, void *stream)
 {
-    const int moves = kind == DC_ALL_GATHER || kind == DC_BROADCAST; // no arithmetic
+    const int moves = kind == DC_ALL_GATHER || kind == DC_BROADCAST || kind == DC_MARK;
     if (dtype < 0 || dtype >= (moves ? DC_TYPES : DC_BYTE) || op < 0 || op >= COMM_OP_COUNT ||
         root < 0 || root >= d->n || count >= DC_MAX_COUNT ||
-        (count && (!send || (!recv && (kind != DC_REDUCE || d->rank == root)))))
+        (count && kind != DC_MARK &&
+         (!send || (!recv && (kind != DC_REDUCE || d->rank == root)))))
         return VGPU_EINVAL;
     struct dc_args a;
     memset(&a, 0, sizeof a);
@@ -246,7 +267,7 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
     a.area_bytes = d->area_bytes;
     a.send = send;
     a.recv = recv;
-    a.count = count;
+    a.count = kind == DC_MARK ? 0 : count; // a mark's "count" is its tag
     a.kind = kind;
     a.dtype = dtype;
     a.op = op;
@@ -302,17 +323,38 @@ int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, i
     return launch_(d, DC_REDUCE, send, recv, count, dtype, op, root, stream);
 }
 
+int devcoll_mark(devcoll_t *d, uint64_t tag, void *stream)
+{
+    return launch_(d, DC_MARK, NULL, NULL, tag & (DC_MAX_COUNT - 1), DC_BYTE, COMM_SUM, 0, stream);
+}
+
 int devcoll_sync(devcoll_t *d)
 {
     const int status = d->ex->sync(d->ctx);
     return status ? status : devcoll_error(d, NULL, NULL, 0);
 }
 
-int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes)
+// The status's error and the rank it names, as the user should read them:
+// a peer that gave up, or one that never came, may have done so because a
+// third one died, and the dead one is where to look.
+static uint32_t fault_(const devcoll_t *d, int *who)
 {
     const struct dc_status *s = d->status_host;
     const uint32_t error = __atomic_load_n(&s->error, __ATOMIC_ACQUIRE);
-    const int who = s->peer;
+    *who = s->peer;
+    if (error == DC_ERR_LEFT || error == DC_ERR_TIMEOUT)
+        for (int q = 0; q < d->n; q++)
+            if (q != d->rank && d->pid[q] > 0 && util_proc_gone(d->pid[q])) {
+                *who = q;
+                return DC_ERR_ABORT;
+            }
+    return error;
+}
+
+int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes)
+{
+    int who;
+    const uint32_t error = fault_(d, &who);
     if (peer)
         *peer = who;
     if (what && what_bytes) {
@@ -328,11 +370,17 @@ int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes)
         }
         if (error)
             snprintf(what, what_bytes, "device collective %llu: rank %d %s",
-                     (unsigned long long)s->call, who, how);
+                     (unsigned long long)d->status_host->call, who, how);
         else
             what[0] = '\0';
     }
     return error == DC_OK ? 0 : error == DC_ERR_TIMEOUT ? VGPU_ETIMEOUT : VGPU_ECOMM;
+}
+
+int devcoll_fault(const devcoll_t *d)
+{
+    int who;
+    return (int)fault_(d, &who);
 }
 
 void devcoll_abort(devcoll_t *d, int peer)

@@ -88,6 +88,10 @@ enum devcoll_algo { DEVCOLL_AUTO, DEVCOLL_ONESHOT, DEVCOLL_TWOSHOT };
 int devcoll_create(const struct devcoll_exec *ex, void *ctx, int rank, int n,
                    uint64_t area_bytes, double timeout_s, devcoll_t **out);
 void devcoll_handle(const devcoll_t *d, struct devcoll_handle *h);
+// Before devcoll_connect: the watchdog also aborts this rank's waits once
+// failed(arg) says the communicator failed elsewhere (vgpu's NCCL: a peer
+// that met an error outside the device collectives and will not come).
+void devcoll_watch_also(devcoll_t *d, int (*failed)(void *arg), void *arg);
 // Opens every peer's window (all[q] is rank q's handle) and starts the
 // watchdog. 0, VGPU_EINVAL (a handle of another size or rank), or the
 // exec's error.
@@ -100,6 +104,10 @@ void devcoll_close_peers(devcoll_t *d);
 // a GPU the window is left to the process's end instead (a peer that has
 // not yet run its call may still write into it).
 void devcoll_destroy(devcoll_t *d);
+// devcoll_destroy where the peers may not have closed this rank's window
+// yet (no agreement was waited for): on a GPU it is left to the process's
+// end; host windows (memfds) go at once, as mappings keep them alive.
+void devcoll_abandon(devcoll_t *d);
 
 // The collectives, comm.h's semantics and types (dtype: enum comm_dtype,
 // op: enum comm_reduce_op), on device memory, queued on `stream` (a
@@ -120,6 +128,13 @@ int devcoll_broadcast(devcoll_t *d, const void *send, void *recv, uint64_t count
 int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype, int op,
                    int root, void *stream);
 
+// A barrier in the collectives' sequence that stands for a call made
+// elsewhere (vgpu's NCCL's staged engine): it passes where every rank marks
+// the same tag, and fails as a mismatch where a peer's call differs (a peer
+// in a device collective, or marking another tag), so calls that differ
+// fail instead of waiting on two paths.
+int devcoll_mark(devcoll_t *d, uint64_t tag, void *stream);
+
 // Waits for every launched call (the exec's sync), then reports.
 int devcoll_sync(devcoll_t *d);
 // What the device has found so far: 0, VGPU_ETIMEOUT (a peer did not come
@@ -127,6 +142,8 @@ int devcoll_sync(devcoll_t *d);
 // differed, or devcoll_abort); *peer (may be NULL) the rank named, what (may be NULL) a
 // sentence for the log.
 int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes);
+// The kind of what devcoll_error reports (enum dc_error; DC_OK: nothing).
+int devcoll_fault(const devcoll_t *d);
 // Makes every wait of this rank give up (naming `peer`, or this rank).
 void devcoll_abort(devcoll_t *d, int peer);
 

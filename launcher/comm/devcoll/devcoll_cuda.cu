@@ -14,6 +14,8 @@
 
 #include "cuda_check.h"
 
+#include "devcoll_kernel.cuh"
+
 extern "C" {
 #include "devcoll.h"
 #include "device_internal.h"
@@ -21,13 +23,9 @@ extern "C" {
 
 static_assert(sizeof(cudaIpcMemHandle_t) <= DEVCOLL_WIN_HANDLE_BYTES, "an IPC handle fits");
 
-#define DEVCOLL_LANES 512
-
 __global__ void __launch_bounds__(DEVCOLL_LANES) devcoll_kernel_(struct dc_args a)
 {
-    const struct dc_thread t = {(int)blockIdx.x, (int)gridDim.x, (int)threadIdx.x,
-                                (int)blockDim.x};
-    dc_run(&a, &t);
+    DEVCOLL_KERNEL_BODY_(a);
 }
 
 static int cuda_win_create_(void *ctx, uint64_t bytes, void **win,

@@ -56,7 +56,10 @@
 #define DC_MAX_RANKS 16
 #define DC_MAX_BLOCKS 32
 #define DC_UNIT 16                // bytes a thread handles at a time
-#define DC_POISON UINT64_MAX      // a mailbox's `failed` once its writer gave up
+// A mailbox's `failed` once its writer gave up: DC_POISON + its error, so
+// that calls that differ fail as such on every rank, even one that sees a
+// peer's poison before it compares the descriptors itself.
+#define DC_POISON 0xdead000000000000ull
 #define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
 #define DC_MAX_COUNT (1ull << 44) // elements a descriptor can carry
 
@@ -68,6 +71,7 @@ enum dc_kind {
     DC_ALL_GATHER,
     DC_BROADCAST,
     DC_REDUCE,
+    DC_MARK, // no data: a barrier whose descriptor names a call made elsewhere
     DC_KINDS
 };
 
@@ -306,8 +310,10 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         for (unsigned spins = 0;; spins++) {
             if (dc_load(&m->passed) >= id)
                 break;
-            if (dc_load(&m->failed) == DC_POISON) {
-                dc_fail(a, DC_ERR_LEFT, p, call);
+            const uint64_t failed = dc_load(&m->failed);
+            if (failed >= DC_POISON) {
+                dc_fail(a, failed - DC_POISON == DC_ERR_MISMATCH ? DC_ERR_MISMATCH : DC_ERR_LEFT,
+                        p, call);
                 bad = 1;
                 break;
             }
@@ -336,9 +342,11 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         }
     }
     bad = dc_sync_or(bad);
-    if (bad)
+    if (bad) {
+        const uint64_t poison = DC_POISON + dc_read_u32(&dc_head_of(a, a->rank)->fault);
         for (int p = t->lane; p < a->n; p += t->lanes)
-            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].failed, DC_POISON);
+            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].failed, poison);
+    }
     return bad;
 }
 
@@ -510,6 +518,8 @@ DC_FN int dc_round(const struct dc_args *a, const struct dc_thread *t, uint64_t 
         }
         return 0;
     }
+    case DC_MARK:
+        return dc_barrier(a, t, id, (int)par, call);
     case DC_BROADCAST:
         if (me == a->root)
             dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
