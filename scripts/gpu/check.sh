@@ -729,9 +729,11 @@ elif time_left "vnccl example np=4" 30; then
 fi
 if [ -x "$NCCL_PERF" ] && time_left "vnccl perf np=4" 60; then
   if [ "$dry" = 1 ]; then PSIZES=(-b 64K -e 4M -f 4 -n 5 -w 2); else PSIZES=(-b 1M -e 256M -f 4 -n 10 -w 3); fi
-  run "$L_AR" 120 "${SIM[@]}" "$VGPURUN" -np 4 -- "$NCCL_PERF" "${PSIZES[@]}"
+  run "$L_AR" 120 "${SIM[@]}" NCCL_DEBUG=INFO "$VGPURUN" -np 4 -- "$NCCL_PERF" "${PSIZES[@]}"
+  # (the path: the device collectives say so at NCCL_DEBUG=INFO; else the stages)
+  path=$(grep -q 'collectives on it' <<<"$out" && echo "device collectives" || echo "staged")
   if [ "$rc" = 0 ] && grep -q '^# every result checked: ok$' <<<"$out"; then
-    record "vnccl perf np=4" PASS "$(grep -E '^ +[0-9]+ ' <<<"$out" | awk '$1 == 67108864 || $1 == 268435456 || $1 == 4194304 { printf "%d MiB %s us busbw %s GB/s; ", $1 / 1048576, $3, $5 }')#wrong 0"
+    record "vnccl perf np=4" PASS "$(grep -E '^ +[0-9]+ ' <<<"$out" | awk '$1 == 67108864 || $1 == 268435456 || $1 == 4194304 { printf "%d MiB %s us busbw %s GB/s; ", $1 / 1048576, $3, $5 }')#wrong 0; $path"
   else record "vnccl perf np=4" FAIL "exit $rc: $(grep -m1 -E 'vgpu_nccl_perf|vgpu-nccl|WRONG' <<<"$out" | cut -c1-200)"; fi
 fi
 if need_gpu "torch all_reduce nccl np=4" && [ "$torch_ok" = 1 ] && time_left "torch all_reduce nccl np=4" 60; then

@@ -33,7 +33,7 @@ expect_out '^devcoll np=4 oneshot +PASS .*; device one-shot; d2d'
 expect_out '^devcoll np=4 twoshot +PASS .*; device two-shot; d2d'
 expect_out '^devcoll kill +PASS +ended [0-9.]+ s after kill -9 of rank 1, named; /dev/shm clean$'
 # vgpu's NCCL on the simulated GPU: the example exact, vgpu_nccl_perf's 4 MiB row.
-expect_out '^vnccl perf np=4 +PASS +4 MiB [0-9.]+ us busbw [0-9.]+ GB/s; #wrong 0$'
+expect_out '^vnccl perf np=4 +PASS +4 MiB [0-9.]+ us busbw [0-9.]+ GB/s; #wrong 0; staged$'
 # The headline job really ran: the README's accuracy, 1 simulated GPU -> 4 virtual.
 expect_out '^train np=4 \(headline\) +PASS +acc 0\.(89|9)'
 if grep -q 'vgpu: 1 simulated physical GPU -> 4 virtual GPUs (4 ranks, 1 host)' "$WORK/out/train.log"; then
