@@ -257,9 +257,14 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
 {
     const int moves = kind == DC_ALL_GATHER || kind == DC_BROADCAST || kind == DC_MARK;
     if (dtype < 0 || dtype >= (moves ? DC_TYPES : DC_BYTE) || op < 0 || op >= COMM_OP_COUNT ||
-        root < 0 || root >= d->n || count >= DC_MAX_COUNT ||
-        (count && kind != DC_MARK &&
-         (!send || (!recv && (kind != DC_REDUCE || d->rank == root)))))
+        root < 0 || root >= d->n || count >= DC_MAX_COUNT)
+        return VGPU_EINVAL;
+    // Only the buffers this rank's call touches: broadcast reads send on
+    // root alone, reduce writes recv on root alone (as NCCL's).
+    const int off_root = d->rank != root;
+    const int needs_send = kind != DC_MARK && !(kind == DC_BROADCAST && off_root);
+    const int needs_recv = kind != DC_MARK && !(kind == DC_REDUCE && off_root);
+    if (count && ((needs_send && !send) || (needs_recv && !recv)))
         return VGPU_EINVAL;
     struct dc_args a;
     memset(&a, 0, sizeof a);

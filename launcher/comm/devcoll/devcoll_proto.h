@@ -221,8 +221,13 @@ DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
 struct dc_thread {
     int block, blocks, lane, lanes;
 };
+// One lane a block (the simulated device): nothing to wait for. A test that
+// runs a block's lanes as threads brings its own (DC_BLOCK_SYNC_EXTERNAL:
+// tests/test_devcoll_lanes.c).
+#ifndef DC_BLOCK_SYNC_EXTERNAL
 DC_FN void dc_sync(void) {}
 DC_FN int dc_sync_or(int x) { return x; }
+#endif
 DC_FN void dc_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 DC_FN uint64_t dc_load(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 DC_FN void dc_store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -281,6 +286,29 @@ DC_FN int dc_failed(const struct dc_args *a)
 
 // ---- barriers ----
 
+// Marks this block's mailboxes at every peer: it gave up (and why).
+DC_FN void dc_poison(const struct dc_args *a, const struct dc_thread *t)
+{
+    const uint64_t poison = DC_POISON + dc_read_u32(&dc_head_of(a, a->rank)->fault);
+    for (int p = t->lane; p < a->n; p += t->lanes)
+        dc_store(&dc_head_of(a, p)->box[t->block][a->rank].failed, poison);
+}
+
+// Whether this rank has failed before (any block, any call), or the host
+// has aborted it since (seen even by a rank whose peers are all ahead), the
+// same in every lane; then this block's mailboxes are poisoned. One lane
+// reads the abort word: on a GPU it is mapped host memory, read over PCIe.
+DC_FN int dc_stop(const struct dc_args *a, const struct dc_thread *t, uint64_t call)
+{
+    const uint32_t abort = t->lane == 0 ? dc_read_u32(&a->status->abort) : 0;
+    if (abort)
+        dc_fail(a, DC_ERR_ABORT, (int)abort - 1, call);
+    const int bad = dc_sync_or(abort || dc_failed(a));
+    if (bad)
+        dc_poison(a, t);
+    return bad;
+}
+
 // This block's side of barrier `id` of round `call`: every lane's writes
 // are made visible, the block announces it at every peer (with the call's
 // descriptor where `parity` >= 0), and waits until each peer's same block
@@ -290,15 +318,10 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
                      int parity, uint64_t call)
 {
     dc_fence();
-    // A communicator that failed before stays failed, and an abort the host
-    // set since is seen here even by a rank whose peers are all ahead: every
-    // lane sees the same answer. (One lane reads the abort word: on a GPU it
-    // is mapped host memory, a read over PCIe.)
-    const uint32_t abort = t->lane == 0 ? dc_read_u32(&a->status->abort) : 0;
-    if (abort)
-        dc_fail(a, DC_ERR_ABORT, (int)abort - 1, call);
-    int bad = dc_sync_or(abort || dc_failed(a));
-    for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
+    if (dc_stop(a, t, call))
+        return 1;
+    int bad = 0;
+    for (int p = t->lane; p < a->n; p += t->lanes) {
         struct dc_mailbox *m = &dc_head_of(a, p)->box[t->block][a->rank];
         if (parity >= 0)
             m->desc[parity] = a->desc;
@@ -342,11 +365,8 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         }
     }
     bad = dc_sync_or(bad);
-    if (bad) {
-        const uint64_t poison = DC_POISON + dc_read_u32(&dc_head_of(a, a->rank)->fault);
-        for (int p = t->lane; p < a->n; p += t->lanes)
-            dc_store(&dc_head_of(a, p)->box[t->block][a->rank].failed, poison);
-    }
+    if (bad)
+        dc_poison(a, t);
     return bad;
 }
 
@@ -456,6 +476,11 @@ DC_FN int dc_round(const struct dc_args *a, const struct dc_thread *t, uint64_t 
     const int me = a->rank, n = a->n;
     char *in = dc_area(a, me, 0, par);
     const char *src[DC_MAX_RANKS];
+    // A rank that failed writes nothing more: its barriers no longer hold
+    // it back, and a slow peer may still be reading the area this round
+    // would fill (the last round of the call before the failed one).
+    if (dc_stop(a, t, call))
+        return 1;
     switch (a->kind) {
     case DC_ALL_REDUCE_ONE:
         dc_copy_units(t, in, a->send + off, 0, 0, units, bytes);
