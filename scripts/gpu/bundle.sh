@@ -102,7 +102,8 @@ say "the build's BLAS: ${blas:-none found by ldd}"
 declare -A fetched=() seen=()
 unresolved=""
 # pkg_of PATH: the Debian package owning a library, from one index of dpkg's
-# file lists (merged /usr: paths compared without a leading /usr).
+# file lists (merged /usr: paths compared without a leading /usr); nothing
+# for a file no package owns (the CUDA toolkit's under /usr/local).
 declare -A owner=()
 while read -r p path; do
   owner[${path#/usr}]=$p
@@ -113,6 +114,7 @@ pkg_of() {
     q=${q#/usr}
     [ -n "${owner[$q]:-}" ] && { echo "${owner[$q]}"; return; }
   done
+  return 0 # none: an empty answer, not a failure that set -e would end the script on
 }
 declare -A scanned=()
 round=0
