@@ -12,14 +12,28 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
-#include "cuda_check.h"
-
 #include "devcoll_kernel.cuh"
 
 extern "C" {
 #include "devcoll.h"
 #include "device_internal.h"
+#include "log.h"
+#include "status.h"
 }
+
+// A failing CUDA call said with its place, as VGPU_EIO (as the device
+// backend's cuda_check.h, which this folder does not include: the backend
+// includes the ring's and the ring this folder's).
+static int dc_cuda_check_(cudaError_t rc, const char *what, int line)
+{
+    if (rc == cudaSuccess)
+        return 0;
+    log_error("devcoll_cuda.cu:%d: %s failed: %s (%s)", line, what, cudaGetErrorName(rc),
+              cudaGetErrorString(rc));
+    return VGPU_EIO;
+}
+#define DC_CUDA_(call) TRY(dc_cuda_check_((call), #call, __LINE__))
+#define USE_DEVICE(dev) DC_CUDA_(cudaSetDevice((dev)->info.index))
 
 static_assert(sizeof(cudaIpcMemHandle_t) <= DEVCOLL_WIN_HANDLE_BYTES, "an IPC handle fits");
 
@@ -33,11 +47,11 @@ static int cuda_win_create_(void *ctx, uint64_t bytes, void **win,
 {
     device_t *dev = (device_t *)ctx;
     USE_DEVICE(dev);
-    CUDA_CHECK(cudaMalloc(win, bytes));
-    CUDA_CHECK(cudaMemset(*win, 0, bytes));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DC_CUDA_(cudaMalloc(win, bytes));
+    DC_CUDA_(cudaMemset(*win, 0, bytes));
+    DC_CUDA_(cudaDeviceSynchronize());
     cudaIpcMemHandle_t h;
-    CUDA_CHECK(cudaIpcGetMemHandle(&h, *win));
+    DC_CUDA_(cudaIpcGetMemHandle(&h, *win));
     memset(handle, 0, DEVCOLL_WIN_HANDLE_BYTES);
     memcpy(handle, &h, sizeof h);
     return 0;
@@ -51,7 +65,7 @@ static int cuda_win_open_(void *ctx, const unsigned char handle[DEVCOLL_WIN_HAND
     USE_DEVICE(dev);
     cudaIpcMemHandle_t h;
     memcpy(&h, handle, sizeof h);
-    CUDA_CHECK(cudaIpcOpenMemHandle(win, h, cudaIpcMemLazyEnablePeerAccess));
+    DC_CUDA_(cudaIpcOpenMemHandle(win, h, cudaIpcMemLazyEnablePeerAccess));
     return 0;
 }
 
@@ -59,8 +73,8 @@ static void cuda_win_close_(void *ctx, void *win, uint64_t bytes)
 {
     (void)bytes;
     device_t *dev = (device_t *)ctx;
-    if (cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __FILE__, __LINE__) == 0)
-        (void)cuda_check_(cudaIpcCloseMemHandle(win), "cudaIpcCloseMemHandle", __FILE__, __LINE__);
+    if (dc_cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __LINE__) == 0)
+        (void)dc_cuda_check_(cudaIpcCloseMemHandle(win), "cudaIpcCloseMemHandle", __LINE__);
 }
 
 static void cuda_win_free_(void *ctx, void *win, uint64_t bytes,
@@ -68,8 +82,8 @@ static void cuda_win_free_(void *ctx, void *win, uint64_t bytes,
 {
     (void)bytes, (void)handle;
     device_t *dev = (device_t *)ctx;
-    if (cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __FILE__, __LINE__) == 0)
-        (void)cuda_check_(cudaFree(win), "cudaFree", __FILE__, __LINE__);
+    if (dc_cuda_check_(cudaSetDevice(dev->info.index), "cudaSetDevice", __LINE__) == 0)
+        (void)dc_cuda_check_(cudaFree(win), "cudaFree", __LINE__);
 }
 
 // Every rank's blocks resident at once: the blocks of this kernel an SM
@@ -95,16 +109,16 @@ static int cuda_status_alloc_(void *ctx, struct dc_status **host, struct dc_stat
 {
     device_t *dev = (device_t *)ctx;
     USE_DEVICE(dev);
-    CUDA_CHECK(cudaHostAlloc((void **)host, sizeof **host, cudaHostAllocMapped));
+    DC_CUDA_(cudaHostAlloc((void **)host, sizeof **host, cudaHostAllocMapped));
     memset(*host, 0, sizeof **host);
-    CUDA_CHECK(cudaHostGetDevicePointer((void **)dev_ptr, *host, 0));
+    DC_CUDA_(cudaHostGetDevicePointer((void **)dev_ptr, *host, 0));
     return 0;
 }
 
 static void cuda_status_free_(void *ctx, struct dc_status *host)
 {
     (void)ctx;
-    (void)cuda_check_(cudaFreeHost(host), "cudaFreeHost", __FILE__, __LINE__);
+    (void)dc_cuda_check_(cudaFreeHost(host), "cudaFreeHost", __LINE__);
 }
 
 static int cuda_launch_(void *ctx, void *stream, const struct dc_args *a, int blocks, int lanes)
@@ -113,7 +127,7 @@ static int cuda_launch_(void *ctx, void *stream, const struct dc_args *a, int bl
     USE_DEVICE(dev);
     cudaStream_t s = stream ? (cudaStream_t)stream : (cudaStream_t)dev->ops->stream(dev);
     devcoll_kernel_<<<blocks, lanes, 0, s>>>(*a);
-    CUDA_CHECK(cudaGetLastError());
+    DC_CUDA_(cudaGetLastError());
     return 0;
 }
 
@@ -121,7 +135,7 @@ static int cuda_sync_(void *ctx)
 {
     device_t *dev = (device_t *)ctx;
     USE_DEVICE(dev);
-    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)dev->ops->stream(dev)));
+    DC_CUDA_(cudaStreamSynchronize((cudaStream_t)dev->ops->stream(dev)));
     return 0;
 }
 
