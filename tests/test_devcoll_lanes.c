@@ -41,7 +41,6 @@ static inline int dc_sync_or(int x)
     my_phase_++;
     return any;
 }
-static inline void dc_sync(void) { (void)dc_sync_or(0); }
 
 #include "devcoll_proto.h"
 

@@ -167,7 +167,6 @@ DC_FN char *dc_area(const struct dc_args *a, int q, int which, uint64_t parity)
 struct dc_thread {
     int block, blocks, lane, lanes;
 };
-DC_FN void dc_sync(void) { __syncthreads(); }
 DC_FN int dc_sync_or(int x) { return __syncthreads_or(x); }
 // Nothing: the block barrier then one lane's release store at system scope
 // is cumulative over every lane's writes before the barrier (PTX memory
@@ -225,7 +224,6 @@ struct dc_thread {
 // runs a block's lanes as threads brings its own (DC_BLOCK_SYNC_EXTERNAL:
 // tests/test_devcoll_lanes.c).
 #ifndef DC_BLOCK_SYNC_EXTERNAL
-DC_FN void dc_sync(void) {}
 DC_FN int dc_sync_or(int x) { return x; }
 #endif
 DC_FN void dc_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
