@@ -106,10 +106,17 @@ static int bind_gpu_(const struct vgpurun_rank_id *id, int *usable_gpus)
     if (binding_place(&req, b, err, sizeof err) < 0) {
         // What it knows (the launcher's settings, compute modes, MPS) is the
         // job's too: a vgpu program's runtime would refuse the same.
-        if (id->local_rank == 0)
+        free(b);
+        if (id->local_rank == 0) {
             fprintf(stderr, "vgpurun-rank: rank %d: cannot place this host's %d ranks on its "
                             "GPUs: %s\n", id->rank, id->local_size, err);
-        free(b);
+            return 2;
+        }
+        // The launcher ends the job at the first rank that fails: the silent
+        // ones leave the first failure to the rank that says why (a slow
+        // start, under a sanitizer, lost that line). Bounded, for a launcher
+        // that does not end the job.
+        sleep(3);
         return 2;
     }
     const char *pin = usable[b[id->local_rank].device].uuid;
