@@ -36,6 +36,7 @@ struct devcoll {
     uint64_t area_bytes, win_bytes;
     uint64_t timeout_ns;
     uint64_t rounds;            // launched so far
+    uint64_t sent[DC_MAX_RANKS], received[DC_MAX_RANKS]; // point-to-point messages, by peer
     int blocks;                 // a call's blocks (devcoll_connect: every rank's least)
     int launch_failed;          // a launch failed: its rounds no longer match the peers'
     int keep_window;            // devcoll_abandon: a peer may still have it open
@@ -252,6 +253,37 @@ const char *devcoll_algo_name(enum devcoll_algo a)
 
 uint64_t devcoll_rounds(const devcoll_t *d) { return d->rounds; }
 
+// The arguments every call carries.
+static void args_(const devcoll_t *d, struct dc_args *a, int kind, const void *send, void *recv)
+{
+    memset(a, 0, sizeof *a);
+    memcpy(a->win, d->peer_win, sizeof a->win);
+    a->area_bytes = d->area_bytes;
+    a->send = send;
+    a->recv = recv;
+    a->kind = kind;
+    a->dtype = DC_BYTE;
+    a->rank = d->rank;
+    a->n = d->n;
+    a->round0 = d->rounds;
+    a->status = d->status_dev;
+    a->timeout_ns = d->timeout_ns;
+}
+
+static int go_(devcoll_t *d, const struct dc_args *a, void *stream)
+{
+    if (d->launch_failed)
+        return VGPU_ECOMM;
+    const int status = d->ex->launch(d->ctx, stream, a, d->blocks, d->ex->lanes);
+    if (status == 0) {
+        d->rounds += dc_rounds(a);
+    } else { // this rank's rounds would pair with the peers' earlier ones: no more calls
+        d->launch_failed = 1;
+        devcoll_abort(d, d->rank);
+    }
+    return status;
+}
+
 static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_t count,
                    int dtype, int op, int root, void *stream)
 {
@@ -267,32 +299,43 @@ static int launch_(devcoll_t *d, int kind, const void *send, void *recv, uint64_
     if (count && ((needs_send && !send) || (needs_recv && !recv)))
         return VGPU_EINVAL;
     struct dc_args a;
-    memset(&a, 0, sizeof a);
-    memcpy(a.win, d->peer_win, sizeof a.win);
-    a.area_bytes = d->area_bytes;
-    a.send = send;
-    a.recv = recv;
+    args_(d, &a, kind, send, recv);
     a.count = kind == DC_MARK ? 0 : count; // a mark's "count" is its tag
-    a.kind = kind;
     a.dtype = dtype;
     a.op = op;
     a.root = root;
-    a.rank = d->rank;
-    a.n = d->n;
-    a.round0 = d->rounds;
     a.desc = dc_desc(kind, dtype, op, root, count);
-    a.status = d->status_dev;
-    a.timeout_ns = d->timeout_ns;
-    if (d->launch_failed)
-        return VGPU_ECOMM;
-    const int status = d->ex->launch(d->ctx, stream, &a, d->blocks, d->ex->lanes);
-    if (status == 0) {
-        d->rounds += dc_rounds(&a);
-    } else { // this rank's rounds would pair with the peers' earlier ones: no more calls
-        d->launch_failed = 1;
-        devcoll_abort(d, d->rank);
-    }
+    return go_(d, &a, stream);
+}
+
+// A message's two sides: the peer is another rank, the size one the
+// marks can count in pieces.
+static int p2p_(devcoll_t *d, int kind, const void *send, void *recv, uint64_t bytes, int peer,
+                void *stream)
+{
+    if (peer < 0 || peer >= d->n || peer == d->rank || bytes >= DC_MAX_COUNT ||
+        bytes / d->area_bytes >= UINT32_MAX || (bytes && !send && !recv))
+        return VGPU_EINVAL;
+    uint64_t *msgs = kind == DC_SEND ? &d->sent[peer] : &d->received[peer];
+    struct dc_args a;
+    args_(d, &a, kind, send, recv);
+    a.count = bytes;
+    a.peer = peer;
+    a.msg = *msgs;
+    const int status = go_(d, &a, stream);
+    if (status == 0)
+        *msgs += 1;
     return status;
+}
+
+int devcoll_send(devcoll_t *d, const void *buf, uint64_t bytes, int peer, void *stream)
+{
+    return p2p_(d, DC_SEND, buf, NULL, bytes, peer, stream);
+}
+
+int devcoll_recv(devcoll_t *d, void *buf, uint64_t bytes, int peer, void *stream)
+{
+    return p2p_(d, DC_RECV, NULL, buf, bytes, peer, stream);
 }
 
 int devcoll_all_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype,
@@ -364,18 +407,25 @@ int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes)
         *peer = who;
     if (what && what_bytes) {
         const char *how = "";
+        const uint64_t call = d->status_host->call;
+        const int p2p = (call & DC_P2P_CALL) != 0;
         switch (error) {
-        case DC_ERR_TIMEOUT: how = "did not reach the collective within the timeout"; break;
+        case DC_ERR_TIMEOUT:
+            how = p2p ? "did not take part within the timeout"
+                      : "did not reach the collective within the timeout";
+            break;
         case DC_ERR_LEFT: how = "failed in the collective (its mailbox is poisoned)"; break;
         case DC_ERR_MISMATCH:
-            how = "called another collective (type, count, operation or root differ)";
+            how = p2p ? "sent or expected another size"
+                      : "called another collective (type, count, operation or root differ)";
             break;
         case DC_ERR_ABORT: how = who == d->rank ? "aborted the communicator" : "has exited"; break;
         default: break;
         }
         if (error)
-            snprintf(what, what_bytes, "device collective %llu: rank %d %s",
-                     (unsigned long long)d->status_host->call, who, how);
+            snprintf(what, what_bytes, "device %s %llu: rank %d %s",
+                     p2p ? "send/recv after collective" : "collective",
+                     (unsigned long long)(call & ~DC_P2P_CALL), who, how);
         else
             what[0] = '\0';
     }

@@ -128,6 +128,16 @@ int devcoll_broadcast(devcoll_t *d, const void *send, void *recv, uint64_t count
 int devcoll_reduce(devcoll_t *d, const void *send, void *recv, uint64_t count, int dtype, int op,
                    int root, void *stream);
 
+// Point-to-point, as NCCL's ncclSend/ncclRecv outside a group: `bytes` of
+// buf go to rank peer, whose devcoll_recv from this rank takes them; only
+// the two ranks take part, and between them messages match in the order
+// sent. The send's kernel ends once the receiver has taken the whole
+// message, so ranks that exchange order their calls (even ranks send
+// first); a size that differs fails both. VGPU_EINVAL: peer not another
+// rank, or no buffer for a message that has bytes.
+int devcoll_send(devcoll_t *d, const void *buf, uint64_t bytes, int peer, void *stream);
+int devcoll_recv(devcoll_t *d, void *buf, uint64_t bytes, int peer, void *stream);
+
 // A barrier in the collectives' sequence that stands for a call made
 // elsewhere (vgpu's NCCL's staged engine): it passes where every rank marks
 // the same tag, and fails as a mismatch where a peer's call differs (a peer

@@ -37,6 +37,19 @@
 // at once, and the first error (kind, rank concerned, call) stays in the
 // status (through the window's fault word). Every later call fails at its
 // first barrier.
+//
+// Point-to-point. A message goes from S to R as one call on each (DC_SEND,
+// DC_RECV) and touches only their windows: S copies it, one area a piece,
+// into its own two areas of the parity its next round would write (no peer
+// reads those before S's next collective: see Double buffering) and says
+// so in R's window (`sent`, with the size and parity in `sent_desc`); R
+// copies each piece out and says so in S's window (`taken`). A piece's
+// mark grows with every message between the two (their count, `msg`), so
+// these mailboxes are never reset either; S refills an area only once R
+// took the piece before, and its call ends only once R took the last, so
+// the areas are free again for S's next call. Units belong to the same
+// threads on both sides: block b waits only for the peer's block b. The
+// rounds' count does not move.
 #ifndef VGPU_DEVCOLL_PROTO_H
 #define VGPU_DEVCOLL_PROTO_H
 
@@ -62,6 +75,9 @@
 #define DC_POISON 0xdead000000000000ull
 #define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
 #define DC_MAX_COUNT (1ull << 44) // elements a descriptor can carry
+// The status's `call` for a point-to-point call: this bit, and the rounds
+// run before it.
+#define DC_P2P_CALL (1ull << 63)
 
 // What a call is (the descriptor's kind).
 enum dc_kind {
@@ -72,6 +88,8 @@ enum dc_kind {
     DC_BROADCAST,
     DC_REDUCE,
     DC_MARK, // no data: a barrier whose descriptor names a call made elsewhere
+    DC_SEND, // point-to-point: only this rank and `peer` take part
+    DC_RECV,
     DC_KINDS
 };
 
@@ -88,6 +106,9 @@ struct dc_mailbox {
     uint64_t desc[2]; // its call descriptor at the first barrier of a round, by parity
     uint64_t failed;  // DC_POISON once it gave up: in a word of its own, so that a
                       // barrier it passed before stays passed for a slow reader
+    uint64_t sent;      // point-to-point: the mark of the last piece it put out for this rank
+    uint64_t sent_desc; // that message's bytes << 1 | the parity of the areas holding it
+    uint64_t taken;     // the mark of the last piece it took from this rank
 };
 
 struct dc_head {
@@ -123,6 +144,8 @@ struct dc_args {
     uint64_t desc;           // dc_desc of the call
     struct dc_status *status;
     uint64_t timeout_ns;     // bound on one wait
+    int peer;                // point-to-point: the other rank (count: bytes)
+    uint64_t msg;            // messages between the two in this direction before this one
 };
 
 DC_FN uint64_t dc_desc(int kind, int dtype, int op, int root, uint64_t count)
@@ -148,9 +171,11 @@ DC_FN uint64_t dc_round_elems(int kind, int dtype, int n, uint64_t area_bytes)
 }
 
 // Rounds of a call (at least one: an empty call still meets its peers,
-// so that a count that differs is found).
+// so that a count that differs is found; none for point-to-point).
 DC_FN uint64_t dc_rounds(const struct dc_args *a)
 {
+    if (a->kind == DC_SEND || a->kind == DC_RECV)
+        return 0;
     const uint64_t per = dc_round_elems(a->kind, a->dtype, a->n, a->area_bytes);
     return a->count == 0 ? 1 : (a->count + per - 1) / per;
 }
@@ -307,6 +332,40 @@ DC_FN int dc_stop(const struct dc_args *a, const struct dc_thread *t, uint64_t c
     return bad;
 }
 
+// Waits until peer p's `word` in mailbox m of this rank's window reaches
+// `target` (acquire). Returns 0, or 1 once this rank has an error (recorded
+// here when this wait finds it: the peer's poison, the host's abort, the
+// timeout).
+DC_FN int dc_wait(const struct dc_args *a, const struct dc_mailbox *m, const uint64_t *word,
+                  uint64_t target, int p, uint64_t call)
+{
+    const uint64_t start = dc_now_ns();
+    for (unsigned spins = 0;; spins++) {
+        if (dc_load(word) >= target)
+            return 0;
+        const uint64_t failed = dc_load(&m->failed);
+        if (failed >= DC_POISON) {
+            dc_fail(a, failed - DC_POISON == DC_ERR_MISMATCH ? DC_ERR_MISMATCH : DC_ERR_LEFT, p,
+                    call);
+            return 1;
+        }
+        // Now and then: the other blocks' errors (device memory), the
+        // host's abort (PCIe), the clock.
+        if (spins % 64 == 63 && dc_failed(a))
+            return 1;
+        const uint32_t aborted = spins % 1024 == 1023 ? dc_read_u32(&a->status->abort) : 0;
+        if (aborted) {
+            dc_fail(a, DC_ERR_ABORT, (int)aborted - 1, call);
+            return 1;
+        }
+        if (spins % 1024 == 1023 && dc_now_ns() - start > a->timeout_ns) {
+            dc_fail(a, DC_ERR_TIMEOUT, p, call);
+            return 1;
+        }
+        dc_pause(spins);
+    }
+}
+
 // This block's side of barrier `id` of round `call`: every lane's writes
 // are made visible, the block announces it at every peer (with the call's
 // descriptor where `parity` >= 0), and waits until each peer's same block
@@ -326,37 +385,8 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         dc_store(&m->passed, id);
     }
     for (int p = t->lane; p < a->n && !bad; p += t->lanes) {
-        struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][p];
-        const uint64_t start = dc_now_ns();
-        for (unsigned spins = 0;; spins++) {
-            if (dc_load(&m->passed) >= id)
-                break;
-            const uint64_t failed = dc_load(&m->failed);
-            if (failed >= DC_POISON) {
-                dc_fail(a, failed - DC_POISON == DC_ERR_MISMATCH ? DC_ERR_MISMATCH : DC_ERR_LEFT,
-                        p, call);
-                bad = 1;
-                break;
-            }
-            // Now and then: the other blocks' errors (device memory), the
-            // host's abort (PCIe), the clock.
-            if (spins % 64 == 63 && dc_failed(a)) {
-                bad = 1;
-                break;
-            }
-            const uint32_t aborted = spins % 1024 == 1023 ? dc_read_u32(&a->status->abort) : 0;
-            if (aborted) {
-                dc_fail(a, DC_ERR_ABORT, (int)aborted - 1, call);
-                bad = 1;
-                break;
-            }
-            if (spins % 1024 == 1023 && dc_now_ns() - start > a->timeout_ns) {
-                dc_fail(a, DC_ERR_TIMEOUT, p, call);
-                bad = 1;
-                break;
-            }
-            dc_pause(spins);
-        }
+        const struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][p];
+        bad = dc_wait(a, m, &m->passed, id, p, call);
         if (!bad && parity >= 0 && dc_volatile(&m->desc[parity]) != a->desc) {
             dc_fail(a, DC_ERR_MISMATCH, p, call);
             bad = 1;
@@ -567,9 +597,100 @@ DC_FN int dc_round(const struct dc_args *a, const struct dc_thread *t, uint64_t 
     }
 }
 
+// ---- point-to-point ----
+
+// Pieces of a message (at least one: an empty message still meets its
+// peer, so that a size that differs is found) and the mark of piece i.
+DC_FN uint64_t dc_pieces(const struct dc_args *a)
+{
+    return a->count == 0 ? 1 : (a->count + a->area_bytes - 1) / a->area_bytes;
+}
+DC_FN uint64_t dc_piece_mark(const struct dc_args *a, uint64_t i)
+{
+    return a->msg << 32 | (i + 1);
+}
+
+// Lane 0 waits for the peer's `word` (and, receiving, checks the size the
+// sender announced); every lane learns the outcome. Nonzero: failed.
+DC_FN int dc_p2p_wait(const struct dc_args *a, const struct dc_thread *t,
+                      const struct dc_mailbox *m, const uint64_t *word, uint64_t target)
+{
+    int bad = 0;
+    if (t->lane == 0) {
+        bad = dc_wait(a, m, word, target, a->peer, DC_P2P_CALL | a->round0);
+        if (!bad && a->kind == DC_RECV && dc_volatile(&m->sent_desc) >> 1 != a->count) {
+            dc_fail(a, DC_ERR_MISMATCH, a->peer, DC_P2P_CALL | a->round0);
+            bad = 1;
+        }
+    }
+    bad = dc_sync_or(bad);
+    if (bad)
+        dc_poison(a, t);
+    return bad;
+}
+
+// Bytes of piece i and where it starts in the message.
+DC_FN uint64_t dc_piece_bytes(const struct dc_args *a, uint64_t i, uint64_t *off)
+{
+    *off = i * a->area_bytes;
+    return a->count - *off < a->area_bytes ? a->count - *off : a->area_bytes;
+}
+
+DC_FN void dc_send(const struct dc_args *a, const struct dc_thread *t)
+{
+    const uint64_t pieces = dc_pieces(a), par = a->round0 % 2;
+    struct dc_mailbox *there = &dc_head_of(a, a->peer)->box[t->block][a->rank];
+    const struct dc_mailbox *here = &dc_head_of(a, a->rank)->box[t->block][a->peer];
+    for (uint64_t i = 0; i < pieces; i++) {
+        if (dc_stop(a, t, DC_P2P_CALL | a->round0))
+            return;
+        // Area i % 2 held piece i - 2: taken?
+        if (i >= 2 && dc_p2p_wait(a, t, here, &here->taken, dc_piece_mark(a, i - 2)))
+            return;
+        uint64_t off;
+        const uint64_t bytes = dc_piece_bytes(a, i, &off);
+        dc_copy_units(t, dc_area(a, a->rank, (int)(i % 2), par), a->send + off, 0, 0,
+                      (bytes + DC_UNIT - 1) / DC_UNIT, bytes);
+        dc_fence();
+        if (dc_stop(a, t, DC_P2P_CALL | a->round0))
+            return;
+        if (t->lane == 0) {
+            there->sent_desc = a->count << 1 | par;
+            dc_store(&there->sent, dc_piece_mark(a, i));
+        }
+    }
+    dc_p2p_wait(a, t, here, &here->taken, dc_piece_mark(a, pieces - 1));
+}
+
+DC_FN void dc_recv(const struct dc_args *a, const struct dc_thread *t)
+{
+    const uint64_t pieces = dc_pieces(a);
+    const struct dc_mailbox *here = &dc_head_of(a, a->rank)->box[t->block][a->peer];
+    struct dc_mailbox *there = &dc_head_of(a, a->peer)->box[t->block][a->rank];
+    for (uint64_t i = 0; i < pieces; i++) {
+        if (dc_stop(a, t, DC_P2P_CALL | a->round0) ||
+            dc_p2p_wait(a, t, here, &here->sent, dc_piece_mark(a, i)))
+            return;
+        const uint64_t par = dc_volatile(&here->sent_desc) & 1;
+        uint64_t off;
+        const uint64_t bytes = dc_piece_bytes(a, i, &off);
+        dc_copy_units(t, a->recv + off, dc_area(a, a->peer, (int)(i % 2), par), 0, 0,
+                      (bytes + DC_UNIT - 1) / DC_UNIT, bytes);
+        dc_fence(); // the reads are done before the sender may refill the area
+        if (dc_stop(a, t, DC_P2P_CALL | a->round0))
+            return;
+        if (t->lane == 0)
+            dc_store(&there->taken, dc_piece_mark(a, i));
+    }
+}
+
 // A whole call, as one block's lanes run it: its rounds in order.
 DC_FN void dc_run(const struct dc_args *a, const struct dc_thread *t)
 {
+    if (a->kind == DC_SEND || a->kind == DC_RECV) {
+        (a->kind == DC_SEND ? dc_send : dc_recv)(a, t);
+        return;
+    }
     const uint64_t per = dc_round_elems(a->kind, a->dtype, a->n, a->area_bytes);
     const uint64_t rounds = dc_rounds(a);
     for (uint64_t j = 0; j < rounds; j++) {

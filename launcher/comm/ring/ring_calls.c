@@ -200,14 +200,18 @@ int ring_comm_all_to_all(comm_t *c, const void *send, void *recv, size_t bytes)
     return 0;
 }
 
-// Point-to-point: MPI on the ring's communicator (mpi_p2p.c), through host
-// memory of the comm's unless buffers are host views (the staging window
-// is the engine's, which a neighbour may read at any time). A timeout or
-// an MPI failure breaks the ring as its own would: no later collective or
-// teardown waits for peers.
+// Point-to-point: the device collectives' where they run (queued on the
+// device's stream as their collectives are), else MPI on the ring's
+// communicator (mpi_p2p.c), through host memory of the comm's unless
+// buffers are host views (the staging window is the engine's, which a
+// neighbour may read at any time). A timeout or an MPI failure breaks the
+// ring as its own would: no later collective or teardown waits for peers.
 static int p2p_(comm_t *c, void *buf, size_t bytes, int peer, int send)
 {
     struct ring_comm *rc = c->impl;
+    if (rc->dc)
+        return devcoll_status_(rc, send ? devcoll_send(rc->dc, buf, bytes, peer, NULL)
+                                        : devcoll_recv(rc->dc, buf, bytes, peer, NULL));
     const int status = comm_mpi_p2p(c, rc->mpi, buf, bytes, peer, send,
                                     rc->kind != RING_WINDOW_HOST);
     if (status == VGPU_ETIMEOUT || status == VGPU_ECOMM)
