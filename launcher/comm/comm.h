@@ -94,9 +94,10 @@ int comm_reduce(comm_t *c, const void *send, void *recv, size_t count, enum comm
 // of the same size from this rank; only the two ranks take part (the
 // collectives' same-order contract does not cover these calls, but between
 // one pair messages arrive in the order sent). Both block until buf may be
-// reused (send) or holds the message (recv). A send may wait for the
-// matching recv (nothing is buffered by promise): ranks that exchange must
-// order their calls (e.g. even ranks send first). Every wait is bounded by
+// reused (send) or holds the message (recv); the device collectives queue
+// them on the device's stream instead, as their collectives. A send may
+// wait for the matching recv (nothing is buffered by promise): ranks that
+// exchange must order their calls (e.g. even ranks send first). Every wait is bounded by
 // the timeout: VGPU_ETIMEOUT, with a message naming the peer, and the
 // communicator is failed as after any timeout. peer out of range or this
 // rank itself: VGPU_EINVAL (NCCL allows a self-send only inside a group;
