@@ -480,6 +480,17 @@ if need_gpu "synccheck devcoll" && time_left "synccheck devcoll" 60; then
     else record "synccheck devcoll" FAIL "exit $rc, $errs: $(grep -m1 -E 'Error|error' <<<"$out" | cut -c1-160)"; fi
   fi
 fi
+# The ring's whole collective test (every collective, type and operation,
+# send and recv, exact) with 4 ranks on the device collectives.
+if time_left "devcoll comm np=4" 60; then
+  run "$L_AR" 180 "${SIM[@]}" "${DC_ON[@]}" "$VGPURUN" -np 4 -- "$B/test_comm_collectives" --backend ring
+  said=$(grep -m1 '^test_comm_collectives: backend' <<<"$out" | cut -c1-160)
+  if [ "$rc" = 0 ] && grep -q 'device collectives.*: OK' <<<"$said"; then
+    record "devcoll comm np=4" PASS "${said#test_comm_collectives: }"
+  else
+    record "devcoll comm np=4" FAIL "exit $rc: ${said:-$(grep -m1 -E 'error|FAILED' <<<"$out" | cut -c1-160)}"
+  fi
+fi
 # The README's job through vgpurun at 1, 2 and 4 ranks (MPS by default):
 # samples/s, and 4 ranks against 1 (the goal: >= 0.9x).
 if time_left "devcoll train np=1,2,4" 60; then

@@ -15,7 +15,7 @@ for step in 'mpirun' 'train np=4 \(headline\)' 'train np=1' 'train np=4 CPU' 'ca
             'allreduce ring np=2' 'allreduce staging np=2' 'allreduce ring np=4' 'allreduce staging np=4' \
             'allreduce cpu np=2' 'determinism np=1,2,4' 'kill -9 a rank' 'vnccl example np=4' \
             'vnccl perf np=4' 'devcoll np=4 auto' 'devcoll np=4 oneshot' 'devcoll np=4 twoshot' \
-            'devcoll np=2 auto' 'devcoll train np=1,2,4' 'devcoll kill'; do
+            'devcoll np=2 auto' 'devcoll comm np=4' 'devcoll train np=1,2,4' 'devcoll kill'; do
   expect_out "^$step +PASS "
 done
 for step in 'gpu facts' 'ctest -L gpu' 'allreduce nccl np=1' 'memcheck np=2' 'racecheck ring' \
@@ -31,6 +31,7 @@ expect_out '^allreduce cpu np=2 +PASS +CPU devices \(devices.kind=cpu\): Avg bus
 expect_out '^devcoll np=4 auto +PASS +8 B [0-9.]+ us; 8192 B [0-9.]+ us; device one-shot,device two-shot; d2d copy [0-9.]+ GB/s; #wrong 0$'
 expect_out '^devcoll np=4 oneshot +PASS .*; device one-shot; d2d'
 expect_out '^devcoll np=4 twoshot +PASS .*; device two-shot; d2d'
+expect_out '^devcoll comm np=4 +PASS +backend ring, 4 ranks, device collectives.*: OK \(0 failed checks\)$'
 expect_out '^devcoll kill +PASS +ended [0-9.]+ s after kill -9 of rank 1, named; /dev/shm clean$'
 # vgpu's NCCL on the simulated GPU: the example exact, vgpu_nccl_perf's 4 MiB row.
 expect_out '^vnccl perf np=4 +PASS +4 MiB [0-9.]+ us busbw [0-9.]+ GB/s; #wrong 0; staged$'
