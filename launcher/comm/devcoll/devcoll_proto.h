@@ -69,8 +69,9 @@
 #define DC_MAX_RANKS 16
 #define DC_MAX_BLOCKS 32
 #define DC_UNIT 16                // bytes a thread handles at a time
-// A mailbox's `failed` once its writer gave up: DC_POISON + its error, so
-// that calls that differ fail as such on every rank, even one that sees a
+// A mailbox's `failed` once its writer gave up: DC_POISON + its fault word
+// (the error, and 1 + the rank it names, << 8), so that calls that differ
+// fail as such on every rank, naming the same rank, even one that sees a
 // peer's poison before it compares the descriptors itself.
 #define DC_POISON 0xdead000000000000ull
 #define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
@@ -113,9 +114,10 @@ struct dc_mailbox {
 
 struct dc_head {
     struct dc_mailbox box[DC_MAX_BLOCKS][DC_MAX_RANKS];
-    // This rank's first error, decided here in device memory (an atomic on
-    // mapped host memory is not one over PCIe) and then copied into the
-    // status by the thread that set it. Only its owner touches it.
+    // This rank's first error and 1 + the rank it names (<< 8), decided
+    // here in device memory (an atomic on mapped host memory is not one
+    // over PCIe) and then copied into the status by the thread that set it.
+    // Only its owner touches it.
     uint32_t fault;
 };
 
@@ -294,7 +296,7 @@ DC_FN struct dc_head *dc_head_of(const struct dc_args *a, int q)
 // window's fault word, then in the status for the host.
 DC_FN void dc_fail(const struct dc_args *a, uint32_t error, int peer, uint64_t call)
 {
-    if (!dc_claim(&dc_head_of(a, a->rank)->fault, error))
+    if (!dc_claim(&dc_head_of(a, a->rank)->fault, error | (uint32_t)(peer + 1) << 8))
         return;
     a->status->peer = peer;
     a->status->call = call;
@@ -345,8 +347,15 @@ DC_FN int dc_wait(const struct dc_args *a, const struct dc_mailbox *m, const uin
             return 0;
         const uint64_t failed = dc_load(&m->failed);
         if (failed >= DC_POISON) {
-            dc_fail(a, failed - DC_POISON == DC_ERR_MISMATCH ? DC_ERR_MISMATCH : DC_ERR_LEFT, p,
-                    call);
+            // A mismatch names the rank the peer named (the one that
+            // differs); anything else, the peer that gave up.
+            const uint64_t why = failed - DC_POISON;
+            const int named = (int)(why >> 8 & 0xff) - 1;
+            const int p2p = a->kind == DC_SEND || a->kind == DC_RECV;
+            if ((why & 0xff) == DC_ERR_MISMATCH)
+                dc_fail(a, DC_ERR_MISMATCH, p2p || named < 0 ? p : named, call);
+            else
+                dc_fail(a, DC_ERR_LEFT, p, call);
             return 1;
         }
         // Now and then: the other blocks' errors (device memory), the
@@ -364,6 +373,51 @@ DC_FN int dc_wait(const struct dc_args *a, const struct dc_mailbox *m, const uin
         }
         dc_pause(spins);
     }
+}
+
+// Whether peer q's block announced barrier id, waiting for it as long as
+// q may still come (not poisoned, within the timeout): a rank announces a
+// barrier at every peer before it compares anything, so every rank that
+// reaches this call is seen.
+DC_FN int dc_arrives(const struct dc_args *a, const struct dc_mailbox *m, uint64_t id)
+{
+    const uint64_t start = dc_now_ns();
+    for (unsigned spins = 0;; spins++) {
+        if (dc_load(&m->passed) >= id)
+            return 1;
+        if (dc_load(&m->failed) >= DC_POISON ||
+            (spins % 1024 == 1023 && dc_now_ns() - start > a->timeout_ns))
+            return 0;
+        dc_pause(spins);
+    }
+}
+
+// The rank whose call differs, found at barrier id: of the ranks that
+// announced it, the one whose descriptor the fewest share; on a tie (two
+// ranks), the peer p it compared with. Every rank that finds the mismatch
+// waits for the same ranks, so they name the same one (and those that
+// learn of it from a poison take the name it carries).
+DC_FN int dc_odd_one(const struct dc_args *a, const struct dc_thread *t, uint64_t id,
+                     int parity, int p)
+{
+    uint64_t desc[DC_MAX_RANKS];
+    int seen[DC_MAX_RANKS];
+    for (int q = 0; q < a->n; q++) {
+        const struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][q];
+        seen[q] = q == a->rank || dc_arrives(a, m, id);
+        desc[q] = q == a->rank ? a->desc : seen[q] ? dc_volatile(&m->desc[parity]) : 0;
+    }
+    int odd = p, fewest = DC_MAX_RANKS + 1;
+    for (int q = 0; q < a->n; q++) {
+        int alike = 0;
+        for (int r = 0; seen[q] && r < a->n; r++)
+            alike += seen[r] && desc[r] == desc[q];
+        if (seen[q] && (alike < fewest || (alike == fewest && q == p))) {
+            odd = q;
+            fewest = alike;
+        }
+    }
+    return odd;
 }
 
 // This block's side of barrier `id` of round `call`: every lane's writes
@@ -388,7 +442,7 @@ DC_FN int dc_barrier(const struct dc_args *a, const struct dc_thread *t, uint64_
         const struct dc_mailbox *m = &dc_head_of(a, a->rank)->box[t->block][p];
         bad = dc_wait(a, m, &m->passed, id, p, call);
         if (!bad && parity >= 0 && dc_volatile(&m->desc[parity]) != a->desc) {
-            dc_fail(a, DC_ERR_MISMATCH, p, call);
+            dc_fail(a, DC_ERR_MISMATCH, dc_odd_one(a, t, id, parity, p), call);
             bad = 1;
         }
     }
