@@ -234,14 +234,23 @@ DC_FN void dc_publish_u32(uint32_t *p, uint32_t v)
     *(volatile uint32_t *)p = v;
     __threadfence_system();
 }
+// A unit in the widest accesses both addresses allow (a user's all-gather
+// block or offset need not be 16-byte aligned), else byte by byte.
 DC_FN void dc_copy16(char *dst, const char *src, uint64_t bytes)
 {
-    if (bytes == DC_UNIT && ((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
+    const uintptr_t align = (uintptr_t)dst | (uintptr_t)src;
+    if (bytes == DC_UNIT && align % 16 == 0) {
         *(uint4 *)dst = *(const uint4 *)src;
-        return;
+    } else if (bytes == DC_UNIT && align % 8 == 0) {
+        ((uint64_t *)dst)[0] = ((const uint64_t *)src)[0];
+        ((uint64_t *)dst)[1] = ((const uint64_t *)src)[1];
+    } else if (bytes == DC_UNIT && align % 4 == 0) {
+        for (int i = 0; i < 4; i++)
+            ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i];
+    } else {
+        for (uint64_t i = 0; i < bytes; i++)
+            dst[i] = src[i];
     }
-    for (uint64_t i = 0; i < bytes; i++)
-        dst[i] = src[i];
 }
 #else
 struct dc_thread {
