@@ -17,142 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm.h"
 #include "devcoll.h"
+#include "devcoll_world.h"
 #include "kernels.h"
 #include "status.h"
 #include "util.h"
 
 #define GUARD_BYTES 64    // sentinel bytes after every buffer
 #define SENTINEL 0xa5     // what no call may write
-#define SPAWN_LIMIT_S 20  // a test's ranks are killed after this
-
-// ---- ranks: fork, exchange the handles, reap ----
-
-// What the ranks of one test share (mapped before fork).
-struct world {
-    _Atomic int arrived; // arrivals at world_wait_, all of them
-    _Atomic int done;    // survivors of a dead or absent peer that have checked
-    struct devcoll_handle h[DC_MAX_RANKS];
-};
-
-static int me_ = -1;     // this child's rank, for its messages
-static int arrivals_;    // this child's world_wait_ calls so far
-
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "[rank %d] %s:%d: check failed: %s\n", me_, __FILE__, __LINE__,  \
-                    #cond);                                                                  \
-            return 1;                                                                        \
-        }                                                                                    \
-    } while (0)
-
-// Waits until every rank has come here as often as this one (30 s at most).
-static int world_wait_(struct world *w, int n)
-{
-    const int target = n * ++arrivals_;
-    atomic_fetch_add(&w->arrived, 1);
-    const double until = util_now_s() + 30;
-    while (atomic_load(&w->arrived) < target) {
-        if (util_now_s() > until)
-            return -1;
-        usleep(100);
-    }
-    return 0;
-}
-
-// Creates this rank's communicator, exchanges the handles, connects.
-static int join_(struct world *w, int rank, int n, uint64_t area_bytes, double timeout_s,
-                 devcoll_t **d)
-{
-    CHECK(devcoll_create(&devcoll_sim_exec, NULL, rank, n, area_bytes, timeout_s, d) == 0);
-    devcoll_handle(*d, &w->h[rank]);
-    CHECK(world_wait_(w, n) == 0);
-    CHECK(devcoll_connect(*d, w->h) == 0);
-    // A rank that finished (or failed) early and exits takes its window
-    // with it: none may go before every peer has opened it.
-    CHECK(world_wait_(w, n) == 0);
-    return 0;
-}
-
-typedef int (*rank_main_fn)(struct world *w, int rank, int n, const void *arg);
-
-// Waits for the children until `deadline`, then kills those left, so that
-// no test leaves a rank running; status[i]: the wait status, or -1 if killed.
-static void reap_(const pid_t *pid, int n, double deadline, int *status)
-{
-    int done[DC_MAX_RANKS] = {0}, left = n;
-    while (left > 0) {
-        for (int i = 0; i < n; i++)
-            if (!done[i] && waitpid(pid[i], &status[i], WNOHANG) == pid[i])
-                done[i] = 1, left--;
-        if (left > 0 && util_now_s() > deadline)
-            for (int i = 0; i < n; i++)
-                if (!done[i]) {
-                    kill(pid[i], SIGKILL);
-                    waitpid(pid[i], NULL, 0);
-                    status[i] = -1;
-                    done[i] = 1, left--;
-                }
-        if (left > 0)
-            usleep(1000);
-    }
-}
-
-// Runs fn on n fork()ed ranks; status[r]: rank r's wait status (-1: killed
-// at the limit); *took_s: the wall time until the last one ended.
-static void spawn_(int n, rank_main_fn fn, const void *arg, int *status, double *took_s)
-{
-    struct world *w = mmap(NULL, sizeof *w, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                           -1, 0);
-    assert_true(w != MAP_FAILED);
-    memset(w, 0, sizeof *w);
-    pid_t pid[DC_MAX_RANKS];
-    int started = 0;
-    const double t0 = util_now_s();
-    fflush(NULL);
-    for (; started < n; started++) {
-        pid[started] = fork();
-        if (pid[started] < 0)
-            break;
-        if (pid[started] == 0) {
-            // A rank dies with the test (killed by ctest's timeout, say).
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() == 1)
-                _exit(1);
-            me_ = started;
-            arrivals_ = 0;
-            _exit(fn(w, started, n, arg));
-        }
-    }
-    // Ranks that cannot all start would wait for the rest: end them now.
-    reap_(pid, started, started < n ? t0 : t0 + SPAWN_LIMIT_S, status);
-    *took_s = util_now_s() - t0;
-    munmap(w, sizeof *w);
-    assert_int_equal(started, n);
-}
-
-static int exited_ok_(int st) { return st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0; }
-
-// Every rank must end well.
-static double run_ranks_(int n, rank_main_fn fn, const void *arg)
-{
-    int status[DC_MAX_RANKS];
-    double took_s;
-    spawn_(n, fn, arg, status, &took_s);
-    for (int r = 0; r < n; r++) {
-        if (!exited_ok_(status[r]))
-            print_error("rank %d of %d: wait status %d\n", r, n, status[r]);
-        assert_true(exited_ok_(status[r]));
-    }
-    return took_s;
-}
 
 // ---- data: inputs, the reference, comparisons ----
 
@@ -235,9 +111,10 @@ static long count_wrong_(const char *what, const unsigned char *got, const unsig
             uint64_t g = 0, w = 0;
             memcpy(&g, got + at, len);
             memcpy(&w, want + at, len);
-            fprintf(stderr, "[rank %d] %s: element %llu of %llu: got %#llx, want %#llx\n", me_,
-                    what, (unsigned long long)(at / es), (unsigned long long)(bytes / es),
-                    (unsigned long long)g, (unsigned long long)w);
+            fprintf(stderr, "[rank %d] %s: element %llu of %llu: got %#llx, want %#llx\n",
+                    world_me, what, (unsigned long long)(at / es),
+                    (unsigned long long)(bytes / es), (unsigned long long)g,
+                    (unsigned long long)w);
         }
     }
     return wrong;
@@ -408,14 +285,14 @@ static long call_checked_(devcoll_t *d, const struct call *c, int me, int n, uin
     if (rc != 0) {
         char what[200];
         devcoll_error(d, NULL, what, sizeof what);
-        fprintf(stderr, "[rank %d] %s: %d (%s)\n", me_, name, rc, what);
+        fprintf(stderr, "[rank %d] %s: %d (%s)\n", world_me, name, rc, what);
     } else {
         const size_t es = comm_dtype_size(c->dtype);
         wrong = count_wrong_(name, x.a, x.want_a, x.a_bytes, es);
         if (x.b_bytes)
             wrong += count_wrong_(name, x.b, x.want_b, x.b_bytes, es);
         if (devcoll_rounds(d) - rounds0 != rounds_of_(c, n, area_bytes)) {
-            fprintf(stderr, "[rank %d] %s: %llu rounds, want %llu\n", me_, name,
+            fprintf(stderr, "[rank %d] %s: %llu rounds, want %llu\n", world_me, name,
                     (unsigned long long)(devcoll_rounds(d) - rounds0),
                     (unsigned long long)rounds_of_(c, n, area_bytes));
             wrong++;
@@ -450,7 +327,7 @@ static int all_reduce_main_(struct world *w, int me, int n, const void *arg)
     const struct algo_case *ac = arg;
     setenv("VGPU_DEVCOLL_ALGO", ac->algo, 1); // read at create
     devcoll_t *d;
-    if (join_(w, me, n, ac->area_bytes, 20, &d))
+    if (world_join(w, me, n, ac->area_bytes, 20, &d))
         return 1;
     const enum devcoll_algo want = !strcmp(ac->algo, "twoshot") ? DEVCOLL_TWOSHOT : DEVCOLL_ONESHOT;
     CHECK(devcoll_algo_for(d, 0) == want && devcoll_algo_for(d, 1ull << 30) == want);
@@ -481,11 +358,11 @@ static void test_all_reduce(void **state)
     for (int n = 1; n <= 5; n++) {
         // Two-shot chunks of 4 units among n ranks: some empty from n = 5.
         const uint64_t area = n == 4 ? 1024 : 64;
-        run_ranks_(n, all_reduce_main_, &(struct algo_case){"oneshot", area});
-        run_ranks_(n, all_reduce_main_, &(struct algo_case){"twoshot", area});
+        world_run(n, all_reduce_main_, &(struct algo_case){"oneshot", area});
+        world_run(n, all_reduce_main_, &(struct algo_case){"twoshot", area});
     }
-    run_ranks_(8, all_reduce_main_, &(struct algo_case){"oneshot", 128});
-    run_ranks_(8, all_reduce_main_, &(struct algo_case){"twoshot", 128});
+    world_run(8, all_reduce_main_, &(struct algo_case){"oneshot", 128});
+    world_run(8, all_reduce_main_, &(struct algo_case){"twoshot", 128});
 }
 
 // ---- the other collectives ----
@@ -497,7 +374,7 @@ static int collectives_main_(struct world *w, int me, int n, const void *arg)
 {
     const uint64_t area = *(const uint64_t *)arg;
     devcoll_t *d;
-    if (join_(w, me, n, area, 20, &d))
+    if (world_join(w, me, n, area, 20, &d))
         return 1;
     long wrong = 0;
     uint32_t salt = 7;
@@ -546,7 +423,7 @@ static void test_collectives(void **state)
 {
     (void)state;
     for (int n = 1; n <= 5; n++)
-        run_ranks_(n, collectives_main_, &(uint64_t){n == 3 ? 1024 : 64});
+        world_run(n, collectives_main_, &(uint64_t){n == 3 ? 1024 : 64});
 }
 
 // ---- the descriptor check ----
@@ -570,7 +447,7 @@ static int mismatch_main_(struct world *w, int me, int n, const void *arg)
     const struct mismatch_case *mc = arg;
     setenv("VGPU_DEVCOLL_ALGO", mc->algo, 1);
     devcoll_t *d;
-    if (join_(w, me, n, MISMATCH_AREA, 5, &d))
+    if (world_join(w, me, n, MISMATCH_AREA, 5, &d))
         return 1;
     for (int i = 0; i < mc->good; i++) {
         struct call c = mc->c;
@@ -630,7 +507,7 @@ static void test_mismatch(void **state)
         {"oneshot", 1, call_(ALL_GATHER, f32, sum, 0, 8, 1), call_(ALL_REDUCE, f32, sum, 0, 8, 1)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_ranks_(MISMATCH_RANKS, mismatch_main_, &cases[i]);
+        world_run(MISMATCH_RANKS, mismatch_main_, &cases[i]);
 }
 
 // A failure reaches forward only. The last rank, root, reduces a whole
@@ -645,7 +522,7 @@ static int forward_main_(struct world *w, int me, int n, const void *arg)
 {
     (void)arg;
     devcoll_t *d;
-    if (join_(w, me, n, FORWARD_AREA, 5, &d))
+    if (world_join(w, me, n, FORWARD_AREA, 5, &d))
         return 1;
     const struct call slow = {REDUCE, COMM_FLOAT16, COMM_SUM, n - 1, FORWARD_AREA / 2, 0, 21};
     CHECK(call_checked_(d, &slow, me, n, FORWARD_AREA) == 0);
@@ -667,7 +544,7 @@ static void test_failure_reaches_forward_only(void **state)
 {
     (void)state;
     for (int i = 0; i < 8; i++)
-        run_ranks_(3, forward_main_, NULL);
+        world_run(3, forward_main_, NULL);
 }
 
 // ---- dead and absent peers ----
@@ -688,11 +565,11 @@ static int victim_main_(struct world *w, int me, int n, const void *arg)
     const struct victim_case *vc = arg;
     const int victim = n - 1;
     devcoll_t *d;
-    if (join_(w, me, n, VICTIM_AREA, vc->timeout_s, &d))
+    if (world_join(w, me, n, VICTIM_AREA, vc->timeout_s, &d))
         return 1;
     const struct call good = {ALL_REDUCE, COMM_FLOAT32, COMM_SUM, 0, VICTIM_COUNT, 0, 11};
     CHECK(call_checked_(d, &good, me, n, VICTIM_AREA) == 0);
-    CHECK(world_wait_(w, n) == 0);
+    CHECK(world_wait(w, n) == 0);
     if (me == victim) {
         if (vc->how == DIES_BEFORE)
             _exit(0);
@@ -742,14 +619,14 @@ static void victim_run_(const struct victim_case *vc)
 {
     int status[DC_MAX_RANKS];
     double took_s;
-    spawn_(vc->n, victim_main_, vc, status, &took_s);
+    world_spawn(vc->n, victim_main_, vc, status, &took_s);
     for (int r = 0; r < vc->n - 1; r++)
-        assert_true(exited_ok_(status[r]));
+        assert_true(world_exited_ok(status[r]));
     const int st = status[vc->n - 1];
     if (vc->how == KILLED_WAITED_FOR)
         assert_true(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     else
-        assert_true(exited_ok_(st));
+        assert_true(world_exited_ok(st));
     assert_true(took_s < 10);
 }
 
@@ -789,7 +666,7 @@ static int mixed_main_(struct world *w, int me, int n, const void *arg)
 {
     setenv("VGPU_DEVCOLL_ALGO", (const char *)arg, 1);
     devcoll_t *d;
-    if (join_(w, me, n, MIXED_AREA, 20, &d))
+    if (world_join(w, me, n, MIXED_AREA, 20, &d))
         return 1;
     long wrong = 0;
     for (uint32_t i = 0; i < MIXED_CALLS; i++) {
@@ -815,9 +692,9 @@ static int mixed_main_(struct world *w, int me, int n, const void *arg)
 static void test_back_to_back(void **state)
 {
     (void)state;
-    run_ranks_(4, mixed_main_, "oneshot");
-    run_ranks_(4, mixed_main_, "twoshot");
-    run_ranks_(3, mixed_main_, "auto");
+    world_run(4, mixed_main_, "oneshot");
+    world_run(4, mixed_main_, "twoshot");
+    world_run(3, mixed_main_, "auto");
 }
 
 // ---- nothing left behind ----
@@ -871,7 +748,7 @@ static int lifecycle_main_(struct world *w, int me, int n, const void *arg)
     const int fds0 = fds_open_();
     for (int i = 0; i < 20; i++) {
         devcoll_t *d;
-        if (join_(w, me, n, 256, 10, &d))
+        if (world_join(w, me, n, 256, 10, &d))
             return 1;
         CHECK(windows_mapped_() >= n);
         CHECK(devcoll_names_in_dev_shm_() == 0);
@@ -887,8 +764,8 @@ static int lifecycle_main_(struct world *w, int me, int n, const void *arg)
 static void test_nothing_left_behind(void **state)
 {
     (void)state;
-    run_ranks_(1, lifecycle_main_, NULL);
-    run_ranks_(3, lifecycle_main_, NULL);
+    world_run(1, lifecycle_main_, NULL);
+    world_run(3, lifecycle_main_, NULL);
     assert_int_equal(devcoll_names_in_dev_shm_(), 0);
 }
 
