@@ -5,8 +5,9 @@
 // one lane a block, so this is where the multi-lane barriers, the unit
 // ownership across lanes and real concurrency between blocks are tested:
 // random calls of every kind (in place or not, empty, across rounds)
-// against a position-order reference, bit for bit, and a mismatch that
-// fails every rank before any output is written.
+// against a position-order reference, bit for bit, messages of several
+// pieces among them, and mismatches (of a collective, of a message's size)
+// that fail every rank before any output is written.
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,6 +187,47 @@ static void make_call_(struct job *j, struct call *k, uint64_t *round)
     }
 }
 
+// A message of `bytes` around the ring of ranks, in two calls: rank q
+// sends to q + 1 in call q % 2 and receives from q - 1 in the other (even
+// ranks send first: a send ends once its message is taken). A receiver
+// expects its sender's bytes; a sender's recv, a sentinel, stays as it was.
+// msgs[p][q]: the messages from p to q so far.
+static void make_ring_(struct job *j, struct call *k, uint64_t round,
+                       uint64_t msgs[MAX_N][MAX_N])
+{
+    const int n = j->n;
+    const uint64_t bytes = rnd_() % (4 * j->area + 20);
+    char *out[MAX_N];
+    for (int q = 0; q < n; q++) {
+        out[q] = malloc(bytes + 1);
+        assert_non_null(out[q]);
+        for (uint64_t i = 0; i < bytes; i++)
+            out[q][i] = (char)rnd_();
+    }
+    for (int s = 0; s < 2; s++) {
+        k[s].recv_bytes = bytes;
+        for (int q = 0; q < n; q++) {
+            const int sends = q % 2 == s, next = (q + 1) % n, prev = (q + n - 1) % n;
+            char *recv = malloc(bytes + 1), *e = malloc(bytes + 1);
+            assert_non_null(recv), assert_non_null(e);
+            memset(recv, 0x5a, bytes);
+            memcpy(e, sends ? recv : out[prev], bytes);
+            k[s].expect[q] = e;
+            struct dc_args *a = &k[s].a[q];
+            *a = (struct dc_args){.area_bytes = j->area, .send = sends ? out[q] : NULL,
+                                  .recv = recv, .count = bytes,
+                                  .kind = sends ? DC_SEND : DC_RECV, .dtype = DC_BYTE,
+                                  .rank = q, .n = n, .round0 = round,
+                                  .status = &j->status[q], .timeout_ns = 20000000000ull,
+                                  .peer = sends ? next : prev,
+                                  .msg = sends ? msgs[q][next] : msgs[prev][q]};
+            memcpy(a->win, j->win, sizeof j->win);
+        }
+    }
+    for (int q = 0; q < n; q++)
+        msgs[q][(q + 1) % n]++;
+}
+
 static struct job *job_new_(int n, int blocks, int lanes, uint64_t area)
 {
     struct job *j = calloc(1, sizeof *j);
@@ -231,14 +273,19 @@ static void free_calls_(struct job *j)
         }
 }
 
-static void random_calls_(int n, int blocks, int lanes, uint64_t area, uint64_t seed)
+// MAX_CALLS random calls on every lane; with p2p, half of them messages
+// around the ring (make_ring_).
+static void random_calls_(int n, int blocks, int lanes, uint64_t area, uint64_t seed, int p2p)
 {
     rng_ = 88172645463325252ull ^ seed;
     struct job *j = job_new_(n, blocks, lanes, area);
-    uint64_t round = 0;
+    uint64_t round = 0, msgs[MAX_N][MAX_N] = {{0}};
     j->ncalls = MAX_CALLS;
     for (int c = 0; c < j->ncalls; c++)
-        make_call_(j, &j->calls[c], &round);
+        if (p2p && c + 1 < j->ncalls && rnd_() % 2)
+            make_ring_(j, &j->calls[c], round, msgs), c++;
+        else
+            make_call_(j, &j->calls[c], &round);
     run_job_(j);
     for (int q = 0; q < n; q++)
         assert_int_equal(j->status[q].error, DC_OK);
@@ -259,16 +306,16 @@ static void random_calls_(int n, int blocks, int lanes, uint64_t area, uint64_t 
 static void test_lanes_two_ranks(void **state)
 {
     (void)state;
-    random_calls_(2, 2, 4, 256, 1);
-    random_calls_(2, 3, 3, 1024, 2);
+    random_calls_(2, 2, 4, 256, 1, 0);
+    random_calls_(2, 3, 3, 1024, 2, 0);
 }
 
 static void test_lanes_odd_shapes(void **state)
 {
     (void)state;
-    random_calls_(3, 3, 2, 512, 3); // lanes fewer than ranks: a lane waits for two peers
-    random_calls_(5, 1, 4, 256, 4);
-    random_calls_(4, 2, 4, 128, 5); // 128-byte areas: reduce-scatter's pieces of 2 units
+    random_calls_(3, 3, 2, 512, 3, 0); // lanes fewer than ranks: a lane waits for two peers
+    random_calls_(5, 1, 4, 256, 4, 0);
+    random_calls_(4, 2, 4, 128, 5, 0); // 128-byte areas: reduce-scatter's pieces of 2 units
 }
 
 // The last rank calls with one more element: every rank fails at the first
@@ -298,12 +345,57 @@ static void test_lanes_mismatch(void **state)
     job_free_(j);
 }
 
+// Messages of up to four pieces and more among the collectives: the lanes
+// copy their units of every piece (in both areas of both parities), lane 0
+// waits for the block, and blocks of a rank run at once.
+static void test_lanes_p2p(void **state)
+{
+    (void)state;
+    random_calls_(2, 2, 4, 64, 6, 1);
+    random_calls_(3, 3, 2, 128, 7, 1); // an odd ring: the last rank's send waits a call
+    random_calls_(5, 2, 3, 256, 8, 1);
+}
+
+// Rank 1 expects one byte more than rank 0 sends it: both fail as a
+// mismatch, in every block, and no receive buffer changes (rank 1's
+// message back, in the next call, fails as well).
+static void test_lanes_p2p_mismatch(void **state)
+{
+    (void)state;
+    rng_ = 123;
+    struct job *j = job_new_(2, 2, 3, 128);
+    uint64_t msgs[MAX_N][MAX_N] = {{0}};
+    j->ncalls = 2;
+    make_ring_(j, &j->calls[0], 0, msgs);
+    j->calls[0].a[1].count++;
+    const uint64_t bytes = j->calls[0].recv_bytes;
+    char *before[2][2];
+    for (int c = 0; c < 2; c++)
+        for (int q = 0; q < 2; q++) {
+            before[c][q] = malloc(bytes + 2);
+            assert_non_null(before[c][q]);
+            memcpy(before[c][q], j->calls[c].a[q].recv, bytes);
+        }
+    run_job_(j);
+    for (int q = 0; q < 2; q++)
+        assert_int_equal(j->status[q].error, DC_ERR_MISMATCH);
+    for (int c = 0; c < 2; c++)
+        for (int q = 0; q < 2; q++) {
+            assert_memory_equal(j->calls[c].a[q].recv, before[c][q], bytes);
+            free(before[c][q]);
+        }
+    free_calls_(j);
+    job_free_(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lanes_two_ranks),
         cmocka_unit_test(test_lanes_odd_shapes),
         cmocka_unit_test(test_lanes_mismatch),
+        cmocka_unit_test(test_lanes_p2p),
+        cmocka_unit_test(test_lanes_p2p_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
