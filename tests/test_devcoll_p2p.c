@@ -494,6 +494,9 @@ static int mismatch_main_(struct world *w, int me, int n, const void *arg)
         CHECK(devcoll_sync(d) == VGPU_ECOMM && util_now_s() - t0 < 2.0);
         CHECK(devcoll_error(d, &who, NULL, 0) == VGPU_ECOMM);
         CHECK(who == mc->sender || who == mc->receiver);
+        // A peer that gave up, not a collective called otherwise: the
+        // message's mismatch is not the onlooker's.
+        CHECK(devcoll_fault(d) == DC_ERR_LEFT);
         CHECK(world_wait(w, n) == 0);
         devcoll_destroy(d);
         return 0;

@@ -414,7 +414,7 @@ int devcoll_error(const devcoll_t *d, int *peer, char *what, size_t what_bytes)
             how = p2p ? "did not take part within the timeout"
                       : "did not reach the collective within the timeout";
             break;
-        case DC_ERR_LEFT: how = "failed in the collective (its mailbox is poisoned)"; break;
+        case DC_ERR_LEFT: how = "gave up first (its own error says why)"; break;
         case DC_ERR_MISMATCH:
             how = p2p ? "sent or expected another size"
                       : "called another collective (type, count, operation or root differ)";

@@ -70,15 +70,17 @@
 #define DC_MAX_BLOCKS 32
 #define DC_UNIT 16                // bytes a thread handles at a time
 // A mailbox's `failed` once its writer gave up: DC_POISON + its fault word
-// (the error, and 1 + the rank it names, << 8), so that calls that differ
-// fail as such on every rank, naming the same rank, even one that sees a
-// peer's poison before it compares the descriptors itself.
+// (the error, DC_FAULT_P2P if a send or recv met it, and 1 + the rank it
+// names, << 8), so that calls that differ fail as such on every rank,
+// naming the same rank, even one that sees a peer's poison before it
+// compares the descriptors itself.
 #define DC_POISON 0xdead000000000000ull
 #define DC_HEAD_BYTES 32768       // the head, rounded up (data areas stay aligned)
 #define DC_MAX_COUNT (1ull << 44) // elements a descriptor can carry
 // The status's `call` for a point-to-point call: this bit, and the rounds
 // run before it.
 #define DC_P2P_CALL (1ull << 63)
+#define DC_FAULT_P2P 0x80u // in a fault word: the error came from a send or recv
 
 // What a call is (the descriptor's kind).
 enum dc_kind {
@@ -203,7 +205,8 @@ DC_FN struct dc_head *dc_head_of(const struct dc_args *a, int q)
 // window's fault word, then in the status for the host.
 DC_FN void dc_fail(const struct dc_args *a, uint32_t error, int peer, uint64_t call)
 {
-    if (!dc_claim(&dc_head_of(a, a->rank)->fault, error | (uint32_t)(peer + 1) << 8))
+    const uint32_t from_p2p = (call & DC_P2P_CALL) ? DC_FAULT_P2P : 0;
+    if (!dc_claim(&dc_head_of(a, a->rank)->fault, error | from_p2p | (uint32_t)(peer + 1) << 8))
         return;
     a->status->peer = peer;
     a->status->call = call;
@@ -254,12 +257,14 @@ DC_FN int dc_wait(const struct dc_args *a, const struct dc_mailbox *m, const uin
             return 0;
         const uint64_t failed = dc_load(&m->failed);
         if (failed >= DC_POISON) {
-            // A mismatch names the rank the peer named (the one that
-            // differs); anything else, the peer that gave up.
+            // A mismatch of the same sort of call (collective or message)
+            // names the rank the peer named, the one that differs; anything
+            // else, the peer that gave up.
             const uint64_t why = failed - DC_POISON;
             const int named = (int)(why >> 8 & 0xff) - 1;
             const int p2p = a->kind == DC_SEND || a->kind == DC_RECV;
-            if ((why & 0xff) == DC_ERR_MISMATCH)
+            const int from_p2p = (why & DC_FAULT_P2P) != 0;
+            if ((why & 0x7f) == DC_ERR_MISMATCH && from_p2p == p2p)
                 dc_fail(a, DC_ERR_MISMATCH, p2p || named < 0 ? p : named, call);
             else
                 dc_fail(a, DC_ERR_LEFT, p, call);
