@@ -75,12 +75,16 @@ run "devcoll_all_reduce" 60 env VGPU_DEVCOLL=1 "$MPIRUN" -np 3 \
 expect_nonzero
 expect_within 30
 expect_out "error: device collective [0-9]+: rank 1 did not reach the collective within the timeout"
+# The first rank to time out aborts the job; the other waiting rank's
+# watchdog may see it go before its own wait times out, and then reports a
+# communication failure (a peer that exited), no sooner than the timeout.
 reports=$(sed -n "s/^\[rank [02]\] comm_all_reduce -> \(.*\) after \([0-9.]*\) s$/\1|\2/p" <<<"$out")
-if [ -z "$reports" ]; then bad "no rank reported how its collective ended"; fi
+if ! grep -q '^timed out|' <<<"$reports"; then bad "no rank reported that its collective timed out"; fi
 while IFS='|' read -r status took; do
   [ -n "$status" ] || continue
-  if [ "$status" = "timed out" ] && [ "$(echo "$took >= $timeout_s && $took <= $limit" | bc)" = 1 ]; then
-    ok "a waiting rank timed out after $took s on the device collectives (bound $timeout_s s)"
+  in_bound=$(echo "$took >= $timeout_s && $took <= $limit" | bc)
+  if [ "$in_bound" = 1 ] && { [ "$status" = "timed out" ] || [ "$status" = "communication failure" ]; }; then
+    ok "a waiting rank's collective ended ($status) after $took s on the device collectives (bound $timeout_s s)"
   else
     bad "a rank's collective ended with '$status' after $took s (bound $timeout_s s, limit $limit s)"
   fi
