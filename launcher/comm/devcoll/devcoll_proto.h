@@ -174,11 +174,14 @@ DC_FN uint64_t dc_round_elems(int kind, int dtype, int n, uint64_t area_bytes)
     return per / DC_UNIT * (DC_UNIT / dc_elem_bytes(dtype));
 }
 
+// Whether the call is a send or a recv (only two ranks take part).
+DC_FN int dc_is_p2p(const struct dc_args *a) { return a->kind == DC_SEND || a->kind == DC_RECV; }
+
 // Rounds of a call (at least one: an empty call still meets its peers,
 // so that a count that differs is found; none for point-to-point).
 DC_FN uint64_t dc_rounds(const struct dc_args *a)
 {
-    if (a->kind == DC_SEND || a->kind == DC_RECV)
+    if (dc_is_p2p(a))
         return 0;
     const uint64_t per = dc_round_elems(a->kind, a->dtype, a->n, a->area_bytes);
     return a->count == 0 ? 1 : (a->count + per - 1) / per;
@@ -262,7 +265,7 @@ DC_FN int dc_wait(const struct dc_args *a, const struct dc_mailbox *m, const uin
             // else, the peer that gave up.
             const uint64_t why = failed - DC_POISON;
             const int named = (int)(why >> 8 & 0xff) - 1;
-            const int p2p = a->kind == DC_SEND || a->kind == DC_RECV;
+            const int p2p = dc_is_p2p(a);
             const int from_p2p = (why & DC_FAULT_P2P) != 0;
             if ((why & 0x7f) == DC_ERR_MISMATCH && from_p2p == p2p)
                 dc_fail(a, DC_ERR_MISMATCH, p2p || named < 0 ? p : named, call);
@@ -653,7 +656,7 @@ DC_FN void dc_recv(const struct dc_args *a, const struct dc_thread *t)
 // A whole call, as one block's lanes run it: its rounds in order.
 DC_FN void dc_run(const struct dc_args *a, const struct dc_thread *t)
 {
-    if (a->kind == DC_SEND || a->kind == DC_RECV) {
+    if (dc_is_p2p(a)) {
         (a->kind == DC_SEND ? dc_send : dc_recv)(a, t);
         return;
     }
